@@ -1,0 +1,224 @@
+"""The native device: wgpu-py (Vulkan, Metal, DX12; Mesa's lavapipe on a machine without a GPU).
+
+Works on the caller's own ``wgpu.GPUDevice`` and buffers, so a wgpu-py application tunes the
+kernels it already has, or opens an adapter and a device itself (asking for ``timestamp-query``
+when the adapter offers it). Times samples with GPU timestamp queries written at the start and
+end of the compute pass; without them, with the wall clock around a full sync.
+
+None of these coroutines ever suspends: the core drives them inline.
+
+Seen with wgpu-py 0.32: ``queue.on_submitted_work_done_*`` raise a cffi TypeError, so
+:meth:`NativeDevice.sync` reads a small buffer back instead, which waits for all prior work.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import wgpu
+
+from wgtune.device import Device, DeviceIdentity, DeviceLimits, Timing
+from wgtune.errors import KernelError
+from wgtune.tunable import Args, Grid, Kernel, pack_params
+
+__all__ = ["NativeDevice", "NativePipeline"]
+
+STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+
+
+@dataclass(frozen=True, eq=False)
+class NativePipeline:
+    kernel: Kernel
+    pipeline: Any
+    layout: Any
+
+
+@dataclass(frozen=True, eq=False)
+class _Profile:
+    seconds: float | None = None  # measured already (wall clock)
+    readback: Any = None  # buffer holding begin/end timestamps (GPU timestamps)
+
+
+def _identity(info: dict) -> DeviceIdentity:
+    vendor = info.get("vendor") or str(info.get("vendor_id", ""))
+    device = info.get("device") or str(info.get("device_id", ""))
+    return DeviceIdentity(
+        vendor=str(vendor),
+        device=str(device),
+        driver=str(info.get("description", "")),
+        backend=str(info.get("backend_type", "")),
+    )
+
+
+def _limits(limits: dict) -> DeviceLimits:
+    return DeviceLimits(
+        max_workgroup_storage=int(limits["max-compute-workgroup-storage-size"]),
+        max_invocations=int(limits["max-compute-invocations-per-workgroup"]),
+        max_workgroup_size=(
+            int(limits["max-compute-workgroup-size-x"]),
+            int(limits["max-compute-workgroup-size-y"]),
+            int(limits["max-compute-workgroup-size-z"]),
+        ),
+        max_workgroups_per_dimension=int(limits["max-compute-workgroups-per-dimension"]),
+    )
+
+
+class NativeDevice(Device):
+    """A wgpu-py ``GPUDevice`` behind wgtune's device interface."""
+
+    def __init__(self, device: wgpu.GPUDevice, *, use_timestamps: bool = True) -> None:
+        self.gpu = device
+        self.queue = device.queue
+        info = dict(device.adapter_info) if getattr(device, "adapter_info", None) else {}
+        self.identity = _identity(info)
+        self.adapter_info = info
+        self.limits = _limits(dict(device.limits))
+        self.timestamps = use_timestamps and "timestamp-query" in device.features
+        self.timing = Timing.GPU_TIMESTAMP if self.timestamps else Timing.WALL_CLOCK
+        self._sync_buffer = device.create_buffer(size=16, usage=STORAGE)
+        if self.timestamps:
+            self._queries = device.create_query_set(type=wgpu.QueryType.timestamp, count=2)
+            self._resolve_buffer = device.create_buffer(
+                size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
+            )
+
+    @classmethod
+    def open(cls, power_preference: str = "high-performance", *, use_timestamps: bool = True) -> NativeDevice:
+        """Open the default adapter's device, with ``timestamp-query`` when the adapter has it."""
+        adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+        if adapter is None:
+            raise RuntimeError(
+                "no WebGPU adapter: install a Vulkan driver (on Debian without a GPU: "
+                "apt-get install mesa-vulkan-drivers)"
+            )
+        features = ["timestamp-query"] if use_timestamps and "timestamp-query" in adapter.features else []
+        device = adapter.request_device_sync(required_features=features)
+        return cls(device, use_timestamps=use_timestamps)
+
+    # -- buffers ----------------------------------------------------------------------------
+
+    def create_buffer(self, data: bytes | bytearray | memoryview | None = None, *, size: int = 0) -> Any:
+        """A storage buffer (copyable both ways), filled with ``data`` or zeroed to ``size`` bytes."""
+        if data is not None:
+            return self.gpu.create_buffer_with_data(data=data, usage=STORAGE)
+        return self.gpu.create_buffer(size=max(4, size), usage=STORAGE)
+
+    def clone_buffer(self, buffer: Any) -> Any:
+        copy = self.gpu.create_buffer(size=buffer.size, usage=buffer.usage | wgpu.BufferUsage.COPY_DST)
+        encoder = self.gpu.create_command_encoder()
+        encoder.copy_buffer_to_buffer(buffer, 0, copy, 0, buffer.size)
+        self.queue.submit([encoder.finish()])
+        return copy
+
+    async def read_buffer(self, buffer: Any) -> bytes:
+        return bytes(self.queue.read_buffer(buffer))
+
+    def read_buffer_sync(self, buffer: Any) -> bytes:
+        return bytes(self.queue.read_buffer(buffer))
+
+    # -- kernels ----------------------------------------------------------------------------
+
+    async def compile(self, kernel: Kernel) -> NativePipeline:
+        try:
+            module = self.gpu.create_shader_module(code=kernel.wgsl, label=kernel.name)
+            pipeline = self.gpu.create_compute_pipeline(
+                layout="auto", compute={"module": module, "entry_point": kernel.entry_point}, label=kernel.name
+            )
+            layout = pipeline.get_bind_group_layout(0)
+        except Exception as error:  # wgpu-py raises GPUValidationError and friends synchronously
+            raise KernelError(_clean(error)) from None
+        return NativePipeline(kernel, pipeline, layout)
+
+    def _bind_group(self, pipeline: NativePipeline, args: Args) -> Any:
+        group = args.cache.get(pipeline)
+        if group is None:
+            buffers = list(args.buffers)
+            if args.params:
+                uniform = args.cache.get("params")
+                if uniform is None:
+                    uniform = args.cache["params"] = self.gpu.create_buffer_with_data(
+                        data=pack_params(args.params), usage=wgpu.BufferUsage.UNIFORM
+                    )
+                buffers.append(uniform)
+            entries = [
+                {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate(buffers)
+            ]
+            try:
+                group = self.gpu.create_bind_group(layout=pipeline.layout, entries=entries)
+            except Exception as error:
+                raise KernelError(f"cannot bind the call's buffers: {_clean(error)}") from None
+            args.cache[pipeline] = group
+        return group
+
+    def _encode(self, pipeline: NativePipeline, args: Args, grid: Grid, repeats: int, timestamps: bool) -> Any:
+        group = self._bind_group(pipeline, args)
+        encoder = self.gpu.create_command_encoder()
+        if timestamps:
+            compute = encoder.begin_compute_pass(
+                timestamp_writes={
+                    "query_set": self._queries,
+                    "beginning_of_pass_write_index": 0,
+                    "end_of_pass_write_index": 1,
+                }
+            )
+        else:
+            compute = encoder.begin_compute_pass()
+        compute.set_pipeline(pipeline.pipeline)
+        compute.set_bind_group(0, group)
+        x, y, z = grid
+        for _ in range(repeats):
+            compute.dispatch_workgroups(x, y, z)
+        compute.end()
+        return encoder
+
+    def dispatch(self, pipeline: NativePipeline, args: Args, grid: Grid, repeats: int = 1) -> None:
+        encoder = self._encode(pipeline, args, grid, repeats, timestamps=False)
+        try:
+            self.queue.submit([encoder.finish()])
+        except Exception as error:
+            raise KernelError(_clean(error)) from None
+
+    async def profile(self, pipeline: NativePipeline, args: Args, grid: Grid, repeats: int) -> _Profile:
+        if not self.timestamps:
+            await self.sync()
+            started = time.perf_counter()
+            self.dispatch(pipeline, args, grid, repeats)
+            await self.sync()
+            return _Profile(seconds=time.perf_counter() - started)
+        encoder = self._encode(pipeline, args, grid, repeats, timestamps=True)
+        # One readback buffer per sample: samples are resolved after they all ran.
+        readback = self.gpu.create_buffer(size=16, usage=wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.MAP_READ)
+        encoder.resolve_query_set(self._queries, 0, 2, self._resolve_buffer, 0)
+        encoder.copy_buffer_to_buffer(self._resolve_buffer, 0, readback, 0, 16)
+        try:
+            self.queue.submit([encoder.finish()])
+        except Exception as error:
+            raise KernelError(_clean(error)) from None
+        return _Profile(readback=readback)
+
+    async def resolve(self, profile: _Profile) -> float:
+        if profile.seconds is not None:
+            return profile.seconds
+        readback = profile.readback
+        readback.map_sync(wgpu.MapMode.READ)
+        try:
+            begin, end = struct.unpack("<QQ", readback.read_mapped())
+        finally:
+            readback.unmap()
+        return (end - begin) * 1e-9 if end >= begin else float("nan")
+
+    async def sync(self) -> None:
+        try:
+            self.queue.read_buffer(self._sync_buffer)
+        except Exception as error:
+            raise KernelError(_clean(error)) from None
+
+
+def _clean(error: BaseException) -> str:
+    """The useful part of a wgpu-native error: the message, without its boilerplate."""
+    text = str(error).strip()
+    lines = [line for line in text.splitlines() if line.strip() and not line.strip().startswith("In wgpu")]
+    return "\n".join(lines) or type(error).__name__

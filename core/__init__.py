@@ -1,0 +1,88 @@
+"""wgtune: an autotuner for WebGPU compute kernels.
+
+For each problem (an autotune key) wgtune benchmarks a set of WGSL candidates on the device in
+hand, picks the fastest that works, remembers it, and from then on runs it directly.
+
+This package is the pure core: standard library only, the same in CPython and in Pyodide.
+Devices and stores live in :mod:`wgtune.backends`; kernel families in :mod:`wgtune.kernels`.
+"""
+
+from .config import Config, LogLevel, Pin
+from .device import Device, DeviceIdentity, DeviceLimits, Timing
+from .errors import (
+    CandidateError,
+    ConfigError,
+    InvalidSamples,
+    KernelError,
+    Launch,
+    Mismatch,
+    NoValidKernelFound,
+    Skip,
+    StoreError,
+    TuneFailed,
+    Unknown,
+    WgtuneError,
+)
+from .events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
+from .key import Key, anchor
+from .plan import Plan
+from .record import MemoryRecords, RecordEffect, Trial, TuneRecord
+from .results import Outcome, Stats
+from .runner import run_inline, spawn_task
+from .state import MISS, PENDING, Hit, Miss, Pending, TuneState, Unchecked
+from .store import MemoryStore, StoredEntry
+from .tunable import Args, Group, Kernel, TunableSet
+from .tuner import Tuner
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MISS",
+    "PENDING",
+    "Args",
+    "CandidateError",
+    "Config",
+    "ConfigError",
+    "Device",
+    "DeviceIdentity",
+    "DeviceLimits",
+    "Group",
+    "Hit",
+    "InvalidSamples",
+    "Kernel",
+    "KernelError",
+    "Key",
+    "Launch",
+    "LogLevel",
+    "MemoryRecords",
+    "MemoryStore",
+    "Mismatch",
+    "Miss",
+    "NoValidKernelFound",
+    "Outcome",
+    "Pending",
+    "Pin",
+    "Plan",
+    "RecordEffect",
+    "Skip",
+    "Stats",
+    "StoreError",
+    "Timing",
+    "Trial",
+    "TrialFinished",
+    "TunableSet",
+    "TuneFailed",
+    "TuneFailedEvent",
+    "TuneFinished",
+    "TuneRecord",
+    "TuneStarted",
+    "TuneState",
+    "Tuner",
+    "Unchecked",
+    "Unknown",
+    "WgtuneError",
+    "__version__",
+    "anchor",
+    "run_inline",
+    "spawn_task",
+]

@@ -1,0 +1,178 @@
+"""Benchmarking one candidate: limits, compile, optional output check, warmups, timed samples.
+
+Every failure of the candidate becomes a value (see ``errors.py``); only failures of the tune
+as a whole propagate. Each timed sample repeats the dispatch inside one pass until the sample
+is long against the clock's grain (``Config.min_sample``), and reports seconds per dispatch.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .config import Config
+from .device import Device, check_grid, check_limits
+from .errors import InvalidSamples, KernelError, Launch, Mismatch, Unknown, WgtuneError
+from .results import Outcome, Result, Stats
+from .tunable import Args, Grid, Kernel, TunableSet
+
+__all__ = ["MAX_REPEATS", "OutputCheck", "run_candidate"]
+
+# A dispatch is repeated at most this often in one sample: past it the clock is not the limit.
+MAX_REPEATS = 4096
+# Rounds of measuring a sample before settling its repeat count.
+CALIBRATION_ROUNDS = 4
+
+PipelineGetter = Callable[[int], Awaitable[Any]]
+
+
+def _clone_args(device: Device, args: Args) -> Args:
+    return args.with_buffers([device.clone_buffer(buffer) for buffer in args.buffers])
+
+
+class OutputCheck:
+    """Runs candidates on identical inputs and compares their outputs with the reference's.
+
+    The reference is the first candidate, in the set's order, that compiles and runs: a set's
+    first candidate is its trusted default. Each run gets fresh copies of the pristine benchmark
+    inputs, so kernels that write in place cannot skew one another.
+    """
+
+    def __init__(self, device: Device, tunables: TunableSet, args: Args, pipeline: PipelineGetter) -> None:
+        self.device = device
+        self.tunables = tunables
+        self.pristine = _clone_args(device, args)
+        self.pipeline = pipeline
+        self.reference: list[bytes] | None = None
+        self.reference_name: str | None = None
+
+    async def outputs_of(self, index: int) -> list[bytes]:
+        kernel = self.tunables.candidates[index]
+        args = _clone_args(self.device, self.pristine)
+        pipeline = await self.pipeline(index)
+        self.device.dispatch(pipeline, args, tuple(kernel.grid(args)))
+        return [await self.device.read_buffer(args.buffers[i]) for i in self.tunables.outputs]
+
+    async def ensure_reference(self) -> None:
+        if self.reference is not None:
+            return
+        for index, kernel in enumerate(self.tunables.candidates):
+            try:
+                if check_limits(kernel, self.device.limits) is None:
+                    self.reference = await self.outputs_of(index)
+                    self.reference_name = kernel.name
+                    return
+            except WgtuneError:
+                continue
+        raise KernelError("no candidate could produce reference outputs")
+
+    async def mismatch(self, index: int) -> Mismatch | None:
+        await self.ensure_reference()
+        name = self.tunables.candidates[index].name
+        outputs = await self.outputs_of(index)
+        for slot, (got, want) in enumerate(zip(outputs, self.reference, strict=True)):
+            problem = compare(got, want, self.tunables.output_type, self.tunables.atol, self.tunables.rtol)
+            if problem:
+                output = self.tunables.outputs[slot]
+                return Mismatch(name, f"output buffer {output} disagrees with {self.reference_name}: {problem}")
+        return None
+
+
+def compare(got: bytes, want: bytes, typecode: str, atol: float, rtol: float) -> str | None:
+    """Why two outputs differ beyond tolerance, or None."""
+    if len(got) != len(want):
+        return f"{len(got)} bytes, reference has {len(want)}"
+    a, b = array(typecode), array(typecode)
+    usable = len(got) - len(got) % a.itemsize
+    a.frombytes(got[:usable])
+    b.frombytes(want[:usable])
+    exact = typecode not in "fd"
+    bad = 0
+    first = None
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if exact:
+            ok = x == y
+        else:
+            ok = abs(x - y) <= atol + rtol * abs(y) or (math.isnan(x) and math.isnan(y))
+        if not ok:
+            bad += 1
+            if first is None:
+                first = (i, x, y)
+    if not bad:
+        return None
+    i, x, y = first
+    return f"{bad} of {len(a)} values differ; first at [{i}]: {x!r} vs {y!r}"
+
+
+async def _sample_seconds(device: Device, pipeline: Any, args: Args, grid: Grid, repeats: int) -> float:
+    return await device.resolve(await device.profile(pipeline, args, grid, repeats))
+
+
+async def calibrate(device: Device, pipeline: Any, args: Args, grid: Grid, min_sample: float) -> int:
+    """How many dispatches one sample needs to last at least ``min_sample`` seconds."""
+    repeats = 1
+    for _ in range(CALIBRATION_ROUNDS):
+        seconds = await _sample_seconds(device, pipeline, args, grid, repeats)
+        if seconds >= min_sample or repeats >= MAX_REPEATS:
+            break
+        if not math.isfinite(seconds) or seconds <= 0:
+            repeats = min(MAX_REPEATS, repeats * 16)  # below the clock's grain: grow fast
+        else:
+            repeats = min(MAX_REPEATS, max(repeats + 1, math.ceil(repeats * min_sample * 1.2 / seconds)))
+    return repeats
+
+
+async def run_candidate(
+    device: Device,
+    tunables: TunableSet,
+    index: int,
+    args: Args,
+    config: Config,
+    pipeline: PipelineGetter,
+    check: OutputCheck | None,
+    step: Callable[[str], None],
+) -> Result:
+    """Benchmark candidate ``index`` of ``tunables`` on ``args``; every failure is a value."""
+    kernel: Kernel = tunables.candidates[index]
+    name = kernel.name
+    problem = check_limits(kernel, device.limits)
+    if problem:
+        return Launch(name, problem)
+    try:
+        compiled = await pipeline(index)
+    except KernelError as error:
+        return Launch(name, f"compile failed: {error}")
+    try:
+        grid = tuple(kernel.grid(args))
+    except Exception as error:
+        return Unknown(name, f"grid function failed: {type(error).__name__}: {error}")
+    problem = check_grid(grid, device.limits)
+    if problem:
+        return Launch(name, problem)
+    if config.dry_run:
+        step(f"{name}: compiled; dry run, not launched")
+        return Outcome(name, index, None)
+    try:
+        if check is not None:
+            mismatch = await check.mismatch(index)
+            if mismatch is not None:
+                return mismatch
+        for _ in range(config.warmups):
+            device.dispatch(compiled, args, grid)
+        await device.sync()
+        repeats = await calibrate(device, compiled, args, grid, config.min_sample)
+        profiles = [await device.profile(compiled, args, grid, repeats) for _ in range(config.samples)]
+        durations = [await device.resolve(handle) / repeats for handle in profiles]
+    except KernelError as error:
+        return Launch(name, f"launch failed: {error}")
+    except WgtuneError:
+        raise
+    except Exception as error:
+        return Unknown(name, f"{type(error).__name__}: {error}")
+    valid = tuple(d for d in durations if math.isfinite(d) and d > 0)
+    step(f"{name}: {len(valid)} of {len(durations)} samples valid, {repeats} dispatches a sample")
+    if not valid:
+        return InvalidSamples(name)
+    return Outcome(name, index, Stats(valid, device.timing))

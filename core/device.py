@@ -1,0 +1,122 @@
+"""The seam between the core and a GPU: what a backend implements.
+
+Async-first, with names close to WebGPU's (and wgpu-py's), because in the browser compiling
+reports errors asynchronously and reading a buffer or a timestamp is always a promise. Natively
+the same coroutines never suspend, so the core drives them inline (see ``runner.py``).
+
+Encoding and submitting work is synchronous in WebGPU, so :meth:`Device.dispatch`, the hot path
+of every call, is a plain method.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .tunable import Args, Grid, Kernel
+
+__all__ = ["Device", "DeviceIdentity", "DeviceLimits", "Timing", "check_grid", "check_limits"]
+
+
+class Timing:
+    GPU_TIMESTAMP = "gpu-timestamp"
+    WALL_CLOCK = "wall-clock"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceIdentity:
+    """Which GPU and driver: the store's namespace, so one GPU's winners never serve another."""
+
+    vendor: str
+    device: str
+    driver: str
+    backend: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def slug(self) -> str:
+        text = "-".join(part for part in (self.vendor, self.device, self.backend) if part)
+        return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:80] or "device"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceLimits:
+    """The limits a candidate is checked against before it is compiled."""
+
+    max_workgroup_storage: int = 16384
+    max_invocations: int = 256
+    max_workgroup_size: Grid = (256, 256, 64)
+    max_workgroups_per_dimension: int = 65535
+
+
+def check_limits(kernel: Kernel, limits: DeviceLimits) -> str | None:
+    """Why ``kernel`` cannot run on a device with ``limits``, or None when it fits."""
+    if kernel.workgroup_storage > limits.max_workgroup_storage:
+        return (
+            f"exceeds a device limit: {kernel.workgroup_storage} bytes of workgroup storage, "
+            f"the device allows {limits.max_workgroup_storage}"
+        )
+    if kernel.invocations > limits.max_invocations:
+        return (
+            f"exceeds a device limit: workgroup {kernel.workgroup_size} has {kernel.invocations} "
+            f"invocations, the device allows {limits.max_invocations}"
+        )
+    for axis, size, allowed in zip("xyz", kernel.workgroup_size, limits.max_workgroup_size, strict=True):
+        if size > allowed:
+            return f"exceeds a device limit: workgroup size {axis} = {size}, the device allows {allowed}"
+    return None
+
+
+def check_grid(grid: Grid, limits: DeviceLimits) -> str | None:
+    if len(grid) != 3 or any(not isinstance(n, int) or n < 0 for n in grid):
+        return f"grid must be three ints >= 0, got {grid!r}"
+    if max(grid) > limits.max_workgroups_per_dimension:
+        return (
+            f"exceeds a device limit: dispatch of {grid} workgroups, the device allows "
+            f"{limits.max_workgroups_per_dimension} per dimension"
+        )
+    return None
+
+
+class Device(ABC):
+    """A GPU as the core sees it. Backends fill in the bodies.
+
+    Failures of one candidate (a WGSL error, a pipeline the device refuses) raise
+    :class:`~wgtune.errors.KernelError` with the compiler's or driver's message.
+    """
+
+    identity: DeviceIdentity
+    limits: DeviceLimits
+    timing: str
+    """How :meth:`profile` measures: ``Timing.GPU_TIMESTAMP`` or ``Timing.WALL_CLOCK``."""
+
+    @abstractmethod
+    async def compile(self, kernel: Kernel) -> Any:
+        """Compile ``kernel`` to a pipeline; raise KernelError with the compiler's message."""
+
+    @abstractmethod
+    def dispatch(self, pipeline: Any, args: Args, grid: Grid, repeats: int = 1) -> None:
+        """Encode ``repeats`` dispatches of ``pipeline`` on ``args`` in one pass and submit them."""
+
+    @abstractmethod
+    async def profile(self, pipeline: Any, args: Args, grid: Grid, repeats: int) -> Any:
+        """Launch like :meth:`dispatch`, timed; return a handle for :meth:`resolve`."""
+
+    @abstractmethod
+    async def resolve(self, profile: Any) -> float:
+        """Seconds the profiled pass took on the device."""
+
+    @abstractmethod
+    async def sync(self) -> None:
+        """Wait until all submitted work is done; raise what the device reported, if anything."""
+
+    @abstractmethod
+    def clone_buffer(self, buffer: Any) -> Any:
+        """A new buffer with the same size, usage and contents (the copy is queued)."""
+
+    @abstractmethod
+    async def read_buffer(self, buffer: Any) -> bytes:
+        """The buffer's contents, after all submitted work."""

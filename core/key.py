@@ -1,0 +1,97 @@
+"""Autotune keys: which problem a winner answers.
+
+A key is what a tunable set's key function makes of a call's inputs: bucketed sizes, dtypes,
+layout. Calls whose keys are equal share one tune and one winner, so bucketing decides how
+often wgtune tunes: :func:`anchor` rounds sizes up to a power so that nearby sizes share a key.
+
+A :class:`Key` is a tuple of ``(field, value)`` pairs sorted by field. Being a plain tuple
+underneath, it hashes and compares at C speed, which keeps a cache hit a dict lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+
+__all__ = ["Key", "Scalar", "anchor"]
+
+Scalar = int | float | str | bool | None
+
+
+def _check_value(field: str, value: object) -> Scalar:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"key field {field!r} is {value!r}: keys must be finite")
+        return value
+    raise TypeError(
+        f"key field {field!r} is a {type(value).__name__}: key values must be int, float, str, bool or None"
+    )
+
+
+class Key(tuple):
+    """A frozen, hashable, JSON-serialisable autotune key.
+
+    >>> Key({"n": 1024, "dtype": "f32"})
+    Key(dtype='f32', n=1024)
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, fields: Mapping[str, object] | Iterable[tuple[str, object]] = ()) -> Key:
+        items = fields.items() if isinstance(fields, Mapping) else fields
+        pairs = []
+        for field, value in items:
+            if not isinstance(field, str) or not field:
+                raise TypeError(f"key field names must be non-empty strings, got {field!r}")
+            pairs.append((field, _check_value(field, value)))
+        pairs.sort(key=lambda pair: pair[0])
+        for first, second in zip(pairs, pairs[1:], strict=False):
+            if first[0] == second[0]:
+                raise ValueError(f"key field {first[0]!r} appears twice")
+        return super().__new__(cls, pairs)
+
+    def as_dict(self) -> dict[str, Scalar]:
+        return dict(self)
+
+    def to_json(self) -> str:
+        """The canonical text of the key: equal keys give equal text."""
+        return json.dumps(dict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | Mapping[str, object]) -> Key:
+        """Read a key back from :meth:`to_json` text or its decoded object."""
+        value = json.loads(text) if isinstance(text, str) else text
+        if not isinstance(value, Mapping):
+            raise ValueError(f"a key must be a JSON object, got {type(value).__name__}")
+        return cls(value)
+
+    def __repr__(self) -> str:
+        return "Key(" + ", ".join(f"{field}={value!r}" for field, value in self) + ")"
+
+    def __str__(self) -> str:
+        return ", ".join(f"{field}={value}" for field, value in self)
+
+
+def anchor(x: int, max: int | None = None, min: int | None = None, base: int = 2) -> int:
+    """Round ``x`` up to the next power of ``base``, then clamp it to ``[min, max]``.
+
+    Integer arithmetic throughout: a float logarithm rounds ``2**29`` up to ``2**30``.
+    ``anchor(0)`` and ``anchor(1)`` are 1, the zeroth power.
+    """
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"anchor() takes an int, got {type(x).__name__}")
+    if x < 0:
+        raise ValueError(f"anchor() takes a size >= 0, got {x}")
+    if base < 2:
+        raise ValueError(f"anchor() needs base >= 2, got {base}")
+    power = 1
+    while power < x:
+        power *= base
+    if max is not None and power > max:
+        power = max
+    if min is not None and power < min:
+        power = min
+    return power

@@ -1,0 +1,100 @@
+"""What a tune leaves beside its answer: the tune record.
+
+The store keeps a key's winner and every candidate's result. What it cannot say is how the tune
+went: which candidates ran and in what order, what each cost to compile and benchmark, whether
+the tune stopped early, how long the key took from its miss to its answer. A :class:`TuneRecord`
+is that account, written once per tune to a records sink (a JSON Lines file natively).
+
+Its effect is ``changed`` when the store took the answer, ``observed`` when the answer stays in
+this process (the cache was off, or a dry run measured nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from .key import Key
+
+__all__ = ["MemoryRecords", "RecordEffect", "RecordSink", "Trial", "TuneRecord", "envelope"]
+
+RECORD_KIND = "autotune"
+
+
+class RecordEffect(str, Enum):
+    CHANGED = "changed"
+    OBSERVED = "observed"
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One candidate's run within a tune: compiling and benchmarking it, in seconds."""
+
+    name: str
+    wall: float
+
+
+@dataclass(frozen=True)
+class TuneRecord:
+    """How one autotune key was decided (the seed's ``TuneRecord``)."""
+
+    table: str
+    key: Key
+    checksum: str
+    winner: int
+    trials: tuple[Trial, ...]
+    short_circuit: str | None
+    wall: float
+    dry_run: bool
+    stored: bool
+
+    @property
+    def effect(self) -> RecordEffect:
+        return RecordEffect.CHANGED if self.stored else RecordEffect.OBSERVED
+
+    def to_json(self) -> dict:
+        return {
+            "table": self.table,
+            "entry": {"key": self.key.as_dict(), "checksum": self.checksum},
+            "winner": self.winner,
+            "trials": [{"name": t.name, "wall": t.wall} for t in self.trials],
+            "short_circuit": self.short_circuit,
+            "wall": self.wall,
+            "dry_run": self.dry_run,
+            "stored": self.stored,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict) -> TuneRecord:
+        entry = obj["entry"]
+        return cls(
+            table=str(obj["table"]),
+            key=Key.from_json(entry["key"]),
+            checksum=str(entry["checksum"]),
+            winner=int(obj["winner"]),
+            trials=tuple(Trial(str(t["name"]), float(t["wall"])) for t in obj.get("trials", [])),
+            short_circuit=obj.get("short_circuit"),
+            wall=float(obj["wall"]),
+            dry_run=bool(obj.get("dry_run", False)),
+            stored=bool(obj.get("stored", False)),
+        )
+
+
+def envelope(record: TuneRecord, at: float) -> dict:
+    """The line a sink writes: the record with its kind, effect and wall-clock time (Unix seconds)."""
+    return {"kind": RECORD_KIND, "effect": record.effect.value, "at": at, "record": record.to_json()}
+
+
+class RecordSink(Protocol):
+    def write(self, record: TuneRecord) -> None: ...
+
+
+@dataclass
+class MemoryRecords:
+    """Keeps records in a list: the browser's page reads them from here, and so do tests."""
+
+    records: list[TuneRecord] = field(default_factory=list)
+
+    def write(self, record: TuneRecord) -> None:
+        self.records.append(record)

@@ -1,0 +1,153 @@
+"""Where winners are kept between processes: the store protocol and the document format.
+
+A store holds the winners of one *namespace*: one device (vendor, device, driver, backend), one
+tuner name, one wgtune version; so one GPU's winners never serve another. Its contract:
+
+- ``load()`` returns every entry; a store that cannot be read returns what it can (never raises
+  for damaged data: a read that fails is a miss, and the tune goes on);
+- ``save(entry)`` keeps the entry, replacing the one with the same table and key;
+- ``clear()`` forgets everything of the namespace.
+
+The document format (JSON) is shared by the file store, the browser's IndexedDB store and the
+export/import of winners. New fields get defaults, so older documents still decode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .errors import StoreError
+from .key import Key
+
+__all__ = [
+    "DOCUMENT_FORMAT",
+    "EXPORT_FORMAT",
+    "MemoryStore",
+    "Store",
+    "StoredEntry",
+    "decode_document",
+    "decode_export",
+    "encode_document",
+    "encode_export",
+]
+
+DOCUMENT_FORMAT = "wgtune.cache/1"
+EXPORT_FORMAT = "wgtune.export/1"
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """A key's winner as stored: under the checksum of the candidate list it was tuned with."""
+
+    table: str
+    key: Key
+    checksum: str
+    winner: int
+    winner_name: str
+    results: tuple[dict, ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "table": self.table,
+            "key": self.key.as_dict(),
+            "checksum": self.checksum,
+            "winner": self.winner,
+            "winner_name": self.winner_name,
+            "results": list(self.results),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> StoredEntry:
+        if not isinstance(obj, dict):
+            raise StoreError(f"an entry must be an object, got {type(obj).__name__}")
+        try:
+            winner = obj["winner"]
+            if isinstance(winner, bool) or not isinstance(winner, int) or winner < 0:
+                raise StoreError(f"entry winner must be an index >= 0, got {winner!r}")
+            results = obj.get("results", [])
+            if not isinstance(results, list):
+                raise StoreError("entry results must be a list")
+            return cls(
+                table=str(obj["table"]),
+                key=Key.from_json(obj["key"]),
+                checksum=str(obj["checksum"]),
+                winner=winner,
+                winner_name=str(obj.get("winner_name", "")),
+                results=tuple(results),
+            )
+        except KeyError as missing:
+            raise StoreError(f"entry lacks the field {missing}") from None
+        except (TypeError, ValueError) as bad:
+            raise StoreError(f"entry is malformed: {bad}") from None
+
+    @property
+    def slot(self) -> tuple[str, Key]:
+        return (self.table, self.key)
+
+
+class Store(Protocol):
+    """Keeps the winners of one namespace."""
+
+    namespace: dict
+
+    def load(self) -> list[StoredEntry]: ...
+
+    def save(self, entry: StoredEntry) -> None: ...
+
+    def clear(self) -> None: ...
+
+
+@dataclass
+class MemoryStore:
+    """A store that lives as long as the process: for tests, and for ``WGTUNE_CACHE=off``-like uses."""
+
+    namespace: dict = field(default_factory=dict)
+    entries: dict[tuple[str, Key], StoredEntry] = field(default_factory=dict)
+
+    def load(self) -> list[StoredEntry]:
+        return list(self.entries.values())
+
+    def save(self, entry: StoredEntry) -> None:
+        self.entries[entry.slot] = entry
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+
+def encode_document(namespace: dict, entries: Iterable[StoredEntry]) -> dict:
+    """One namespace's winners as a JSON-ready document, entries in a stable order."""
+    ordered = sorted(entries, key=lambda e: (e.table, e.key.to_json()))
+    return {"format": DOCUMENT_FORMAT, **namespace, "entries": [e.to_json() for e in ordered]}
+
+
+def decode_document(obj: object) -> tuple[dict, list[StoredEntry]]:
+    """Read a namespace document: its namespace fields and its entries. Raises StoreError."""
+    if not isinstance(obj, dict):
+        raise StoreError(f"a wgtune cache document is a JSON object, got {type(obj).__name__}")
+    if obj.get("format") != DOCUMENT_FORMAT:
+        raise StoreError(f"not a wgtune cache document (format {obj.get('format')!r}, want {DOCUMENT_FORMAT!r})")
+    entries = obj.get("entries", [])
+    if not isinstance(entries, list):
+        raise StoreError("the document's entries must be a list")
+    namespace = {k: v for k, v in obj.items() if k not in ("format", "entries")}
+    return namespace, [StoredEntry.from_json(entry) for entry in entries]
+
+
+def encode_export(documents: Iterable[dict]) -> dict:
+    """Several namespace documents as one export document (moves winners between machines)."""
+    return {"format": EXPORT_FORMAT, "namespaces": list(documents)}
+
+
+def decode_export(obj: object) -> list[tuple[dict, list[StoredEntry]]]:
+    """Read an export document, or a single namespace document, checking every entry first."""
+    if isinstance(obj, dict) and obj.get("format") == DOCUMENT_FORMAT:
+        return [decode_document(obj)]
+    if not isinstance(obj, dict) or obj.get("format") != EXPORT_FORMAT:
+        got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
+        raise StoreError(f"not a wgtune export (format {got!r}, want {EXPORT_FORMAT!r})")
+    namespaces = obj.get("namespaces")
+    if not isinstance(namespaces, list):
+        raise StoreError("the export's namespaces must be a list")
+    return [decode_document(document) for document in namespaces]

@@ -1,0 +1,192 @@
+"""Candidates and the sets they are tuned in.
+
+A :class:`Kernel` is one candidate: WGSL source plus how to launch it. A :class:`TunableSet`
+is the candidates that compute the same thing, with the key function that buckets a call into
+an autotune key and the checksum that ties stored winners to this exact candidate list.
+
+Calls hand a set their inputs as :class:`Args`: device buffers bound in order at
+``@group(0) @binding(0..)``, and small numbers (sizes) that go to the kernel in a uniform buffer
+at the next binding. Key functions read the numbers; the core never looks into buffers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+from .key import Key
+
+__all__ = ["Args", "Group", "Kernel", "TunableSet", "pack_params"]
+
+Grid = tuple[int, int, int]
+Priority = int | Callable[[Key], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A priority group: the plan benchmarks groups in descending priority, one level at a time.
+
+    ``priority`` is a number or a function of the key; a negative value skips the whole group.
+    """
+
+    name: str
+    priority: Priority = 0
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    """One WGSL candidate.
+
+    ``grid`` maps the call's :class:`Args` to the number of workgroups to dispatch.
+    ``workgroup_size`` and ``workgroup_storage`` (bytes of ``var<workgroup>``) are declared so that
+    the core can check them against the device's limits before compiling: some drivers accept a
+    kernel over the storage limit and fail later, or never.
+    ``priority`` orders candidates within their group (higher first; negative skips).
+    """
+
+    name: str
+    wgsl: str
+    grid: Callable[[Args], Grid]
+    workgroup_size: Grid = (64, 1, 1)
+    workgroup_storage: int = 0
+    entry_point: str = "main"
+    priority: Priority = 0
+    group: Group | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"a kernel needs a non-empty name, got {self.name!r}")
+        if not isinstance(self.wgsl, str):
+            raise ConfigError(f"kernel {self.name!r}: wgsl must be a str")
+        if not callable(self.grid):
+            raise ConfigError(f"kernel {self.name!r}: grid must be a function of the call's Args")
+        size = tuple(self.workgroup_size)
+        if len(size) != 3 or any(not isinstance(n, int) or n < 1 for n in size):
+            raise ConfigError(f"kernel {self.name!r}: workgroup_size must be three ints >= 1, got {size}")
+        object.__setattr__(self, "workgroup_size", size)
+
+    @property
+    def invocations(self) -> int:
+        x, y, z = self.workgroup_size
+        return x * y * z
+
+    def fingerprint(self) -> str:
+        """What identifies this candidate's code: any change here invalidates stored winners."""
+        return "\x1f".join(
+            [self.name, self.entry_point, repr(self.workgroup_size), str(self.workgroup_storage), self.wgsl]
+        )
+
+
+def pack_params(params: Sequence[int | float]) -> bytes:
+    """Pack numbers as the uniform buffer a kernel reads: ints as u32 (i32 if negative), floats as f32.
+
+    Padded to a multiple of 16 bytes, as uniform buffers require.
+    """
+    out = bytearray()
+    for index, value in enumerate(params):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"param {index} is {value!r}: params must be ints or floats")
+        if isinstance(value, float):
+            out += struct.pack("<f", value)
+        elif 0 <= value < 2**32:
+            out += struct.pack("<I", value)
+        elif -(2**31) <= value < 0:
+            out += struct.pack("<i", value)
+        else:
+            raise ConfigError(f"param {index} = {value} does not fit in 32 bits")
+    padded_size = max(16, -(-len(out) // 16) * 16)
+    return bytes(out) + bytes(padded_size - len(out))
+
+
+@dataclass(frozen=True, eq=False)
+class Args:
+    """A call's inputs: buffers bound in order, then ``params`` as a uniform buffer (if any).
+
+    ``cache`` is the backend's scratch space for this call's bind groups and uniform buffer, so
+    that running the same Args again costs no new GPU objects.
+    """
+
+    buffers: tuple[Any, ...]
+    params: tuple[int | float, ...] = ()
+    cache: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "buffers", tuple(self.buffers))
+        object.__setattr__(self, "params", tuple(self.params))
+
+    def with_buffers(self, buffers: Sequence[Any]) -> Args:
+        """The same call on other buffers (the benchmark's copies, say)."""
+        return Args(tuple(buffers), self.params)
+
+
+KeyFunction = Callable[[Args], Mapping[str, object]]
+InputGenerator = Callable[[Any, Key, Args], Args]
+
+
+class TunableSet:
+    """Candidates that compute the same thing, tuned per key.
+
+    ``key`` makes the autotune key of a call (use :func:`~wgtune.anchor` to bucket sizes).
+    ``outputs`` are the indices of the buffers the kernels write: the output checks compare them,
+    as ``output_type`` values (an ``array`` typecode: ``"f"`` for f32, exact for integer codes)
+    within ``atol + rtol * |reference|``.
+    ``input_gen(device, key, args)`` makes the benchmark's inputs; by default every buffer is
+    copied, so benchmarks never write the caller's buffers and in-place kernels tune safely.
+    The first candidate should be a safe default: it is the fallback while a tune is pending
+    and the reference of the output checks.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        candidates: Sequence[Kernel],
+        key: KeyFunction,
+        *,
+        outputs: Sequence[int] = (),
+        input_gen: InputGenerator | None = None,
+        output_type: str = "f",
+        atol: float = 1e-4,
+        rtol: float = 1e-4,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a tunable set needs a non-empty name, got {name!r}")
+        candidates = tuple(candidates)
+        if not candidates:
+            raise ConfigError(f"tunable set {name!r} has no candidates")
+        for candidate in candidates:
+            if not isinstance(candidate, Kernel):
+                raise ConfigError(f"tunable set {name!r}: {candidate!r} is not a Kernel")
+        names = [candidate.name for candidate in candidates]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigError(f"tunable set {name!r}: candidate names repeat: {', '.join(duplicates)}")
+        self.name = name
+        self.candidates = candidates
+        self.key_function = key
+        self.outputs = tuple(outputs)
+        self.input_gen = input_gen
+        if output_type not in ("f", "d", "i", "I", "h", "H", "b", "B"):
+            raise ConfigError(f"tunable set {name!r}: output_type {output_type!r} is not an array typecode")
+        self.output_type = output_type
+        self.atol = atol
+        self.rtol = rtol
+        self.index_of = {candidate.name: index for index, candidate in enumerate(candidates)}
+        digest = hashlib.sha256()
+        for candidate in candidates:
+            digest.update(candidate.fingerprint().encode())
+            digest.update(b"\x1e")
+        self.checksum = digest.hexdigest()[:32]
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def __repr__(self) -> str:
+        return f"TunableSet({self.name!r}, {len(self.candidates)} candidates)"
+
+    def key(self, args: Args) -> Key:
+        """The autotune key of a call."""
+        return Key(self.key_function(args))

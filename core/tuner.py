@@ -1,0 +1,331 @@
+"""The tuner: answers which candidate runs a key, tuning it on the first miss.
+
+Usage::
+
+    tuner = Tuner(device, store=store)
+    kernel = tuner.execute(my_set, Args(buffers, params))   # tunes on a miss, then runs the winner
+
+The flow follows the seed (``tuner.rs``). :meth:`Tuner.fastest` is the hot path, a dict lookup.
+:meth:`Tuner.check_tune`, under the lock, checks a stored winner against the set's checksum,
+answers Hit or Pending, or marks the key Pending and starts a tune outside the lock. The tune is
+a coroutine: natively it runs inline and answers Hit; in the browser it is a task on the event
+loop and the answer is Pending. Whatever ends a tune, the key leaves Pending: a winner makes it
+a Hit; any failure makes it a Miss again, with the reason kept in :attr:`Tuner.failures`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .benchmark import OutputCheck, run_candidate
+from .config import Config
+from .device import Device, check_limits
+from .errors import ConfigError, KernelError, Launch, NoValidKernelFound, Skip
+from .events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
+from .key import Key
+from .log import TuneLog, logger
+from .plan import Plan
+from .record import RecordSink, Trial, TuneRecord
+from .results import Outcome, Result, rank, result_to_json
+from .runner import Spawner, default_spawner, run_inline
+from .state import MISS, PENDING, Hit, Pending, TuneState, Unchecked
+from .store import Store, StoredEntry
+from .tunable import Args, Kernel, TunableSet
+
+__all__ = ["Tuner"]
+
+# How many distinct raw keys a set remembers the Key of; past it the memo starts over.
+KEY_MEMO_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A tune about to run: everything it needs, and when the key missed."""
+
+    tunables: TunableSet
+    key: Key
+    args: Args
+    missed_at: float
+
+
+class Tuner:
+    """Tunes and remembers the winners of any number of tunable sets on one device."""
+
+    def __init__(
+        self,
+        device: Device,
+        *,
+        store: Store | None = None,
+        records: RecordSink | None = None,
+        config: Config | None = None,
+        spawn: Spawner | None = None,
+        observer: Callable[[object], None] | None = None,
+    ) -> None:
+        self.device = device
+        self.config = config if config is not None else Config.from_env()
+        self.store = store if self.config.cache else None
+        self.records = records
+        self.observer = observer
+        self.failures: dict[tuple[str, Key], BaseException] = {}
+        self._spawn = spawn if spawn is not None else default_spawner()
+        self._lock = threading.Lock()
+        self._tables: dict[str, dict[Key, TuneState]] = {}
+        self._pipelines: dict[tuple[str, int], Any] = {}
+        self._fallbacks: dict[str, int] = {}
+        self._key_memo: dict[str, dict[tuple, Key]] = {}
+        self._tasks: set = set()
+        if self.store is not None:
+            for entry in self.store.load():
+                self._tables.setdefault(entry.table, {})[entry.key] = Unchecked(entry.winner, entry.checksum)
+
+    # -- the hot path -------------------------------------------------------------------------
+
+    def fastest(self, tunables: TunableSet, key: Key) -> TuneState:
+        """The key's state in this process: Hit, Miss, Pending or Unchecked. A dict lookup."""
+        table = self._tables.get(tunables.name)
+        return MISS if table is None else table.get(key, MISS)
+
+    def key(self, tunables: TunableSet, args: Args) -> Key:
+        """The autotune key of a call, memoised on the key function's raw answer."""
+        raw = tuple(tunables.key_function(args).items())
+        memo = self._key_memo.get(tunables.name)
+        if memo is None:
+            memo = self._key_memo[tunables.name] = {}
+        try:
+            key = memo.get(raw)
+        except TypeError:  # an unhashable value: let Key say which field is wrong
+            return Key(raw)
+        if key is None:
+            if len(memo) >= KEY_MEMO_SIZE:
+                memo.clear()
+            key = memo[raw] = Key(raw)
+        return key
+
+    def execute(self, tunables: TunableSet, args: Args) -> Kernel:
+        """Run the key's winner on ``args``; tune first on a miss. Returns the kernel that ran.
+
+        While the key is Pending (a tune in the event loop, or in another thread), the first
+        candidate that works runs instead: the seed's fallback.
+        """
+        key = self.key(tunables, args)
+        table = self._tables.get(tunables.name)
+        state = MISS if table is None else table.get(key, MISS)
+        if state.__class__ is not Hit:
+            state = self.check_tune(tunables, key, args)
+        index = state.index if state.__class__ is Hit else self.fallback(tunables)
+        pipeline = self._pipelines.get((tunables.name, index))
+        if pipeline is None:
+            pipeline = run_inline(self._pipeline(tunables, index))
+        kernel = tunables.candidates[index]
+        if not self.config.dry_run:
+            self.device.dispatch(pipeline, args, kernel.grid(args))
+        return kernel
+
+    # -- deciding -----------------------------------------------------------------------------
+
+    def check_tune(self, tunables: TunableSet, key: Key, args: Args) -> TuneState:
+        """Answer Hit or Pending for ``key``, starting a tune if nothing is known yet.
+
+        Natively the tune runs inline and this returns Hit (or raises NoValidKernelFound);
+        with the browser's spawner it returns Pending at once.
+        """
+        decided = self._begin(tunables, key, args)
+        if not isinstance(decided, _Request):
+            return decided
+        return self._spawn(self._tune(decided), self._tasks)
+
+    async def tune_async(self, tunables: TunableSet, args: Args, key: Key | None = None) -> TuneState:
+        """Like :meth:`check_tune`, awaiting the tune in the caller's event loop; answers Hit or Pending."""
+        key = key if key is not None else self.key(tunables, args)
+        decided = self._begin(tunables, key, args)
+        if not isinstance(decided, _Request):
+            return decided
+        return await self._tune(decided)
+
+    def _begin(self, tunables: TunableSet, key: Key, args: Args) -> TuneState | _Request:
+        with self._lock:
+            table = self._tables.setdefault(tunables.name, {})
+            state = table.get(key, MISS)
+            if isinstance(state, Unchecked):
+                state = self._validate(tunables, key, state)
+                table[key] = state
+            if isinstance(state, (Hit, Pending)):
+                return state
+            pinned = self.config.pin_for(tunables.name, key)
+            if pinned is not None:
+                index = tunables.index_of.get(pinned)
+                if index is None:
+                    raise ConfigError(
+                        f"pin for {tunables.name} [{key}] names {pinned!r}, which is not a candidate; "
+                        f"candidates: {', '.join(tunables.index_of)}"
+                    )
+                table[key] = state = Hit(index)
+                return state
+            if len(tunables) == 1:
+                table[key] = state = Hit(0)  # nothing to compare: not benchmarked, not stored
+                return state
+            table[key] = PENDING
+        return _Request(tunables, key, args, time.perf_counter())
+
+    def _validate(self, tunables: TunableSet, key: Key, state: Unchecked) -> TuneState:
+        if state.checksum == tunables.checksum and state.winner < len(tunables):
+            return Hit(state.winner)
+        logger.info("stored winner for %s [%s] is for other candidates: tuning again", tunables.name, key)
+        return MISS
+
+    # -- tuning -------------------------------------------------------------------------------
+
+    async def _tune(self, request: _Request) -> TuneState:
+        tunables, key = request.tunables, request.key
+        log = TuneLog(self.config.log_level, tunables.name, key)
+        try:
+            return await self._benchmark_and_commit(request, log)
+        except BaseException as error:
+            with self._lock:
+                table = self._tables.setdefault(tunables.name, {})
+                if table.get(key) is PENDING:
+                    table[key] = MISS
+                self.failures[(tunables.name, key)] = error
+            reason = str(error) if isinstance(error, NoValidKernelFound) else f"{type(error).__name__}: {error}"
+            log.failed(reason)
+            self._emit(TuneFailedEvent(tunables.name, key, reason))
+            raise
+
+    async def _benchmark_and_commit(self, request: _Request, log: TuneLog) -> TuneState:
+        tunables, key, device, config = request.tunables, request.key, self.device, self.config
+        self._emit(TuneStarted(tunables.name, key, len(tunables)))
+        # Errors of work submitted before the tune must not be blamed on its candidates.
+        await device.sync()
+        if tunables.input_gen is not None:
+            bench_args = tunables.input_gen(device, key, request.args)
+        else:
+            bench_args = request.args.with_buffers([device.clone_buffer(b) for b in request.args.buffers])
+        check = None
+        if config.checks and tunables.outputs and not config.dry_run:
+            check = OutputCheck(device, tunables, bench_args, lambda i: self._pipeline(tunables, i))
+
+        results: list[Result] = [Skip(kernel.name) for kernel in tunables.candidates]
+        plan = Plan(tunables.candidates, key)
+        for index in plan.skipped:
+            results[index] = Skip(tunables.candidates[index].name, "skipped by the plan: negative priority")
+        trials: list[Trial] = []
+        while True:
+            batch = plan.next()
+            if not batch:
+                raise NoValidKernelFound(tunables.name, key, tuple(results))
+            log.step(f"batch {batch}")
+            for index in batch:
+                started = time.perf_counter()
+                result = await run_candidate(
+                    device, tunables, index, bench_args, config,
+                    lambda i: self._pipeline(tunables, i), check, log.step,
+                )
+                wall = time.perf_counter() - started
+                results[index] = result
+                trials.append(Trial(tunables.candidates[index].name, wall))
+                self._emit(TrialFinished(tunables.name, key, index, result, wall))
+            if any(isinstance(results[index], Outcome) for index in batch):
+                break
+
+        order = rank(results)
+        winner = order[0]
+        with self._lock:
+            self._tables.setdefault(tunables.name, {})[key] = Hit(winner)
+        stored = self._store_winner(tunables, key, winner, results)
+        record = TuneRecord(
+            table=tunables.name,
+            key=key,
+            checksum=tunables.checksum,
+            winner=winner,
+            trials=tuple(trials),
+            short_circuit=None,
+            wall=time.perf_counter() - request.missed_at,
+            dry_run=config.dry_run,
+            stored=stored,
+        )
+        if self.records is not None:
+            try:
+                self.records.write(record)
+            except Exception as error:  # a record lost must not lose the winner
+                logger.warning("could not write the tune record of %s [%s]: %s", tunables.name, key, error)
+        log.finish(results, order)
+        self._emit(TuneFinished(tunables.name, key, winner, tunables.candidates[winner].name, stored))
+        return Hit(winner)
+
+    def _store_winner(self, tunables: TunableSet, key: Key, winner: int, results: list[Result]) -> bool:
+        """Keep the winner in the store; a dry run measured nothing and keeps nothing."""
+        if self.store is None or self.config.dry_run:
+            return False
+        entry = StoredEntry(
+            table=tunables.name,
+            key=key,
+            checksum=tunables.checksum,
+            winner=winner,
+            winner_name=tunables.candidates[winner].name,
+            results=tuple(result_to_json(result) for result in results),
+        )
+        try:
+            self.store.save(entry)
+        except Exception as error:
+            logger.warning("could not store the winner of %s [%s]: %s", tunables.name, key, error)
+            return False
+        return True
+
+    # -- pipelines and the fallback -----------------------------------------------------------
+
+    async def _pipeline(self, tunables: TunableSet, index: int) -> Any:
+        slot = (tunables.name, index)
+        pipeline = self._pipelines.get(slot)
+        if pipeline is None:
+            pipeline = await self.device.compile(tunables.candidates[index])
+            self._pipelines[slot] = pipeline
+        return pipeline
+
+    async def prepare(self, tunables: TunableSet) -> int:
+        """Compile the set's fallback ahead of time (the browser does this before any call)."""
+        index = self._fallbacks.get(tunables.name)
+        if index is not None:
+            return index
+        errors: list = []
+        for index, kernel in enumerate(tunables.candidates):
+            problem = check_limits(kernel, self.device.limits)
+            if problem:
+                errors.append(Launch(kernel.name, problem))
+                continue
+            try:
+                await self._pipeline(tunables, index)
+            except KernelError as error:
+                errors.append(Launch(kernel.name, f"compile failed: {error}"))
+                continue
+            self._fallbacks[tunables.name] = index
+            return index
+        raise NoValidKernelFound(tunables.name, "fallback", tuple(errors))
+
+    def fallback(self, tunables: TunableSet) -> int:
+        """The first candidate, in the set's order, that fits the device and compiles."""
+        index = self._fallbacks.get(tunables.name)
+        return index if index is not None else run_inline(self.prepare(tunables))
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    def states(self, tunables: TunableSet | str) -> dict[Key, TuneState]:
+        """A copy of every known key's state for a set."""
+        name = tunables if isinstance(tunables, str) else tunables.name
+        with self._lock:
+            return dict(self._tables.get(name, {}))
+
+    def forget(self, tunables: TunableSet, key: Key) -> None:
+        """Drop what this process knows of a key (the store keeps its entry)."""
+        with self._lock:
+            self._tables.get(tunables.name, {}).pop(key, None)
+
+    def _emit(self, event: object) -> None:
+        if self.observer is not None:
+            try:
+                self.observer(event)
+            except Exception as error:  # a broken progress bar must not break a tune
+                logger.warning("tune observer failed: %s", error)
