@@ -67,6 +67,7 @@ __all__ = [
     "Skip",
     "Stats",
     "StoreError",
+    "StoredEntry",
     "Timing",
     "Trial",
     "TrialFinished",

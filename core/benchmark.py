@@ -92,10 +92,7 @@ def compare(got: bytes, want: bytes, typecode: str, atol: float, rtol: float) ->
     bad = 0
     first = None
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        if exact:
-            ok = x == y
-        else:
-            ok = abs(x - y) <= atol + rtol * abs(y) or (math.isnan(x) and math.isnan(y))
+        ok = x == y if exact else abs(x - y) <= atol + rtol * abs(y) or (math.isnan(x) and math.isnan(y))
         if not ok:
             bad += 1
             if first is None:

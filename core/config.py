@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from enum import Enum
+from enum import StrEnum
 
 from .errors import ConfigError
 from .key import Key
@@ -31,7 +31,7 @@ from .key import Key
 __all__ = ["Config", "LogLevel", "Pin"]
 
 
-class LogLevel(str, Enum):
+class LogLevel(StrEnum):
     DISABLED = "disabled"
     MINIMAL = "minimal"
     FULL = "full"
@@ -66,7 +66,9 @@ def parse_pins(text: str) -> tuple[Pin, ...]:
     for part in filter(str.strip, text.split(";")):
         match = _PIN.match(part)
         if match is None:
-            raise ConfigError(f"WGTUNE_PIN: cannot read {part.strip()!r}; write SET=CANDIDATE or SET[k=v,...]=CANDIDATE")
+            raise ConfigError(
+                f"WGTUNE_PIN: cannot read {part.strip()!r}; write SET=CANDIDATE or SET[k=v,...]=CANDIDATE"
+            )
         fields = []
         for item in filter(str.strip, (match["fields"] or "").split(",")):
             name, sep, value = item.partition("=")

@@ -10,6 +10,7 @@ underneath, it hashes and compares at C speed, which keeps a cache hit a dict lo
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -48,7 +49,7 @@ class Key(tuple):
                 raise TypeError(f"key field names must be non-empty strings, got {field!r}")
             pairs.append((field, _check_value(field, value)))
         pairs.sort(key=lambda pair: pair[0])
-        for first, second in zip(pairs, pairs[1:], strict=False):
+        for first, second in itertools.pairwise(pairs):
             if first[0] == second[0]:
                 raise ValueError(f"key field {first[0]!r} appears twice")
         return super().__new__(cls, pairs)

@@ -12,7 +12,7 @@ this process (the cache was off, or a dry run measured nothing).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Protocol
 
 from .key import Key
@@ -22,7 +22,7 @@ __all__ = ["MemoryRecords", "RecordEffect", "RecordSink", "Trial", "TuneRecord",
 RECORD_KIND = "autotune"
 
 
-class RecordEffect(str, Enum):
+class RecordEffect(StrEnum):
     CHANGED = "changed"
     OBSERVED = "observed"
 

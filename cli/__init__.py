@@ -1,0 +1,87 @@
+"""The ``wgtune`` command line: tune the demo suite, inspect the cache and the records.
+
+::
+
+    wgtune tune [--cache-dir DIR] [--records FILE] [--json] [--dry-run] [--checks] [--log-level L]
+    wgtune cache list | show | clear | export FILE | import FILE   [--cache-dir DIR]
+    wgtune records FILE [--json]
+
+Exit status: 0 on success, 1 when a tune found no valid kernel, 2 for bad arguments or files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from wgtune.errors import ConfigError, StoreError, WgtuneError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wgtune", description="An autotuner for WebGPU compute kernels.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    tune = commands.add_parser("tune", help="tune the built-in demo suite on the default adapter")
+    tune.add_argument("--cache-dir", help="where winners are kept (default: the user cache directory)")
+    tune.add_argument("--records", metavar="FILE", help="append a record of every tune to this JSON Lines file")
+    tune.add_argument("--json", action="store_true", help="print a machine-readable summary instead of tables")
+    tune.add_argument("--dry-run", action="store_true", help="compile every candidate, launch nothing, store nothing")
+    tune.add_argument("--checks", action="store_true", help="check every candidate's output against the reference")
+    tune.add_argument("--no-cache", action="store_true", help="keep winners in this process only")
+    tune.add_argument("--only", metavar="SET", action="append", help="tune only this set (repeatable)")
+    tune.add_argument(
+        "--log-level", choices=["disabled", "minimal", "full"], help="tune log detail (default: WGTUNE_LOG or minimal)"
+    )
+
+    cache = commands.add_parser("cache", help="list, show, clear, export or import stored winners")
+    cache.add_argument("--cache-dir", help="the cache directory (default: the user cache directory)")
+    actions = cache.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", help="one line per device namespace")
+    show = actions.add_parser("show", help="every stored winner")
+    show.add_argument("--json", action="store_true", help="print the entries as JSON")
+    actions.add_parser("clear", help="forget every stored winner")
+    export = actions.add_parser("export", help="write every namespace to one JSON document")
+    export.add_argument("file", help="output file, or - for standard output")
+    imported = actions.add_parser("import", help="merge an exported document into the cache")
+    imported.add_argument("file", help="a document written by export (native or browser)")
+
+    records = commands.add_parser("records", help="show the tune records of a JSON Lines file")
+    records.add_argument("file")
+    records.add_argument("--json", action="store_true", help="print the records as JSON lines")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "tune":
+            from .tune import run_tune
+
+            return run_tune(args)
+        if args.command == "cache":
+            from .cache import run_cache
+
+            return run_cache(args)
+        from .records import run_records
+
+        return run_records(args)
+    except (ConfigError, StoreError, OSError) as error:
+        print(f"wgtune: error: {error}", file=sys.stderr)
+        return 2
+    except WgtuneError as error:
+        print(f"wgtune: {error}", file=sys.stderr)
+        return 1
+
+
+def configure_logging(level: str) -> None:
+    """Show the tuner's log lines on standard error (the library itself never configures logging)."""
+    if level == "disabled":
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    root = logging.getLogger("wgtune")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)

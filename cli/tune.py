@@ -1,0 +1,167 @@
+"""``wgtune tune``: tune the demo suite natively, with progress and a results table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from wgtune.config import Config
+from wgtune.events import TrialFinished, TuneStarted
+from wgtune.key import Key
+from wgtune.log import format_seconds
+from wgtune.results import result_to_json
+from wgtune.state import Hit
+
+from . import configure_logging
+
+
+@dataclass
+class KeySummary:
+    """One key's line in the results: what won, how fast, against what."""
+
+    set_name: str
+    key: Key
+    status: str  # "tuned" or "hit"
+    winner: str
+    median: float | None = None
+    runner_up: str | None = None
+    runner_up_median: float | None = None
+    first_median: float | None = None
+
+    @property
+    def speedup(self) -> float | None:
+        if self.median and self.first_median:
+            return self.first_median / self.median
+        return None
+
+    def to_json(self) -> dict:
+        return {
+            "set": self.set_name,
+            "key": self.key.as_dict(),
+            "status": self.status,
+            "winner": self.winner,
+            "median": self.median,
+            "runner_up": self.runner_up,
+            "runner_up_median": self.runner_up_median,
+            "first_median": self.first_median,
+            "speedup_over_first": self.speedup,
+        }
+
+
+def _medians(results: list[dict]) -> dict[str, float]:
+    return {r["name"]: r["median"] for r in results if "median" in r}
+
+
+def summarize(set_name: str, key: Key, status: str, winner: str, results: list[dict], first: str) -> KeySummary:
+    medians = _medians(results)
+    ranked = sorted(medians, key=medians.get)
+    runner_up = next((name for name in ranked if name != winner), None)
+    return KeySummary(
+        set_name=set_name,
+        key=key,
+        status=status,
+        winner=winner,
+        median=medians.get(winner),
+        runner_up=runner_up,
+        runner_up_median=medians.get(runner_up) if runner_up else None,
+        first_median=medians.get(first),
+    )
+
+
+def run_tune(args) -> int:
+    from wgtune.backends.local import open_tuner
+    from wgtune.kernels.demo import demo_suite
+
+    overrides = {}
+    if args.cache_dir:
+        overrides["cache_dir"] = args.cache_dir
+    if args.records:
+        overrides["records"] = args.records
+    if args.dry_run:
+        overrides["dry_run"] = True
+    if args.checks:
+        overrides["checks"] = True
+    if args.no_cache:
+        overrides["cache"] = False
+    if args.log_level:
+        overrides["log_level"] = args.log_level
+    config = Config.from_env(**overrides)
+    configure_logging(config.log_level.value if not args.json else "disabled")
+
+    console = Console(stderr=True)
+    trials: dict[tuple[str, Key], list] = {}
+    started: set[tuple[str, Key]] = set()
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, disable=args.json,
+    )
+    bars: dict[str, int] = {}
+
+    def observe(event: object) -> None:
+        if isinstance(event, TuneStarted):
+            started.add((event.set_name, event.key))
+            trials[(event.set_name, event.key)] = []
+        elif isinstance(event, TrialFinished):
+            trials[(event.set_name, event.key)].append(event.result)
+            if event.set_name in bars:
+                progress.advance(bars[event.set_name])
+
+    tuner = open_tuner(config=config, observer=observe)
+    cases = [case for case in demo_suite() if not args.only or case.tunables.name in args.only]
+    if args.only and len(cases) < len(set(args.only)):
+        known = ", ".join(case.tunables.name for case in demo_suite())
+        print(f"wgtune: error: --only names an unknown set; sets: {known}", file=sys.stderr)
+        return 2
+    summaries: list[KeySummary] = []
+    stored = {(e.table, e.key): e for e in tuner.store.load()} if tuner.store is not None else {}
+    with progress:
+        for case in cases:
+            tunables = case.tunables
+            bars[tunables.name] = progress.add_task(
+                f"{tunables.name} ({len(case.sizes)} keys)", total=len(case.sizes) * len(tunables)
+            )
+            for size in case.sizes:
+                call = case.make_args(tuner.device, size)
+                key = tuner.key(tunables, call)
+                state = tuner.check_tune(tunables, key, call)
+                tuner.execute(tunables, call)
+                winner = tunables.candidates[state.index].name if isinstance(state, Hit) else "?"
+                first = tunables.candidates[0].name
+                if (tunables.name, key) in started:
+                    results = [result_to_json(r) for r in trials[(tunables.name, key)]]
+                    summaries.append(summarize(tunables.name, key, "tuned", winner, results, first))
+                else:
+                    progress.advance(bars[tunables.name], len(tunables))
+                    entry = stored.get((tunables.name, key))
+                    results = list(entry.results) if entry is not None else []
+                    summaries.append(summarize(tunables.name, key, "hit", winner, results, first))
+    if args.json:
+        json.dump({"dry_run": config.dry_run, "device": tuner.device.identity.as_dict(),
+                   "keys": [s.to_json() for s in summaries]}, sys.stdout, indent=2)
+        print()
+    else:
+        print_table(Console(), tuner, summaries)
+    return 0
+
+
+def _time(seconds: float | None) -> str:
+    return format_seconds(seconds) if seconds else "-"
+
+
+def print_table(console: Console, tuner, summaries: list[KeySummary]) -> None:
+    identity = tuner.device.identity
+    table = Table(title=f"wgtune on {identity.device} ({identity.backend}, {tuner.device.timing})")
+    for column in ("set", "key", "status", "winner", "median", "runner-up", "speedup vs first"):
+        table.add_column(column, justify="right" if column in ("median", "speedup vs first") else "left")
+    for s in summaries:
+        runner_up = f"{s.runner_up} ({_time(s.runner_up_median)})" if s.runner_up else "-"
+        speedup = f"{s.speedup:.2f}x" if s.speedup else "-"
+        table.add_row(s.set_name, str(s.key), s.status, s.winner, _time(s.median), runner_up, speedup)
+    console.print(table)
+
+
+__all__ = ["KeySummary", "run_tune", "summarize"]
