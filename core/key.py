@@ -88,9 +88,12 @@ def anchor(x: int, max: int | None = None, min: int | None = None, base: int = 2
         raise ValueError(f"anchor() takes a size >= 0, got {x}")
     if base < 2:
         raise ValueError(f"anchor() needs base >= 2, got {base}")
-    power = 1
-    while power < x:
-        power *= base
+    if base == 2:
+        power = 1 << (x - 1).bit_length() if x > 1 else 1
+    else:
+        power = 1
+        while power < x:
+            power *= base
     if max is not None and power > max:
         power = max
     if min is not None and power < min:

@@ -1,0 +1,138 @@
+"""The cost of wgtune on a cache hit: ``fastest(key)``, and ``execute()`` over calling the winner.
+
+Prints, measured side by side in one run:
+
+1. the median cost of ``tuner.fastest(set, key)`` on a hit (target <= 0.5 us);
+2. the overhead of ``tuner.execute(set, args)`` on a hit over dispatching the winner directly,
+   on a null device whose dispatch does nothing, so that only wgtune's own work is timed
+   (target <= 3 us); the key function is included: it runs on every call;
+3. for scale, the same pair on the real adapter (wgpu-py), where the dispatch itself dominates.
+
+Each figure is the median of ``ROUNDS`` rounds of ``CALLS`` calls, the two sides of a pair
+interleaved round by round so that drift hits both alike. Run: ``python bench/hot_path.py``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import struct
+import time
+
+import wgtune
+from wgtune import Args, Config, Device, DeviceIdentity, DeviceLimits, Kernel, TunableSet, Tuner, run_inline
+
+ROUNDS = 31
+CALLS = 20_000
+REAL_CALLS = 500
+
+WGSL = """
+@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+@group(0) @binding(1) var<uniform> n: vec4<u32>;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) { if (id.x < n.x) { y[id.x] = y[id.x] + 1.0; } }
+"""
+
+
+class NullDevice(Device):
+    """A device that does nothing, instantly: isolates wgtune's own cost."""
+
+    identity = DeviceIdentity("null", "null", "null", "null")
+    limits = DeviceLimits()
+    timing = "wall-clock"
+
+    async def compile(self, kernel):
+        return kernel.name
+
+    def dispatch(self, pipeline, args, grid, repeats=1):
+        return None
+
+    async def profile(self, pipeline, args, grid, repeats):
+        return 1e-3 * repeats
+
+    async def resolve(self, profile):
+        return profile
+
+    async def sync(self):
+        return None
+
+    def clone_buffer(self, buffer):
+        return buffer
+
+    async def read_buffer(self, buffer):
+        return b""
+
+
+def make_set() -> TunableSet:
+    candidates = [
+        Kernel(f"add_wg{wg}", WGSL.replace("WG", str(wg)), workgroup_size=(wg, 1, 1),
+               grid=lambda args, wg=wg: ((args.params[0] + wg - 1) // wg, 1, 1))
+        for wg in (64, 128, 256)
+    ]
+    return TunableSet("add_one", candidates, key=lambda args: {"n": wgtune.anchor(args.params[0])})
+
+
+def per_call(fn, calls: int) -> float:
+    started = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - started) / calls
+
+
+def paired(first, second, calls: int) -> tuple[float, float]:
+    a, b = [], []
+    for _ in range(ROUNDS):
+        a.append(per_call(first, calls))
+        b.append(per_call(second, calls))
+    return statistics.median(a), statistics.median(b)
+
+
+def measure(device: Device, args: Args, calls: int) -> dict:
+    tunables = make_set()
+    tuner = Tuner(device, config=Config(log_level="disabled", cache=False, samples=3, warmups=1))
+    kernel = tuner.execute(tunables, args)  # tunes: from here on, every call is a hit
+    key = tuner.key(tunables, args)
+    state = tuner.fastest(tunables, key)
+    assert isinstance(state, wgtune.Hit), state
+    pipeline = run_inline(tuner._pipeline(tunables, state.index))
+
+    def direct() -> None:
+        device.dispatch(pipeline, args, kernel.grid(args))
+
+    def through_wgtune() -> None:
+        tuner.execute(tunables, args)
+
+    def baseline() -> None:
+        return None
+
+    def fastest() -> None:
+        tuner.fastest(tunables, key)
+
+    loop, lookup = paired(baseline, fastest, calls)
+    plain, tuned = paired(direct, through_wgtune, calls)
+    return {"fastest": lookup - loop, "direct": plain, "execute": tuned, "overhead": tuned - plain}
+
+
+def main() -> None:
+    print(f"wgtune {wgtune.__version__}: hot path on a hit, medians of {ROUNDS} rounds")
+    null = measure(NullDevice(), Args(("buffer",), (1 << 20,)), CALLS)
+    print(f"  fastest(key) on a hit:              {null['fastest'] * 1e6:7.3f} us   (target <= 0.5 us)")
+    print(f"  dispatch the winner directly:       {null['direct'] * 1e6:7.3f} us   (null device)")
+    print(f"  execute() on a hit:                 {null['execute'] * 1e6:7.3f} us   (null device)")
+    print(f"  execute() overhead over direct:     {null['overhead'] * 1e6:7.3f} us   (target <= 3 us)")
+    try:
+        from wgtune.backends.native import NativeDevice
+
+        device = NativeDevice.open()
+    except Exception as error:  # no adapter: the null-device figures above still stand
+        print(f"  (no native adapter for the real-device figures: {error})")
+        return
+    n = 1 << 16
+    args = Args((device.create_buffer(struct.pack(f"{n}f", *([0.0] * n))),), (n,))
+    real = measure(device, args, REAL_CALLS)
+    name = device.identity.device
+    print(f"  on {name}: dispatch directly {real['direct'] * 1e6:.1f} us, execute() {real['execute'] * 1e6:.1f} us, "
+          f"difference {real['overhead'] * 1e6:+.1f} us (GPU submission dominates; noisy)")
+
+
+if __name__ == "__main__":
+    main()
