@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 from filelock import FileLock
+from wgtune.errors import StoreError
 from wgtune.record import RECORD_KIND, TuneRecord, envelope
 
 __all__ = ["JsonlRecords", "read_records"]
@@ -66,10 +67,8 @@ def _parse(line: bytes) -> tuple[dict, TuneRecord] | None:
         raise ValueError("the line has no record object")
     try:
         return obj, TuneRecord.from_json(body)
-    except KeyError as missing:
-        raise ValueError(f"the record lacks the field {missing}") from None
-    except (TypeError, AttributeError) as bad:
-        raise ValueError(f"the record is malformed: {bad}") from None
+    except StoreError as bad:
+        raise ValueError(str(bad)) from None
 
 
 def read_records(path: str | os.PathLike) -> list[tuple[dict, TuneRecord]]:

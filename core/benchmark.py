@@ -141,6 +141,10 @@ async def run_candidate(
         compiled = await pipeline(index)
     except KernelError as error:
         return Launch(name, f"compile failed: {error}")
+    except WgtuneError:
+        raise
+    except Exception as error:
+        return Unknown(name, f"compile raised {type(error).__name__}: {error}")
     try:
         grid = tuple(kernel.grid(args))
     except Exception as error:

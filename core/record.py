@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from .errors import StoreError
 from .key import Key
 
-__all__ = ["MemoryRecords", "RecordEffect", "RecordSink", "Trial", "TuneRecord", "envelope"]
+__all__ = ["RECORD_KIND", "MemoryRecords", "RecordEffect", "RecordSink", "Trial", "TuneRecord", "envelope"]
 
 RECORD_KIND = "autotune"
 
@@ -67,14 +68,28 @@ class TuneRecord:
 
     @classmethod
     def from_json(cls, obj: dict) -> TuneRecord:
+        """Decode :meth:`to_json`; raises StoreError naming what is wrong."""
+        try:
+            return cls._from_json(obj)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise StoreError(f"not a tune record: {type(error).__name__}: {error}") from None
+
+    @classmethod
+    def _from_json(cls, obj: dict) -> TuneRecord:
         entry = obj["entry"]
+        winner = obj["winner"]
+        if isinstance(winner, bool) or not isinstance(winner, int) or winner < 0:
+            raise ValueError(f"winner must be an index >= 0, got {winner!r}")
+        short_circuit = obj.get("short_circuit")
+        if short_circuit is not None and not isinstance(short_circuit, str):
+            raise ValueError(f"short_circuit must be a name or null, got {short_circuit!r}")
         return cls(
             table=str(obj["table"]),
             key=Key.from_json(entry["key"]),
             checksum=str(entry["checksum"]),
-            winner=int(obj["winner"]),
+            winner=winner,
             trials=tuple(Trial(str(t["name"]), float(t["wall"])) for t in obj.get("trials", [])),
-            short_circuit=obj.get("short_circuit"),
+            short_circuit=short_circuit,
             wall=float(obj["wall"]),
             dry_run=bool(obj.get("dry_run", False)),
             stored=bool(obj.get("stored", False)),

@@ -118,6 +118,8 @@ class MemoryStore:
 
 def encode_document(namespace: dict, entries: Iterable[StoredEntry]) -> dict:
     """One namespace's winners as a JSON-ready document, entries in a stable order."""
+    if "format" in namespace or "entries" in namespace:
+        raise StoreError("namespace fields may not be named 'format' or 'entries'")
     ordered = sorted(entries, key=lambda e: (e.table, e.key.to_json()))
     return {"format": DOCUMENT_FORMAT, **namespace, "entries": [e.to_json() for e in ordered]}
 

@@ -79,7 +79,12 @@ class Tuner:
         self._key_memo: dict[str, dict[tuple, Key]] = {}
         self._tasks: set = set()
         if self.store is not None:
-            for entry in self.store.load():
+            try:
+                loaded = self.store.load()
+            except OSError as error:  # an unreadable cache is a miss, not a failure
+                logger.warning("could not read the stored winners: %s", error)
+                loaded = []
+            for entry in loaded:
                 self._tables.setdefault(entry.table, {})[entry.key] = Unchecked(entry.winner, entry.checksum)
 
     # -- the hot path -------------------------------------------------------------------------
