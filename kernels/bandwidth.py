@@ -1,0 +1,170 @@
+"""A memory-bound family: ``out[i] = alpha * x[i] + b[i]`` over long f32 arrays.
+
+A pure function of its inputs (``out`` is never read), so running it again, as the benchmark
+does, gives the same result. Call convention: buffers ``(x, b, out)`` at bindings 0, 1, 2, then
+params ``(N, alpha)`` as a uniform at binding 3; ``alpha`` must be a Python float (an int would
+be packed as a u32).
+
+Candidates differ in the three things that decide how close a streaming kernel gets to memory
+bandwidth:
+
+- vector width: the arrays are bound as ``array<f32>``, ``array<vec2<f32>>`` or
+  ``array<vec4<f32>>``. A vec-W binding only reaches the first ``N - N % W`` elements, so the
+  key records the widest width that divides N (``"vec"``), and candidates wider than that are
+  skipped by the plan (negative priority). A winner therefore never serves a call it cannot
+  finish.
+- elements (vectors) per invocation: 1 to 8, strided by the workgroup size so that neighbouring
+  invocations always touch neighbouring words.
+- workgroup size: 64 to 256.
+
+Workgroups are laid out on a 2-D grid (row-major over ``num_workgroups.x``) because WebGPU
+allows at most 65535 workgroups per dimension.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wgtune import Args, Kernel, TunableSet, anchor
+from wgtune.key import Key
+
+__all__ = [
+    "FMA_VARIANTS",
+    "FmaVariant",
+    "fma_kernel",
+    "fma_key",
+    "fma_reference",
+    "fma_set",
+    "fma_wgsl",
+    "widest_vector",
+]
+
+# Workgroups along x before the grid wraps onto y (WebGPU's per-dimension limit is 65535).
+GRID_ROW = 32768
+VECTOR_WIDTHS = (4, 2, 1)
+
+
+def _ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+def widest_vector(n: int) -> int:
+    """The widest vector width (4, 2 or 1) that divides ``n``: the widest binding that covers it."""
+    return next(width for width in VECTOR_WIDTHS if n % width == 0)
+
+
+@dataclass(frozen=True)
+class FmaVariant:
+    """One candidate's shape: vector ``width``, vectors ``per_thread``, invocations per ``workgroup``."""
+
+    width: int
+    per_thread: int
+    workgroup: int
+
+    def __post_init__(self) -> None:
+        if self.width not in VECTOR_WIDTHS:
+            raise ValueError(f"{self}: width must be one of {VECTOR_WIDTHS}")
+        if self.per_thread < 1 or not 1 <= self.workgroup <= 256:
+            raise ValueError(f"{self}: per_thread must be >= 1 and workgroup within 1..256")
+
+    @property
+    def name(self) -> str:
+        kind = "f32" if self.width == 1 else f"vec{self.width}"
+        return f"{kind}_x{self.per_thread}_wg{self.workgroup}"
+
+    @property
+    def elements_per_workgroup(self) -> int:
+        return self.width * self.per_thread * self.workgroup
+
+
+def fma_wgsl(variant: FmaVariant) -> str:
+    """WGSL for one variant: workgroup ``w`` covers vectors ``[w * per_thread * wg, ...)``."""
+    element = "f32" if variant.width == 1 else f"vec{variant.width}<f32>"
+    span = variant.per_thread * variant.workgroup
+    body = "".join(
+        f"  let i{j} = base + {j * variant.workgroup}u;\n"
+        f"  if (i{j} < count) {{ out[i{j}] = p.alpha * x[i{j}] + b[i{j}]; }}\n"
+        for j in range(variant.per_thread)
+    )
+    return f"""\
+@group(0) @binding(0) var<storage, read> x: array<{element}>;
+@group(0) @binding(1) var<storage, read> b: array<{element}>;
+@group(0) @binding(2) var<storage, read_write> out: array<{element}>;
+struct Params {{ n: u32, alpha: f32 }}
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size({variant.workgroup}, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) lane: u32) {{
+  let count = p.n / {variant.width}u;
+  let group = wid.y * groups.x + wid.x;
+  let base = group * {span}u + lane;
+{body}}}
+"""
+
+
+def _vector_priority(width: int):
+    """Skip (priority -1) the candidate on keys whose N its vector binding cannot cover."""
+
+    def priority(key: Key) -> int:
+        return 0 if dict(key).get("vec", 1) % width == 0 else -1
+
+    return priority
+
+
+def fma_kernel(variant: FmaVariant) -> Kernel:
+    """The candidate for ``variant``, with a grid that wraps onto y past ``GRID_ROW`` workgroups."""
+
+    def grid(args: Args) -> tuple[int, int, int]:
+        groups = _ceil_div(args.params[0], variant.elements_per_workgroup)
+        if groups <= GRID_ROW:
+            return (groups, 1, 1)
+        return (GRID_ROW, _ceil_div(groups, GRID_ROW), 1)
+
+    return Kernel(
+        variant.name,
+        fma_wgsl(variant),
+        grid=grid,
+        workgroup_size=(variant.workgroup, 1, 1),
+        priority=0 if variant.width == 1 else _vector_priority(variant.width),
+    )
+
+
+# Candidate 0 is the plainest: one f32 per invocation.
+FMA_VARIANTS: tuple[FmaVariant, ...] = (
+    FmaVariant(width=1, per_thread=1, workgroup=64),
+    FmaVariant(width=1, per_thread=1, workgroup=256),
+    FmaVariant(width=1, per_thread=4, workgroup=64),
+    FmaVariant(width=1, per_thread=8, workgroup=256),
+    FmaVariant(width=2, per_thread=1, workgroup=64),
+    FmaVariant(width=2, per_thread=4, workgroup=128),
+    FmaVariant(width=4, per_thread=1, workgroup=64),
+    FmaVariant(width=4, per_thread=1, workgroup=256),
+    FmaVariant(width=4, per_thread=2, workgroup=64),
+    FmaVariant(width=4, per_thread=4, workgroup=64),
+    FmaVariant(width=4, per_thread=8, workgroup=256),
+)
+
+
+def fma_key(args: Args) -> dict[str, object]:
+    """N bucketed to a power of two, plus the widest vector width that divides the exact N."""
+    n = args.params[0]
+    return {"n": anchor(n), "dtype": "f32", "vec": widest_vector(n)}
+
+
+def fma_set(variants: tuple[FmaVariant, ...] = FMA_VARIANTS) -> TunableSet:
+    """The ``fma`` set. Each output is one rounding of ``alpha * x + b`` (fused or not)."""
+    return TunableSet(
+        "fma",
+        [fma_kernel(variant) for variant in variants],
+        key=fma_key,
+        outputs=(2,),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
+def fma_reference(x: list[float], b: list[float], alpha: float) -> list[float]:
+    """``alpha * x + b`` in pure Python (in double precision; compare with an f32 tolerance)."""
+    return [alpha * xi + bi for xi, bi in zip(x, b, strict=True)]

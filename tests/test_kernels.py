@@ -1,0 +1,234 @@
+"""The kernel families on the real adapter (lavapipe here): every candidate, odd sizes, and a tune.
+
+Each candidate is compiled and dispatched directly, without the tuner, so that a wrong
+candidate fails here by name rather than being quietly outvoted in a tune. Outputs are compared
+with numpy. Output buffers start as NaN (so an element never written shows) and carry a guard
+region past the end (so a store out of bounds shows); input buffers are followed by NaNs (so a
+load past the end of a matrix or array that reaches an output shows).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+import wgtune
+from wgtune import Args, Hit, Outcome, TrialFinished, run_inline
+from wgtune.backends.native import NativeDevice
+from wgtune.device import check_grid, check_limits
+from wgtune.kernels import bandwidth, demo, matmul
+from wgtune.plan import Plan
+
+GUARD = 64  # f32 words after each output, which no candidate may write
+SENTINEL = np.float32(-12345.0)
+
+MATMUL = matmul.matmul_set()
+FMA = bandwidth.fma_set()
+MATMUL_SIZES = [(33, 17, 29), (64, 64, 64), (1, 70, 3), (70, 1, 130)]
+FMA_SIZES = [1, 1001, 4099]
+
+
+@pytest.fixture(scope="session")
+def device() -> NativeDevice:
+    return NativeDevice.open()
+
+
+@pytest.fixture(scope="session")
+def pipelines(device):
+    """Compiled pipelines by kernel name, shared by the tests (compiling dominates their time)."""
+    cache: dict[str, object] = {}
+
+    def get(kernel: wgtune.Kernel):
+        if kernel.name not in cache:
+            cache[kernel.name] = run_inline(device.compile(kernel))
+        return cache[kernel.name]
+
+    return get
+
+
+def _output_buffer(device, count: int):
+    """``count`` NaNs followed by the guard region."""
+    data = np.concatenate([np.full(count, np.nan, np.float32), np.full(GUARD, SENTINEL, np.float32)])
+    return device.create_buffer(data.tobytes())
+
+
+def _input_buffer(device, values: np.ndarray):
+    """``values`` followed by NaNs: a read past the end that reaches an output turns it into NaN."""
+    return device.create_buffer(np.concatenate([values.ravel(), np.full(GUARD, np.nan, np.float32)]).tobytes())
+
+
+def _run(device, pipelines, kernel: wgtune.Kernel, args: Args, output: int, count: int) -> np.ndarray:
+    """Dispatch ``kernel`` once; return its first ``count`` outputs after checking the guard."""
+    grid = tuple(kernel.grid(args))
+    assert check_grid(grid, device.limits) is None
+    device.dispatch(pipelines(kernel), args, grid)
+    words = np.frombuffer(device.read_buffer_sync(args.buffers[output]), np.float32)
+    assert np.all(words[count:] == SENTINEL), f"{kernel.name} wrote past the end of its output"
+    return words[:count]
+
+
+# -- matmul -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", MATMUL_SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", list(MATMUL.index_of))
+def test_matmul_candidate_matches_numpy(device, pipelines, name, size):
+    m, n, k = size
+    rng = np.random.default_rng(m * 10007 + n * 101 + k)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    args = Args((_input_buffer(device, a), _input_buffer(device, b), _output_buffer(device, m * n)), (m, n, k))
+    kernel = MATMUL.candidates[MATMUL.index_of[name]]
+    got = _run(device, pipelines, kernel, args, output=2, count=m * n).reshape(m, n)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * math.sqrt(k))
+
+
+def test_matmul_candidates_are_distinct_and_fit_webgpu_defaults():
+    assert MATMUL.candidates[0].name.startswith("naive")
+    assert len(MATMUL) >= 8
+    assert len({kernel.wgsl for kernel in MATMUL.candidates}) == len(MATMUL)
+    defaults = wgtune.DeviceLimits()
+    for kernel in MATMUL.candidates:
+        assert check_limits(kernel, defaults) is None, kernel.name
+        assert check_grid(tuple(kernel.grid(Args((), (200_000, 200_000, 7)))), defaults) is None
+
+
+@pytest.mark.parametrize("kernel", MATMUL.candidates + FMA.candidates, ids=lambda kernel: kernel.name)
+def test_declared_workgroup_storage_and_size_match_the_wgsl(kernel):
+    declared = re.findall(r"var<workgroup>\s+\w+\s*:\s*array<f32,\s*(\d+)>", kernel.wgsl)
+    assert kernel.workgroup_storage == 4 * sum(int(count) for count in declared)
+    size = re.search(r"@workgroup_size\((\d+),\s*(\d+),\s*(\d+)\)", kernel.wgsl)
+    assert tuple(int(n) for n in size.groups()) == kernel.workgroup_size
+
+
+def test_matmul_tile_rejects_what_webgpu_would():
+    with pytest.raises(ValueError, match="invocations"):
+        matmul.MatmulTile(bm=64, bn=64, bk=8, tm=2, tn=2)
+    with pytest.raises(ValueError, match="workgroup storage"):
+        matmul.MatmulTile(bm=128, bn=128, bk=32, tm=8, tn=8)
+    with pytest.raises(ValueError, match="multiple"):
+        matmul.MatmulTile(bm=32, bn=32, bk=8, tm=3, tn=2)
+
+
+def test_matmul_key_buckets_sizes():
+    key = MATMUL.key(Args((), (192, 160, 96)))
+    assert key.as_dict() == {"m": 256, "n": 256, "k": 128, "dtype": "f32"}
+
+
+# -- fma (bandwidth) --------------------------------------------------------------------------
+
+
+def _fma_width(kernel: wgtune.Kernel) -> int:
+    return 1 if kernel.name.startswith("f32") else int(kernel.name[3])
+
+
+@pytest.mark.parametrize("base_n", FMA_SIZES)
+@pytest.mark.parametrize("name", list(FMA.index_of))
+def test_fma_candidate_matches_numpy(device, pipelines, name, base_n):
+    """Vector candidates run on N rounded up to their width: the plan never gives them other N."""
+    kernel = FMA.candidates[FMA.index_of[name]]
+    width = _fma_width(kernel)
+    n = -(-base_n // width) * width
+    rng = np.random.default_rng(n)
+    x = rng.uniform(-1, 1, n).astype(np.float32)
+    b = rng.uniform(-1, 1, n).astype(np.float32)
+    alpha = 0.75
+    args = Args((_input_buffer(device, x), _input_buffer(device, b), _output_buffer(device, n)), (n, alpha))
+    got = _run(device, pipelines, kernel, args, output=2, count=n)
+    np.testing.assert_allclose(got, np.float32(alpha) * x + b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 2, 6, 1001, 1002, 4099, 4100])
+def test_fma_plan_skips_vectors_that_do_not_divide_n(n):
+    key = FMA.key(Args((), (n, 1.0)))
+    skipped = set(Plan(FMA.candidates, key).skipped)
+    for index, kernel in enumerate(FMA.candidates):
+        assert (index in skipped) == (n % _fma_width(kernel) != 0), (kernel.name, n)
+
+
+def test_fma_grid_wraps_past_the_per_dimension_limit(device, pipelines):
+    """Candidate 0 needs more than 65535 workgroups here: the grid must wrap onto y and stay right."""
+    kernel = FMA.candidates[0]
+    n = 64 * 65_535 + 77
+    assert kernel.grid(Args((), (n, 1.0)))[1] > 1
+    x = np.arange(n, dtype=np.float32) % 1000
+    b = np.ones(n, np.float32)
+    args = Args(
+        (device.create_buffer(x.tobytes()), device.create_buffer(b.tobytes()), _output_buffer(device, n)), (n, 2.0)
+    )
+    got = _run(device, pipelines, kernel, args, output=2, count=n)
+    np.testing.assert_array_equal(got, 2 * x + 1)
+    for candidate in FMA.candidates:
+        assert check_grid(tuple(candidate.grid(Args((), (2**32 - 4, 1.0)))), wgtune.DeviceLimits()) is None
+
+
+# -- references and the demo suite --------------------------------------------------------------
+
+
+def test_cpu_references_match_numpy():
+    m, n, k = 5, 7, 3
+    a = demo.random_floats(m * k, seed=1)
+    b = demo.random_floats(k * n, seed=2)
+    want = np.array(a, np.float64).reshape(m, k) @ np.array(b, np.float64).reshape(k, n)
+    np.testing.assert_allclose(np.array(matmul.matmul_reference(list(a), list(b), m, n, k)).reshape(m, n), want)
+    np.testing.assert_allclose(bandwidth.fma_reference([1.0, 2.0], [0.5, -1.0], 3.0), [3.5, 5.0])
+
+
+def test_demo_inputs_are_deterministic_and_in_range():
+    assert demo.random_floats(100, seed="s") == demo.random_floats(100, seed="s")
+    assert demo.random_floats(100, seed="s") != demo.random_floats(100, seed="t")
+    assert all(-1.0 <= value < 1.0 for value in demo.random_floats(1000, seed=3))
+
+
+def test_demo_suite_builds_args_for_every_size(device):
+    cases = demo.demo_suite()
+    assert {case.tunables.name for case in cases} == {"matmul", "fma"}
+    for case in cases:
+        assert case.sizes
+        for size in case.sizes:
+            args = case.make_args(device, size)
+            assert args.params[: len(size)] == tuple(size)
+            case.tunables.key(args)  # the key function accepts the demo's calls
+
+
+# -- tuning ---------------------------------------------------------------------------------------
+
+
+def _tune(device, tunables, args):
+    trials: list[TrialFinished] = []
+    tuner = wgtune.Tuner(
+        device,
+        config=wgtune.Config(samples=3, warmups=1, checks=True, log_level="disabled"),
+        observer=lambda event: trials.append(event) if isinstance(event, TrialFinished) else None,
+    )
+    kernel = tuner.execute(tunables, args)
+    key = tunables.key(args)
+    assert tuner.states(tunables)[key] == Hit(tunables.index_of[kernel.name])
+    failed = {event.result.name: event.result for event in trials if not isinstance(event.result, Outcome)}
+    assert not failed, f"candidates failed or disagreed with {tunables.candidates[0].name}: {failed}"
+    return trials
+
+
+def test_tune_matmul_gives_right_output_and_a_hit(device):
+    size = (67, 45, 33)
+    args = demo.make_matmul_args(device, size)
+    trials = _tune(device, MATMUL, args)
+    assert len(trials) == len(MATMUL)
+    m, n, k = size
+    a = np.frombuffer(device.read_buffer_sync(args.buffers[0]), np.float32).reshape(m, k)
+    b = np.frombuffer(device.read_buffer_sync(args.buffers[1]), np.float32).reshape(k, n)
+    c = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float32).reshape(m, n)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [4100, 4099])
+def test_tune_fma_gives_right_output_and_a_hit(device, n):
+    args = demo.make_fma_args(device, (n,))
+    trials = _tune(device, FMA, args)
+    vector_candidates = sum(1 for kernel in FMA.candidates if n % _fma_width(kernel))
+    assert len(trials) == len(FMA) - vector_candidates
+    x, b, out = (np.frombuffer(device.read_buffer_sync(buffer), np.float32) for buffer in args.buffers)
+    np.testing.assert_allclose(out, np.float32(demo.FMA_ALPHA) * x + b, rtol=1e-6, atol=1e-6)
