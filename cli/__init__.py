@@ -76,6 +76,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def wide_console():
+    """A console for tables: the terminal's width, or wide when the output is a file or a pipe."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
 def configure_logging(level: str) -> None:
     """Show the tuner's log lines on standard error (the library itself never configures logging)."""
     if level == "disabled":

@@ -6,10 +6,12 @@ import json
 import sys
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
+
 from wgtune.errors import StoreError
 from wgtune.log import format_seconds
+
+from . import wide_console
 
 
 def _directory(args) -> Path:
@@ -29,7 +31,7 @@ def run_cache(args) -> int:
     from wgtune.backends import file_store
 
     directory = _directory(args)
-    console = Console()
+    console = wide_console()
     if args.action == "list":
         paths = file_store.list_documents(directory)
         if not paths:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import time
 
-from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
+
 from wgtune.log import format_seconds
+
+from . import wide_console
 
 
 def run_records(args) -> int:
@@ -18,18 +20,23 @@ def run_records(args) -> int:
         for envelope, _record in rows:
             print(json.dumps(envelope))
         return 0
-    console = Console()
+    console = wide_console()
     if not rows:
         console.print(f"no records in {args.file}")
         return 0
-    table = Table(title=f"tune records: {args.file}")
-    for column in ("when", "set", "key", "winner", "trials (in run order)", "wall", "stored", "effect", "dry run"):
-        table.add_column(column)
     for envelope, record in rows:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(envelope.get("at", 0)))
-        trials = ", ".join(f"{t.name} {format_seconds(t.wall)}" for t in record.trials) or "-"
-        table.add_row(when, record.table, str(record.key), f"#{record.winner}", trials, format_seconds(record.wall),
-                      "yes" if record.stored else "no", envelope.get("effect", "?"), "yes" if record.dry_run else "no")
-    console.print(table)
-    console.print(f"{len(rows)} record(s)")
+        effect = envelope.get("effect", record.effect.value)
+        console.print(
+            f"[bold]{when}  {escape(f'{record.table} [{record.key}]')}[/bold]  "
+            f"{effect} ({'stored' if record.stored else 'not stored'})  wall {format_seconds(record.wall)}"
+            f"{'  [yellow]dry run[/yellow]' if record.dry_run else ''}"
+        )
+        console.print(
+            f"  winner #{record.winner}; checksum {record.checksum[:12]}; "
+            f"short circuit: {escape(record.short_circuit) if record.short_circuit else 'none'}"
+        )
+        for position, trial in enumerate(record.trials, 1):
+            console.print(f"  {position:3d}. {escape(trial.name):<32} {format_seconds(trial.wall):>12}")
+    console.print(f"{len(rows)} record(s) in {args.file}")
     return 0

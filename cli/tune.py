@@ -9,14 +9,15 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
 from wgtune.config import Config
-from wgtune.events import TrialFinished, TuneStarted
+from wgtune.events import TrialFinished, TuneFinished, TuneStarted
 from wgtune.key import Key
 from wgtune.log import format_seconds
 from wgtune.results import result_to_json
 from wgtune.state import Hit
 
-from . import configure_logging
+from . import configure_logging, wide_console
 
 
 @dataclass
@@ -52,13 +53,10 @@ class KeySummary:
         }
 
 
-def _medians(results: list[dict]) -> dict[str, float]:
-    return {r["name"]: r["median"] for r in results if "median" in r}
-
-
 def summarize(set_name: str, key: Key, status: str, winner: str, results: list[dict], first: str) -> KeySummary:
-    medians = _medians(results)
-    ranked = sorted(medians, key=medians.get)
+    measured = [r for r in results if "median" in r]
+    medians = {r["name"]: r["median"] for r in measured}
+    ranked = [r["name"] for r in sorted(measured, key=lambda r: r.get("score", r["median"]))]
     runner_up = next((name for name in ranked if name != winner), None)
     return KeySummary(
         set_name=set_name,
@@ -100,8 +98,13 @@ def run_tune(args) -> int:
         console=console, disable=args.json,
     )
     bars: dict[str, int] = {}
+    sizes_of: dict[str, int] = {}  # candidates per key of each set
 
     def observe(event: object) -> None:
+        if isinstance(event, TuneFinished) and event.set_name in bars:
+            # Candidates the plan skipped never report: count the key as done.
+            unreported = sizes_of[event.set_name] - len(trials[(event.set_name, event.key)])
+            progress.advance(bars[event.set_name], unreported)
         if isinstance(event, TuneStarted):
             started.add((event.set_name, event.key))
             trials[(event.set_name, event.key)] = []
@@ -121,6 +124,7 @@ def run_tune(args) -> int:
     with progress:
         for case in cases:
             tunables = case.tunables
+            sizes_of[tunables.name] = len(tunables)
             bars[tunables.name] = progress.add_task(
                 f"{tunables.name} ({len(case.sizes)} keys)", total=len(case.sizes) * len(tunables)
             )
@@ -144,7 +148,7 @@ def run_tune(args) -> int:
                    "keys": [s.to_json() for s in summaries]}, sys.stdout, indent=2)
         print()
     else:
-        print_table(Console(), tuner, summaries)
+        print_table(wide_console(), tuner, summaries)
     return 0
 
 

@@ -40,8 +40,11 @@ class OutputCheck:
     inputs, so kernels that write in place cannot skew one another.
     """
 
-    def __init__(self, device: Device, tunables: TunableSet, args: Args, pipeline: PipelineGetter) -> None:
+    def __init__(
+        self, device: Device, tunables: TunableSet, args: Args, pipeline: PipelineGetter, skipped=()
+    ) -> None:
         self.device = device
+        self.skipped = frozenset(skipped)  # the plan's skips for this key may not fit the call
         self.tunables = tunables
         self.pristine = _clone_args(device, args)
         self.pipeline = pipeline
@@ -59,6 +62,8 @@ class OutputCheck:
         if self.reference is not None:
             return
         for index, kernel in enumerate(self.tunables.candidates):
+            if index in self.skipped:
+                continue
             try:
                 if check_limits(kernel, self.device.limits) is None:
                     self.reference = await self.outputs_of(index)

@@ -136,8 +136,9 @@ class TunableSet:
     within ``atol + rtol * |reference|``.
     ``input_gen(device, key, args)`` makes the benchmark's inputs; by default every buffer is
     copied, so benchmarks never write the caller's buffers and in-place kernels tune safely.
-    The first candidate should be a safe default: it is the fallback while a tune is pending
-    and the reference of the output checks.
+    The first candidate must be a safe default that handles every call of the set: it is the
+    fallback while a tune is pending (whatever the key) and the reference of the output checks.
+    Params are packed by Python type: pass floats for ``f32`` fields (an int becomes a ``u32``).
     """
 
     def __init__(

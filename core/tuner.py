@@ -209,12 +209,14 @@ class Tuner:
             bench_args = tunables.input_gen(device, key, request.args)
         else:
             bench_args = request.args.with_buffers([device.clone_buffer(b) for b in request.args.buffers])
+        plan = Plan(tunables.candidates, key)
         check = None
         if config.checks and tunables.outputs and not config.dry_run:
-            check = OutputCheck(device, tunables, bench_args, lambda i: self._pipeline(tunables, i))
+            check = OutputCheck(
+                device, tunables, bench_args, lambda i: self._pipeline(tunables, i), skipped=plan.skipped
+            )
 
         results: list[Result] = [Skip(kernel.name) for kernel in tunables.candidates]
-        plan = Plan(tunables.candidates, key)
         for index in plan.skipped:
             results[index] = Skip(tunables.candidates[index].name, "skipped by the plan: negative priority")
         trials: list[Trial] = []
