@@ -1,0 +1,127 @@
+"""The ``wgtune`` command on the adapter present: tune twice, re-tune on change, cache, records."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from wgtune import TunableSet
+from wgtune.backends.records import read_records
+from wgtune.cli import main
+from wgtune.kernels import demo
+
+
+@pytest.fixture(autouse=True)
+def quick_tunes(monkeypatch):
+    """Fewer samples: these tests check what is tuned and kept, not how well."""
+    monkeypatch.setenv("WGTUNE_SAMPLES", "3")
+    monkeypatch.setenv("WGTUNE_WARMUPS", "1")
+    for name in ("WGTUNE_CACHE", "WGTUNE_CACHE_DIR", "WGTUNE_RECORDS", "WGTUNE_PIN", "WGTUNE_DRY_RUN"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def tune_json(capsys, *args: str) -> dict:
+    assert main(["tune", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def demo_keys() -> int:
+    return sum(len(case.sizes) for case in demo.demo_suite())
+
+
+def test_second_run_is_all_hits_with_no_new_records(tmp_path, capsys):
+    cache, records = tmp_path / "cache", tmp_path / "records.jsonl"
+    first = tune_json(capsys, "--cache-dir", str(cache), "--records", str(records))
+    assert len(first["keys"]) == demo_keys()
+    assert {k["status"] for k in first["keys"]} == {"tuned"}
+    assert {"set", "key", "winner", "status"} <= set(first["keys"][0])
+    written = read_records(records)
+    assert len(written) == demo_keys()
+    for envelope, record in written:
+        assert record.trials and record.stored and envelope["effect"] == "changed"
+
+    second = tune_json(capsys, "--cache-dir", str(cache), "--records", str(records))
+    assert {k["status"] for k in second["keys"]} == {"hit"}
+    assert [k["winner"] for k in second["keys"]] == [k["winner"] for k in first["keys"]]
+    assert len(read_records(records)) == demo_keys(), "a hit benchmarks nothing and records nothing"
+
+
+def edited(tunables: TunableSet, index: int) -> TunableSet:
+    candidates = list(tunables.candidates)
+    candidates[index] = dataclasses.replace(candidates[index], wgsl=candidates[index].wgsl + "\n// edited\n")
+    return TunableSet(
+        tunables.name, candidates, tunables.key_function, outputs=tunables.outputs, input_gen=tunables.input_gen,
+        output_type=tunables.output_type, atol=tunables.atol, rtol=tunables.rtol,
+    )
+
+
+def test_changing_one_candidates_wgsl_retunes_only_that_sets_keys(tmp_path, capsys, monkeypatch):
+    cache = str(tmp_path / "cache")
+    tune_json(capsys, "--cache-dir", cache)
+    original = demo.demo_suite
+
+    def suite_with_fma_edited():
+        return [
+            case._replace(tunables=edited(case.tunables, 1)) if case.tunables.name == "fma" else case
+            for case in original()
+        ]
+
+    monkeypatch.setattr(demo, "demo_suite", suite_with_fma_edited)
+    after = tune_json(capsys, "--cache-dir", cache)
+    status = {(k["set"], json.dumps(k["key"], sort_keys=True)): k["status"] for k in after["keys"]}
+    assert {s for (name, _), s in status.items() if name == "fma"} == {"tuned"}
+    assert {s for (name, _), s in status.items() if name != "fma"} == {"hit"}
+
+
+def test_dry_run_compiles_stores_nothing_and_records_say_so(tmp_path, capsys):
+    cache, records = tmp_path / "cache", tmp_path / "records.jsonl"
+    tune_json(capsys, "--cache-dir", str(cache), "--records", str(records), "--dry-run", "--only", "fma")
+    written = read_records(records)
+    assert written and all(r.dry_run and not r.stored and e["effect"] == "observed" for e, r in written)
+    assert main(["cache", "--cache-dir", str(cache), "show", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_cache_export_import_round_trip_and_a_bad_import_changes_nothing(tmp_path, capsys):
+    cache, other = tmp_path / "cache", tmp_path / "other"
+    tune_json(capsys, "--cache-dir", str(cache), "--only", "fma")
+    exported = tmp_path / "winners.json"
+    assert main(["cache", "--cache-dir", str(cache), "export", str(exported)]) == 0
+    assert main(["cache", "--cache-dir", str(other), "import", str(exported)]) == 0
+    capsys.readouterr()
+    assert main(["cache", "--cache-dir", str(other), "show", "--json"]) == 0
+    imported = json.loads(capsys.readouterr().out)
+    assert main(["cache", "--cache-dir", str(cache), "show", "--json"]) == 0
+    assert imported == json.loads(capsys.readouterr().out) and imported
+
+    before = {p.name: p.read_bytes() for p in other.iterdir()}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "wgtune.export/1", "namespaces": [{"format": "nope"}]}))
+    assert main(["cache", "--cache-dir", str(other), "import", str(bad)]) == 2
+    assert "not a wgtune cache document" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+
+    assert main(["cache", "--cache-dir", str(other), "clear"]) == 0
+    capsys.readouterr()
+    assert main(["cache", "--cache-dir", str(other), "show", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_records_command_shows_every_trial_in_run_order(tmp_path, capsys):
+    records = tmp_path / "records.jsonl"
+    tune_json(capsys, "--no-cache", "--records", str(records), "--only", "matmul")
+    assert main(["records", str(records)]) == 0
+    shown = capsys.readouterr().out
+    names = [c.name for c in demo.demo_suite()[0].tunables.candidates]
+    assert "matmul [" in shown and "observed (not stored)" in shown
+    assert shown.index(names[0]) < shown.index(names[-1])
+
+
+def test_unknown_set_and_bad_environment_are_clear_errors(tmp_path, capsys, monkeypatch):
+    assert main(["tune", "--cache-dir", str(tmp_path), "--only", "nope"]) == 2
+    assert "unknown set" in capsys.readouterr().err
+    monkeypatch.setenv("WGTUNE_SAMPLES", "many")
+    assert main(["tune", "--cache-dir", str(tmp_path)]) == 2
+    assert "WGTUNE_SAMPLES" in capsys.readouterr().err
