@@ -28,8 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import platformdirs
-import wgtune
 from filelock import FileLock
+
+import wgtune
 from wgtune.device import DeviceIdentity
 from wgtune.errors import StoreError
 from wgtune.store import StoredEntry, decode_document, decode_export, encode_document, encode_export

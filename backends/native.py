@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import wgpu
+
 from wgtune.device import Device, DeviceIdentity, DeviceLimits, Timing
 from wgtune.errors import KernelError
 from wgtune.tunable import Args, Grid, Kernel, pack_params

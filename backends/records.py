@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 from filelock import FileLock
+
 from wgtune.errors import StoreError
 from wgtune.record import RECORD_KIND, TuneRecord, envelope
 

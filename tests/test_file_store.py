@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 import wgtune
 from wgtune import DeviceIdentity, Key, StoreError
 from wgtune.backends import file_store

@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 import pytest
+
 import wgtune
 from wgtune import Args, Hit, Outcome, TrialFinished, run_inline
 from wgtune.backends.native import NativeDevice

@@ -10,6 +10,7 @@ import textwrap
 import time
 
 import pytest
+
 from wgtune import Key, Trial, TuneRecord
 from wgtune.backends.records import JsonlRecords, read_records
 
