@@ -1,0 +1,292 @@
+"""A scripted fake device for testing the core without a GPU.
+
+Every candidate is scripted by name (:class:`Script`): how long one dispatch takes, whether it
+fails to compile or launch, whether its samples are invalid, whether its output is wrong, and a
+tiny Python "kernel" that dispatches run on the buffers (so output checks and in-place writes are
+real). The device counts what the core asks of it, so tests can say "no benchmark ran".
+
+Buffers are :class:`FakeBuffer` objects holding a ``bytearray``; :func:`f32` and :func:`floats`
+convert between lists of floats and f32 bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import wgtune
+from wgtune import Args, DeviceIdentity, DeviceLimits, Kernel, KernelError, Timing, TunableSet
+
+__all__ = [
+    "FakeBuffer",
+    "FakeDevice",
+    "Script",
+    "add_one_in_place",
+    "call",
+    "double_into",
+    "f32",
+    "floats",
+    "kernel",
+    "make_set",
+    "make_tuner",
+    "quiet",
+    "stored_results",
+]
+
+# Runs on a dispatch: (the buffers' bytearrays, the call's params) -> None, writing in place.
+FakeKernel = Callable[[list[bytearray], tuple], None]
+Duration = float | Sequence[float] | Callable[[int], float]
+
+
+def f32(values: Iterable[float]) -> bytearray:
+    values = list(values)
+    return bytearray(struct.pack(f"<{len(values)}f", *values))
+
+
+def floats(data: bytes | bytearray | FakeBuffer) -> list[float]:
+    raw = data.data if isinstance(data, FakeBuffer) else data
+    return list(struct.unpack(f"<{len(raw) // 4}f", bytes(raw)))
+
+
+def add_one_in_place(buffers: list[bytearray], params: tuple) -> None:
+    """buffer 0 += 1, in place."""
+    buffers[0][:] = f32(x + 1 for x in floats(buffers[0]))
+
+
+def double_into(buffers: list[bytearray], params: tuple) -> None:
+    """buffer 1 = 2 * buffer 0."""
+    buffers[1][:] = f32(2 * x for x in floats(buffers[0]))
+
+
+@dataclass
+class Script:
+    """How one candidate behaves on the fake device.
+
+    ``duration`` is seconds per dispatch: a number, a sequence indexed by the candidate's profile
+    call (cycled), or a function of that index. 0, negative or NaN make invalid samples.
+    ``compile_error`` makes compile raise KernelError with that message; ``launch_error`` makes
+    dispatch and profile raise KernelError; ``profile_error`` is raised as-is by profile.
+    ``wrong`` corrupts element 0 (f32) of the last buffer after the kernel ran.
+    """
+
+    duration: Duration = 1e-3
+    compile_error: str | None = None
+    compile_exception: BaseException | None = None
+    launch_error: str | None = None
+    profile_error: BaseException | None = None
+    kernel: FakeKernel | None = None
+    wrong: bool = False
+
+    def seconds(self, call: int) -> float:
+        if callable(self.duration):
+            return float(self.duration(call))
+        if isinstance(self.duration, (int, float)):
+            return float(self.duration)
+        return float(self.duration[call % len(self.duration)])
+
+
+@dataclass(eq=False)
+class FakeBuffer:
+    data: bytearray
+    label: str = ""
+
+    def __repr__(self) -> str:
+        return f"FakeBuffer({self.label or len(self.data)})"
+
+
+@dataclass(frozen=True)
+class FakePipeline:
+    kernel: Kernel
+
+
+@dataclass(frozen=True)
+class FakeProfile:
+    name: str
+    seconds: float
+    repeats: int
+
+
+@dataclass(eq=False)
+class FakeDevice(wgtune.Device):
+    """A device whose behaviour per candidate comes from ``scripts`` (by candidate name).
+
+    ``suspend`` names the async methods that really suspend (``await asyncio.sleep(0)``) before
+    answering, like the browser's promises: ``True`` means ``{"resolve"}``.
+    ``on_profile(name, repeats)`` is called at the start of every profile, outside any lock: a
+    test can block there or look at the tuner's state mid-tune.
+    """
+
+    scripts: dict[str, Script] = field(default_factory=dict)
+    timing: str = Timing.GPU_TIMESTAMP
+    identity: DeviceIdentity = field(default_factory=lambda: DeviceIdentity("fake", "fake-gpu", "1.0", "test"))
+    limits: DeviceLimits = field(default_factory=DeviceLimits)
+    suspend: bool | Iterable[str] = False
+    on_profile: Callable[[str, int], None] | None = None
+    sync_error: BaseException | None = None
+
+    def __post_init__(self) -> None:
+        if self.suspend is True:
+            self.suspend = {"resolve"}
+        self.suspend = frozenset(self.suspend or ())
+        self.lock = threading.Lock()
+        self.compiles: Counter[str] = Counter()
+        self.dispatches: Counter[str] = Counter()
+        self.profiles: dict[str, list[int]] = {}
+        self.resolves = 0
+        self.syncs = 0
+        self.clones = 0
+        self.reads = 0
+
+    # -- scripting ----------------------------------------------------------------------------
+
+    def script(self, name: str, **fields: Any) -> Script:
+        """Set (or update) the script of candidate ``name``."""
+        script = self.scripts.setdefault(name, Script())
+        for field_name, value in fields.items():
+            if not hasattr(script, field_name):
+                raise AttributeError(f"Script has no field {field_name!r}")
+            setattr(script, field_name, value)
+        return script
+
+    def _script(self, name: str) -> Script:
+        return self.scripts.setdefault(name, Script())
+
+    def buffer(self, values: Iterable[float] = (), label: str = "") -> FakeBuffer:
+        return FakeBuffer(f32(values), label)
+
+    @property
+    def profile_count(self) -> int:
+        return sum(len(calls) for calls in self.profiles.values())
+
+    @property
+    def dispatch_count(self) -> int:
+        return sum(self.dispatches.values())
+
+    async def _maybe_suspend(self, method: str) -> None:
+        if method in self.suspend:
+            await asyncio.sleep(0)
+
+    # -- the Device interface -----------------------------------------------------------------
+
+    async def compile(self, kernel: Kernel) -> FakePipeline:
+        await self._maybe_suspend("compile")
+        script = self._script(kernel.name)
+        with self.lock:
+            self.compiles[kernel.name] += 1
+        if script.compile_exception is not None:
+            raise script.compile_exception
+        if script.compile_error is not None:
+            raise KernelError(script.compile_error)
+        return FakePipeline(kernel)
+
+    def _run(self, pipeline: FakePipeline, args: Args, repeats: int) -> None:
+        script = self._script(pipeline.kernel.name)
+        if script.launch_error is not None:
+            raise KernelError(script.launch_error)
+        buffers = [buffer.data for buffer in args.buffers]
+        if script.kernel is not None:
+            for _ in range(repeats):
+                script.kernel(buffers, args.params)
+        if script.wrong and buffers and len(buffers[-1]) >= 4:
+            (value,) = struct.unpack_from("<f", buffers[-1])
+            struct.pack_into("<f", buffers[-1], 0, value + 1000.0)
+
+    def dispatch(self, pipeline: FakePipeline, args: Args, grid, repeats: int = 1) -> None:
+        with self.lock:
+            self.dispatches[pipeline.kernel.name] += 1
+        self._run(pipeline, args, repeats)
+
+    async def profile(self, pipeline: FakePipeline, args: Args, grid, repeats: int) -> FakeProfile:
+        name = pipeline.kernel.name
+        if self.on_profile is not None:
+            self.on_profile(name, repeats)
+        await self._maybe_suspend("profile")
+        script = self._script(name)
+        with self.lock:
+            calls = self.profiles.setdefault(name, [])
+            call = len(calls)
+            calls.append(repeats)
+        if script.profile_error is not None:
+            raise script.profile_error
+        self._run(pipeline, args, repeats)
+        return FakeProfile(name, script.seconds(call) * repeats, repeats)
+
+    async def resolve(self, profile: FakeProfile) -> float:
+        await self._maybe_suspend("resolve")
+        with self.lock:
+            self.resolves += 1
+        return profile.seconds
+
+    async def sync(self) -> None:
+        await self._maybe_suspend("sync")
+        with self.lock:
+            self.syncs += 1
+        if self.sync_error is not None:
+            raise self.sync_error
+
+    def clone_buffer(self, buffer: FakeBuffer) -> FakeBuffer:
+        with self.lock:
+            self.clones += 1
+        return FakeBuffer(bytearray(buffer.data), buffer.label + "'")
+
+    async def read_buffer(self, buffer: FakeBuffer) -> bytes:
+        await self._maybe_suspend("read_buffer")
+        with self.lock:
+            self.reads += 1
+        return bytes(buffer.data)
+
+
+# -- building sets and calls ------------------------------------------------------------------
+
+
+def kernel(name: str, **fields: Any) -> Kernel:
+    """A fake candidate: WGSL is a comment naming it; one workgroup unless ``grid`` says otherwise."""
+    fields.setdefault("wgsl", f"// {name}\n")
+    fields.setdefault("grid", lambda args: (1, 1, 1))
+    return Kernel(name=name, **fields)
+
+
+def _default_key(args: Args) -> dict:
+    return {"n": args.params[0] if args.params else 0}
+
+
+def make_set(
+    *candidates: str | Kernel,
+    name: str = "fake",
+    key: Callable[[Args], dict] | None = None,
+    **set_fields: Any,
+) -> TunableSet:
+    """A TunableSet of fake candidates, given by name (or as Kernels). The key is ``{"n": params[0]}``."""
+    kernels = [c if isinstance(c, Kernel) else kernel(c) for c in candidates]
+    return TunableSet(name, kernels, key or _default_key, **set_fields)
+
+
+def call(device: FakeDevice, *buffers: Sequence[float], n: int = 4) -> Args:
+    """A call's Args: one f32 buffer per list of values, and ``n`` as the only param (the key)."""
+    return Args(tuple(device.buffer(values, f"b{i}") for i, values in enumerate(buffers)), (n,))
+
+
+def make_tuner(device: FakeDevice, config: wgtune.Config | None = None, **kwargs: Any) -> wgtune.Tuner:
+    """A tuner on ``device`` with a memory store, memory records and a :func:`quiet` config."""
+    kwargs.setdefault("store", wgtune.MemoryStore())
+    kwargs.setdefault("records", wgtune.MemoryRecords())
+    return wgtune.Tuner(device, config=config or quiet(), **kwargs)
+
+
+def stored_results(tuner: wgtune.Tuner, tunables: TunableSet, key: wgtune.Key | None = None) -> dict[str, dict]:
+    """Every candidate's result as the store kept it, by candidate name (key defaults to n=4)."""
+    key = key if key is not None else wgtune.Key({"n": 4})
+    entry = tuner.store.entries[(tunables.name, key)]
+    return {result["name"]: result for result in entry.results}
+
+
+def quiet(**overrides: Any) -> wgtune.Config:
+    """A fast, silent config: few samples, no repeats calibration, logging off."""
+    settings: dict[str, Any] = {"log_level": "disabled", "warmups": 1, "samples": 3, "min_sample": 0.0}
+    settings.update(overrides)
+    return wgtune.Config(**settings)
