@@ -19,6 +19,7 @@ Environment variables (each overrides the default; a bad value raises ConfigErro
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -99,6 +100,8 @@ def _number(env: Mapping[str, str], name: str, default, kind, least):
         value = kind(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r}: not a {kind.__name__}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r}: must be a finite number")
     if value < least:
         raise ConfigError(f"{name}={raw!r}: must be >= {least}")
     return value
@@ -131,6 +134,8 @@ class Config:
             raise ConfigError(f"samples must be >= 1, got {self.samples}")
         if self.warmups < 0:
             raise ConfigError(f"warmups must be >= 0, got {self.warmups}")
+        if not (math.isfinite(self.min_sample) and self.min_sample >= 0):
+            raise ConfigError(f"min_sample must be a finite number of seconds >= 0, got {self.min_sample}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> Config:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .benchmark import OutputCheck, run_candidate
-from .config import Config
+from .config import Config, LogLevel
 from .device import Device, check_limits
-from .errors import ConfigError, KernelError, Launch, NoValidKernelFound, Skip
+from .errors import ConfigError, KernelError, Launch, NoValidKernelFound, Skip, Unknown, WgtuneError
 from .events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key
 from .log import TuneLog, logger
@@ -78,6 +78,7 @@ class Tuner:
         self._fallbacks: dict[str, int] = {}
         self._key_memo: dict[str, dict[tuple, Key]] = {}
         self._tasks: set = set()
+        self._compiling: set[tuple[str, int]] = set()
         if self.store is not None:
             try:
                 loaded = self.store.load()
@@ -124,7 +125,10 @@ class Tuner:
         index = state.index if state.__class__ is Hit else self.fallback(tunables)
         pipeline = self._pipelines.get((tunables.name, index))
         if pipeline is None:
-            pipeline = run_inline(self._pipeline(tunables, index))
+            pipeline = self._compile_for_call(tunables, index)
+            if pipeline is None:  # the winner compiles in the event loop: run the fallback meanwhile
+                index = self.fallback(tunables)
+                pipeline = self._pipelines[(tunables.name, index)]
         kernel = tunables.candidates[index]
         if not self.config.dry_run:
             self.device.dispatch(pipeline, args, kernel.grid(args))
@@ -158,7 +162,7 @@ class Tuner:
             if isinstance(state, Unchecked):
                 state = self._validate(tunables, key, state)
                 table[key] = state
-            if isinstance(state, (Hit, Pending)):
+            if isinstance(state, Pending):
                 return state
             pinned = self.config.pin_for(tunables.name, key)
             if pinned is not None:
@@ -170,6 +174,8 @@ class Tuner:
                     )
                 table[key] = state = Hit(index)
                 return state
+            if isinstance(state, Hit):
+                return state
             if len(tunables) == 1:
                 table[key] = state = Hit(0)  # nothing to compare: not benchmarked, not stored
                 return state
@@ -179,7 +185,8 @@ class Tuner:
     def _validate(self, tunables: TunableSet, key: Key, state: Unchecked) -> TuneState:
         if state.checksum == tunables.checksum and state.winner < len(tunables):
             return Hit(state.winner)
-        logger.info("stored winner for %s [%s] is for other candidates: tuning again", tunables.name, key)
+        if self.config.log_level is not LogLevel.DISABLED:
+            logger.info("stored winner for %s [%s] is for other candidates: tuning again", tunables.name, key)
         return MISS
 
     # -- tuning -------------------------------------------------------------------------------
@@ -190,12 +197,15 @@ class Tuner:
         try:
             return await self._benchmark_and_commit(request, log)
         except BaseException as error:
+            kept: BaseException = error
+            if isinstance(error, GeneratorExit):  # closed mid-tune: run_inline met a device that suspends
+                kept = RuntimeError("the tune was stopped before it finished: its coroutine was closed")
             with self._lock:
                 table = self._tables.setdefault(tunables.name, {})
                 if table.get(key) is PENDING:
                     table[key] = MISS
-                self.failures[(tunables.name, key)] = error
-            reason = str(error) if isinstance(error, NoValidKernelFound) else f"{type(error).__name__}: {error}"
+                self.failures[(tunables.name, key)] = kept
+            reason = str(kept) if isinstance(kept, NoValidKernelFound) else f"{type(kept).__name__}: {kept}"
             log.failed(reason)
             self._emit(TuneFailedEvent(tunables.name, key, reason))
             raise
@@ -242,6 +252,7 @@ class Tuner:
         winner = order[0]
         with self._lock:
             self._tables.setdefault(tunables.name, {})[key] = Hit(winner)
+            self.failures.pop((tunables.name, key), None)
         stored = self._store_winner(tunables, key, winner, results)
         record = TuneRecord(
             table=tunables.name,
@@ -292,6 +303,24 @@ class Tuner:
             self._pipelines[slot] = pipeline
         return pipeline
 
+    def _compile_for_call(self, tunables: TunableSet, index: int) -> Any | None:
+        """Compile a winner known without a tune (stored, pinned, single): inline natively;
+        in the event loop as a task, answering None until it is ready (compiling suspends there)."""
+        if self._spawn is run_inline:
+            return run_inline(self._pipeline(tunables, index))
+        slot = (tunables.name, index)
+        if slot not in self._compiling:
+            self._compiling.add(slot)
+
+            async def compile_winner() -> None:
+                try:
+                    await self._pipeline(tunables, index)
+                finally:
+                    self._compiling.discard(slot)
+
+            self._spawn(compile_winner(), self._tasks)
+        return None
+
     async def prepare(self, tunables: TunableSet) -> int:
         """Compile the set's fallback ahead of time (the browser does this before any call)."""
         index = self._fallbacks.get(tunables.name)
@@ -307,6 +336,11 @@ class Tuner:
                 await self._pipeline(tunables, index)
             except KernelError as error:
                 errors.append(Launch(kernel.name, f"compile failed: {error}"))
+                continue
+            except WgtuneError:
+                raise
+            except Exception as error:
+                errors.append(Unknown(kernel.name, f"compile raised {type(error).__name__}: {error}"))
                 continue
             self._fallbacks[tunables.name] = index
             return index

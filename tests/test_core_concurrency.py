@@ -169,7 +169,6 @@ def test_the_inline_runner_raises_a_clear_error_if_the_device_suspends_and_the_k
     assert tuner.fastest(tunables, tuner.key(tunables, args)) is MISS
 
 
-@pytest.mark.xfail(strict=True, reason="core awkwardness: the failure kept is a bare GeneratorExit")
 def test_a_tune_stopped_by_the_inline_runner_keeps_a_readable_reason():
     device = FakeDevice(suspend=True)
     tunables = make_set("a", "b")
@@ -204,9 +203,6 @@ def test_run_inline_returns_the_value_or_raises_the_exception_of_a_coroutine():
         run_inline(fails())
 
 
-@pytest.mark.xfail(
-    strict=True, reason="core bug: execute compiles a stored winner with run_inline; a browser compile suspends"
-)
 def test_execute_on_a_stored_hit_in_the_event_loop_does_not_crash_when_compiling_suspends():
     device = FakeDevice(suspend={"compile", "resolve"})
     tunables = make_set("a", "b", "c")
@@ -303,7 +299,6 @@ def test_many_threads_missing_the_same_key_run_exactly_one_tune():
     assert len(tuner.records.records) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: Tuner.prepare only skips KernelError from compile")
 def test_the_fallback_skips_a_candidate_whose_compile_raises_a_plain_exception():
     device = FakeDevice(suspend=True)
     device.script("odd", compile_exception=RuntimeError("shader cache corrupt"))

@@ -101,7 +101,6 @@ def test_a_bad_value_is_a_config_error_naming_the_variable(name, raw):
     assert isinstance(error.value, ValueError)
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: WGTUNE_MIN_SAMPLE accepts nan and inf")
 @pytest.mark.parametrize("raw", ["nan", "inf"])
 def test_a_min_sample_that_is_not_finite_is_a_config_error(raw):
     with pytest.raises(ConfigError, match="WGTUNE_MIN_SAMPLE"):
@@ -165,7 +164,6 @@ def test_a_pin_naming_an_unknown_candidate_is_a_config_error_and_leaves_the_key_
     assert tuner.fastest(tunables, tuner.key(tunables, args)) is wgtune.MISS
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: a stored winner is returned before the pin is consulted")
 def test_a_pin_overrides_a_stored_winner():
     device = FakeDevice()
     tunables = make_set("a", "b", "c")
@@ -226,7 +224,6 @@ def test_a_failed_tune_is_logged_as_a_warning_unless_disabled(caplog):
     assert [r for r in caplog.records if r.name == "wgtune"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="core awkwardness: the stale-checksum notice ignores log_level=disabled")
 def test_disabled_logging_stays_silent_when_a_stored_winner_is_stale(caplog):
     device = FakeDevice()
     tunables = make_set("a", "b")

@@ -94,7 +94,6 @@ def test_a_device_raising_a_plain_exception_while_compiling_is_unknown_for_that_
     assert error["error"] == "Unknown" and "RuntimeError: shader cache corrupt" in error["reason"]
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: OutputCheck.ensure_reference only skips WgtuneError")
 def test_the_check_reference_skips_a_candidate_whose_compile_raises_a_plain_exception():
     device = FakeDevice()
     device.script("odd", compile_exception=RuntimeError("shader cache corrupt"))
@@ -257,7 +256,6 @@ def test_mismatch_unknown_and_skip_are_distinct_error_values():
     assert Skip("a").reason.startswith("not run")
 
 
-@pytest.mark.xfail(strict=True, reason="core awkwardness: a successful retune leaves the old failure in failures")
 def test_a_successful_retry_clears_the_recorded_failure():
     device = FakeDevice()
     device.script("a", launch_error="out of memory")
