@@ -35,6 +35,9 @@ def _check_value(field: str, value: object) -> Scalar:
 class Key(tuple):
     """A frozen, hashable, JSON-serialisable autotune key.
 
+    Values compare as Python compares them: ``True == 1 == 1.0``, so keys differing only so are
+    one key (one winner) though their JSON differs. Use strings for flags where that matters.
+
     >>> Key({"n": 1024, "dtype": "f32"})
     Key(dtype='f32', n=1024)
     """

@@ -125,7 +125,11 @@ class Tuner:
         index = state.index if state.__class__ is Hit else self.fallback(tunables)
         pipeline = self._pipelines.get((tunables.name, index))
         if pipeline is None:
-            pipeline = self._compile_for_call(tunables, index)
+            try:
+                pipeline = self._compile_for_call(tunables, index)
+            except KernelError as error:
+                index = self._replace_broken_winner(tunables, key, args, index, error)
+                pipeline = self._pipelines.get((tunables.name, index))
             if pipeline is None:  # the winner compiles in the event loop: run the fallback meanwhile
                 index = self.fallback(tunables)
                 pipeline = self._pipelines[(tunables.name, index)]
@@ -320,6 +324,26 @@ class Tuner:
 
             self._spawn(compile_winner(), self._tasks)
         return None
+
+    def _replace_broken_winner(
+        self, tunables: TunableSet, key: Key, args: Args, index: int, error: KernelError
+    ) -> int:
+        """A winner known without a tune (stored) that no longer compiles: tune the key again.
+
+        The driver may have changed under the same identity. The new tune reports the broken
+        candidate with its reason and picks another. A pinned candidate is the user's word: its
+        failure is raised, not tuned around.
+        """
+        name = tunables.candidates[index].name
+        if self.config.pin_for(tunables.name, key) is not None or len(tunables) == 1:
+            raise error
+        logger.warning("winner %s of %s [%s] no longer compiles (%s): tuning again", name, tunables.name, key, error)
+        with self._lock:
+            table = self._tables.setdefault(tunables.name, {})
+            if table.get(key) == Hit(index):
+                table[key] = MISS
+        state = self.check_tune(tunables, key, args)
+        return state.index if state.__class__ is Hit else self.fallback(tunables)
 
     async def prepare(self, tunables: TunableSet) -> int:
         """Compile the set's fallback ahead of time (the browser does this before any call)."""

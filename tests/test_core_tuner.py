@@ -18,10 +18,12 @@ from wgtune import (
     MISS,
     PENDING,
     Hit,
+    KernelError,
     Key,
     Launch,
     MemoryStore,
     Outcome,
+    Pin,
     Skip,
     StoredEntry,
     Timing,
@@ -298,3 +300,31 @@ def test_the_tuner_key_is_the_sets_key_and_is_memoised():
     assert make_tuner(device).key(tunables, args) == tunables.key(args) == Key({"n": 4, "dtype": "f32"})
     tuner = make_tuner(device)
     assert tuner.key(tunables, args) is tuner.key(tunables, call(device, [2.0]))
+
+
+def test_a_stored_winner_that_no_longer_compiles_is_tuned_again_and_reported():
+    device = FakeDevice()
+    device.script("b", compile_error="driver says no")
+    tunables = make_set("a", "b", "c")
+    args = call(device, [1.0])
+    key = tunables.key(args)
+    store = MemoryStore()
+    store.save(StoredEntry(tunables.name, key, tunables.checksum, 1, "b"))
+    tuner = make_tuner(device, store=store)
+
+    ran = tuner.execute(tunables, args)
+
+    assert ran.name in ("a", "c")
+    assert tuner.fastest(tunables, key) == Hit(tunables.index_of[ran.name])
+    assert store.entries[(tunables.name, key)].winner_name == ran.name
+    reasons = stored_results(tuner, tunables, key)
+    assert "driver says no" in reasons["b"]["reason"]
+
+
+def test_a_pinned_candidate_that_does_not_compile_raises_its_error():
+    device = FakeDevice()
+    device.script("b", compile_error="driver says no")
+    tunables = make_set("a", "b")
+    tuner = make_tuner(device, config=quiet(pins=(Pin("fake", "b"),)))
+    with pytest.raises(KernelError, match="driver says no"):
+        tuner.execute(tunables, call(device, [1.0]))
