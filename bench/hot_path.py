@@ -9,7 +9,8 @@ Prints, measured side by side in one run:
 3. for scale, the same pair on the real adapter (wgpu-py), where the dispatch itself dominates.
 
 Each figure is the median of ``ROUNDS`` rounds of ``CALLS`` calls, the two sides of a pair
-interleaved round by round so that drift hits both alike. Run: ``python bench/hot_path.py``.
+interleaved round by round (alternating which goes first) so that drift hits both alike.
+Run: ``make bench`` or ``python bench/hot_path.py``.
 """
 
 from __future__ import annotations
@@ -78,11 +79,18 @@ def per_call(fn, calls: int) -> float:
     return (time.perf_counter() - started) / calls
 
 
-def paired(first, second, calls: int) -> tuple[float, float]:
+def paired(first, second, calls: int, settle=lambda: None) -> tuple[float, float]:
+    """Medians of both sides, alternating which goes first, settling (untimed) before each half.
+
+    On a real device the work one half queues still runs while the next half is timed, so the
+    queue is drained in between and the order alternates to cancel what is left of that bias.
+    """
     a, b = [], []
-    for _ in range(ROUNDS):
-        a.append(per_call(first, calls))
-        b.append(per_call(second, calls))
+    for round_ in range(ROUNDS):
+        halves = [(first, a), (second, b)]
+        for fn, out in halves if round_ % 2 == 0 else reversed(halves):
+            settle()
+            out.append(per_call(fn, calls))
     return statistics.median(a), statistics.median(b)
 
 
@@ -107,8 +115,11 @@ def measure(device: Device, args: Args, calls: int) -> dict:
     def fastest() -> None:
         tuner.fastest(tunables, key)
 
+    def settle() -> None:
+        run_inline(device.sync())
+
     loop, lookup = paired(baseline, fastest, calls)
-    plain, tuned = paired(direct, through_wgtune, calls)
+    plain, tuned = paired(direct, through_wgtune, calls, settle)
     return {"fastest": lookup - loop, "fastest_call": lookup, "direct": plain, "execute": tuned,
             "overhead": tuned - plain}
 
