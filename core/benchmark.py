@@ -14,7 +14,7 @@ from typing import Any
 
 from .config import Config
 from .device import Device, check_grid, check_limits
-from .errors import InvalidSamples, KernelError, Launch, Mismatch, Unknown, WgtuneError
+from .errors import ConfigError, InvalidSamples, KernelError, Launch, Mismatch, TuneFailed, Unknown, WgtuneError
 from .results import Outcome, Result, Stats
 from .tunable import Args, Grid, Kernel, TunableSet
 
@@ -43,6 +43,11 @@ class OutputCheck:
     def __init__(
         self, device: Device, tunables: TunableSet, args: Args, pipeline: PipelineGetter, skipped=()
     ) -> None:
+        bad = [index for index in tunables.outputs if not 0 <= index < len(args.buffers)]
+        if bad:
+            raise ConfigError(
+                f"tunable set {tunables.name!r}: outputs {bad} are not buffers of a call with {len(args.buffers)}"
+            )
         self.device = device
         self.skipped = frozenset(skipped)  # the plan's skips for this key may not fit the call
         self.tunables = tunables
@@ -71,7 +76,7 @@ class OutputCheck:
                     return
             except Exception:  # any failure of a would-be reference: try the next candidate
                 continue
-        raise KernelError("no candidate could produce reference outputs")
+        raise TuneFailed(f"output checks of {self.tunables.name}: no candidate could produce reference outputs")
 
     async def mismatch(self, index: int) -> Mismatch | None:
         await self.ensure_reference()

@@ -3,8 +3,10 @@
 Candidates without a group form part of the first batch. Grouped candidates come in levels: the
 group with the highest priority first, and within it the candidates of its highest priority;
 each later batch is the next level. A negative priority, of a group or within one, skips.
-The tuner stops after the first batch that produced anything, so priorities decide what is
-benchmarked at all, not only in which order. An exhausted plan yields an empty batch.
+The tuner stops after the first batch in which a candidate was measured, so priorities decide
+what is benchmarked at all, not only in which order. (The seed stops after the first batch that
+queued anything; a batch whose launches all failed to measure moves on here too.) An exhausted
+plan yields an empty batch.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class Plan:
             order = list(group_priorities).index(group.name)
             levels.setdefault((outer, -order, within), []).append(index)
         self._batches: list[list[int]] = [
-            levels[level] for level in sorted(levels, key=lambda lv: (lv[0], lv[1], lv[2]), reverse=True)
+            levels[level] for level in sorted(levels, reverse=True)
         ]
         if ungrouped:
             if self._batches:

@@ -39,7 +39,7 @@ def spawn_task(coro: Coroutine[Any, Any, TuneState], tasks: set) -> TuneState:
     ``tasks`` keeps a strong reference to every task until it ends: the loop keeps only weak
     ones, and a collected task would leave its key Pending forever.
     """
-    task = asyncio.ensure_future(coro)
+    task = asyncio.get_running_loop().create_task(coro)  # no running loop: RuntimeError, not a lost task
     tasks.add(task)
 
     def forget(done: asyncio.Future) -> None:

@@ -15,8 +15,10 @@ a Hit; any failure makes it a Miss again, with the reason kept in :attr:`Tuner.f
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +26,7 @@ from typing import Any
 from .benchmark import OutputCheck, run_candidate
 from .config import Config, LogLevel
 from .device import Device, check_limits
-from .errors import ConfigError, KernelError, Launch, NoValidKernelFound, Skip, Unknown, WgtuneError
+from .errors import ConfigError, KernelError, Launch, NoValidKernelFound, Skip, TuneFailed, Unknown, WgtuneError
 from .events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key
 from .log import TuneLog, logger
@@ -149,7 +151,17 @@ class Tuner:
         decided = self._begin(tunables, key, args)
         if not isinstance(decided, _Request):
             return decided
-        return self._spawn(self._tune(decided), self._tasks)
+        coro = self._tune(decided)
+        try:
+            return self._spawn(coro, self._tasks)
+        except BaseException:
+            if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:  # never ran: it reset nothing
+                coro.close()
+                with self._lock:
+                    table = self._tables.setdefault(tunables.name, {})
+                    if table.get(key) is PENDING:
+                        table[key] = MISS
+            raise
 
     async def tune_async(self, tunables: TunableSet, args: Args, key: Key | None = None) -> TuneState:
         """Like :meth:`check_tune`, awaiting the tune in the caller's event loop; answers Hit or Pending."""
@@ -201,18 +213,33 @@ class Tuner:
         try:
             return await self._benchmark_and_commit(request, log)
         except BaseException as error:
-            kept: BaseException = error
-            if isinstance(error, GeneratorExit):  # closed mid-tune: run_inline met a device that suspends
-                kept = RuntimeError("the tune was stopped before it finished: its coroutine was closed")
+            failure = self._failure_of(tunables, key, error)
+            # The failure is kept; the benchmark buffers its frames' locals hold need not be.
+            traceback.clear_frames(error.__traceback__)
             with self._lock:
                 table = self._tables.setdefault(tunables.name, {})
                 if table.get(key) is PENDING:
                     table[key] = MISS
-                self.failures[(tunables.name, key)] = kept
-            reason = str(kept) if isinstance(kept, NoValidKernelFound) else f"{type(kept).__name__}: {kept}"
+                self.failures[(tunables.name, key)] = failure
+            reason = str(failure) if isinstance(failure, WgtuneError) else f"{type(failure).__name__}: {failure}"
             log.failed(reason)
             self._emit(TuneFailedEvent(tunables.name, key, reason))
-            raise
+            if failure is error or isinstance(error, GeneratorExit):
+                raise
+            raise failure from error
+
+    @staticmethod
+    def _failure_of(tunables: TunableSet, key: Key, error: BaseException) -> BaseException:
+        """What a failed tune reports: wgtune's own errors as they are, anything else as TuneFailed.
+
+        A KernelError here did not come from one candidate (those are values) but from the device
+        as a whole, before the tune (work submitted earlier) or around it.
+        """
+        if isinstance(error, GeneratorExit):  # closed mid-tune: run_inline met a device that suspends
+            return RuntimeError("the tune was stopped before it finished: its coroutine was closed")
+        if not isinstance(error, Exception) or (isinstance(error, WgtuneError) and not isinstance(error, KernelError)):
+            return error
+        return TuneFailed(f"tune of {tunables.name} [{key}] failed: {type(error).__name__}: {error}")
 
     async def _benchmark_and_commit(self, request: _Request, log: TuneLog) -> TuneState:
         tunables, key, device, config = request.tunables, request.key, self.device, self.config

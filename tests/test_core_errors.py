@@ -8,8 +8,22 @@ import struct
 import pytest
 from fakes import FakeDevice, call, double_into, f32, kernel, make_set, make_tuner, quiet, stored_results
 
-from wgtune import MISS, Group, Hit, InvalidSamples, KernelError, Launch, Mismatch, NoValidKernelFound, Skip, Unknown
+from wgtune import (
+    MISS,
+    ConfigError,
+    Group,
+    Hit,
+    InvalidSamples,
+    KernelError,
+    Launch,
+    Mismatch,
+    NoValidKernelFound,
+    Skip,
+    TuneFailed,
+    Unknown,
+)
 from wgtune.benchmark import compare
+from wgtune.runner import spawn_task
 
 
 def tune_expecting_failure(tuner, tunables, args) -> NoValidKernelFound:
@@ -245,10 +259,11 @@ def test_a_tune_whose_input_generator_raises_leaves_the_key_a_miss():
     tunables = make_set("a", "b", input_gen=input_gen)
     tuner = make_tuner(device)
     args = call(device, [1.0])
-    with pytest.raises(MemoryError):
+    with pytest.raises(TuneFailed, match="MemoryError: no room for inputs") as raised:
         tuner.execute(tunables, args)
+    assert isinstance(raised.value.__cause__, MemoryError)
     assert tuner.fastest(tunables, tuner.key(tunables, args)) is MISS
-    assert isinstance(tuner.failures[("fake", tuner.key(tunables, args))], MemoryError)
+    assert tuner.failures[("fake", tuner.key(tunables, args))] is raised.value
 
 
 def test_mismatch_unknown_and_skip_are_distinct_error_values():
@@ -274,7 +289,7 @@ def test_errors_of_work_submitted_before_the_tune_fail_the_tune_not_a_candidate(
     tunables = make_set("a", "b")
     tuner = make_tuner(device)
     args = call(device, [1.0])
-    with pytest.raises(KernelError, match="earlier dispatch failed"):
+    with pytest.raises(TuneFailed, match="earlier dispatch failed"):
         tuner.execute(tunables, args)
     assert tuner.fastest(tunables, tuner.key(tunables, args)) is MISS
     assert device.compiles == {}
@@ -295,3 +310,32 @@ def test_compare_is_exact_for_integer_outputs_and_checks_the_length():
     assert compare(ints, ints, "i", 0.5, 0.5) is None
     assert "differ" in compare(struct.pack("<3i", 1, 2, 4), ints, "i", 10.0, 10.0)
     assert compare(ints[:8], ints, "i", 0, 0) == "8 bytes, reference has 12"
+
+
+def test_spawning_a_tune_without_a_running_event_loop_raises_and_leaves_the_key_a_miss():
+    device = FakeDevice()
+    tunables = make_set("a", "b")
+    tuner = make_tuner(device, spawn=spawn_task)
+    args = call(device, [1.0])
+    key = tuner.key(tunables, args)
+    with pytest.raises(RuntimeError):
+        tuner.check_tune(tunables, key, args)
+    assert tuner.fastest(tunables, key) is MISS
+
+
+def test_output_indices_that_are_not_buffers_of_the_call_are_a_config_error():
+    device = FakeDevice()
+    tunables = make_set("a", "b", outputs=(5,))
+    tuner = make_tuner(device, config=quiet(checks=True))
+    with pytest.raises(ConfigError, match=r"outputs \[5\]"):
+        tuner.execute(tunables, call(device, [1.0]))
+
+
+def test_output_checks_without_any_reference_fail_the_tune_once():
+    device = FakeDevice()
+    device.script("a", launch_error="lost")
+    device.script("b", launch_error="lost")
+    tunables = make_set("a", "b", outputs=(0,))
+    tuner = make_tuner(device, config=quiet(checks=True))
+    with pytest.raises(TuneFailed, match="no candidate could produce reference outputs"):
+        tuner.execute(tunables, call(device, [1.0]))
