@@ -78,6 +78,7 @@ class Tuner:
         self._tables: dict[str, dict[Key, TuneState]] = {}
         self._pipelines: dict[tuple[str, int], Any] = {}
         self._fallbacks: dict[str, int] = {}
+        self._sets: dict[str, TunableSet] = {}  # the set each name last meant in this process
         self._key_memo: dict[str, dict[tuple, Key]] = {}
         self._tasks: set = set()
         self._compiling: set[tuple[str, int]] = set()
@@ -94,6 +95,8 @@ class Tuner:
 
     def fastest(self, tunables: TunableSet, key: Key) -> TuneState:
         """The key's state in this process: Hit, Miss, Pending or Unchecked. A dict lookup."""
+        if self._sets.get(tunables.name) is not tunables:
+            self._adopt(tunables)
         table = self._tables.get(tunables.name)
         return MISS if table is None else table.get(key, MISS)
 
@@ -120,6 +123,8 @@ class Tuner:
         candidate that works runs instead: the seed's fallback.
         """
         key = self.key(tunables, args)
+        if self._sets.get(tunables.name) is not tunables:
+            self._adopt(tunables)
         table = self._tables.get(tunables.name)
         state = MISS if table is None else table.get(key, MISS)
         if state.__class__ is not Hit:
@@ -171,7 +176,30 @@ class Tuner:
             return decided
         return await self._tune(decided)
 
+    def _adopt(self, tunables: TunableSet) -> None:
+        """Make ``tunables`` what its name means from now on in this process.
+
+        Another set object with the same candidates changes nothing. Other candidates under a
+        known name (a source edited in a notebook, say) void what was decided for the old ones:
+        their Hits go back to Unchecked under the old checksum, so they are tuned again unless
+        the old candidates come back, and their pipelines and fallback are dropped.
+        """
+        with self._lock:
+            known = self._sets.get(tunables.name)
+            self._sets[tunables.name] = tunables
+            if known is None or known is tunables or known.checksum == tunables.checksum:
+                return
+            table = self._tables.get(tunables.name, {})
+            for key, state in table.items():
+                if isinstance(state, Hit):
+                    table[key] = Unchecked(state.index, known.checksum)
+            for slot in [slot for slot in self._pipelines if slot[0] == tunables.name]:
+                del self._pipelines[slot]
+            self._fallbacks.pop(tunables.name, None)
+
     def _begin(self, tunables: TunableSet, key: Key, args: Args) -> TuneState | _Request:
+        if self._sets.get(tunables.name) is not tunables:
+            self._adopt(tunables)
         with self._lock:
             table = self._tables.setdefault(tunables.name, {})
             state = table.get(key, MISS)

@@ -8,6 +8,7 @@ from fakes import (
     add_one_in_place,
     call,
     floats,
+    kernel,
     make_set,
     make_tuner,
     quiet,
@@ -328,3 +329,33 @@ def test_a_pinned_candidate_that_does_not_compile_raises_its_error():
     tuner = make_tuner(device, config=quiet(pins=(Pin("fake", "b"),)))
     with pytest.raises(KernelError, match="driver says no"):
         tuner.execute(tunables, call(device, [1.0]))
+
+
+def test_a_set_redefined_with_other_candidates_in_one_process_is_tuned_again():
+    device = FakeDevice()
+    device.script("a", duration=2e-3)
+    device.script("b", duration=1e-3)
+    device.script("x", duration=3e-3)
+    device.script("y", duration=1e-3)
+    tuner = make_tuner(device)
+    args = call(device, [1.0])
+    assert tuner.execute(make_set("a", "b"), args).name == "b"
+
+    edited = make_set(kernel("x", wgsl="// x v2"), "y")  # same name, other candidates
+    assert tuner.fastest(edited, tuner.key(edited, args)) == Unchecked(1, make_set("a", "b").checksum)
+    old_winner_runs = device.dispatches["b"]
+    ran = tuner.execute(edited, args)
+    assert ran.name == "y"
+    assert device.dispatches["b"] == old_winner_runs, "the old set's winner must not run for the new set"
+    assert len(tuner.records.records) == 2
+
+
+def test_an_equal_set_object_reuses_what_was_decided():
+    device = FakeDevice()
+    tuner = make_tuner(device)
+    args = call(device, [1.0])
+    tuner.execute(make_set("a", "b"), args)
+    profiles = device.profile_count
+    tuner.execute(make_set("a", "b"), args)
+    assert device.profile_count == profiles
+    assert len(tuner.records.records) == 1
