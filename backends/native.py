@@ -107,10 +107,15 @@ class NativeDevice(Device):
         return self.gpu.create_buffer(size=max(4, size), usage=STORAGE)
 
     def clone_buffer(self, buffer: Any) -> Any:
-        copy = self.gpu.create_buffer(size=buffer.size, usage=buffer.usage | wgpu.BufferUsage.COPY_DST)
-        encoder = self.gpu.create_command_encoder()
-        encoder.copy_buffer_to_buffer(buffer, 0, copy, 0, buffer.size)
-        self.queue.submit([encoder.finish()])
+        """A copy to benchmark on. A buffer made without COPY_SRC cannot be copied by anyone: its
+        stand-in has the same size and usage, zero-filled (timings rarely depend on the values;
+        give the set an ``input_gen`` where they do)."""
+        usage = buffer.usage | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+        copy = self.gpu.create_buffer(size=buffer.size, usage=usage)
+        if buffer.usage & wgpu.BufferUsage.COPY_SRC:
+            encoder = self.gpu.create_command_encoder()
+            encoder.copy_buffer_to_buffer(buffer, 0, copy, 0, buffer.size)
+            self.queue.submit([encoder.finish()])
         return copy
 
     async def read_buffer(self, buffer: Any) -> bytes:

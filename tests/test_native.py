@@ -158,3 +158,12 @@ def test_the_callers_own_gpu_device_is_used(device):
     assert values(wrapped, y, 100)[99] == 297.0
     assert isinstance(tuner.fastest(scale_set(scale_kernel("a"), scale_kernel("b", wg=32)), wgtune.Key({"n": 128})),
                       Hit)
+
+
+def test_an_applications_storage_only_buffers_are_tuned_on_and_run(device):
+    n = 300
+    x = device.gpu.create_buffer_with_data(data=struct.pack(f"{n}f", *range(n)), usage=wgpu.BufferUsage.STORAGE)
+    y = device.gpu.create_buffer(size=4 * n, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+    tuner = Tuner(device, config=quick(checks=True))
+    tuner.execute(scale_set(scale_kernel("a"), scale_kernel("b", wg=128)), Args((x, y), (n,)))
+    assert values(device, y, n)[299] == 897.0
