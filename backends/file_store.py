@@ -33,7 +33,14 @@ from filelock import FileLock
 import wgtune
 from wgtune.device import DeviceIdentity
 from wgtune.errors import StoreError
-from wgtune.store import StoredEntry, decode_document, decode_export, encode_document, encode_export
+from wgtune.store import (
+    StoredEntry,
+    decode_document,
+    decode_document_leniently,
+    decode_export,
+    encode_document,
+    encode_export,
+)
 
 __all__ = [
     "FileStore",
@@ -100,13 +107,16 @@ def _warn(message: str) -> None:
     logger.warning("%s", message)
 
 
-def _decode(data: bytes) -> tuple[dict, list[StoredEntry]]:
-    """A document's namespace and entries from its bytes; StoreError if they are not a document."""
+def _parse(data: bytes) -> object:
     try:
-        obj = json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as error:
         raise StoreError(f"not JSON: {error}") from None
-    return decode_document(obj)
+
+
+def _decode(data: bytes) -> tuple[dict, list[StoredEntry]]:
+    """A document's namespace and entries from its bytes; StoreError if any of it is damaged."""
+    return decode_document(_parse(data))
 
 
 def read_document(path: str | os.PathLike) -> tuple[dict, list[StoredEntry]]:
@@ -163,31 +173,50 @@ class FileStore:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def _read(self) -> tuple[dict, list[StoredEntry]] | None:
-        """The document's namespace and entries; None when there is none. Raises StoreError."""
+    def _read(self) -> tuple[list[StoredEntry], list[str], bytes] | None:
+        """The document's good entries, what was wrong with the others, and its bytes; None when
+        there is no document. Raises StoreError when the document as a whole is damaged."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return None
-        namespace, entries = _decode(data)
+        namespace, entries, problems = decode_document_leniently(_parse(data))
         if _canonical(namespace) != _canonical(self.namespace):
             raise StoreError(f"the document is for namespace {_canonical(namespace)}, not this one")
-        return namespace, entries
+        return entries, problems, data
+
+    def _set_aside(self, data: bytes | None, why: str) -> None:
+        """Keep a damaged document's bytes beside it for a post-mortem, and say so."""
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        if data is None:
+            os.replace(self.path, aside)  # every writer holds the lock: nobody rewrote it meanwhile
+        else:
+            aside.write_bytes(data)
+        _warn(f"wgtune: the cache document {self.path} is damaged ({why}); kept a copy as {aside.name}")
 
     def _read_or_set_aside(self) -> list[StoredEntry]:
-        """Entries of the current document, moving a damaged one aside. Call under the lock."""
+        """The good entries of the current document. Call under the lock, before rewriting it:
+        a damaged document is moved aside; damaged entries are kept in a copy beside it, and
+        the rewrite that follows drops them."""
         try:
             found = self._read()
         except StoreError as error:
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-            os.replace(self.path, aside)  # every writer holds the lock: nobody rewrote it meanwhile
-            _warn(f"wgtune: the cache document {self.path} is damaged ({error}); moved it to {aside.name}")
+            self._set_aside(None, str(error))
             return []
-        return [] if found is None else found[1]
+        if found is None:
+            return []
+        entries, problems, data = found
+        if problems:
+            self._set_aside(data, f"{len(problems)} unreadable entr{'y' if len(problems) == 1 else 'ies'}: "
+                                  f"{problems[0]}")
+        return entries
 
     def load(self) -> list[StoredEntry]:
-        """Every entry of the namespace; [] when there is none or the document was damaged."""
+        """Every readable entry of the namespace; [] when there is none or the document was damaged.
+
+        Damaged entries are skipped with a warning; the other winners stay usable.
+        """
         try:
             found = self._read()  # no lock: writes are atomic, a read sees a whole document
         except StoreError as error:
@@ -200,7 +229,13 @@ class FileStore:
                     f"moved aside ({failure}); ignoring it"
                 )
                 return []
-        return [] if found is None else found[1]
+        if found is None:
+            return []
+        entries, problems, _data = found
+        if problems:
+            _warn(f"wgtune: skipped {len(problems)} damaged entr{'y' if len(problems) == 1 else 'ies'} of "
+                  f"{self.path}: {problems[0]}")
+        return entries
 
     # -- writing ------------------------------------------------------------------------------
 

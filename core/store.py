@@ -28,6 +28,7 @@ __all__ = [
     "Store",
     "StoredEntry",
     "decode_document",
+    "decode_document_leniently",
     "decode_export",
     "encode_document",
     "encode_export",
@@ -126,15 +127,33 @@ def encode_document(namespace: dict, entries: Iterable[StoredEntry]) -> dict:
 
 def decode_document(obj: object) -> tuple[dict, list[StoredEntry]]:
     """Read a namespace document: its namespace fields and its entries. Raises StoreError."""
+    namespace, entries, problems = decode_document_leniently(obj)
+    if problems:
+        raise StoreError(problems[0])
+    return namespace, entries
+
+
+def decode_document_leniently(obj: object) -> tuple[dict, list[StoredEntry], list[str]]:
+    """Like :func:`decode_document`, but a damaged entry is skipped, not fatal.
+
+    Returns the namespace, the entries that decode, and what was wrong with the others: one bad
+    entry must not cost every other winner of the device. A damaged document still raises.
+    """
     if not isinstance(obj, dict):
         raise StoreError(f"a wgtune cache document is a JSON object, got {type(obj).__name__}")
     if obj.get("format") != DOCUMENT_FORMAT:
         raise StoreError(f"not a wgtune cache document (format {obj.get('format')!r}, want {DOCUMENT_FORMAT!r})")
-    entries = obj.get("entries", [])
-    if not isinstance(entries, list):
+    raw_entries = obj.get("entries", [])
+    if not isinstance(raw_entries, list):
         raise StoreError("the document's entries must be a list")
     namespace = {k: v for k, v in obj.items() if k not in ("format", "entries")}
-    return namespace, [StoredEntry.from_json(entry) for entry in entries]
+    entries, problems = [], []
+    for position, raw in enumerate(raw_entries):
+        try:
+            entries.append(StoredEntry.from_json(raw))
+        except StoreError as error:
+            problems.append(f"entry {position}: {error}")
+    return namespace, entries, problems
 
 
 def encode_export(documents: Iterable[dict]) -> dict:

@@ -136,11 +136,25 @@ DAMAGED = {
     "truncated": json.dumps({"format": "wgtune.cache/1", "entries": []}).encode()[:-5],
     "wrong-format": json.dumps({"format": "someone-else/3", "entries": []}).encode(),
     "not-an-object": b"[1, 2, 3]",
-    "negative-winner": _negative_winner(),
     "other-namespace": json.dumps(
         {"format": "wgtune.cache/1", **namespace_for(OTHER_GPU), "entries": [entry(1).to_json()]}
     ).encode(),
 }
+
+
+def test_one_damaged_entry_costs_only_itself(tmp_path, store, caplog):
+    document = {"format": "wgtune.cache/1", **namespace_for(LAVAPIPE),
+                "entries": [entry(1).to_json(), entry(2).to_json(), entry(3).to_json()]}
+    document["entries"][1]["winner"] = -1
+    original = json.dumps(document).encode()
+    store.path.write_bytes(original)
+    with caplog.at_level(logging.WARNING, logger="wgtune"), pytest.warns(RuntimeWarning, match="skipped 1 damaged"):
+        assert slots(store.load()) == slots([entry(1), entry(3)])
+    with pytest.warns(RuntimeWarning, match="kept a copy"):
+        store.save(entry(4))
+    assert slots(store.load()) == slots([entry(1), entry(3), entry(4)])
+    (aside,) = tmp_path.glob(store.path.name + ".corrupt-*")
+    assert aside.read_bytes() == original  # the damaged entry survives for a post-mortem
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGED))
@@ -209,7 +223,7 @@ def test_read_document(store):
     namespace, entries = file_store.read_document(store.path)
     assert namespace == namespace_for(LAVAPIPE)
     assert entries == [entry(1)]
-    store.path.write_bytes(DAMAGED["negative-winner"])
+    store.path.write_bytes(_negative_winner())
     with pytest.raises(StoreError, match="winner"):
         file_store.read_document(store.path)
     assert store.path.exists()  # reading for the CLI moves nothing
