@@ -12,7 +12,7 @@ from collections.abc import Callable
 from wgtune.config import Config
 from wgtune.tuner import Tuner
 
-from .file_store import FileStore, default_cache_dir, namespace_for
+from .file_store import FileStore, namespace_for
 from .native import NativeDevice
 from .records import JsonlRecords
 
@@ -38,6 +38,6 @@ def open_tuner(
         device = NativeDevice(device)
     store = None
     if config.cache:
-        store = FileStore(config.cache_dir or default_cache_dir(), namespace_for(device.identity, name))
+        store = FileStore(config.cache_dir, namespace_for(device.identity, name))
     records = JsonlRecords(config.records) if config.records else None
     return Tuner(device, store=store, records=records, config=config, observer=observer)

@@ -6,7 +6,7 @@
     wgtune cache list | show | clear | export FILE | import FILE   [--cache-dir DIR]
     wgtune records FILE [--json]
 
-Exit status: 0 on success, 1 when a tune found no valid kernel, 2 for bad arguments or files.
+Exit status: 0 on success, 1 when a tune failed (no valid kernel, say), 2 for bad arguments or files.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 
 from wgtune.errors import ConfigError, StoreError, WgtuneError
 
@@ -37,15 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     cache = commands.add_parser("cache", help="list, show, clear, export or import stored winners")
-    cache.add_argument("--cache-dir", help="the cache directory (default: the user cache directory)")
+    cache_dir_help = "the cache directory (default: WGTUNE_CACHE_DIR or the user cache directory)"
+    cache.add_argument("--cache-dir", help=cache_dir_help)
+    # Accepted after the action too (`wgtune cache list --cache-dir D`), without overriding one given before it.
+    after = argparse.ArgumentParser(add_help=False)
+    after.add_argument("--cache-dir", default=argparse.SUPPRESS, help=cache_dir_help)
     actions = cache.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("list", help="one line per device namespace")
-    show = actions.add_parser("show", help="every stored winner")
+    actions.add_parser("list", parents=[after], help="one line per device namespace")
+    show = actions.add_parser("show", parents=[after], help="every stored winner")
     show.add_argument("--json", action="store_true", help="print the entries as JSON")
-    actions.add_parser("clear", help="forget every stored winner")
-    export = actions.add_parser("export", help="write every namespace to one JSON document")
+    actions.add_parser("clear", parents=[after], help="forget every stored winner")
+    export = actions.add_parser("export", parents=[after], help="write every namespace to one JSON document")
     export.add_argument("file", help="output file, or - for standard output")
-    imported = actions.add_parser("import", help="merge an exported document into the cache")
+    imported = actions.add_parser("import", parents=[after], help="merge an exported document into the cache")
     imported.add_argument("file", help="a document written by export (native or browser)")
 
     records = commands.add_parser("records", help="show the tune records of a JSON Lines file")
@@ -56,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # The store's warnings also go to the `wgtune` logger, which the CLI shows: say them once.
+    warnings.filterwarnings("ignore", message="wgtune:", category=RuntimeWarning)
     try:
         if args.command == "tune":
             from .tune import run_tune

@@ -54,7 +54,11 @@ def run_cache(args) -> int:
     if args.action == "show":
         rows = []
         for path in file_store.list_documents(directory):
-            namespace, entries = file_store.read_document(path)
+            try:
+                namespace, entries = file_store.read_document(path)
+            except StoreError as error:
+                print(f"wgtune: skipping an unreadable document: {error}", file=sys.stderr)
+                continue
             rows += [(namespace, entry) for entry in entries]
         if args.json:
             json.dump([{"device": ns.get("device"), **e.to_json()} for ns, e in rows], sys.stdout, indent=2)
@@ -85,10 +89,9 @@ def run_cache(args) -> int:
             console.print(f"exported {count} winner(s) from {len(document['namespaces'])} namespace(s) to {args.file}")
         return 0
     # import
-    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
+        document = json.loads(sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise StoreError(f"{args.file} is not JSON: {error}") from None
     count = file_store.import_document(directory, document)
     console.print(f"imported {count} winner(s) into {directory}")

@@ -25,7 +25,8 @@ def run_records(args) -> int:
         console.print(f"no records in {args.file}")
         return 0
     for envelope, record in rows:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(envelope.get("at", 0)))
+        at = envelope.get("at")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if isinstance(at, (int, float)) else "?"
         effect = envelope.get("effect", record.effect.value)
         console.print(
             f"[bold]{when}  {escape(f'{record.table} [{record.key}]')}[/bold]  "

@@ -92,7 +92,7 @@ def run_tune(args) -> int:
 
     console = Console(stderr=True)
     trials: dict[tuple[str, Key], list] = {}
-    started: set[tuple[str, Key]] = set()
+    started: list[tuple[str, Key]] = []
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, disable=args.json,
@@ -106,7 +106,7 @@ def run_tune(args) -> int:
             unreported = sizes_of[event.set_name] - len(trials[(event.set_name, event.key)])
             progress.advance(bars[event.set_name], unreported)
         if isinstance(event, TuneStarted):
-            started.add((event.set_name, event.key))
+            started.append((event.set_name, event.key))
             trials[(event.set_name, event.key)] = []
         elif isinstance(event, TrialFinished):
             trials[(event.set_name, event.key)].append(event.result)
@@ -131,11 +131,12 @@ def run_tune(args) -> int:
             for size in case.sizes:
                 call = case.make_args(tuner.device, size)
                 key = tuner.key(tunables, call)
+                tunes_before = len(started)
                 state = tuner.check_tune(tunables, key, call)
                 tuner.execute(tunables, call)
                 winner = tunables.candidates[state.index].name if isinstance(state, Hit) else "?"
                 first = tunables.candidates[0].name
-                if (tunables.name, key) in started:
+                if len(started) > tunes_before:  # this size tuned its key (another may share it)
                     results = [result_to_json(r) for r in trials[(tunables.name, key)]]
                     summaries.append(summarize(tunables.name, key, "tuned", winner, results, first))
                 else:

@@ -5,8 +5,9 @@ which builds a call's :class:`~wgtune.Args` for one size on any device that has
 ``create_buffer(data)`` / ``create_buffer(size=...)`` (the native device, the browser's).
 Inputs are pseudo-random but deterministic (a fixed seed per size), so two runs tune on the
 same data. Sizes are small enough that tuning the whole suite on lavapipe (2 CPU cores) with
-the default 2 warmups and 10 samples takes seconds, and one of each family's sizes is not a
-multiple of any tile or vector width, so the bounds checks are always exercised.
+the default 2 warmups and 10 samples takes seconds, and one of each family's sizes is odd
+(matmul 192 x 160 x 96 is not a multiple of the 64- and 128-wide tiles; fma 100003 of any
+vector width), so the bounds checks are exercised.
 
 Pure Python (standard library), as everything in ``wgtune.kernels``: it also runs in Pyodide.
 """

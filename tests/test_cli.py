@@ -18,7 +18,8 @@ def quick_tunes(monkeypatch):
     """Fewer samples: these tests check what is tuned and kept, not how well."""
     monkeypatch.setenv("WGTUNE_SAMPLES", "3")
     monkeypatch.setenv("WGTUNE_WARMUPS", "1")
-    for name in ("WGTUNE_CACHE", "WGTUNE_CACHE_DIR", "WGTUNE_RECORDS", "WGTUNE_PIN", "WGTUNE_DRY_RUN"):
+    for name in ("WGTUNE_CACHE", "WGTUNE_CACHE_DIR", "WGTUNE_RECORDS", "WGTUNE_PIN", "WGTUNE_DRY_RUN",
+                 "WGTUNE_CHECKS", "WGTUNE_LOG", "WGTUNE_MIN_SAMPLE"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -114,9 +115,29 @@ def test_records_command_shows_every_trial_in_run_order(tmp_path, capsys):
     tune_json(capsys, "--no-cache", "--records", str(records), "--only", "matmul")
     assert main(["records", str(records)]) == 0
     shown = capsys.readouterr().out
-    names = [c.name for c in demo.demo_suite()[0].tunables.candidates]
     assert "matmul [" in shown and "observed (not stored)" in shown
-    assert shown.index(names[0]) < shown.index(names[-1])
+    (_, first), *_ = read_records(records)
+    positions = [shown.index(f"{n}. {trial.name} ") for n, trial in enumerate(first.trials, 1)]
+    assert positions == sorted(positions) and len(positions) == len(demo.demo_suite()[0].tunables)
+
+
+def test_cache_dir_is_accepted_before_or_after_the_action(tmp_path, capsys):
+    assert main(["cache", "list", "--cache-dir", str(tmp_path / "after")]) == 0
+    assert str(tmp_path / "after") in capsys.readouterr().out
+    assert main(["cache", "--cache-dir", str(tmp_path / "before"), "list"]) == 0
+    assert str(tmp_path / "before") in capsys.readouterr().out
+
+
+def test_damaged_inputs_are_exit_2_not_tracebacks(tmp_path, capsys):
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    assert main(["cache", "--cache-dir", str(tmp_path / "c"), "import", str(binary)]) == 2
+    assert "not JSON" in capsys.readouterr().err
+    records = tmp_path / "r.jsonl"
+    records.write_text(json.dumps({"kind": "autotune", "effect": "changed", "at": "yesterday", "record": {
+        "table": "t", "entry": {"key": {"n": 1}, "checksum": "c"}, "winner": 0, "trials": [], "wall": 0.1}}) + "\n")
+    assert main(["records", str(records)]) == 0
+    assert "t [n=1]" in capsys.readouterr().out
 
 
 def test_unknown_set_and_bad_environment_are_clear_errors(tmp_path, capsys, monkeypatch):

@@ -100,7 +100,7 @@ def test_a_stored_winner_out_of_range_is_tuned_again():
     assert device.profile_count > 0
 
 
-def test_a_hit_is_answered_without_touching_the_device_again():
+def test_a_hit_runs_the_winner_without_compiling_or_benchmarking_again():
     device = FakeDevice()
     tunables = make_set("a", "b")
     tuner = make_tuner(device)
