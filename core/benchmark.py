@@ -18,7 +18,7 @@ from .errors import ConfigError, InvalidSamples, KernelError, Launch, Mismatch, 
 from .results import Outcome, Result, Stats
 from .tunable import Args, Grid, Kernel, TunableSet
 
-__all__ = ["MAX_REPEATS", "OutputCheck", "run_candidate"]
+__all__ = ["MAX_REPEATS", "OutputCheck", "clone_args", "run_candidate"]
 
 # A dispatch is repeated at most this often in one sample: past it the clock is not the limit.
 MAX_REPEATS = 4096
@@ -28,7 +28,8 @@ CALIBRATION_ROUNDS = 4
 PipelineGetter = Callable[[int], Awaitable[Any]]
 
 
-def _clone_args(device: Device, args: Args) -> Args:
+def clone_args(device: Device, args: Args) -> Args:
+    """The same call on copies of its buffers: what benchmarks run on, by default."""
     return args.with_buffers([device.clone_buffer(buffer) for buffer in args.buffers])
 
 
@@ -51,14 +52,14 @@ class OutputCheck:
         self.device = device
         self.skipped = frozenset(skipped)  # the plan's skips for this key may not fit the call
         self.tunables = tunables
-        self.pristine = _clone_args(device, args)
+        self.pristine = clone_args(device, args)
         self.pipeline = pipeline
         self.reference: list[bytes] | None = None
         self.reference_name: str | None = None
 
     async def outputs_of(self, index: int) -> list[bytes]:
         kernel = self.tunables.candidates[index]
-        args = _clone_args(self.device, self.pristine)
+        args = clone_args(self.device, self.pristine)
         pipeline = await self.pipeline(index)
         self.device.dispatch(pipeline, args, tuple(kernel.grid(args)))
         return [await self.device.read_buffer(args.buffers[i]) for i in self.tunables.outputs]

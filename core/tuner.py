@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .benchmark import OutputCheck, run_candidate
+from .benchmark import OutputCheck, clone_args, run_candidate
 from .config import Config, LogLevel
 from .device import Device, check_limits
 from .errors import ConfigError, KernelError, Launch, NoValidKernelFound, Skip, TuneFailed, Unknown, WgtuneError
@@ -123,10 +123,7 @@ class Tuner:
         candidate that works runs instead: the seed's fallback.
         """
         key = self.key(tunables, args)
-        if self._sets.get(tunables.name) is not tunables:
-            self._adopt(tunables)
-        table = self._tables.get(tunables.name)
-        state = MISS if table is None else table.get(key, MISS)
+        state = self.fastest(tunables, key)
         if state.__class__ is not Hit:
             state = self.check_tune(tunables, key, args)
         index = state.index if state.__class__ is Hit else self.fallback(tunables)
@@ -277,7 +274,7 @@ class Tuner:
         if tunables.input_gen is not None:
             bench_args = tunables.input_gen(device, key, request.args)
         else:
-            bench_args = request.args.with_buffers([device.clone_buffer(b) for b in request.args.buffers])
+            bench_args = clone_args(device, request.args)
         plan = Plan(tunables.candidates, key)
         check = None
         if config.checks and tunables.outputs and not config.dry_run:

@@ -224,7 +224,7 @@ def test_when_every_candidate_fails_the_tune_raises_no_valid_kernel_found_with_e
     assert tuner.store.entries == {}
 
 
-def test_a_failed_key_is_tuned_again_on_the_next_check_tune():
+def test_a_failed_key_is_tuned_again_on_the_next_check_tune_and_its_failure_cleared():
     device = FakeDevice()
     device.script("a", launch_error="out of memory")
     device.script("b", launch_error="out of memory")
@@ -232,8 +232,10 @@ def test_a_failed_key_is_tuned_again_on_the_next_check_tune():
     tuner = make_tuner(device)
     args = call(device, [1.0])
     tune_expecting_failure(tuner, tunables, args)
+    assert tuner.failures != {}
     device.script("b", launch_error=None)
     assert tuner.check_tune(tunables, tuner.key(tunables, args), args) == Hit(1)
+    assert tuner.failures == {}
 
 
 def test_a_batch_that_produces_nothing_moves_on_to_the_next_batch():
@@ -269,19 +271,6 @@ def test_a_tune_whose_input_generator_raises_leaves_the_key_a_miss():
 def test_mismatch_unknown_and_skip_are_distinct_error_values():
     assert Mismatch("a", "x") != Unknown("a", "x")
     assert Skip("a").reason.startswith("not run")
-
-
-def test_a_successful_retry_clears_the_recorded_failure():
-    device = FakeDevice()
-    device.script("a", launch_error="out of memory")
-    device.script("b", launch_error="out of memory")
-    tunables = make_set("a", "b")
-    tuner = make_tuner(device)
-    args = call(device, [1.0])
-    tune_expecting_failure(tuner, tunables, args)
-    device.script("b", launch_error=None)
-    tuner.check_tune(tunables, tuner.key(tunables, args), args)
-    assert tuner.failures == {}
 
 
 def test_errors_of_work_submitted_before_the_tune_fail_the_tune_not_a_candidate():
