@@ -30,16 +30,17 @@ from pathlib import Path
 import platformdirs
 from filelock import FileLock
 
-import wgtune
 from wgtune.device import DeviceIdentity
 from wgtune.errors import StoreError
 from wgtune.store import (
     StoredEntry,
+    canonical_namespace,
     decode_document,
     decode_document_leniently,
     decode_export,
     encode_document,
     encode_export,
+    namespace_for,
 )
 
 __all__ = [
@@ -62,19 +63,10 @@ LOCK_TIMEOUT = 60.0
 _RESERVED = ("format", "entries")  # document fields: a namespace field of these names would clash
 
 
-def namespace_for(identity: DeviceIdentity, tuner: str = "default") -> dict:
-    """The namespace of ``identity``'s winners under tuner ``tuner`` for this wgtune version."""
-    return {"wgtune": wgtune.__version__, "device": identity.as_dict(), "tuner": tuner}
-
-
 def default_cache_dir() -> Path:
     """``$WGTUNE_CACHE_DIR`` when set, else the platform's user cache directory for wgtune."""
     override = os.environ.get("WGTUNE_CACHE_DIR")
     return Path(override) if override else Path(platformdirs.user_cache_dir("wgtune"))
-
-
-def _canonical(namespace: dict) -> str:
-    return json.dumps(namespace, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def _slug(text: str, fallback: str) -> str:
@@ -92,7 +84,7 @@ def _device_slug(device: object) -> str:
 
 def document_name(namespace: dict) -> str:
     """The file name of ``namespace``'s document: readable slug, then a hash of the whole namespace."""
-    digest = hashlib.sha256(_canonical(namespace).encode("utf-8")).hexdigest()[:8]
+    digest = hashlib.sha256(canonical_namespace(namespace).encode("utf-8")).hexdigest()[:8]
     parts = (
         _device_slug(namespace.get("device")),
         _slug(str(namespace.get("tuner", "default")), "default"),
@@ -163,7 +155,7 @@ class FileStore:
         if clash:
             raise ValueError(f"namespace fields {clash} clash with the document's own fields")
         # A JSON round trip: a copy the caller cannot mutate, and the form it will have on disk.
-        self.namespace: dict = json.loads(_canonical(namespace))
+        self.namespace: dict = json.loads(canonical_namespace(namespace))
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.path = self.directory / document_name(self.namespace)
         self._lock = FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT)
@@ -181,8 +173,8 @@ class FileStore:
         except FileNotFoundError:
             return None
         namespace, entries, problems = decode_document_leniently(_parse(data))
-        if _canonical(namespace) != _canonical(self.namespace):
-            raise StoreError(f"the document is for namespace {_canonical(namespace)}, not this one")
+        if canonical_namespace(namespace) != canonical_namespace(self.namespace):
+            raise StoreError(f"the document is for namespace {canonical_namespace(namespace)}, not this one")
         return entries, problems, data
 
     def _set_aside(self, data: bytes | None, why: str) -> None:

@@ -18,12 +18,21 @@ from .errors import ConfigError, InvalidSamples, KernelError, Launch, Mismatch, 
 from .results import Outcome, Result, Stats
 from .tunable import Args, Grid, Kernel, TunableSet
 
-__all__ = ["MAX_REPEATS", "OutputCheck", "clone_args", "run_candidate"]
+__all__ = ["MAX_REPEATS", "OutputCheck", "clone_args", "run_candidate", "sample_floor"]
 
 # A dispatch is repeated at most this often in one sample: past it the clock is not the limit.
 MAX_REPEATS = 4096
 # Rounds of measuring a sample before settling its repeat count.
 CALIBRATION_ROUNDS = 4
+# A sample lasts at least this many grains of the device's clock: a reading is off by up to one
+# grain, so a sample of 50 grains is measured to within 2%.
+GRAIN_MULTIPLE = 50
+
+
+def sample_floor(device: Device, config: Config) -> float:
+    """The shortest a timed sample may be on ``device``: the configured floor, or 50 grains of
+    its clock if that is longer."""
+    return max(config.min_sample, GRAIN_MULTIPLE * device.clock_grain)
 
 PipelineGetter = Callable[[int], Awaitable[Any]]
 
@@ -174,7 +183,7 @@ async def run_candidate(
         for _ in range(config.warmups):
             device.dispatch(compiled, args, grid)
         await device.sync()
-        repeats = await calibrate(device, compiled, args, grid, config.min_sample)
+        repeats = await calibrate(device, compiled, args, grid, sample_floor(device, config))
         profiles = [await device.profile(compiled, args, grid, repeats) for _ in range(config.samples)]
         durations = [await device.resolve(handle) / repeats for handle in profiles]
     except KernelError as error:

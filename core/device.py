@@ -92,6 +92,9 @@ class Device(ABC):
     limits: DeviceLimits
     timing: str
     """How :meth:`profile` measures: ``Timing.GPU_TIMESTAMP`` or ``Timing.WALL_CLOCK``."""
+    clock_grain: float = 0.0
+    """Seconds between the clock's distinct readings, where known (a browser quantizes its
+    timestamps to ~100 us). Each timed sample is made long against it (see ``benchmark.py``)."""
 
     @abstractmethod
     async def compile(self, kernel: Kernel) -> Any:

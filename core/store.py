@@ -14,10 +14,12 @@ export/import of winners. New fields get defaults, so older documents still deco
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .device import DeviceIdentity
 from .errors import StoreError
 from .key import Key
 
@@ -27,15 +29,29 @@ __all__ = [
     "MemoryStore",
     "Store",
     "StoredEntry",
+    "canonical_namespace",
     "decode_document",
     "decode_document_leniently",
     "decode_export",
     "encode_document",
     "encode_export",
+    "namespace_for",
 ]
 
 DOCUMENT_FORMAT = "wgtune.cache/1"
 EXPORT_FORMAT = "wgtune.export/1"
+
+
+def namespace_for(identity: DeviceIdentity, tuner: str = "default") -> dict:
+    """The namespace of ``identity``'s winners under tuner ``tuner`` for this wgtune version."""
+    from . import __version__  # the package imports this module first
+
+    return {"wgtune": __version__, "device": identity.as_dict(), "tuner": tuner}
+
+
+def canonical_namespace(namespace: dict) -> str:
+    """One text per namespace (sorted keys, no spaces): how stores compare and index them."""
+    return json.dumps(namespace, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 @dataclass(frozen=True)
