@@ -5,6 +5,7 @@
     wgtune tune [--cache-dir DIR] [--records FILE] [--json] [--dry-run] [--checks] [--log-level L]
     wgtune cache list | show | clear | export FILE | import FILE   [--cache-dir DIR]
     wgtune records FILE [--json]
+    wgtune serve [--host H] [--port P]
 
 Exit status: 0 on success, 1 when a tune failed (no valid kernel, say), 2 for bad arguments or files.
 """
@@ -56,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     records = commands.add_parser("records", help="show the tune records of a JSON Lines file")
     records.add_argument("file")
     records.add_argument("--json", action="store_true", help="print the records as JSON lines")
+    serve = commands.add_parser("serve", help="serve the tuner page (Pyodide, the wheel) on 127.0.0.1")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
+    serve.add_argument("--web-dir", help="the page's directory (default: web/ of this checkout)")
+    serve.add_argument("--wheel", metavar="FILE", help="the wgtune wheel the page installs (default: built here)")
+    serve.add_argument("--verbose", action="store_true", help="log every request")
     return parser
 
 
@@ -68,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
             from .tune import run_tune
 
             return run_tune(args)
+        if args.command == "serve":
+            from .serve import run_serve
+
+            return run_serve(args)
         if args.command == "cache":
             from .cache import run_cache
 

@@ -1,0 +1,264 @@
+"""The page's Python half: a tuner on the browser device, the demo suite, and a JSON API for JS.
+
+``web/wgtune.js`` loads Pyodide and this wheel, opens a ``GPUDevice`` (or takes the embedding
+page's), then calls :meth:`PageSession.open`. Every answer crosses to JS as JSON text, so the JS
+side never holds Python objects it would have to release.
+
+Keys are named by their problem size as text (``"128x128x128"``, ``"262144"``): the label a
+person reads on the page and a test passes to ``check``. Each key's call (its buffers) is built
+once when the session opens, so :meth:`PageSession.check` only asks the tuner: a miss returns
+Pending at once with the tune spawned on the WebLoop.
+
+Importable only in Pyodide (it uses the browser device).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from wgtune import Config, LogLevel
+from wgtune.errors import WgtuneError
+from wgtune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
+from wgtune.key import Key
+from wgtune.kernels.demo import DemoCase, demo_suite
+from wgtune.record import TuneRecord, envelope
+from wgtune.results import result_to_json
+from wgtune.state import Hit, Pending
+from wgtune.store import namespace_for
+from wgtune.tunable import Args, TunableSet
+from wgtune.tuner import Tuner
+
+from . import indexeddb
+from .browser import BrowserDevice
+
+__all__ = ["PageSession", "label_of"]
+
+
+def label_of(size: tuple[int, ...]) -> str:
+    return "x".join(str(n) for n in size)
+
+
+@dataclass
+class _Problem:
+    """One key of the page: its set, its size, the call it is tuned and run on."""
+
+    tunables: TunableSet
+    label: str
+    args: Args
+    key: Key
+
+
+class _PageRecords:
+    """The tune records of this page load, newest last; each is also reported to the page."""
+
+    def __init__(self, notify: Callable[[dict], None]) -> None:
+        self.items: list[dict] = []
+        self.notify = notify
+
+    def write(self, record: TuneRecord) -> None:
+        item = envelope(record, time.time())
+        self.items.append(item)
+        self.notify({"type": "record", "record": item})
+
+
+class PageSession:
+    """What the page drives: see the module doc. Build with :meth:`open`."""
+
+    def __init__(self, device: BrowserDevice, idb: Any, notify: Callable[[str], None], config: Config) -> None:
+        self.device = device
+        self.idb = idb
+        self._notify_js = notify
+        self.config = config
+        self.records = _PageRecords(self._notify)
+        self.problems: dict[tuple[str, str], _Problem] = {}
+        self.cases: list[DemoCase] = []
+        self.store: indexeddb.IndexedDBStore | None = None
+        self.tuner: Tuner | None = None
+        self.namespace = namespace_for(device.identity, "default")
+
+    @classmethod
+    async def open(
+        cls,
+        gpu_device: Any,
+        adapter_info: Any,
+        idb: Any,
+        notify: Callable[[str], None],
+        *,
+        clock_grain: float = 100e-6,
+        use_timestamps: bool = True,
+        cases: list[DemoCase] | None = None,
+    ) -> PageSession:
+        """Open the session: the device, the stored winners, the demo's calls and fallbacks."""
+        info = adapter_info.to_py() if hasattr(adapter_info, "to_py") else dict(adapter_info)
+        device = BrowserDevice(gpu_device, info, use_timestamps=use_timestamps, clock_grain=clock_grain)
+        session = cls(device, idb, notify, Config(log_level=LogLevel.DISABLED))
+        await session.reload()
+        for case in cases if cases is not None else demo_suite():
+            await session.add_case(case)
+        return session
+
+    async def reload(self) -> None:
+        """Read the stored winners again (after an import or a clear): a new tuner on them."""
+        self.store = await indexeddb.IndexedDBStore.open(self.idb, self.namespace)
+        self.tuner = Tuner(self.device, store=self.store, records=self.records, config=self.config,
+                           observer=self._observe)
+        for tunables in {problem.tunables.name: problem.tunables for problem in self.problems.values()}.values():
+            await self.tuner.prepare(tunables)
+
+    async def add_case(self, case: DemoCase) -> None:
+        """Offer ``case``'s keys on the page (an embedding page's own sets come in this way).
+
+        The set's fallback is compiled now: a call on a Pending key runs it without waiting.
+        """
+        self.cases = [known for known in self.cases if known.tunables.name != case.tunables.name] + [case]
+        for size in case.sizes:
+            args = case.make_args(self.device, size)
+            label = label_of(size)
+            self.problems[(case.tunables.name, label)] = _Problem(
+                case.tunables, label, args, self.tuner.key(case.tunables, args)
+            )
+            await asyncio.sleep(0)  # building inputs is work: let the page breathe between keys
+        await self.tuner.prepare(case.tunables)
+
+    # -- the JSON API -------------------------------------------------------------------------
+
+    def _problem(self, set_name: str, label: str) -> _Problem:
+        problem = self.problems.get((str(set_name), str(label)))
+        if problem is None:
+            known = ", ".join(f"{s} {k}" for s, k in self.problems)
+            raise WgtuneError(f"no key {label!r} of set {set_name!r} on this page; keys: {known}")
+        return problem
+
+    def _state(self, problem: _Problem) -> dict:
+        state = self.tuner.fastest(problem.tunables, problem.key)
+        answer = {"set": problem.tunables.name, "key": problem.label, "state": type(state).__name__}
+        if isinstance(state, Hit):
+            answer["winner"] = problem.tunables.candidates[state.index].name
+            stored = self.store.stored(problem.tunables.name, problem.key) if self.store else None
+            if stored is not None and stored.checksum == problem.tunables.checksum:
+                answer["results"] = list(stored.results)  # what the chart shows after a reload
+        failure = self.tuner.failures.get((problem.tunables.name, problem.key))
+        if failure is not None:
+            answer["failure"] = str(failure)
+        return answer
+
+    def catalogue(self) -> str:
+        """The device, and every set with its candidates and keys (with their states)."""
+        device = self.device
+        sets = []
+        for case in self.cases:
+            tunables = case.tunables
+            sets.append({
+                "name": tunables.name,
+                "candidates": [kernel.name for kernel in tunables.candidates],
+                "fallback": tunables.candidates[self.tuner.fallback(tunables)].name,
+                "keys": [self._state(self.problems[(tunables.name, label_of(size))]) for size in case.sizes],
+            })
+        return json.dumps({
+            "identity": device.identity.as_dict(),
+            "adapter": device.adapter_info,
+            "timing": device.timing,
+            "clock_grain": device.clock_grain,
+            "limits": {
+                "max_workgroup_storage": device.limits.max_workgroup_storage,
+                "max_invocations": device.limits.max_invocations,
+            },
+            "sets": sets,
+        })
+
+    def check(self, set_name: str, label: str) -> str:
+        """The key's state; on a miss, the tune starts on the event loop and this says Pending."""
+        problem = self._problem(set_name, label)
+        state = self.tuner.fastest(problem.tunables, problem.key)
+        if not isinstance(state, Hit):
+            state = self.tuner.check_tune(problem.tunables, problem.key, problem.args)
+            if isinstance(state, Pending):
+                self._notify({"type": "pending", "set": problem.tunables.name, "key": problem.label})
+        return json.dumps(self._state(problem))
+
+    async def execute(self, set_name: str, label: str, with_output: bool = False) -> str:
+        """Run the key's winner (or, while it is Pending, the fallback); say which ran.
+
+        With ``with_output`` the answer carries the output buffer's bytes (base64), read back
+        after the run: what a test compares with a reference.
+        """
+        problem = self._problem(set_name, label)
+        before = self._state(problem)
+        kernel = self.tuner.execute(problem.tunables, problem.args)
+        fallback = problem.tunables.candidates[self.tuner.fallback(problem.tunables)].name
+        answer = {**before, "ran": kernel.name, "ran_fallback": before.get("winner") != kernel.name,
+                  "fallback": fallback}
+        if with_output:
+            await self.device.sync()
+            outputs = problem.tunables.outputs or (len(problem.args.buffers) - 1,)
+            data = await self.device.read_buffer(problem.args.buffers[outputs[0]])
+            answer["output"] = base64.b64encode(data).decode("ascii")
+        return json.dumps(answer)
+
+    async def settle(self, set_name: str, label: str, timeout: float = 120.0) -> str:
+        """Wait while the key is Pending; its state after."""
+        problem = self._problem(set_name, label)
+        deadline = time.monotonic() + timeout
+        while isinstance(self.tuner.fastest(problem.tunables, problem.key), Pending):
+            if time.monotonic() > deadline:
+                raise WgtuneError(f"{set_name} {label} still Pending after {timeout} s")
+            await asyncio.sleep(0.02)
+        return json.dumps(self._state(problem))
+
+    def records_json(self) -> str:
+        return json.dumps(self.records.items)
+
+    async def cache_json(self) -> str:
+        """Every stored namespace (after this page's pending writes), as an export document."""
+        await self.store.flush()
+        return json.dumps(await indexeddb.export_all(self.idb), indent=2)
+
+    async def import_cache(self, text: str) -> int:
+        """Merge an export into IndexedDB; this page's keys see imported winners at once."""
+        obj = indexeddb.check_document(str(text))  # StoreError before anything is written
+        await self.store.flush()
+        count = await indexeddb.import_document(self.idb, obj)
+        await self.reload()
+        return count
+
+    async def clear_cache(self) -> int:
+        """Forget every stored winner of every namespace; keys of this page are tuned again."""
+        await self.store.flush()
+        count = await indexeddb.clear_all(self.idb)
+        await self.reload()
+        return count
+
+    async def flush(self) -> None:
+        await self.store.flush()
+
+    # -- progress -----------------------------------------------------------------------------
+
+    def _label(self, set_name: str, key: Key) -> str:
+        for (name, label), problem in self.problems.items():
+            if name == set_name and problem.key == key:
+                return label
+        return str(key)
+
+    def _observe(self, event: object) -> None:
+        if isinstance(event, TuneStarted):
+            self._notify({"type": "started", "set": event.set_name, "key": self._label(event.set_name, event.key),
+                          "candidates": event.candidates})
+        elif isinstance(event, TrialFinished):
+            self._notify({"type": "trial", "set": event.set_name, "key": self._label(event.set_name, event.key),
+                          "index": event.index, "result": result_to_json(event.result), "wall": event.wall})
+        elif isinstance(event, TuneFinished):
+            self._notify({"type": "finished", "set": event.set_name, "key": self._label(event.set_name, event.key),
+                          "winner": event.winner_name, "stored": event.stored})
+        elif isinstance(event, TuneFailedEvent):
+            self._notify({"type": "failed", "set": event.set_name, "key": self._label(event.set_name, event.key),
+                          "reason": event.reason})
+
+    def _notify(self, message: dict) -> None:
+        self._notify_js(json.dumps(message))
+

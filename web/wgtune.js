@@ -1,0 +1,177 @@
+// wgtune in a page: loads Pyodide (served locally), installs the wgtune wheel, opens WebGPU,
+// and returns the JS API. The tuner itself is the Python core (backends/page.py drives it).
+//
+//   import { loadWgtune } from "/wgtune.js";
+//   const wgtune = await loadWgtune({ device: myGPUDevice });   // or let wgtune open one
+//   wgtune.check("matmul", "128x128x128");   // {state: "Pending"} on a miss: the tune has started
+//   await wgtune.execute("matmul", "128x128x128");   // runs the winner, or the fallback meanwhile
+
+import { loadPyodide } from "/pyodide/pyodide.mjs";
+import { openDocuments } from "/idb.js";
+
+/** Why wgtune cannot run here, with what to do about it (shown by the page). */
+export class WgtuneUnavailable extends Error {
+  constructor(message, advice) {
+    super(message);
+    this.name = "WgtuneUnavailable";
+    this.advice = advice;
+  }
+}
+
+const WEBGPU_ADVICE =
+  "Use a browser with WebGPU: Chrome or Edge 113+ (on Linux start Chromium with --enable-unsafe-webgpu), " +
+  "Safari 26+, or Firefox 141+ on Windows. The page must come from http://127.0.0.1 or https.";
+
+/** The finest step of performance.now() seen in a short busy loop, in seconds. */
+function clockGrain() {
+  let finest = Infinity;
+  let last = performance.now();
+  const until = last + 5;
+  while (finest > 1e-6 && last < until) {
+    const now = performance.now();
+    if (now > last) {
+      finest = Math.min(finest, now - last);
+      last = now;
+    }
+  }
+  return Number.isFinite(finest) ? finest / 1000 : 1e-4;
+}
+
+async function openDevice() {
+  if (!("gpu" in navigator)) {
+    throw new WgtuneUnavailable("This browser has no WebGPU (navigator.gpu is missing).", WEBGPU_ADVICE);
+  }
+  const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
+  if (!adapter) {
+    throw new WgtuneUnavailable(
+      "WebGPU is present but gave no adapter (the GPU or its driver may be blocklisted).",
+      "Update the GPU driver, check chrome://gpu, or start the browser with --enable-unsafe-webgpu.",
+    );
+  }
+  const wanted = ["timestamp-query", "shader-f16", "subgroups"].filter((f) => adapter.features.has(f));
+  // Ask for the adapter's own compute limits: candidates are checked against what the device allows.
+  const names = [
+    "maxComputeWorkgroupStorageSize", "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupSizeX",
+    "maxComputeWorkgroupSizeY", "maxComputeWorkgroupSizeZ", "maxStorageBufferBindingSize", "maxBufferSize",
+  ];
+  const requiredLimits = Object.fromEntries(names.map((name) => [name, adapter.limits[name]]));
+  const device = await adapter.requestDevice({ requiredFeatures: wanted, requiredLimits });
+  return { adapter, device };
+}
+
+function describeAdapter(adapter, device) {
+  const info = device.adapterInfo ?? adapter?.info ?? {};
+  return {
+    vendor: info.vendor ?? "",
+    architecture: info.architecture ?? "",
+    device: info.device ?? "",
+    description: info.description ?? "",
+    isFallbackAdapter: Boolean(info.isFallbackAdapter ?? adapter?.isFallbackAdapter ?? false),
+    timestampQuery: device.features.has("timestamp-query"),
+    features: [...device.features].sort(),
+  };
+}
+
+/** A Python exception as a JS Error whose message is the exception's own last line. */
+function pythonError(error) {
+  if (error?.type && typeof error.message === "string") {
+    const lines = error.message.trim().split("\n");
+    const clean = new Error(lines[lines.length - 1]);
+    clean.pythonType = error.type;
+    clean.traceback = error.message;
+    return clean;
+  }
+  return error;
+}
+
+async function py(call) {
+  try {
+    return await call();
+  } catch (error) {
+    throw pythonError(error);
+  }
+}
+
+/**
+ * Load wgtune. Options:
+ *  - device: a GPUDevice to tune on (default: wgtune opens the high-performance adapter's);
+ *  - onStatus(text): loading progress; onEvent(event): tune progress (pending, started, trial,
+ *    finished, failed, record);
+ *  - database: the IndexedDB database name (default "wgtune").
+ * Rejects with WgtuneUnavailable where WebGPU is missing, with advice.
+ */
+export async function loadWgtune({ device = null, onStatus = () => {}, onEvent = () => {}, database = "wgtune" } = {}) {
+  const started = performance.now();
+  let adapter = null;
+  if (!device) {
+    onStatus("Opening WebGPU…");
+    ({ adapter, device } = await openDevice());
+  }
+  const adapterInfo = describeAdapter(adapter, device);
+  const grain = clockGrain();
+
+  onStatus("Loading Python (Pyodide)…");
+  const [pyodide, config] = await Promise.all([
+    loadPyodide({ indexURL: "/pyodide/" }),
+    fetch("/wgtune-config.json").then((response) => response.json()),
+  ]);
+  onStatus("Installing wgtune…");
+  const problems = [];
+  const loaded = await pyodide.loadPackage(config.wheel, {
+    messageCallback: () => {},
+    errorCallback: (message) => problems.push(message),
+  });
+  if (!loaded.some((pkg) => pkg.name === "wgtune")) {
+    // loadPackage reports a failed load through its return value, not by throwing.
+    throw new Error(`installing ${config.wheel} failed: ${problems.join("; ") || "no package was loaded"}`);
+  }
+
+  onStatus("Reading stored winners…");
+  const documents = await openDocuments(database);
+  const listeners = new Set([onEvent]);
+  const notify = (text) => {
+    const event = JSON.parse(text);
+    for (const listener of listeners) listener(event);
+  };
+  const { PageSession } = pyodide.pyimport("wgtune.backends.page");
+  const session = await py(() =>
+    PageSession.open.callKwargs(device, pyodide.toPy(adapterInfo), documents, notify, { clock_grain: grain }),
+  );
+
+  const api = {
+    version: config.version,
+    pyodide,
+    device,
+    adapterInfo,
+    readyMs: performance.now() - started,
+    /** The device and every tunable set with its keys and their states. */
+    catalogue: () => JSON.parse(session.catalogue()),
+    /** The key's state: {state: "Hit", winner} or {state: "Pending"} (a tune just started or running). */
+    check: (set, key) => {
+      try {
+        return JSON.parse(session.check(set, key));
+      } catch (error) {
+        throw pythonError(error);
+      }
+    },
+    /** Run the key's winner, or the fallback while Pending. {output: true} adds the output (base64). */
+    execute: (set, key, { output = false } = {}) => py(async () => JSON.parse(await session.execute(set, key, output))),
+    /** Wait until the key is no longer Pending; its state. */
+    settle: (set, key) => py(async () => JSON.parse(await session.settle(set, key))),
+    /** The tune records of this page load. */
+    records: () => JSON.parse(session.records_json()),
+    /** Every stored winner of every device, as an export document (what `wgtune cache export` writes). */
+    cache: () => py(async () => JSON.parse(await session.cache_json())),
+    exportCache: () => py(() => session.cache_json()),
+    /** Merge an export (native or browser) into IndexedDB; how many entries. */
+    importCache: (text) => py(() => session.import_cache(text)),
+    clearCache: () => py(() => session.clear_cache()),
+    /** Wait until winners tuned so far are written to IndexedDB. */
+    flush: () => py(() => session.flush()),
+    on: (listener) => {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+  return api;
+}
