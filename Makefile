@@ -4,20 +4,32 @@ VENV := .venv
 # Mesa's Vulkan loader complains on every start without a runtime directory.
 export XDG_RUNTIME_DIR ?= /tmp/wgtune-runtime-$(shell id -u)
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup setup-browser run serve test lint bench bench-page clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml scripts/setup.sh
+$(VENV)/.installed: pyproject.toml scripts/setup.sh web/package-lock.json
 	@mkdir -p -m 700 $(XDG_RUNTIME_DIR)
 	bash scripts/setup.sh
 	@touch $@
 
+# What the browser tests need on top: Chromium, and pytest's wheels for the core's tests in Pyodide.
+setup-browser: $(VENV)/.installed-browser
+
+$(VENV)/.installed-browser: $(VENV)/.installed e2e/pyodide-requirements.txt
+	bash scripts/setup.sh --browser
+	@touch $@
+
+# Tune the demo suite natively, then serve the tuner page (Ctrl-C stops it).
 run: setup
 	@mkdir -p -m 700 $(XDG_RUNTIME_DIR)
 	$(VENV)/bin/wgtune tune
+	$(VENV)/bin/wgtune serve
 
-test: setup
+serve: setup
+	$(VENV)/bin/wgtune serve
+
+test: setup-browser
 	@mkdir -p -m 700 $(XDG_RUNTIME_DIR)
 	$(VENV)/bin/python -m pytest
 
@@ -27,6 +39,9 @@ lint: setup
 bench: setup
 	@mkdir -p -m 700 $(XDG_RUNTIME_DIR)
 	$(VENV)/bin/python bench/hot_path.py
+
+bench-page: setup-browser
+	$(VENV)/bin/python bench/page.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
 # Set up wgtune on a fresh Debian machine: a Vulkan driver (lavapipe where there is no GPU),
-# a virtual environment in .venv, and wgtune installed editable with its test tools.
+# Node.js and the page's npm packages (Pyodide), a virtual environment in .venv, and wgtune
+# installed editable with its test tools.
+#   scripts/setup.sh            what `make run` needs
+#   scripts/setup.sh --browser  also what the browser tests need: Debian's Chromium and the
+#                               pytest wheels the core's tests use inside Pyodide
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+browser=0
+[ "${1:-}" = "--browser" ] && browser=1
 
 need_apt=()
 # wgpu-py needs a Vulkan loader and driver; Mesa's lavapipe runs on the CPU.
 dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers)
 dpkg -s libvulkan1 >/dev/null 2>&1 || need_apt+=(libvulkan1)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+if [ "$browser" -eq 1 ]; then
+  # WebGPU in headless Chromium (SwiftShader where there is no GPU); Playwright drives it.
+  [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     echo "setup: installing ${need_apt[*]}"
@@ -27,4 +38,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[dev]'
+# The page's Pyodide, pinned by web/package-lock.json and served locally by `wgtune serve`.
+(cd web && npm ci --no-audit --no-fund --loglevel=error)
+if [ "$browser" -eq 1 ]; then
+  .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.14 \
+    -d build/pyodide-wheels -r e2e/pyodide-requirements.txt
+fi
 echo "setup: ready ($(.venv/bin/python -c 'import wgpu, wgtune; print("wgtune", wgtune.__version__, "wgpu", wgpu.__version__)'))"

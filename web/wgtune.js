@@ -141,6 +141,8 @@ export async function loadWgtune({ device = null, onStatus = () => {}, onEvent =
   const api = {
     version: config.version,
     pyodide,
+    /** The Python PageSession: an embedding page registers its own sets with `await session.add_case(case)`. */
+    session,
     device,
     adapterInfo,
     readyMs: performance.now() - started,

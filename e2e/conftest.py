@@ -1,0 +1,62 @@
+"""Fixtures of the browser tests: one ``wgtune serve`` and one Playwright for the whole run.
+
+Each test module gets its own Chromium profile (a fresh IndexedDB) through ``browser``; a test
+that needs a browser restart closes the context and calls ``relaunch()`` on the same profile.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness import ROOT, PageServer, launch, open_page
+
+ARTIFACTS = ROOT / "out" / "e2e"
+
+
+@pytest.fixture(scope="session")
+def server():
+    with PageServer() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def playwright():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        yield driver
+
+
+class Browser:
+    """A Chromium on one profile directory, which can be closed and started again."""
+
+    def __init__(self, playwright, profile: Path, url: str) -> None:
+        self.playwright = playwright
+        self.profile = profile
+        self.url = url
+        self.context = launch(playwright, profile)
+
+    def open(self, query: str = ""):
+        """A new tab on the page, ready; returns ``(page, console_log)``."""
+        return open_page(self.context, self.url, query)
+
+    def relaunch(self) -> None:
+        self.context.close()
+        self.context = launch(self.playwright, self.profile)
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture(scope="module")
+def browser(playwright, server, tmp_path_factory):
+    running = Browser(playwright, tmp_path_factory.mktemp("chromium-profile"), server.url)
+    yield running
+    running.close()
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS

@@ -1,0 +1,106 @@
+"""Driving the page for the end-to-end tests and the page benchmark: the server and the browser.
+
+``PageServer`` runs ``wgtune serve --port 0`` in a subprocess (the command a user runs) and
+reads the URL it prints. ``launch`` starts Debian's Chromium through Playwright: headless, with
+WebGPU (``--enable-unsafe-webgpu``; SwiftShader where there is no GPU), in a profile directory of
+its own so IndexedDB lives across a page reload and across a browser restart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("WGTUNE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--enable-unsafe-webgpu",
+    "--enable-features=Vulkan",
+    "--use-angle=swiftshader",
+    # This machine's network is closed: Chromium's own background traffic only makes noise.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+if hasattr(os, "geteuid") and os.geteuid() == 0:
+    CHROMIUM_ARGS.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
+READY_TIMEOUT_MS = 60_000
+
+
+class PageServer:
+    """``wgtune serve`` on a free port of 127.0.0.1, for the length of a ``with`` block."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+        self.output: list[str] = []
+
+    def __enter__(self) -> PageServer:
+        command = [sys.executable, "-c", "from wgtune.cli import main; raise SystemExit(main())",
+                   "serve", "--port", "0"]
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True)
+        for line in self.process.stdout:
+            self.output.append(line)
+            found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+            if found:
+                self.url = found.group(0)
+                break
+        if not self.url:
+            self.process.wait(timeout=10)
+            raise RuntimeError("wgtune serve did not start:\n" + "".join(self.output))
+        # Keep draining its output so it never blocks on a full pipe.
+        threading.Thread(target=lambda: [self.output.append(line) for line in self.process.stdout],
+                         daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def launch(playwright: Any, profile: Path) -> Any:
+    """A Chromium with WebGPU on the profile directory ``profile`` (a persistent context)."""
+    return playwright.chromium.launch_persistent_context(
+        str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+        viewport={"width": 1280, "height": 1000},
+    )
+
+
+class ConsoleLog:
+    """Every console message and page error of one page, to assert there were no errors."""
+
+    def __init__(self, page: Any) -> None:
+        self.messages: list[tuple[str, str]] = []
+        page.on("console", lambda message: self.messages.append((message.type, message.text)))
+        page.on("pageerror", lambda error: self.messages.append(("pageerror", str(error))))
+
+    @property
+    def errors(self) -> list[str]:
+        return [text for kind, text in self.messages if kind in ("error", "pageerror")]
+
+
+def open_page(context: Any, url: str, query: str = "") -> tuple[Any, ConsoleLog]:
+    """A new tab on the page, once ``window.wgtune.ready`` resolved; with its console log."""
+    page = context.new_page()
+    log = ConsoleLog(page)
+    page.goto(url + query)
+    wait_ready(page)
+    return page, log
+
+
+def wait_ready(page: Any) -> None:
+    """Wait for the page's wgtune: its ready promise resolves (or rejects, raising here)."""
+    page.wait_for_function("window.wgtune && window.wgtune.ready", timeout=READY_TIMEOUT_MS)
+    page.evaluate("window.wgtune.ready.then(() => true)")

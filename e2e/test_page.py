@@ -1,0 +1,329 @@
+"""The tuner page end to end: Debian's Chromium (WebGPU on SwiftShader) against ``wgtune serve``.
+
+The tests of this module share one browser profile, in order: a key is tuned in one test and
+found again (a Hit, nothing benchmarked) after a reload and after a browser restart.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+
+import numpy as np
+from harness import ROOT
+
+from wgtune.kernels.demo import FMA_ALPHA, make_fma_args, make_matmul_args
+
+TUNE_MS = 180_000  # a whole tune on SwiftShader, 2 CPU cores shared with the test itself
+
+# A set of the embedding kind, registered from Python inside the page: one good candidate and
+# two that fail in different ways (a WGSL error, and more workgroup storage than any device has).
+BROKEN_SET = r'''
+from js import window
+from wgtune import Kernel, TunableSet
+from wgtune.kernels.bandwidth import FMA_VARIANTS, fma_kernel, fma_key
+from wgtune.kernels.demo import DemoCase, make_fma_args
+
+good = fma_kernel(FMA_VARIANTS[0])
+broken = Kernel("broken_wgsl", good.wgsl.replace("fn main", "fn main(oops"), good.grid, good.workgroup_size)
+greedy = Kernel("too_much_storage", good.wgsl, good.grid, good.workgroup_size, workgroup_storage=1 << 30)
+tunables = TunableSet("embedded", [good, broken, greedy], key=fma_key, outputs=(2,))
+await window.wgtune.session.add_case(DemoCase(tunables, ((4096,),), make_fma_args))
+'''
+
+# A set whose every candidate compiles but none can launch: the whole tune fails.
+HOPELESS_SET = r'''
+from js import window
+from wgtune import Kernel, TunableSet
+from wgtune.kernels.bandwidth import FMA_VARIANTS, fma_kernel, fma_key
+from wgtune.kernels.demo import DemoCase, make_fma_args
+
+good = fma_kernel(FMA_VARIANTS[0])
+def too_wide(args):
+    return (1 << 20, 1, 1)  # past every device's 65535 workgroups per dimension
+kernels = [Kernel(f"too_wide_{i}", good.wgsl, too_wide, good.workgroup_size) for i in range(2)]
+tunables = TunableSet("hopeless", kernels, key=fma_key, outputs=(2,))
+await window.wgtune.session.add_case(DemoCase(tunables, ((1024,),), make_fma_args))
+'''
+
+
+class _Recorder:
+    """Stands in for a device in the demo's make_args: keeps the inputs' bytes."""
+
+    def create_buffer(self, data=None, *, size=0):
+        return bytes(data) if data is not None else None
+
+
+def floats(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.float32)
+
+
+def expected_fma(n: int) -> np.ndarray:
+    x, b, _ = make_fma_args(_Recorder(), (n,)).buffers
+    return np.float32(FMA_ALPHA) * floats(x) + floats(b)
+
+
+def expected_matmul(m: int, n: int, k: int) -> np.ndarray:
+    a, b, _ = make_matmul_args(_Recorder(), (m, n, k)).buffers
+    return floats(a).reshape(m, k).astype(np.float64) @ floats(b).reshape(k, n).astype(np.float64)
+
+
+def output_of(answer: dict) -> np.ndarray:
+    return floats(base64.b64decode(answer["output"]))
+
+
+def state(page, set_name: str, key: str) -> dict:
+    return page.evaluate("([s, k]) => window.wgtune.check(s, k)", [set_name, key])
+
+
+def settle(page, set_name: str, key: str) -> dict:
+    return page.evaluate("([s, k]) => window.wgtune.settle(s, k)", [set_name, key])
+
+
+def execute(page, set_name: str, key: str) -> dict:
+    return page.evaluate("([s, k]) => window.wgtune.execute(s, k, {output: true})", [set_name, key])
+
+
+def wgtune_cli(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", "from wgtune.cli import main; raise SystemExit(main())", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+# -- loading --------------------------------------------------------------------------------------
+
+
+def test_the_page_loads_with_no_console_errors_and_describes_the_adapter(browser):
+    page, log = browser.open()
+    adapter = page.locator("#adapter").inner_text().lower()
+    info = page.evaluate("window.wgtune.adapterInfo")
+    assert info["vendor"] and info["vendor"].lower() in adapter
+    assert "timestamp" in adapter and "fallback" in adapter
+    catalogue = page.evaluate("window.wgtune.catalogue()")
+    assert [s["name"] for s in catalogue["sets"]] == ["matmul", "fma"]
+    assert page.evaluate("crossOriginIsolated") is True  # fine-grained performance.now()
+    assert page.locator('tr[data-key="matmul/128x128x128"]').count() == 1
+    assert log.errors == []
+    page.close()
+
+
+def test_a_page_without_webgpu_says_so_and_what_to_do(browser):
+    page = browser.context.new_page()
+    page.add_init_script("delete Navigator.prototype.gpu")
+    page.goto(browser.url)
+    page.wait_for_function("window.wgtune && window.wgtune.ready", timeout=60_000)
+    error = page.evaluate("window.wgtune.ready.then(() => null, (e) => ({name: e.name, message: e.message}))")
+    assert error["name"] == "WgtuneUnavailable" and "WebGPU" in error["message"]
+    notice = page.locator("#unavailable")
+    notice.wait_for(state="visible")
+    assert "--enable-unsafe-webgpu" in notice.inner_text()
+    page.close()
+
+
+def test_an_embedding_page_hands_over_its_own_device(browser):
+    page, log = browser.open("?defer")  # the page waits for start()
+    same = page.evaluate(
+        """async () => {
+            const adapter = await navigator.gpu.requestAdapter();
+            const device = await adapter.requestDevice({requiredFeatures: ["timestamp-query"]});
+            await window.wgtune.start({device});
+            const api = await window.wgtune.ready;
+            return api.device === device && window.wgtune.device === device;
+        }"""
+    )
+    assert same is True
+    assert page.evaluate("window.wgtune.catalogue().timing") == "gpu-timestamp"
+    assert log.errors == []
+    page.close()
+
+
+# -- Pending on the event loop, then a winner -----------------------------------------------------
+
+
+def test_check_on_a_new_key_is_pending_and_execute_runs_the_fallback_correctly_meanwhile(browser):
+    page, log = browser.open()
+    page.evaluate("window.events = []; window.wgtune.on((e) => window.events.push(e))")
+    first = state(page, "fma", "100003")
+    assert first["state"] == "Pending"
+    assert state(page, "fma", "100003")["state"] == "Pending"  # a second check starts nothing
+
+    meanwhile = execute(page, "fma", "100003")
+    assert meanwhile["state"] == "Pending" and meanwhile["ran_fallback"] is True
+    assert meanwhile["ran"] == page.evaluate("window.wgtune.catalogue().sets[1].fallback")
+    np.testing.assert_allclose(output_of(meanwhile), expected_fma(100_003), rtol=1e-5, atol=1e-6)
+
+    done = settle(page, "fma", "100003")
+    assert done["state"] == "Hit" and done["winner"]
+    events = page.evaluate("window.events")
+    started = [e for e in events if e["type"] == "started" and e["key"] == "100003"]
+    trials = [e for e in events if e["type"] == "trial" and e["key"] == "100003"]
+    assert len(started) == 1 and len(trials) >= 2
+    afterwards = execute(page, "fma", "100003")
+    assert afterwards["ran"] == done["winner"] and afterwards["ran_fallback"] is False
+    np.testing.assert_allclose(output_of(afterwards), expected_fma(100_003), rtol=1e-5, atol=1e-6)
+
+    records = page.evaluate("window.wgtune.records()")
+    assert [(r["record"]["table"], r["effect"]) for r in records] == [("fma", "changed")]
+    assert records[0]["record"]["stored"] is True
+    row = page.locator('tr[data-key="fma/100003"]')
+    assert row.locator(".state").inner_text() == "Hit"
+    assert row.locator(".winner").inner_text() == done["winner"]
+    assert log.errors == []
+    page.close()
+
+
+def test_a_tuned_matmul_winner_computes_the_right_product(browser):
+    page, log = browser.open()
+    assert state(page, "matmul", "192x160x96")["state"] == "Pending"
+    done = settle(page, "matmul", "192x160x96")
+    assert done["state"] == "Hit"
+    answer = execute(page, "matmul", "192x160x96")
+    for _ in range(20):  # a winner found by a tune is compiled already; this is belt and braces
+        if not answer["ran_fallback"]:
+            break
+        answer = execute(page, "matmul", "192x160x96")
+    assert answer["ran"] == done["winner"]
+    product = output_of(answer).reshape(192, 160)
+    np.testing.assert_allclose(product, expected_matmul(192, 160, 96), rtol=1e-4, atol=1e-4)
+    page.evaluate("window.wgtune.flush()")
+    assert log.errors == []
+    page.close()
+
+
+# -- winners survive ------------------------------------------------------------------------------
+
+
+def test_a_reload_gives_a_hit_with_no_benchmark_run(browser):
+    page, log = browser.open()
+    page.evaluate("window.events = []; window.wgtune.on((e) => window.events.push(e))")
+    hit = state(page, "fma", "100003")
+    assert hit["state"] == "Hit" and hit["results"]  # the stored results feed the chart
+    answer = execute(page, "fma", "100003")
+    np.testing.assert_allclose(output_of(answer), expected_fma(100_003), rtol=1e-5, atol=1e-6)
+    assert page.evaluate("window.wgtune.records()") == []  # nothing was tuned in this page load
+    assert page.evaluate("window.events.filter((e) => e.type === 'started')") == []
+    assert log.errors == []
+    page.close()
+
+
+def test_winners_survive_a_browser_restart(browser):
+    browser.relaunch()
+    page, log = browser.open()
+    assert state(page, "fma", "100003")["state"] == "Hit"
+    assert state(page, "matmul", "192x160x96")["state"] == "Hit"
+    assert page.evaluate("window.wgtune.records()") == []
+    assert log.errors == []
+    page.close()
+
+
+# -- failures -------------------------------------------------------------------------------------
+
+
+def test_failing_candidates_appear_as_failed_with_their_reasons(browser):
+    page, log = browser.open()
+    page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)", BROKEN_SET)
+    page.evaluate("window.wgtune.check('embedded', '4096')")
+    done = settle(page, "embedded", "4096")
+    assert done["state"] == "Hit" and done["winner"] == "f32_x1_wg64"
+    results = {r["name"]: r for r in done["results"]}
+    assert results["broken_wgsl"]["error"] == "Launch" and "compile failed" in results["broken_wgsl"]["reason"]
+    assert results["too_much_storage"]["error"] == "Launch"
+    assert "workgroup storage" in results["too_much_storage"]["reason"]
+
+    page.locator('tr[data-key="embedded/4096"]').click()
+    failed = page.locator('#chart g[data-candidate="broken_wgsl"][data-status="failed"]')
+    failed.wait_for()
+    assert "compile failed" in failed.inner_text()
+    assert page.locator('#chart g[data-candidate="too_much_storage"][data-status="failed"]').count() == 1
+    assert page.locator('#chart g[data-candidate="f32_x1_wg64"][data-status="winner"]').count() == 1
+    assert log.errors == []
+    page.close()
+
+
+def test_a_tune_that_fails_puts_the_key_back_to_miss_and_shows_why(browser):
+    page, log = browser.open()
+    page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)", HOPELESS_SET)
+    assert state(page, "hopeless", "1024")["state"] == "Pending"
+    after = settle(page, "hopeless", "1024")
+    assert after["state"] == "Miss"
+    assert "no valid kernel" in after["failure"].lower() and "65535" in after["failure"]
+    failure = page.locator('tr[data-key="hopeless/1024"] .failure')
+    failure.wait_for()
+    assert "65535" in failure.inner_text()
+    assert log.errors == []
+    page.close()
+
+
+# -- the cache moves between the page and the native side ------------------------------------------
+
+
+def test_a_native_export_imports_in_the_page_and_a_page_export_imports_natively(browser, tmp_path):
+    native_cache, back = tmp_path / "native", tmp_path / "back"
+    tuned = wgtune_cli("tune", "--only", "fma", "--cache-dir", str(native_cache), "--json")
+    assert tuned.returncode == 0, tuned.stderr
+    exported = tmp_path / "native-export.json"
+    assert wgtune_cli("cache", "export", str(exported), "--cache-dir", str(native_cache)).returncode == 0
+    native_doc = json.loads(exported.read_text())
+    native_winners = {(e["table"], json.dumps(e["key"], sort_keys=True)): e["winner_name"]
+                      for doc in native_doc["namespaces"] for e in doc["entries"]}
+    assert len(native_winners) == 3
+
+    page, log = browser.open()
+    page.locator("#cache-import").set_input_files(str(exported))
+    page.wait_for_function("document.querySelector('#cache-message').textContent.includes('3')", timeout=60_000)
+    cache = page.evaluate("window.wgtune.cache()")
+    backends = {doc["device"]["backend"].lower() for doc in cache["namespaces"]}
+    assert "webgpu" in backends and len(backends) == 2  # this browser's winners and the native ones
+
+    with page.expect_download() as download:
+        page.locator("#cache-export").click()
+    page_export = tmp_path / "page-export.json"
+    download.value.save_as(page_export)
+    imported = wgtune_cli("cache", "import", str(page_export), "--cache-dir", str(back))
+    assert imported.returncode == 0, imported.stderr
+    shown = wgtune_cli("cache", "show", "--json", "--cache-dir", str(back))
+    assert shown.returncode == 0, shown.stderr
+    round_trip = json.loads(shown.stdout)
+    text = json.dumps(round_trip)
+    assert "webgpu" in text and "100003" in text  # the page's own fma winner, now native
+    for (table, key), winner in native_winners.items():
+        assert winner in text, (table, key)
+    assert log.errors == []
+    page.close()
+
+
+def test_a_bad_import_file_is_refused_with_a_reason_and_loses_nothing(browser, tmp_path):
+    page, log = browser.open()
+    before = page.evaluate("window.wgtune.cache()")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "wgtune.export/1", "namespaces": [{"format": "wgtune.cache/1", "entries": [{}]}]}')
+    page.locator("#cache-import").set_input_files(str(bad))
+    page.wait_for_function("document.querySelector('#cache-message').textContent.includes('lacks')", timeout=60_000)
+    assert page.evaluate("window.wgtune.cache()") == before
+    assert log.errors == []
+    page.close()
+
+
+# -- the picture ----------------------------------------------------------------------------------
+
+
+def test_a_screenshot_after_tuning_everything_shows_the_chart_and_the_winners(browser, artifacts):
+    page, log = browser.open()
+    page.locator("#tune-all").click()
+    page.wait_for_function(
+        "[...document.querySelectorAll('tr[data-key] .state')].every((cell) => cell.textContent === 'Hit')",
+        timeout=TUNE_MS,
+    )
+    page.locator('tr[data-key="matmul/128x128x128"]').click()
+    page.locator('#chart g[data-status="winner"]').wait_for()
+    rows = page.locator("#chart g[data-candidate]").count()
+    assert rows == len(page.evaluate("window.wgtune.catalogue().sets[0].candidates"))
+    winners = page.locator("tr[data-key] .winner").all_inner_texts()
+    assert sum(1 for w in winners if w) >= 5
+    path = artifacts / "page-after-tune.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000
+    assert log.errors == []
+    page.close()
+
