@@ -86,7 +86,7 @@ def test_the_config_names_the_wheel_the_page_installs(site):
 def test_nothing_outside_its_own_files(site, path):
     status, _, body = get(site, path)
     assert status == 404
-    assert b"no" != body
+    assert body != b"no"
 
 
 def test_head_answers_without_a_body_and_other_methods_are_refused(site):
