@@ -37,9 +37,9 @@ class Browser:
         self.url = url
         self.context = launch(playwright, profile)
 
-    def open(self, query: str = ""):
-        """A new tab on the page, ready; returns ``(page, console_log)``."""
-        return open_page(self.context, self.url, query)
+    def open(self, query: str = "", *, wait: bool = True):
+        """A new tab on the page (ready, if ``wait``); returns ``(page, console_log)``."""
+        return open_page(self.context, self.url, query, wait=wait)
 
     def relaunch(self) -> None:
         self.context.close()

@@ -91,12 +91,13 @@ class ConsoleLog:
         return [text for kind, text in self.messages if kind in ("error", "pageerror")]
 
 
-def open_page(context: Any, url: str, query: str = "") -> tuple[Any, ConsoleLog]:
-    """A new tab on the page, once ``window.wgtune.ready`` resolved; with its console log."""
+def open_page(context: Any, url: str, query: str = "", *, wait: bool = True) -> tuple[Any, ConsoleLog]:
+    """A new tab on the page with its console log; once ``window.wgtune.ready`` resolved, if ``wait``."""
     page = context.new_page()
     log = ConsoleLog(page)
     page.goto(url + query)
-    wait_ready(page)
+    if wait:
+        wait_ready(page)
     return page, log
 
 

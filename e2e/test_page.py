@@ -122,7 +122,8 @@ def test_a_page_without_webgpu_says_so_and_what_to_do(browser):
 
 
 def test_an_embedding_page_hands_over_its_own_device(browser):
-    page, log = browser.open("?defer")  # the page waits for start()
+    page, log = browser.open("?defer", wait=False)  # the page waits for start()
+    page.wait_for_function("window.wgtune && window.wgtune.start")
     same = page.evaluate(
         """async () => {
             const adapter = await navigator.gpu.requestAdapter();
