@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
-from harness import PageServer, launch, wait_ready  # noqa: E402
+from harness import PageServer, launch, wait_ready
 
 PROBE = """() => {
     window.bench = {longtasks: [], gaps: [], events: [], running: true};

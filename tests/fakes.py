@@ -272,7 +272,12 @@ def call(device: FakeDevice, *buffers: Sequence[float], n: int = 4) -> Args:
 
 
 def make_tuner(device: FakeDevice, config: wgtune.Config | None = None, **kwargs: Any) -> wgtune.Tuner:
-    """A tuner on ``device`` with a memory store, memory records and a :func:`quiet` config."""
+    """A tuner on ``device`` with a memory store, memory records and a :func:`quiet` config.
+
+    Tunes run inline unless ``spawn`` says otherwise, in Pyodide too (whose default spawner is
+    ``spawn_task``): the fake device answers at once, so the same tests hold in both worlds.
+    """
+    kwargs.setdefault("spawn", wgtune.run_inline)
     kwargs.setdefault("store", wgtune.MemoryStore())
     kwargs.setdefault("records", wgtune.MemoryRecords())
     return wgtune.Tuner(device, config=config or quiet(), **kwargs)

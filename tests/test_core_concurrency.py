@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 
 import pytest
@@ -223,6 +224,7 @@ def test_execute_on_a_stored_hit_in_the_event_loop_does_not_crash_when_compiling
 # -- threads ---------------------------------------------------------------------------------
 
 
+@pytest.mark.skipif(sys.platform == "emscripten", reason="Pyodide has no threads")
 def test_two_threads_missing_the_same_key_run_one_tune_and_the_other_runs_the_fallback():
     device = FakeDevice()
     device.script("a", duration=2e-3)
@@ -260,6 +262,7 @@ def test_two_threads_missing_the_same_key_run_one_tune_and_the_other_runs_the_fa
     assert tuner.fastest(tunables, Key({"n": 4})) == Hit(1)
 
 
+@pytest.mark.skipif(sys.platform == "emscripten", reason="Pyodide has no threads")
 def test_many_threads_missing_the_same_key_run_exactly_one_tune():
     device = FakeDevice()
     device.script("a", duration=2e-3)

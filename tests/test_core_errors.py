@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
+import sys
 
 import pytest
 from fakes import FakeDevice, call, double_into, f32, kernel, make_set, make_tuner, quiet, stored_results
@@ -301,6 +302,7 @@ def test_compare_is_exact_for_integer_outputs_and_checks_the_length():
     assert compare(ints[:8], ints, "i", 0, 0) == "8 bytes, reference has 12"
 
 
+@pytest.mark.skipif(sys.platform == "emscripten", reason="Pyodide's event loop is always running")
 def test_spawning_a_tune_without_a_running_event_loop_raises_and_leaves_the_key_a_miss():
     device = FakeDevice()
     tunables = make_set("a", "b")
