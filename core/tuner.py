@@ -130,7 +130,7 @@ class Tuner:
         pipeline = self._pipelines.get((tunables.name, index))
         if pipeline is None:
             try:
-                pipeline = self._compile_for_call(tunables, index)
+                pipeline = self._compile_for_call(tunables, index, key)
             except KernelError as error:
                 index = self._replace_broken_winner(tunables, key, args, index, error)
                 pipeline = self._pipelines.get((tunables.name, index))
@@ -359,9 +359,14 @@ class Tuner:
             self._pipelines[slot] = pipeline
         return pipeline
 
-    def _compile_for_call(self, tunables: TunableSet, index: int) -> Any | None:
+    def _compile_for_call(self, tunables: TunableSet, index: int, key: Key) -> Any | None:
         """Compile a winner known without a tune (stored, pinned, single): inline natively;
-        in the event loop as a task, answering None until it is ready (compiling suspends there)."""
+        in the event loop as a task, answering None until it is ready (compiling suspends there).
+
+        A winner that fails to compile in the event loop makes its key a Miss again, the reason
+        kept in :attr:`failures`: the next call tunes it afresh (the broken candidate then shows
+        as failed) instead of trying the same compile on every call.
+        """
         if self._spawn is run_inline:
             return run_inline(self._pipeline(tunables, index))
         slot = (tunables.name, index)
@@ -371,11 +376,24 @@ class Tuner:
             async def compile_winner() -> None:
                 try:
                     await self._pipeline(tunables, index)
+                except KernelError as error:
+                    self._winner_broke(tunables, key, index, error)
                 finally:
                     self._compiling.discard(slot)
 
             self._spawn(compile_winner(), self._tasks)
         return None
+
+    def _winner_broke(self, tunables: TunableSet, key: Key, index: int, error: KernelError) -> None:
+        name = tunables.candidates[index].name
+        reason = f"stored winner {name} no longer compiles: {error}"
+        logger.warning("%s [%s]: %s; the next call tunes it again", tunables.name, key, reason)
+        with self._lock:
+            table = self._tables.setdefault(tunables.name, {})
+            if table.get(key) == Hit(index) and self.config.pin_for(tunables.name, key) is None:
+                table[key] = MISS
+            self.failures[(tunables.name, key)] = KernelError(reason)
+        self._emit(TuneFailedEvent(tunables.name, key, reason))
 
     def _replace_broken_winner(
         self, tunables: TunableSet, key: Key, args: Args, index: int, error: KernelError

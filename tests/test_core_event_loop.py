@@ -1,0 +1,46 @@
+"""The browser's paths through the tuner, on the fake device in an event loop: a stored winner
+that no longer compiles while calls are served by the fallback."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fakes import FakeDevice, call, make_set, make_tuner
+
+from wgtune import MISS, Hit, Key, MemoryStore, StoredEntry, TuneFailedEvent, spawn_task
+
+
+def test_a_stored_winner_that_fails_to_compile_in_the_loop_is_a_miss_with_its_reason_then_retuned():
+    device = FakeDevice(suspend={"compile", "resolve"})
+    device.script("c", compile_error="driver says no")
+    tunables = make_set("a", "b", "c")
+    key = Key({"n": 4})
+    store = MemoryStore()
+    store.save(StoredEntry("fake", key, tunables.checksum, 2, "c"))
+    events = []
+
+    async def main():
+        tuner = make_tuner(device, store=store, spawn=spawn_task, observer=events.append)
+        await tuner.prepare(tunables)
+        args = call(device, [1.0])
+        ran = [tuner.execute(tunables, args).name]  # the winner compiles in a task: fallback meanwhile
+        for _ in range(20):
+            await asyncio.sleep(0)
+        after_failure = tuner.fastest(tunables, key)
+        reason = str(tuner.failures[("fake", key)])
+        compiles_of_c = device.compiles["c"]
+        ran.append(tuner.execute(tunables, args).name)  # the Miss starts a tune; fallback meanwhile
+        for _ in range(2000):
+            await asyncio.sleep(0)
+            if isinstance(tuner.fastest(tunables, key), Hit):
+                break
+        return ran, after_failure, reason, compiles_of_c, tuner.fastest(tunables, key)
+
+    ran, after_failure, reason, compiles_of_c, final = asyncio.run(main())
+    assert ran == ["a", "a"]
+    assert after_failure is MISS
+    assert "c no longer compiles" in reason and "driver says no" in reason
+    assert compiles_of_c == 1  # not retried on every call
+    assert isinstance(final, Hit) and tunables.candidates[final.index].name != "c"
+    assert any(isinstance(e, TuneFailedEvent) and "no longer compiles" in e.reason for e in events)
+    assert store.entries[("fake", key)].winner_name != "c"  # the new winner replaced the broken one
