@@ -1,13 +1,36 @@
-"""The browser's paths through the tuner, on the fake device in an event loop: a stored winner
-that no longer compiles while calls are served by the fallback."""
+"""What the browser needs of the core, on the fake device: samples long against a coarse clock,
+and a stored winner that no longer compiles while the event loop serves calls with the fallback."""
 
 from __future__ import annotations
 
 import asyncio
 
-from fakes import FakeDevice, call, make_set, make_tuner
+from fakes import FakeDevice, call, make_set, make_tuner, quiet
 
 from wgtune import MISS, Hit, Key, MemoryStore, StoredEntry, TuneFailedEvent, spawn_task
+from wgtune.benchmark import GRAIN_MULTIPLE
+
+
+def test_a_coarse_clock_makes_each_sample_last_fifty_of_its_grains():
+    device = FakeDevice()
+    device.clock_grain = 100e-6  # a browser's quantized timestamps
+    device.script("a", duration=1e-5)
+    device.script("b", duration=2e-5)
+    tunables = make_set("a", "b")
+    tuner = make_tuner(device, config=quiet(min_sample=1e-4, samples=3))
+    tuner.execute(tunables, call(device, [1.0]))
+    for name, duration in (("a", 1e-5), ("b", 2e-5)):
+        timed = device.profiles[name][-3:]
+        assert all(repeats * duration >= GRAIN_MULTIPLE * 100e-6 for repeats in timed), (name, timed)
+
+
+def test_a_fine_clock_keeps_the_configured_floor():
+    device = FakeDevice()  # clock_grain 0: the configured min_sample alone decides
+    device.script("a", duration=1e-5)
+    device.script("b", duration=2e-5)
+    tuner = make_tuner(device, config=quiet(min_sample=1e-4, samples=3))
+    tuner.execute(make_set("a", "b"), call(device, [1.0]))
+    assert max(device.profiles["a"][-3:]) * 1e-5 < 1e-3
 
 
 def test_a_stored_winner_that_fails_to_compile_in_the_loop_is_a_miss_with_its_reason_then_retuned():
