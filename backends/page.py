@@ -25,11 +25,11 @@ from typing import Any
 from wgtune import Config, LogLevel
 from wgtune.errors import WgtuneError
 from wgtune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
-from wgtune.key import Key
 from wgtune.kernels.demo import DemoCase, demo_suite
+from wgtune.key import Key
 from wgtune.record import TuneRecord, envelope
 from wgtune.results import result_to_json
-from wgtune.state import Hit, Pending
+from wgtune.state import MISS, Hit, Pending, Unchecked
 from wgtune.store import namespace_for
 from wgtune.tunable import Args, TunableSet
 from wgtune.tuner import Tuner
@@ -137,6 +137,9 @@ class PageSession:
 
     def _state(self, problem: _Problem) -> dict:
         state = self.tuner.fastest(problem.tunables, problem.key)
+        if isinstance(state, Unchecked):  # stored, not yet asked for: say what a check will answer
+            valid = state.checksum == problem.tunables.checksum and state.winner < len(problem.tunables)
+            state = Hit(state.winner) if valid else MISS
         answer = {"set": problem.tunables.name, "key": problem.label, "state": type(state).__name__}
         if isinstance(state, Hit):
             answer["winner"] = problem.tunables.candidates[state.index].name

@@ -95,7 +95,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     wheel: Path
     quiet: bool = True
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args) -> None:
         if not self.quiet:
             super().log_message(format, *args)
 
@@ -143,10 +143,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         content_type = TYPES.get(file.suffix) or mimetypes.guess_type(file.name)[0] or "application/octet-stream"
         self._send(200, file.read_bytes(), content_type, head_only)
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:
         self._get(head_only=False)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._get(head_only=True)
 
 

@@ -53,10 +53,10 @@ const ui = {
   progressKey: null,
   /** A record whose key label is not known yet: its `finished` event comes right after it. */
   unlabelledRecord: null,
-  tuningAll: false,
 };
 
 const idOf = (set, key) => `${set}/${key}`;
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 // ---------------------------------------------------------------------------------------------
 // Loading.
@@ -212,7 +212,10 @@ function keyRow(set, key) {
   const actions = cell("actions");
   const tune = button("Tune", "tune", `Tune ${set} ${key} now (a miss starts a tune)`);
   const run = button("Run", "run", `Run ${set} ${key}: its winner, or the fallback while it is not tuned`);
-  tune.addEventListener("click", () => tuneOne(set, key));
+  tune.addEventListener("click", () => {
+    const answer = tuneOne(set, key);
+    if (answer?.state === "Hit") message("keys-message", `${set}/${key} is tuned: ${answer.winner}`);
+  });
   run.addEventListener("click", () => runOne(set, key));
   actions.append(tune, run);
   // A click anywhere on the row (its buttons too) shows that key in the chart.
@@ -295,7 +298,7 @@ function tuneOne(set, key) {
   try {
     const answer = ui.api.check(set, key);
     showState(answer);
-    message("keys-message", answer.state === "Hit" ? `${set}/${key} is tuned: ${answer.winner}` : "");
+    message("keys-message", "");
     return answer;
   } catch (error) {
     message("keys-message", `Tune ${set}/${key}: ${error.message}`, true);
@@ -328,40 +331,52 @@ async function runOne(set, key) {
 async function tuneAll() {
   const allButton = $("tune-all");
   allButton.disabled = true;
-  ui.tuningAll = true;
   ui.pinned = false; // let the chart follow the tunes
   const todo = [...ui.states.values()].filter((state) => state.state !== "Hit");
-  let failures = 0;
+  const count = { tuned: 0, failed: 0, checked: 0 };
   try {
     for (const [done, { set, key }] of todo.entries()) {
-      message("tune-all-status", `Tuning ${done + 1} of ${todo.length}: ${set}/${key}`);
+      message("tune-all-status", `Key ${done + 1} of ${todo.length}: ${set}/${key}`);
       const answer = tuneOne(set, key);
+      if (answer?.state === "Hit") count.checked += 1; // a stored winner that still fits: no tune
       if (answer?.state !== "Pending") continue;
       try {
         const settled = await ui.api.settle(set, key);
         showState(settled);
-        if (settled.state !== "Hit") failures += 1;
+        count[settled.state === "Hit" ? "tuned" : "failed"] += 1;
       } catch (error) {
-        failures += 1;
+        count.failed += 1;
         message("keys-message", `Tune ${set}/${key}: ${error.message}`, true);
       }
     }
-    const tail = failures ? `, ${failures} failed` : "";
-    message("tune-all-status", todo.length ? `Tuned ${todo.length} keys${tail}` : "Every key is tuned", failures > 0);
+    message("tune-all-status", tuneAllSummary(count), count.failed > 0);
   } finally {
-    ui.tuningAll = false;
     allButton.disabled = false;
     refreshSoon();
   }
 }
 
+function tuneAllSummary({ tuned, failed, checked }) {
+  const parts = [
+    tuned && `tuned ${plural(tuned, "key")}`,
+    failed && `${plural(failed, "key")} failed`,
+    checked && `${plural(checked, "stored winner")} checked`,
+  ].filter(Boolean);
+  return parts.length ? `Done: ${parts.join(", ")}` : "Every key is tuned";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tune events: rows, progress and chart follow the running tune.
+
+/** The page's account of one tune: `results[i]` is candidate i's trial result, once it ran. */
+function newTune(phase, total = null) {
+  return { phase, total, results: [], winner: null, stored: false, reason: null };
+}
 
 const handlers = {
   pending(event) {
     const id = idOf(event.set, event.key);
-    ui.tunes.set(id, { phase: "pending", total: null, results: [], winner: null, reason: null });
+    ui.tunes.set(id, newTune("pending"));
     patchState(event.set, event.key, { state: "Pending", failure: undefined });
     follow(id);
   },
@@ -370,7 +385,7 @@ const handlers = {
     const tune = ui.tunes.get(id);
     // A run on a miss starts a tune without a `pending` event: start the account here then.
     if (!tune || tune.phase !== "pending") {
-      ui.tunes.set(id, { phase: "running", total: event.candidates, results: [], winner: null, reason: null });
+      ui.tunes.set(id, newTune("running", event.candidates));
     } else {
       Object.assign(tune, { phase: "running", total: event.candidates });
     }
@@ -379,7 +394,7 @@ const handlers = {
   },
   trial(event) {
     const id = idOf(event.set, event.key);
-    const tune = ui.tunes.get(id) ?? { phase: "running", total: null, results: [], winner: null, reason: null };
+    const tune = ui.tunes.get(id) ?? newTune("running");
     tune.results[event.index] = { ...event.result, wall: event.wall };
     ui.tunes.set(id, tune);
     showProgress(id);
@@ -398,7 +413,7 @@ const handlers = {
   },
   failed(event) {
     const id = idOf(event.set, event.key);
-    const tune = ui.tunes.get(id) ?? { total: null, results: [], winner: null };
+    const tune = ui.tunes.get(id) ?? newTune("failed");
     Object.assign(tune, { phase: "failed", reason: event.reason });
     ui.tunes.set(id, tune);
     patchState(event.set, event.key, { state: "Miss", failure: event.reason });
@@ -407,7 +422,7 @@ const handlers = {
     refreshSoon();
   },
   record(event) {
-    addRecord(event.record);
+    ui.unlabelledRecord = { tr: addRecord(event.record), table: event.record.record.table };
   },
 };
 
@@ -529,10 +544,7 @@ function drawChart() {
   renderChart($("chart"), chartModel(id));
 }
 
-/**
- * The chart's data: a tune of this page while it runs (or when it failed), else the key's
- * stored results (all candidates, also after a reload), else what this page's tune saw.
- */
+/** What the chart says for a key it has no results of, by the key's state. */
 const EMPTY = {
   Miss: "Miss: not tuned yet. Tune it to see its candidates.",
   Unchecked: "Unchecked: a stored winner waits to be checked against this page's candidates. " +
@@ -540,6 +552,10 @@ const EMPTY = {
   Pending: "Pending: waiting for the first candidate's result…",
 };
 
+/**
+ * The chart's data: a tune of this page while it runs (or when it failed), else the key's
+ * stored results (all candidates, also after a reload), else what this page's tune saw.
+ */
 function chartModel(id) {
   const tune = ui.tunes.get(id);
   const state = ui.states.get(id);
@@ -591,7 +607,7 @@ function addRecord(envelope) {
   });
   tr.querySelector(".key").title = keyText(record.entry?.key ?? record.key);
   body.append(tr);
-  ui.unlabelledRecord = { tr, table: record.table };
+  return tr;
 }
 
 /** The record came just before its tune's `finished` event, which names the key as the page does. */
@@ -644,17 +660,19 @@ function namespaceBlock(namespace) {
   block.className = "namespace";
   const device = namespace.device ?? {};
   const heading = document.createElement("h3");
-  heading.textContent = [device.vendor, device.device, device.backend].filter(Boolean).join(" · ") || "(unknown device)";
+  const names = [device.vendor, device.device, device.backend].filter(Boolean);
+  heading.textContent = names.join(" · ") || "(unknown device)";
   const about = document.createElement("p");
   about.className = "muted";
-  const count = namespace.entries.length;
   about.textContent = [
-    device.driver && `driver ${device.driver}`, `tuner ${namespace.tuner ?? "?"}`, `wgtune ${namespace.wgtune ?? "?"}`,
-    `${count} winner${count === 1 ? "" : "s"}`,
+    device.driver && `driver ${device.driver}`,
+    `tuner ${namespace.tuner ?? "?"}`,
+    `wgtune ${namespace.wgtune ?? "?"}`,
+    plural(namespace.entries.length, "winner"),
   ].filter(Boolean).join("; ");
   const table = document.createElement("table");
   table.className = "grid entries";
-  table.innerHTML = "<thead><tr><th>Set</th><th>Key</th><th>Winner</th><th class=\"num\">Candidates</th></tr></thead>";
+  table.innerHTML = '<thead><tr><th>Set</th><th>Key</th><th>Winner</th><th class="num">Results</th></tr></thead>';
   const body = document.createElement("tbody");
   for (const entry of namespace.entries) {
     const tr = document.createElement("tr");
@@ -685,7 +703,7 @@ async function clearCache() {
     const count = await ui.api.clearCache();
     // This page's finished tunes described winners that are gone now: the chart follows the store.
     for (const [id, tune] of ui.tunes) if (tune.phase === "done") ui.tunes.delete(id);
-    message("cache-message", `Cleared the stored winners (${count} device namespace${count === 1 ? "" : "s"})`);
+    message("cache-message", `Cleared the stored winners (${plural(count, "device namespace")})`);
   } catch (error) {
     message("cache-message", `Clear failed: ${error.message}`, true);
   }
@@ -717,7 +735,7 @@ async function importCache(event) {
   try {
     const count = await ui.api.importCache(await file.text());
     // Worded as the brief's contract has it ("imported N winners"): tests look for it.
-    message("cache-message", `imported ${count} winner${count === 1 ? "" : "s"} from ${file.name}`);
+    message("cache-message", `imported ${plural(count, "winner")} from ${file.name}`);
   } catch (error) {
     message("cache-message", `Import of ${file.name} failed: ${error.message}`, true);
   }

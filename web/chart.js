@@ -1,0 +1,210 @@
+// The candidates chart: one SVG row per candidate, drawn by hand (the page loads nothing from
+// outside). A bar is the candidate's median time, a whisker its min..max spread; a failed
+// candidate is a marked row with its error type and reason. Plus the time formatting the page
+// shares.
+
+const SVG = "http://www.w3.org/2000/svg";
+
+// Geometry in SVG user units; the SVG scales to its container's width through its viewBox.
+const WIDTH = 760;
+const LABEL_WIDTH = 200; // candidate names, right-aligned against the plot
+const VALUE_WIDTH = 110; // the median's text, right of the plot
+const ROW_HEIGHT = 28;
+const TOP = 8;
+const AXIS_HEIGHT = 46;
+const PLOT_LEFT = LABEL_WIDTH + 8;
+const PLOT_RIGHT = WIDTH - VALUE_WIDTH - 8;
+const CHAR_WIDTH = 6.6; // about one character of the 12 px system font: where to cut long reasons
+
+const UNITS = [
+  { name: "s", scale: 1, below: Infinity },
+  { name: "ms", scale: 1e3, below: 1 },
+  { name: "µs", scale: 1e6, below: 1e-3 },
+  { name: "ns", scale: 1e9, below: 1e-6 },
+];
+
+/** The unit that shows `seconds` with a number of at least 1 (ns at the smallest). */
+export function unitFor(seconds) {
+  let chosen = UNITS[0];
+  for (const unit of UNITS) if (seconds < unit.below) chosen = unit;
+  return chosen;
+}
+
+/** `seconds` as text in a readable unit: "12.3 µs", "1.50 ms", "4.20 s". */
+export function formatSeconds(seconds, digits = 3) {
+  if (seconds == null || !Number.isFinite(seconds)) return "–";
+  if (seconds === 0) return "0 s";
+  const unit = unitFor(Math.abs(seconds));
+  return `${formatNumber(seconds * unit.scale, digits)} ${unit.name}`;
+}
+
+function formatNumber(value, digits) {
+  // toPrecision, without its exponent notation for values like 1.00e+3.
+  const text = Number(value.toPrecision(digits));
+  return Math.abs(value) >= 10 ** digits ? String(Math.round(value)) : String(text);
+}
+
+/** Ticks 0, step, 2 step… covering `max`, with step 1, 2 or 5 times a power of ten. */
+export function niceTicks(max, wanted = 5) {
+  if (!(max > 0)) return [0, 1];
+  const rough = max / wanted;
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= rough);
+  const ticks = [];
+  for (let value = 0; value < max + step * 0.999; value += step) ticks.push(value);
+  return ticks;
+}
+
+function el(name, attributes = {}, text = null) {
+  const node = document.createElementNS(SVG, name);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
+  if (text != null) node.textContent = text;
+  return node;
+}
+
+function clip(text, width) {
+  const room = Math.max(8, Math.floor(width / CHAR_WIDTH));
+  return text.length > room ? `${text.slice(0, room - 1)}…` : text;
+}
+
+/** What a row of `result` is: "failed" for an error, "winner" or "ok" for a timing. */
+export function statusOf(result, winner) {
+  if (result.error) return "failed";
+  return result.name === winner ? "winner" : "ok";
+}
+
+/** "Launch: compile failed: …": a failed candidate's error type and reason. */
+export function failureText(result) {
+  return result.reason ? `${result.error}: ${result.reason}` : String(result.error);
+}
+
+function isTimed(result) {
+  return !result.error && Number.isFinite(result.median);
+}
+
+/**
+ * Draw `model` into `container` (replacing what it held):
+ *   { title, subtitle, winner, results: [result…], empty }
+ * where each result is a trial result (a timing or a failure, as the `trial` events and the
+ * stored entries carry them). With no results, the `empty` text is shown instead.
+ */
+export function renderChart(container, model) {
+  const nodes = [];
+  if (model?.title) {
+    const title = document.createElement("h3");
+    title.className = "chart-title";
+    title.textContent = model.title;
+    nodes.push(title);
+  }
+  if (model?.subtitle) {
+    const subtitle = document.createElement("p");
+    subtitle.className = "chart-subtitle muted";
+    subtitle.textContent = model.subtitle;
+    nodes.push(subtitle);
+  }
+  const results = model?.results ?? [];
+  if (results.length === 0) {
+    const empty = document.createElement("p");
+    empty.className = "muted";
+    empty.textContent = model?.empty ?? "Select a key to see its candidates' timings.";
+    nodes.push(empty);
+  } else {
+    nodes.push(drawSvg(results, model.winner, model.title ?? "candidates"));
+  }
+  container.replaceChildren(...nodes);
+}
+
+function drawSvg(results, winner, label) {
+  const timed = results.filter(isTimed);
+  const top = Math.max(0, ...timed.map((r) => (Number.isFinite(r.max) ? r.max : r.median)));
+  const unit = unitFor(top || 1e-6);
+  const ticks = niceTicks(top * unit.scale);
+  const axisMax = ticks[ticks.length - 1] / unit.scale;
+  const x = (seconds) => PLOT_LEFT + (PLOT_RIGHT - PLOT_LEFT) * (axisMax > 0 ? seconds / axisMax : 0);
+
+  const height = TOP + results.length * ROW_HEIGHT + AXIS_HEIGHT;
+  const svg = el("svg", {
+    viewBox: `0 0 ${WIDTH} ${height}`, width: "100%", role: "img", class: "chart-svg",
+    "aria-label": `Median time and spread of each candidate of ${label}`,
+  });
+  svg.append(drawGrid(ticks, unit, x, height));
+  results.forEach((result, row) => svg.append(drawRow(result, winner, x, TOP + row * ROW_HEIGHT)));
+  svg.append(drawAxis(ticks, unit, x, TOP + results.length * ROW_HEIGHT));
+  return svg;
+}
+
+function drawGrid(ticks, unit, x, height) {
+  const grid = el("g", { class: "grid-lines" });
+  for (const tick of ticks) {
+    const at = x(tick / unit.scale);
+    grid.append(el("line", { x1: at, x2: at, y1: TOP, y2: height - AXIS_HEIGHT }));
+  }
+  return grid;
+}
+
+function drawAxis(ticks, unit, x, y) {
+  const axis = el("g", { class: "axis" });
+  axis.append(el("line", { x1: PLOT_LEFT, x2: PLOT_RIGHT, y1: y, y2: y }));
+  for (const tick of ticks) {
+    const at = x(tick / unit.scale);
+    axis.append(el("line", { x1: at, x2: at, y1: y, y2: y + 5 }));
+    axis.append(el("text", { x: at, y: y + 18, "text-anchor": "middle" }, `${formatNumber(tick, 3)}`));
+  }
+  axis.append(el("text", { x: (PLOT_LEFT + PLOT_RIGHT) / 2, y: y + 38, "text-anchor": "middle", class: "axis-title" },
+    `time per run (${unit.name}): bar = median, whisker = min … max`));
+  return axis;
+}
+
+function drawRow(result, winner, x, y) {
+  const status = statusOf(result, winner);
+  const row = el("g", {
+    class: `candidate ${status}`, "data-candidate": result.name, "data-status": status,
+    transform: `translate(0 ${y})`,
+  });
+  if (result.error) row.setAttribute("data-error", result.error);
+  const middle = ROW_HEIGHT / 2;
+  row.append(el("rect", { class: "row-back", x: 0, y: 1, width: WIDTH, height: ROW_HEIGHT - 2, rx: 3 }));
+  const name = status === "winner" ? `★ ${result.name}` : result.name;
+  row.append(el("text", { class: "name", x: LABEL_WIDTH, y: middle + 4, "text-anchor": "end" },
+    clip(name, LABEL_WIDTH - 8)));
+  if (status === "failed") {
+    drawFailure(row, result, middle);
+  } else if (isTimed(result)) {
+    drawTiming(row, result, x, middle);
+  } else {
+    row.append(el("text", { class: "note", x: PLOT_LEFT, y: middle + 4 }, "dry run: not timed"));
+  }
+  return row;
+}
+
+function drawTiming(row, result, x, middle) {
+  const start = x(0);
+  row.append(el("rect", {
+    class: "bar", x: start, y: middle - 7, width: Math.max(1, x(result.median) - start), height: 14, rx: 2,
+  }));
+  if (Number.isFinite(result.min) && Number.isFinite(result.max)) {
+    const [low, high] = [x(result.min), x(result.max)];
+    const whisker = el("g", { class: "whisker" });
+    whisker.append(el("line", { x1: low, x2: high, y1: middle, y2: middle }));
+    whisker.append(el("line", { x1: low, x2: low, y1: middle - 5, y2: middle + 5 }));
+    whisker.append(el("line", { x1: high, x2: high, y1: middle - 5, y2: middle + 5 }));
+    row.append(whisker);
+  }
+  row.append(el("text", { class: "value", x: PLOT_RIGHT + 8, y: middle + 4 }, formatSeconds(result.median)));
+  const samples = result.samples?.length ? `, ${result.samples.length} samples` : "";
+  row.append(el("title", {}, `${result.name}: median ${formatSeconds(result.median)}, ` +
+    `min ${formatSeconds(result.min)}, max ${formatSeconds(result.max)}${samples} (${result.timing ?? "?"} timing)`));
+}
+
+function drawFailure(row, result, middle) {
+  const text = failureText(result);
+  const cross = el("g", { class: "cross" });
+  const [cx, r] = [PLOT_LEFT + 6, 4.5];
+  cross.append(el("line", { x1: cx - r, x2: cx + r, y1: middle - r, y2: middle + r }));
+  cross.append(el("line", { x1: cx - r, x2: cx + r, y1: middle + r, y2: middle - r }));
+  row.append(cross);
+  row.append(el("text", { class: "reason", x: PLOT_LEFT + 18, y: middle + 4 },
+    clip(text, WIDTH - PLOT_LEFT - 24)));
+  // The whole reason, however long: a tooltip, and in the row's text for tests and readers.
+  row.append(el("title", {}, `${result.name} failed: ${text}`));
+}
