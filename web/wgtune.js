@@ -129,9 +129,13 @@ export async function loadWgtune({ device = null, onStatus = () => {}, onEvent =
   onStatus("Reading stored winners…");
   const documents = await openDocuments(database);
   const listeners = new Set([onEvent]);
+  // Events come from inside Python (a check, a tune's step): listeners run after it, as a
+  // microtask, so a page's rendering never adds to the time a check takes to answer.
   const notify = (text) => {
-    const event = JSON.parse(text);
-    for (const listener of listeners) listener(event);
+    queueMicrotask(() => {
+      const event = JSON.parse(text);
+      for (const listener of listeners) listener(event);
+    });
   };
   const { PageSession } = pyodide.pyimport("wgtune.backends.page");
   const session = await py(() =>
