@@ -57,8 +57,8 @@ class PageServer:
             self.process.wait(timeout=10)
             raise RuntimeError("wgtune serve did not start:\n" + "".join(self.output))
         # Keep draining its output so it never blocks on a full pipe.
-        threading.Thread(target=lambda: [self.output.append(line) for line in self.process.stdout],
-                         daemon=True).start()
+        self._drain = threading.Thread(target=lambda: self.output.extend(self.process.stdout), daemon=True)
+        self._drain.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -68,6 +68,9 @@ class PageServer:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait()
+            self._drain.join(timeout=5)  # it ends at the output's end, now the server has exited
+            self.process.stdout.close()
 
 
 def launch(playwright: Any, profile: Path) -> Any:

@@ -317,9 +317,13 @@ def test_a_screenshot_after_tuning_everything_shows_the_chart_and_the_winners(br
         timeout=TUNE_MS,
     )
     page.locator('tr[data-key="matmul/128x128x128"]').click()
-    page.locator('#chart g[data-status="winner"]').wait_for()
-    rows = page.locator("#chart g[data-candidate]").count()
-    assert rows == len(page.evaluate("window.wgtune.catalogue().sets[0].candidates"))
+    candidates = len(page.evaluate("window.wgtune.catalogue().sets[0].candidates"))
+    page.wait_for_function(  # the chart redraws for the clicked key on the next frame
+        "(n) => document.querySelector('#chart .chart-title')?.textContent.includes('matmul/128x128x128') "
+        "&& document.querySelectorAll('#chart g[data-candidate]').length === n",
+        arg=candidates,
+    )
+    assert page.locator('#chart g[data-status="winner"]').count() == 1
     winners = page.locator("tr[data-key] .winner").all_inner_texts()
     assert sum(1 for w in winners if w) >= 5
     path = artifacts / "page-after-tune.png"
