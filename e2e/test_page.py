@@ -139,6 +139,29 @@ def test_an_embedding_page_hands_over_its_own_device(browser):
     page.close()
 
 
+def test_without_timestamp_queries_the_wall_clock_times_the_tune(browser):
+    page, log = browser.open("?defer", wait=False)
+    page.wait_for_function("typeof window.wgtune?.start === 'function'")
+    page.evaluate(
+        """async () => {
+            const adapter = await navigator.gpu.requestAdapter();
+            await window.wgtune.start({device: await adapter.requestDevice()});  // no timestamp-query
+        }"""
+    )
+    catalogue = page.evaluate("window.wgtune.catalogue()")
+    assert catalogue["timing"] == "wall-clock"
+    assert 0 < catalogue["clock_grain"] <= 1e-4  # performance.now() in an isolated page
+    assert state(page, "fma", "262144")["state"] == "Pending"
+    done = settle(page, "fma", "262144")
+    assert done["state"] == "Hit"
+    measured = [r for r in done["results"] if "median" in r]
+    assert measured and all(r["timing"] == "wall-clock" and r["median"] > 0 for r in measured)
+    assert all(len(r["samples"]) == 10 for r in measured)  # the default samples per candidate
+    page.evaluate("window.wgtune.clearCache()")  # the later tests tune this key with timestamps
+    assert log.errors == []
+    page.close()
+
+
 # -- Pending on the event loop, then a winner -----------------------------------------------------
 
 
