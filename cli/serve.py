@@ -13,6 +13,7 @@ side runs.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.server
 import json
@@ -159,7 +160,12 @@ def make_server(host: str, port: int, web_dir: Path, wheel: Path, *, quiet: bool
         raise OSError(f"{web_dir} has no index.html: is it wgtune's web/ directory?")
     handler = type("Handler", (_Handler,), {"web_dir": web_dir, "pyodide_dir": pyodide_dir, "wheel": wheel,
                                             "quiet": quiet})
-    server = http.server.ThreadingHTTPServer((host, port), handler)
+    try:
+        server = http.server.ThreadingHTTPServer((host, port), handler)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise OSError(f"port {port} of {host} is in use: pass --port N (0 picks a free one)") from None
+        raise
     server.daemon_threads = True
     return server
 

@@ -112,3 +112,9 @@ def test_the_wheel_is_built_from_this_checkout_once_per_state_of_its_sources(tmp
     assert requirements and all("sys_platform != \"emscripten\"" in line or "extra ==" in line
                                 for line in requirements)
     assert build_wheel(checkout_root(), tmp_path) == wheel  # the same sources: not built again
+
+
+def test_a_port_in_use_is_a_clear_error(site, tmp_path):
+    web = tmp_path / "web"
+    with pytest.raises(OSError, match=rf"port {site} .* in use: pass --port"):
+        make_server("127.0.0.1", site, web, tmp_path / "wheels" / "wgtune-0.1.0-py3-none-any.whl")
