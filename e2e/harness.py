@@ -82,12 +82,15 @@ def launch(playwright: Any, profile: Path) -> Any:
 
 
 class ConsoleLog:
-    """Every console message and page error of one page, to assert there were no errors."""
+    """Every console message, page error and request of one page: to assert there were no errors
+    and that the page fetched nothing from outside its own server."""
 
     def __init__(self, page: Any) -> None:
         self.messages: list[tuple[str, str]] = []
+        self.requests: list[str] = []
         page.on("console", lambda message: self.messages.append((message.type, message.text)))
         page.on("pageerror", lambda error: self.messages.append(("pageerror", str(error))))
+        page.on("request", lambda request: self.requests.append(request.url))
 
     @property
     def errors(self) -> list[str]:

@@ -105,6 +105,10 @@ def test_the_page_loads_with_no_console_errors_and_describes_the_adapter(browser
     assert page.evaluate("crossOriginIsolated") is True  # fine-grained performance.now()
     assert page.locator('tr[data-key="matmul/128x128x128"]').count() == 1
     assert log.errors == []
+    # No CDN, no network: Pyodide, the wheel and every asset came from wgtune serve.
+    foreign = [url for url in log.requests if not url.startswith((browser.url, "data:", "blob:"))]
+    assert foreign == [] and any("/pyodide/pyodide.asm.wasm" in url for url in log.requests)
+    assert any(url.endswith(".whl") for url in log.requests)
     page.close()
 
 
