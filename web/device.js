@@ -1,0 +1,29 @@
+// The Device panel (#adapter): what the adapter reported and how this page can time kernels,
+// so a person reading timings knows which GPU and clock they came from.
+
+import { formatSeconds } from "/chart.js";
+import { $ } from "/dom.js";
+
+export function renderAdapter(info, catalogue) {
+  const yesNo = (value) => (value ? "yes" : "no");
+  const facts = [
+    ["Vendor", info.vendor || "(not reported)"],
+    ["Architecture", info.architecture || "(not reported)"],
+    ["Description", info.description || info.device || "(not reported)"],
+    ["Fallback adapter", yesNo(info.isFallbackAdapter)],
+    ["timestamp-query", yesNo(info.timestampQuery)],
+    ["Timing", catalogue.timing],
+    ["Clock grain", formatSeconds(catalogue.clock_grain)],
+    ["Features", info.features.length ? info.features.join(", ") : "(none)"],
+  ];
+  const nodes = [];
+  for (const [term, value] of facts) {
+    const dt = document.createElement("dt");
+    dt.textContent = term;
+    const dd = document.createElement("dd");
+    dd.textContent = value;
+    dd.dataset.fact = term.toLowerCase().replace(/[^a-z]+/g, "-");
+    nodes.push(dt, dd);
+  }
+  $("adapter").replaceChildren(...nodes);
+}
