@@ -125,10 +125,13 @@ class BrowserDevice(Device):
 
     def create_buffer(self, data: bytes | bytearray | memoryview | None = None, *, size: int = 0) -> Any:
         """A storage buffer (copyable both ways), filled with ``data`` or zeroed to ``size`` bytes."""
-        nbytes = len(memoryview(data).cast("B")) if data is not None else size
-        buffer = self.gpu.createBuffer(_js({"size": max(4, (nbytes + 3) // 4 * 4), "usage": self._storage}))
-        if data is not None and nbytes:
-            self.queue.writeBuffer(buffer, 0, to_js(memoryview(data).cast("B")))
+        raw = memoryview(data).cast("B") if data is not None else None
+        nbytes = len(raw) if raw is not None else size
+        padded = (nbytes + 3) // 4 * 4  # WebGPU sizes and writes come in whole 4-byte words
+        buffer = self.gpu.createBuffer(_js({"size": max(4, padded), "usage": self._storage}))
+        if raw is not None and nbytes:
+            payload = raw if padded == nbytes else bytes(raw) + bytes(padded - nbytes)
+            self.queue.writeBuffer(buffer, 0, to_js(payload))
         return buffer
 
     def clone_buffer(self, buffer: Any) -> Any:
