@@ -166,6 +166,23 @@ def test_without_timestamp_queries_the_wall_clock_times_the_tune(browser):
     page.close()
 
 
+def test_the_browser_device_pads_odd_sized_data_and_reads_buffers_back(browser):
+    page, log = browser.open()
+    read = page.evaluate(
+        """(code) => window.wgtune.pyodide.runPythonAsync(code).then((r) => r.toJs())""",
+        """
+from js import window
+device = window.wgtune.session.device
+odd = await device.read_buffer(device.create_buffer(b"\\x01\\x02\\x03"))
+copy = await device.read_buffer(device.clone_buffer(device.create_buffer(bytes(range(8)))))
+[list(odd), list(copy)]
+""",
+    )
+    assert read == [[1, 2, 3, 0], list(range(8))]
+    assert log.errors == []
+    page.close()
+
+
 # -- Pending on the event loop, then a winner -----------------------------------------------------
 
 
