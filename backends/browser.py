@@ -57,6 +57,11 @@ class BrowserPipeline:
     kernel: Kernel
     pipeline: Any
     layout: Any
+    then: tuple[BrowserPipeline, ...] = ()  # the kernel's further stages, compiled
+
+    @property
+    def stages(self) -> tuple[BrowserPipeline, ...]:
+        return (self, *self.then)
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,6 +110,7 @@ class BrowserDevice(Device):
         self.adapter_info = dict(adapter_info)
         self.identity = identity_of(self.adapter_info)
         self.limits = limits_of(gpu_device)
+        self.features = frozenset(str(name) for name in gpu_device.features)
         self.timestamps = bool(use_timestamps and gpu_device.features.has("timestamp-query"))
         self.timing = Timing.GPU_TIMESTAMP if self.timestamps else Timing.WALL_CLOCK
         self.clock_grain = TIMESTAMP_GRAIN if self.timestamps else max(float(clock_grain), 1e-6)
@@ -167,6 +173,7 @@ class BrowserDevice(Device):
     # -- kernels ----------------------------------------------------------------------------
 
     async def compile(self, kernel: Kernel) -> BrowserPipeline:
+        then = tuple([await self.compile(stage) for stage in kernel.then])
         gpu = self.gpu
         gpu.pushErrorScope("validation")
         module = gpu.createShaderModule(_js({"code": kernel.wgsl, "label": kernel.name}))
@@ -183,7 +190,7 @@ class BrowserDevice(Device):
             pipeline = await gpu.createComputePipelineAsync(_js(descriptor))
         except JsException as error:  # a GPUPipelineError: the pipeline's own validation failed
             raise KernelError(_message(error)) from None
-        return BrowserPipeline(kernel, pipeline, pipeline.getBindGroupLayout(0))
+        return BrowserPipeline(kernel, pipeline, pipeline.getBindGroupLayout(0), then)
 
     def _bind_group(self, pipeline: BrowserPipeline, args: Args) -> Any:
         group = args.cache.get(pipeline)
@@ -213,11 +220,20 @@ class BrowserDevice(Device):
                 "querySet": self._queries, "beginningOfPassWriteIndex": 0, "endOfPassWriteIndex": 1,
             }
         compute = encoder.beginComputePass(_js(descriptor))
-        compute.setPipeline(pipeline.pipeline)
-        compute.setBindGroup(0, group)
-        x, y, z = grid
-        for _ in range(repeats):
-            compute.dispatchWorkgroups(x, y, z)
+        if not pipeline.then:
+            compute.setPipeline(pipeline.pipeline)
+            compute.setBindGroup(0, group)
+            x, y, z = grid
+            for _ in range(repeats):
+                compute.dispatchWorkgroups(x, y, z)
+        else:  # stages in order, each seeing the previous one's writes (dispatches in a pass are ordered)
+            steps = [(stage.pipeline, self._bind_group(stage, args), stage.kernel.grid(args) if stage is not pipeline
+                      else grid) for stage in pipeline.stages]
+            for _ in range(repeats):
+                for stage_pipeline, stage_group, (x, y, z) in steps:
+                    compute.setPipeline(stage_pipeline)
+                    compute.setBindGroup(0, stage_group)
+                    compute.dispatchWorkgroups(x, y, z)
         compute.end()
         return encoder
 

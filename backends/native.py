@@ -27,6 +27,9 @@ from wgtune.tunable import Args, Grid, Kernel, pack_params
 __all__ = ["NativeDevice", "NativePipeline"]
 
 STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+FEATURE_NAMES = {"subgroup": "subgroups"}
+# Features a kernel family may use, asked for wherever the adapter has them.
+WANTED_FEATURES = ("timestamp-query", "shader-f16", "subgroup", "subgroups")
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,6 +37,11 @@ class NativePipeline:
     kernel: Kernel
     pipeline: Any
     layout: Any
+    then: tuple[NativePipeline, ...] = ()  # the kernel's further stages, compiled
+
+    @property
+    def stages(self) -> tuple[NativePipeline, ...]:
+        return (self, *self.then)
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +84,8 @@ class NativeDevice(Device):
         self.identity = _identity(info)
         self.adapter_info = info
         self.limits = _limits(dict(device.limits))
+        # WebGPU's names: wgpu-native says "subgroup" where the spec (and browsers) say "subgroups".
+        self.features = frozenset(FEATURE_NAMES.get(f, f) for f in device.features)
         self.timestamps = use_timestamps and "timestamp-query" in device.features
         self.timing = Timing.GPU_TIMESTAMP if self.timestamps else Timing.WALL_CLOCK
         self._sync_buffer = device.create_buffer(size=16, usage=STORAGE)
@@ -94,8 +104,15 @@ class NativeDevice(Device):
                 "no WebGPU adapter: install a Vulkan driver (on Debian without a GPU: "
                 "apt-get install mesa-vulkan-drivers)"
             )
-        features = ["timestamp-query"] if use_timestamps and "timestamp-query" in adapter.features else []
-        device = adapter.request_device_sync(required_features=features)
+        features = [f for f in WANTED_FEATURES if f in adapter.features]
+        if not use_timestamps and "timestamp-query" in features:
+            features.remove("timestamp-query")
+        # The adapter's own compute limits, not WebGPU's defaults: candidates are checked against them.
+        limit_names = [name for name in adapter.limits if "compute" in name or "storage-buffer" in name
+                       or name == "max-buffer-size"]
+        device = adapter.request_device_sync(
+            required_features=features, required_limits={name: adapter.limits[name] for name in limit_names}
+        )
         return cls(device, use_timestamps=use_timestamps)
 
     # -- buffers ----------------------------------------------------------------------------
@@ -127,6 +144,7 @@ class NativeDevice(Device):
     # -- kernels ----------------------------------------------------------------------------
 
     async def compile(self, kernel: Kernel) -> NativePipeline:
+        then = tuple([await self.compile(stage) for stage in kernel.then])
         try:
             module = self.gpu.create_shader_module(code=kernel.wgsl, label=kernel.name)
             pipeline = self.gpu.create_compute_pipeline(
@@ -135,7 +153,7 @@ class NativeDevice(Device):
             layout = pipeline.get_bind_group_layout(0)
         except Exception as error:  # wgpu-py raises GPUValidationError and friends synchronously
             raise KernelError(_clean(error)) from None
-        return NativePipeline(kernel, pipeline, layout)
+        return NativePipeline(kernel, pipeline, layout, then)
 
     def _bind_group(self, pipeline: NativePipeline, args: Args) -> Any:
         group = args.cache.get(pipeline)
@@ -171,11 +189,20 @@ class NativeDevice(Device):
             )
         else:
             compute = encoder.begin_compute_pass()
-        compute.set_pipeline(pipeline.pipeline)
-        compute.set_bind_group(0, group)
-        x, y, z = grid
-        for _ in range(repeats):
-            compute.dispatch_workgroups(x, y, z)
+        if not pipeline.then:
+            compute.set_pipeline(pipeline.pipeline)
+            compute.set_bind_group(0, group)
+            x, y, z = grid
+            for _ in range(repeats):
+                compute.dispatch_workgroups(x, y, z)
+        else:  # stages in order, each seeing the previous one's writes (dispatches in a pass are ordered)
+            steps = [(stage.pipeline, self._bind_group(stage, args), stage.kernel.grid(args) if stage is not pipeline
+                      else grid) for stage in pipeline.stages]
+            for _ in range(repeats):
+                for stage_pipeline, stage_group, (x, y, z) in steps:
+                    compute.set_pipeline(stage_pipeline)
+                    compute.set_bind_group(0, stage_group)
+                    compute.dispatch_workgroups(x, y, z)
         compute.end()
         return encoder
 

@@ -80,7 +80,7 @@ class OutputCheck:
             if index in self.skipped:
                 continue
             try:
-                if check_limits(kernel, self.device.limits) is None:
+                if check_limits(kernel, self.device.limits, self.device.features) is None:
                     self.reference = await self.outputs_of(index)
                     self.reference_name = kernel.name
                     return
@@ -154,7 +154,7 @@ async def run_candidate(
     """Benchmark candidate ``index`` of ``tunables`` on ``args``; every failure is a value."""
     kernel: Kernel = tunables.candidates[index]
     name = kernel.name
-    problem = check_limits(kernel, device.limits)
+    problem = check_limits(kernel, device.limits, device.features)
     if problem:
         return Launch(name, problem)
     try:
@@ -166,12 +166,14 @@ async def run_candidate(
     except Exception as error:
         return Unknown(name, f"compile raised {type(error).__name__}: {error}")
     try:
-        grid = tuple(kernel.grid(args))
+        grids = [tuple(stage.grid(args)) for stage in kernel.stages]
     except Exception as error:
         return Unknown(name, f"grid function failed: {type(error).__name__}: {error}")
-    problem = check_grid(grid, device.limits)
-    if problem:
-        return Launch(name, problem)
+    for stage, stage_grid in zip(kernel.stages, grids, strict=True):
+        problem = check_grid(stage_grid, device.limits)
+        if problem:
+            return Launch(name, problem if stage is kernel else f"stage {stage.name}: {problem}")
+    grid = grids[0]
     if config.dry_run:
         step(f"{name}: compiled; dry run, not launched")
         return Outcome(name, index, None)

@@ -52,8 +52,21 @@ class DeviceLimits:
     max_workgroups_per_dimension: int = 65535
 
 
-def check_limits(kernel: Kernel, limits: DeviceLimits) -> str | None:
-    """Why ``kernel`` cannot run on a device with ``limits``, or None when it fits."""
+def check_limits(kernel: Kernel, limits: DeviceLimits, features: frozenset[str] | None = None) -> str | None:
+    """Why ``kernel`` (every stage of it) cannot run on a device with ``limits`` and ``features``,
+    or None when it fits. ``features`` None: not checked."""
+    for stage in kernel.stages:
+        problem = _check_stage(stage, limits, features)
+        if problem:
+            return problem if stage is kernel else f"stage {stage.name}: {problem}"
+    return None
+
+
+def _check_stage(kernel: Kernel, limits: DeviceLimits, features: frozenset[str] | None) -> str | None:
+    if features is not None:
+        missing = [name for name in kernel.features if name not in features]
+        if missing:
+            return f"needs the device feature {', '.join(missing)}, which this device lacks"
     if kernel.workgroup_storage > limits.max_workgroup_storage:
         return (
             f"exceeds a device limit: {kernel.workgroup_storage} bytes of workgroup storage, "
@@ -90,6 +103,8 @@ class Device(ABC):
 
     identity: DeviceIdentity
     limits: DeviceLimits
+    features: frozenset[str] = frozenset()
+    """WebGPU feature names the device has (``"shader-f16"``, ``"subgroups"``, ...)."""
     timing: str
     """How :meth:`profile` measures: ``Timing.GPU_TIMESTAMP`` or ``Timing.WALL_CLOCK``."""
     clock_grain: float = 0.0

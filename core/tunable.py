@@ -46,6 +46,11 @@ class Kernel:
     the core can check them against the device's limits before compiling: some drivers accept a
     kernel over the storage limit and fail later, or never.
     ``priority`` orders candidates within their group (higher first; negative skips).
+    ``features`` are the WebGPU device features the WGSL needs (``"shader-f16"``, ``"subgroups"``):
+    on a device without one, the candidate is refused before compiling, with the reason.
+    ``then`` are further stages, each a Kernel with its own WGSL and grid, dispatched after this
+    one in the same pass on the same buffers (a two-pass reduction, say): one candidate, timed
+    as a whole.
     """
 
     name: str
@@ -56,6 +61,8 @@ class Kernel:
     entry_point: str = "main"
     priority: Priority = 0
     group: Group | None = None
+    features: tuple[str, ...] = ()
+    then: tuple[Kernel, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -68,17 +75,29 @@ class Kernel:
         if len(size) != 3 or any(not isinstance(n, int) or n < 1 for n in size):
             raise ConfigError(f"kernel {self.name!r}: workgroup_size must be three ints >= 1, got {size}")
         object.__setattr__(self, "workgroup_size", size)
+        object.__setattr__(self, "features", tuple(self.features))
+        object.__setattr__(self, "then", tuple(self.then))
+        for stage in self.then:
+            if not isinstance(stage, Kernel):
+                raise ConfigError(f"kernel {self.name!r}: each stage in then must be a Kernel, got {stage!r}")
 
     @property
     def invocations(self) -> int:
         x, y, z = self.workgroup_size
         return x * y * z
 
+    @property
+    def stages(self) -> tuple[Kernel, ...]:
+        """This kernel and the stages after it, in dispatch order."""
+        return (self, *self.then)
+
     def fingerprint(self) -> str:
         """What identifies this candidate's code: any change here invalidates stored winners."""
-        return "\x1f".join(
-            [self.name, self.entry_point, repr(self.workgroup_size), str(self.workgroup_storage), self.wgsl]
-        )
+        parts = [self.name, self.entry_point, repr(self.workgroup_size), str(self.workgroup_storage), self.wgsl]
+        if self.features:
+            parts.append(",".join(sorted(self.features)))
+        parts.extend(stage.fingerprint() for stage in self.then)
+        return "\x1f".join(parts)
 
 
 def pack_params(params: Sequence[int | float]) -> bytes:

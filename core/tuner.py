@@ -422,7 +422,7 @@ class Tuner:
             return index
         errors: list = []
         for index, kernel in enumerate(tunables.candidates):
-            problem = check_limits(kernel, self.device.limits)
+            problem = check_limits(kernel, self.device.limits, self.device.features)
             if problem:
                 errors.append(Launch(kernel.name, problem))
                 continue

@@ -167,3 +167,35 @@ def test_an_applications_storage_only_buffers_are_tuned_on_and_run(device):
     tuner = Tuner(device, config=quick(checks=True))
     tuner.execute(scale_set(scale_kernel("a"), scale_kernel("b", wg=128)), Args((x, y), (n,)))
     assert values(device, y, n)[299] == 897.0
+
+
+ADD_ONE_IN_PLACE = """
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> n: vec4<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < n.x) { y[id.x] = y[id.x] + 1.0 + 0.0 * x[id.x]; }
+}"""
+
+
+def test_a_kernel_with_a_second_stage_runs_both_in_order_in_one_dispatch(device):
+    second = Kernel("add_one", ADD_ONE_IN_PLACE, grid=lambda args: ((args.params[0] + 63) // 64, 1, 1))
+    two_stage = scale_kernel("scale_then_add", then=(second,))
+    tuner = Tuner(device, config=quick())
+    args, y = call(device)
+    kernel = tuner.execute(TunableSet("staged", [two_stage], key=lambda a: {"n": a.params[0]}), args)
+    assert kernel.name == "scale_then_add"
+    assert values(device, y)[:3] == (1.0, 4.0, 7.0)
+    assert values(device, y)[-1] == 3.0 * (N - 1) + 1.0
+
+
+def test_the_device_reports_its_webgpu_features_and_a_candidate_needing_a_missing_one_is_refused(device):
+    assert "timestamp-query" in device.features
+    events = []
+    tuner = Tuner(device, config=quick(), observer=events.append)
+    tunables = scale_set(scale_kernel("plain"), scale_kernel("needs_a_feature", features=("no-such-feature",)))
+    args, _ = call(device)
+    assert tuner.execute(tunables, args).name == "plain"
+    (refused,) = [e.result for e in events if isinstance(e, wgtune.TrialFinished) and e.index == 1]
+    assert isinstance(refused, Launch) and "needs the device feature no-such-feature" in refused.reason
