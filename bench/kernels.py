@@ -1,0 +1,268 @@
+"""Tune each kernel family on the adapter in hand and print what tuning bought, beside torch.
+
+For every family and size: a fresh tune (no cache), then the winner and candidate 0 (the plain
+default) are timed side by side with the core's own sampling (GPU timestamps where the adapter
+has them), and their throughput printed: GFLOP/s for matmul, GB/s (bytes read + written) for the
+bandwidth kernels. Where torch sees a CUDA GPU, torch's figure for the same work is measured in
+the same run (CUDA events, median of the same number of samples): fp32 matmul with TF32 off,
+device copy and ``alpha * x + b`` for fma, ``torch.sum`` / ``torch.amax`` along the last axis
+for the reductions. The winner's output is checked against numpy or torch before any figure is
+printed.
+
+Usage::
+
+    python bench/kernels.py                 # small sizes (seconds on lavapipe)
+    python bench/kernels.py --full          # the H200 sizes: matmul 4096^3, 1 GiB arrays, 2^28 floats
+    python bench/kernels.py --only matmul   # one family
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wgtune import Args, Config, Outcome, TrialFinished, TunableSet, Tuner, run_inline
+from wgtune.backends.native import NativeDevice
+from wgtune.benchmark import run_candidate
+from wgtune.kernels.bandwidth import fma_set
+from wgtune.kernels.matmul import matmul_set
+
+try:  # torch is optional: the side-by-side column appears where it has a GPU
+    import torch
+except ImportError:  # pragma: no cover - depends on the machine
+    torch = None
+
+CUDA = torch is not None and torch.cuda.is_available()
+
+
+@dataclass
+class Workload:
+    """One family on one size: how to build the call, what the work is, how torch does it."""
+
+    family: str
+    label: str
+    tunables: TunableSet
+    make: Callable[[NativeDevice], tuple[Args, dict]]  # the call, and the numpy inputs by name
+    work: float  # FLOP, or bytes moved
+    unit: str  # "GFLOP/s" or "GB/s"
+    check: Callable[[np.ndarray, dict], float]  # max relative error of the output
+    torch_figure: Callable[[dict], tuple[str, float]] | None = None  # (what, seconds per run)
+
+
+def seeded(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(np.float32)
+
+
+def rel_error(got: np.ndarray, want: np.ndarray) -> float:
+    scale = max(1e-30, float(np.max(np.abs(want)))) if want.size else 1.0
+    return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale if want.size else 0.0
+
+
+def cuda_seconds(run: Callable[[], Any], samples: int = 10) -> float:
+    """Median seconds of ``run`` on the GPU: CUDA events around enough repeats for 1 ms."""
+    run()
+    torch.cuda.synchronize()
+    repeats = 1
+    while True:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeats):
+            run()
+        end.record()
+        torch.cuda.synchronize()
+        if start.elapsed_time(end) >= 1.0 or repeats >= 4096:
+            break
+        repeats *= 4
+    times = []
+    for _ in range(samples):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeats):
+            run()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1000 / repeats)
+    return statistics.median(times)
+
+
+# -- the workloads -------------------------------------------------------------------------------
+
+
+def matmul_workload(m: int, n: int, k: int) -> Workload:
+    def make(device: NativeDevice) -> tuple[Args, dict]:
+        a, b = seeded((m, k), 1), seeded((k, n), 2)
+        buffers = (device.create_buffer(a.tobytes()), device.create_buffer(b.tobytes()),
+                   device.create_buffer(size=4 * m * n))
+        return Args(buffers, (m, n, k)), {"a": a, "b": b}
+
+    def check(out: np.ndarray, inputs: dict) -> float:
+        if CUDA:
+            want = (torch.from_numpy(inputs["a"]).cuda().double() @ torch.from_numpy(inputs["b"]).cuda().double())
+            want = want.cpu().numpy()
+        else:
+            want = inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)
+        return rel_error(out.reshape(m, n), want)
+
+    def with_torch(inputs: dict) -> tuple[str, float]:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        a, b = torch.from_numpy(inputs["a"]).cuda(), torch.from_numpy(inputs["b"]).cuda()
+        return "torch fp32 matmul (TF32 off)", cuda_seconds(lambda: a @ b)
+
+    return Workload("matmul", f"{m}x{n}x{k}", matmul_set(), make, 2.0 * m * n * k, "GFLOP/s", check, with_torch)
+
+
+def fma_workload(n: int) -> Workload:
+    alpha = 1.5
+
+    def make(device: NativeDevice) -> tuple[Args, dict]:
+        x, b = seeded((n,), 3), seeded((n,), 4)
+        buffers = (device.create_buffer(x.tobytes()), device.create_buffer(b.tobytes()),
+                   device.create_buffer(size=4 * n))
+        return Args(buffers, (n, alpha)), {"x": x, "b": b}
+
+    def check(out: np.ndarray, inputs: dict) -> float:
+        return rel_error(out, np.float32(alpha) * inputs["x"] + inputs["b"])
+
+    def with_torch(inputs: dict) -> tuple[str, float]:
+        x = torch.from_numpy(inputs["x"]).cuda()
+        out = torch.empty_like(x)
+        copy = cuda_seconds(lambda: out.copy_(x))
+        # The same bytes as the fma (read 2, write 1) at torch's device-copy bandwidth (read 1, write 1).
+        return "torch device copy, as GB/s", copy * (3 / 2)
+
+    label = f"{n} floats ({4 * n / 2**30:.2f} GiB/array)" if n >= 2**26 else f"{n}"
+    return Workload("fma", label, fma_set(), make, 12.0 * n, "GB/s", check, with_torch)
+
+
+def reduction_workload(op: str, rows: int, cols: int) -> Workload | None:
+    try:
+        from wgtune.kernels import reduction
+    except ImportError:
+        return None
+    tunables = reduction.reduction_set(op)
+
+    def make(device: NativeDevice) -> tuple[Args, dict]:
+        x = seeded((rows, cols), 5)
+        scratch = max(1, reduction.scratch_elements(rows, cols))
+        buffers = (device.create_buffer(x.tobytes()), device.create_buffer(size=4 * rows),
+                   device.create_buffer(size=4 * scratch))
+        return Args(buffers, (rows, cols)), {"x": x}
+
+    def check(out: np.ndarray, inputs: dict) -> float:
+        x = inputs["x"].astype(np.float64)
+        return rel_error(out[:rows], x.sum(axis=1) if op == "sum" else x.max(axis=1))
+
+    def with_torch(inputs: dict) -> tuple[str, float]:
+        x = torch.from_numpy(inputs["x"]).cuda()
+        if op == "sum":
+            return "torch.sum(dim=-1)", cuda_seconds(lambda: torch.sum(x, dim=-1))
+        return "torch.amax(dim=-1)", cuda_seconds(lambda: torch.amax(x, dim=-1))
+
+    return Workload(f"row_{op}", f"{rows}x{cols}", tunables, make, 4.0 * rows * cols + 4.0 * rows, "GB/s",
+                    check, with_torch)
+
+
+def workloads(full: bool) -> list[Workload]:
+    if full:
+        found = [matmul_workload(4096, 4096, 4096), matmul_workload(2048, 2048, 2048),
+                 matmul_workload(4096, 1024, 4096), fma_workload(1 << 28),
+                 reduction_workload("sum", 1 << 14, 1 << 14), reduction_workload("sum", 1, 1 << 28),
+                 reduction_workload("max", 1 << 14, 1 << 14)]
+    else:
+        found = [matmul_workload(256, 256, 256), matmul_workload(320, 192, 130), fma_workload(1 << 20),
+                 fma_workload(1_000_003), reduction_workload("sum", 1024, 1024), reduction_workload("sum", 1, 1 << 20),
+                 reduction_workload("max", 333, 777)]
+    return [w for w in found if w is not None]
+
+
+# -- measuring -------------------------------------------------------------------------------------
+
+
+def time_candidate(device: NativeDevice, tunables: TunableSet, index: int, args: Args, config: Config) -> Outcome:
+    """Candidate ``index`` timed as a tune times it (warmups, calibrated samples)."""
+
+    async def pipeline(i: int):
+        return await device.compile(tunables.candidates[i])
+
+    result = run_inline(run_candidate(device, tunables, index, args, config, pipeline, None, lambda _: None))
+    if not isinstance(result, Outcome) or result.stats is None:
+        raise RuntimeError(f"{tunables.candidates[index].name} did not run: {result}")
+    return result
+
+
+def run(workload: Workload, device: NativeDevice, config: Config) -> dict:
+    args, inputs = workload.make(device)
+    trials: list[TrialFinished] = []
+    tuner = Tuner(device, config=config, observer=lambda e: trials.append(e) if isinstance(e, TrialFinished) else 0)
+    started = time.perf_counter()
+    winner = tuner.execute(workload.tunables, args)
+    tune_seconds = time.perf_counter() - started
+    out_index = workload.tunables.outputs[0] if workload.tunables.outputs else 2
+    output = np.frombuffer(device.read_buffer_sync(args.buffers[out_index]), dtype=np.float32)
+    error = workload.check(output, inputs)
+    index = workload.tunables.index_of[winner.name]
+    best = time_candidate(device, workload.tunables, index, args, config)
+    first = best if index == 0 else time_candidate(device, workload.tunables, 0, args, config)
+    row = {
+        "family": workload.family, "size": workload.label, "winner": winner.name,
+        "measured": sum(1 for t in trials if isinstance(t.result, Outcome)), "candidates": len(workload.tunables),
+        "tune_s": tune_seconds, "error": error,
+        "winner_rate": workload.work / best.stats.median, "first_rate": workload.work / first.stats.median,
+        "unit": workload.unit,
+    }
+    if CUDA and workload.torch_figure is not None:
+        what, seconds = workload.torch_figure(inputs)
+        row["torch"] = what
+        row["torch_rate"] = workload.work / seconds
+    return row
+
+
+def scaled(rate: float, unit: str) -> str:
+    return f"{rate / 1e9:,.1f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--full", action="store_true", help="the H200 sizes (matmul 4096^3, 1 GiB, 2^28 floats)")
+    parser.add_argument("--only", action="append", help="only this family (matmul, fma, row_sum, row_max)")
+    parser.add_argument("--samples", type=int, default=10, help="timed samples per candidate (default 10)")
+    options = parser.parse_args(argv)
+    device = NativeDevice.open()
+    config = Config(cache=False, log_level="disabled", samples=options.samples)
+    info = device.adapter_info
+    print(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}), timing {device.timing}; "
+          f"torch: {torch.__version__ + ' on ' + torch.cuda.get_device_name() if CUDA else 'no CUDA GPU'}")
+    header = (f"{'family':8} {'size':26} {'winner':28} {'tried':>7} {'tune s':>7} {'winner':>10} {'first':>10} "
+              f"{'speedup':>8} {'torch':>10} {'vs torch':>9}  unit    max rel err")
+    print(header)
+    print("-" * len(header))
+    for workload in workloads(options.full):
+        if options.only and workload.family not in options.only and workload.family.split("_")[-1] not in options.only:
+            continue
+        row = run(workload, device, config)
+        torch_rate = row.get("torch_rate")
+        versus = f"{100 * row['winner_rate'] / torch_rate:.1f}%" if torch_rate else "-"
+        print(f"{row['family']:8} {row['size']:26} {row['winner']:28} {row['measured']:>3}/{row['candidates']:<3} "
+              f"{row['tune_s']:>7.1f} {scaled(row['winner_rate'], row['unit']):>10} "
+              f"{scaled(row['first_rate'], row['unit']):>10} {row['winner_rate'] / row['first_rate']:>7.2f}x "
+              f"{scaled(torch_rate, row['unit']) if torch_rate else '-':>10} "
+              f"{versus:>9}  "
+              f"{row['unit']:7} {row['error']:.1e}", flush=True)
+        if math.isfinite(row["error"]) and row["error"] > 1e-3:
+            print(f"  !! the winner's output is off by {row['error']:.2e} (relative)", file=sys.stderr)
+    if CUDA:
+        print("\ntorch columns: fp32 matmul with TF32 off; fma as device-copy bandwidth over the fma's bytes "
+              "(read 2 + write 1); reductions torch.sum / torch.amax along the last axis; CUDA events, median.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
