@@ -118,7 +118,7 @@ def test_records_command_shows_every_trial_in_run_order(tmp_path, capsys):
     assert "matmul [" in shown and "observed (not stored)" in shown
     (_, first), *_ = read_records(records)
     positions = [shown.index(f"{n}. {trial.name} ") for n, trial in enumerate(first.trials, 1)]
-    assert positions == sorted(positions) and len(positions) == len(demo.demo_suite()[0].tunables)
+    assert positions == sorted(positions) and len(positions) == len(first.trials) >= 2
 
 
 def test_cache_dir_is_accepted_before_or_after_the_action(tmp_path, capsys):

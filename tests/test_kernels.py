@@ -9,7 +9,6 @@ load past the end of a matrix or array that reaches an output shows).
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
@@ -18,16 +17,14 @@ import pytest
 import wgtune
 from wgtune import Args, Hit, Outcome, TrialFinished, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.device import check_grid, check_limits
+from wgtune.device import check_grid
 from wgtune.kernels import bandwidth, demo, matmul
 from wgtune.plan import Plan
 
 GUARD = 64  # f32 words after each output, which no candidate may write
 SENTINEL = np.float32(-12345.0)
 
-MATMUL = matmul.matmul_set()
 FMA = bandwidth.fma_set()
-MATMUL_SIZES = [(33, 17, 29), (64, 64, 64), (1, 70, 3), (70, 1, 130)]
 FMA_SIZES = [1, 1001, 4099]
 
 
@@ -70,53 +67,7 @@ def _run(device, pipelines, kernel: wgtune.Kernel, args: Args, output: int, coun
     return words[:count]
 
 
-# -- matmul -----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("size", MATMUL_SIZES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("name", list(MATMUL.index_of))
-def test_matmul_candidate_matches_numpy(device, pipelines, name, size):
-    m, n, k = size
-    rng = np.random.default_rng(m * 10007 + n * 101 + k)
-    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    args = Args((_input_buffer(device, a), _input_buffer(device, b), _output_buffer(device, m * n)), (m, n, k))
-    kernel = MATMUL.candidates[MATMUL.index_of[name]]
-    got = _run(device, pipelines, kernel, args, output=2, count=m * n).reshape(m, n)
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * math.sqrt(k))
-
-
-def test_matmul_candidates_are_distinct_and_fit_webgpu_defaults():
-    assert MATMUL.candidates[0].name.startswith("naive")
-    assert len(MATMUL) >= 8
-    assert len({kernel.wgsl for kernel in MATMUL.candidates}) == len(MATMUL)
-    defaults = wgtune.DeviceLimits()
-    for kernel in MATMUL.candidates:
-        assert check_limits(kernel, defaults) is None, kernel.name
-        assert check_grid(tuple(kernel.grid(Args((), (200_000, 200_000, 7)))), defaults) is None
-
-
-@pytest.mark.parametrize("kernel", MATMUL.candidates + FMA.candidates, ids=lambda kernel: kernel.name)
-def test_declared_workgroup_storage_and_size_match_the_wgsl(kernel):
-    declared = re.findall(r"var<workgroup>\s+\w+\s*:\s*array<f32,\s*(\d+)>", kernel.wgsl)
-    assert kernel.workgroup_storage == 4 * sum(int(count) for count in declared)
-    size = re.search(r"@workgroup_size\((\d+),\s*(\d+),\s*(\d+)\)", kernel.wgsl)
-    assert tuple(int(n) for n in size.groups()) == kernel.workgroup_size
-
-
-def test_matmul_tile_rejects_what_webgpu_would():
-    with pytest.raises(ValueError, match="invocations"):
-        matmul.MatmulTile(bm=64, bn=64, bk=8, tm=2, tn=2)
-    with pytest.raises(ValueError, match="workgroup storage"):
-        matmul.MatmulTile(bm=128, bn=128, bk=32, tm=8, tn=8)
-    with pytest.raises(ValueError, match="multiple"):
-        matmul.MatmulTile(bm=32, bn=32, bk=8, tm=3, tn=2)
-
-
-def test_matmul_key_buckets_sizes():
-    key = MATMUL.key(Args((), (192, 160, 96)))
-    assert key.as_dict() == {"m": 256, "n": 256, "k": 128, "dtype": "f32"}
+# (matmul: see test_kernels_matmul.py)
 
 
 # -- fma (bandwidth) --------------------------------------------------------------------------
@@ -124,6 +75,14 @@ def test_matmul_key_buckets_sizes():
 
 def _fma_width(kernel: wgtune.Kernel) -> int:
     return 1 if kernel.name.startswith("f32") else int(kernel.name[3])
+
+
+@pytest.mark.parametrize("kernel", FMA.candidates, ids=lambda kernel: kernel.name)
+def test_declared_workgroup_storage_and_size_match_the_wgsl(kernel):
+    declared = re.findall(r"var<workgroup>\s+\w+\s*:\s*array<f32,\s*(\d+)>", kernel.wgsl)
+    assert kernel.workgroup_storage == 4 * sum(int(count) for count in declared)
+    size = re.search(r"@workgroup_size\((\d+),\s*(\d+),\s*(\d+)\)", kernel.wgsl)
+    assert tuple(int(n) for n in size.groups()) == kernel.workgroup_size
 
 
 @pytest.mark.parametrize("base_n", FMA_SIZES)
@@ -211,18 +170,6 @@ def _tune(device, tunables, args):
     failed = {event.result.name: event.result for event in trials if not isinstance(event.result, Outcome)}
     assert not failed, f"candidates failed or disagreed with {tunables.candidates[0].name}: {failed}"
     return trials
-
-
-def test_tune_matmul_gives_right_output_and_a_hit(device):
-    size = (67, 45, 33)
-    args = demo.make_matmul_args(device, size)
-    trials = _tune(device, MATMUL, args)
-    assert len(trials) == len(MATMUL)
-    m, n, k = size
-    a = np.frombuffer(device.read_buffer_sync(args.buffers[0]), np.float32).reshape(m, k)
-    b = np.frombuffer(device.read_buffer_sync(args.buffers[1]), np.float32).reshape(k, n)
-    c = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float32).reshape(m, n)
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("n", [4100, 4099])

@@ -1,0 +1,318 @@
+"""The matmul family on the real adapter (lavapipe here): every candidate of both sets, odd sizes, tunes.
+
+Each candidate is compiled and dispatched directly, without the tuner, so that a wrong candidate
+fails here by name rather than being quietly outvoted in a tune. Outputs are compared with numpy.
+Output buffers start as NaN (so an element never written shows) and carry a guard region past
+the end (so a store out of bounds shows); input buffers are followed by NaNs (so a load past the
+end of a matrix that reaches an output shows). Vec4 candidates run on sizes whose N and K are
+rounded up to multiples of 4: their plan never gives them other sizes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import wgtune
+from wgtune import Args, Hit, Outcome, TrialFinished, run_inline
+from wgtune.backends.native import NativeDevice
+from wgtune.device import check_grid, check_limits
+from wgtune.kernels import demo, matmul
+from wgtune.kernels.matmul_wgsl import HARD_MAX_STORAGE, MatmulTile
+from wgtune.plan import Plan
+
+GUARD = 64  # elements after each output, which no candidate may write
+SENTINEL_F32 = np.float32(-12345.0)
+SENTINEL_F16 = np.uint16(0xBEEF)  # compared as raw words
+NAN_F16 = np.uint16(0x7E00)
+
+MATMUL = matmul.matmul_set()
+MATMUL_F16 = matmul.matmul_f16_set()
+# Odd sizes (none a multiple of a tile), a square one, and one with more than 8 block rows
+# (the swizzled order's second group) and several block columns.
+SIZES = [(1, 1, 1), (17, 33, 9), (130, 70, 65), (64, 64, 64), (1030, 135, 7)]
+TILE_OF = {tile.name: tile for tile in matmul.MATMUL_TILES + matmul.MATMUL_F16_TILES}
+F16_SIZES = [(1, 1, 1), (17, 33, 9), (130, 70, 65), (64, 64, 64)]
+
+
+@pytest.fixture(scope="module")
+def device() -> NativeDevice:
+    return NativeDevice.open()
+
+
+@pytest.fixture(scope="module")
+def pipelines(device):
+    """Compiled pipelines by kernel name and WGSL (compiling dominates the tests' time)."""
+    cache: dict[tuple[str, str], object] = {}
+
+    def get(kernel: wgtune.Kernel):
+        slot = (kernel.name, kernel.wgsl)
+        if slot not in cache:
+            cache[slot] = run_inline(device.compile(kernel))
+        return cache[slot]
+
+    return get
+
+
+def _is_vec4(kernel: wgtune.Kernel) -> bool:
+    return "_v4" in kernel.name
+
+
+def _sizes_for(kernel: wgtune.Kernel, sizes):
+    """The sizes as the plan would give them to ``kernel``: N and K rounded up to 4 for vec4."""
+    if not _is_vec4(kernel):
+        return sizes
+    return [(m, -(-n // 4) * 4, -(-k // 4) * 4) for m, n, k in sizes]
+
+
+def _runnable(device, kernel: wgtune.Kernel) -> None:
+    problem = check_limits(kernel, device.limits, device.features)
+    if problem and "feature" in problem:
+        pytest.skip(f"{kernel.name}: {problem}")
+    assert problem is None, f"{kernel.name}: {problem}"
+
+
+def _dispatch(device, pipelines, kernel, args: Args) -> None:
+    grid = tuple(kernel.grid(args))
+    assert check_grid(grid, device.limits) is None
+    device.dispatch(pipelines(kernel), args, grid)
+
+
+# -- every candidate, f32 ----------------------------------------------------------------------
+
+
+def _f32_args(device, a: np.ndarray, b: np.ndarray, m: int, n: int, k: int) -> Args:
+    def padded(values: np.ndarray) -> bytes:
+        return np.concatenate([values.ravel(), np.full(GUARD, np.nan, np.float32)]).tobytes()
+
+    output = np.concatenate([np.full(m * n, np.nan, np.float32), np.full(GUARD, SENTINEL_F32, np.float32)])
+    buffers = (device.create_buffer(padded(a)), device.create_buffer(padded(b)), device.create_buffer(output.tobytes()))
+    return Args(buffers, (m, n, k))
+
+
+@pytest.mark.parametrize("name", list(MATMUL.index_of))
+def test_f32_candidate_matches_numpy(device, pipelines, name):
+    kernel = MATMUL.candidates[MATMUL.index_of[name]]
+    _runnable(device, kernel)
+    for m, n, k in _sizes_for(kernel, SIZES):
+        rng = np.random.default_rng(m * 10007 + n * 101 + k)
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        args = _f32_args(device, a, b, m, n, k)
+        _dispatch(device, pipelines, kernel, args)
+        words = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float32)
+        assert np.all(words[m * n :] == SENTINEL_F32), f"{name} wrote past the end of C at {m}x{n}x{k}"
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        np.testing.assert_allclose(
+            words[: m * n].reshape(m, n), want, rtol=1e-4, atol=1e-4 * math.sqrt(k), err_msg=f"{name} {m}x{n}x{k}"
+        )
+
+
+# -- every candidate, f16 ----------------------------------------------------------------------
+
+
+def _f16_buffer(device, words: np.ndarray):
+    data = words.astype(np.uint16).tobytes()
+    return device.create_buffer(data + bytes(-len(data) % 4))
+
+
+@pytest.mark.parametrize("name", list(MATMUL_F16.index_of))
+def test_f16_candidate_matches_numpy(device, pipelines, name):
+    kernel = MATMUL_F16.candidates[MATMUL_F16.index_of[name]]
+    _runnable(device, kernel)
+    for m, n, k in _sizes_for(kernel, F16_SIZES):
+        rng = np.random.default_rng(m * 7 + n * 3 + k)
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
+        nan_guard = np.full(GUARD, NAN_F16, np.uint16)
+        output = np.concatenate([np.full(m * n, NAN_F16, np.uint16), np.full(GUARD, SENTINEL_F16, np.uint16)])
+        buffers = (
+            _f16_buffer(device, np.concatenate([a.ravel().view(np.uint16), nan_guard])),
+            _f16_buffer(device, np.concatenate([b.ravel().view(np.uint16), nan_guard])),
+            _f16_buffer(device, output),
+        )
+        args = Args(buffers, (m, n, k))
+        _dispatch(device, pipelines, kernel, args)
+        words = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.uint16)[: m * n + GUARD]
+        assert np.all(words[m * n :] == SENTINEL_F16), f"{name} wrote past the end of C at {m}x{n}x{k}"
+        got = words[: m * n].view(np.float16).astype(np.float64).reshape(m, n)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=matmul.F16_TOLERANCE, atol=1e-3, err_msg=f"{name} {m}x{n}x{k}")
+
+
+# -- the sets as data ----------------------------------------------------------------------------
+
+_SCALARS = {"f32": 4, "f16": 2, "u32": 4, "i32": 4}
+
+
+def _type_bytes(text: str) -> int:
+    """Bytes of a WGSL type made of f32/f16 scalars, vecN and fixed-size arrays."""
+    text = text.replace(" ", "")
+    if text in _SCALARS:
+        return _SCALARS[text]
+    vector = re.fullmatch(r"vec([234])<(\w+)>", text)
+    if vector:
+        return int(vector.group(1)) * _SCALARS[vector.group(2)]
+    array = re.fullmatch(r"array<(.+),(\d+)>", text)
+    assert array, f"cannot size {text!r}"
+    return int(array.group(2)) * _type_bytes(array.group(1))
+
+
+@pytest.mark.parametrize("tunables", [MATMUL, MATMUL_F16], ids=lambda s: s.name)
+def test_declared_storage_size_and_features_match_the_wgsl(tunables, device):
+    for kernel in tunables.candidates:
+        arrays = re.findall(r"var<workgroup>\s+\w+\s*:\s*(.+?);", kernel.wgsl)
+        assert kernel.workgroup_storage == sum(_type_bytes(t) for t in arrays), kernel.name
+        size = re.search(r"@workgroup_size\((\d+),\s*(\d+),\s*(\d+)\)", kernel.wgsl)
+        assert tuple(int(n) for n in size.groups()) == kernel.workgroup_size, kernel.name
+        assert ("shader-f16" in kernel.features) == ("enable f16;" in kernel.wgsl), kernel.name
+        assert ("subgroups" in kernel.features) == ("quadBroadcast" in kernel.wgsl), kernel.name
+        # Every candidate fits lavapipe (32 KiB, 1024 invocations), and its grid the
+        # per-dimension limit up to sizes of 200,000.
+        assert kernel.workgroup_storage <= 32768 and kernel.invocations <= 1024, kernel.name
+        assert check_limits(kernel, device.limits) is None, kernel.name
+        assert check_grid(tuple(kernel.grid(Args((), (200_000, 200_000, 7)))), wgtune.DeviceLimits()) is None
+
+
+def test_sets_are_big_distinct_and_start_naive():
+    assert len(MATMUL) >= 50
+    assert len(MATMUL_F16) >= 12
+    for tunables, dtype in ((MATMUL, "f32"), (MATMUL_F16, "f16")):
+        assert tunables.candidates[0].name == "naive_wg16x16"
+        assert len({kernel.name for kernel in tunables.candidates}) == len(tunables)
+        assert len({kernel.wgsl for kernel in tunables.candidates}) == len(tunables)
+        assert all((dtype == "f16") == ("shader-f16" in kernel.features) for kernel in tunables.candidates)
+    names = list(MATMUL.index_of)
+    for needle in ("_v4", "_pad", "_db", "_sg", "_sw", "reg8x16", "256x128", "128x256"):
+        assert any(needle in name for name in names), needle
+    # Most candidates fit WebGPU's defaults; every group has some that do.
+    defaults = wgtune.DeviceLimits()
+    fitting = [kernel for kernel in MATMUL.candidates if check_limits(kernel, defaults) is None]
+    assert len(fitting) > len(MATMUL) // 2
+    assert {kernel.group.name for kernel in fitting} == {"small", "medium", "large"}
+
+
+def test_key_buckets_sizes_and_vec4_eligibility():
+    assert MATMUL.key(Args((), (192, 160, 96))).as_dict() == {"m": 256, "n": 256, "k": 128, "dtype": "f32", "vec": 4}
+    assert MATMUL.key(Args((), (192, 161, 96))).as_dict()["vec"] == 1
+    assert MATMUL.key(Args((), (192, 160, 97))).as_dict()["vec"] == 1
+    assert MATMUL_F16.key(Args((), (5, 8, 8))).as_dict() == {"m": 8, "n": 8, "k": 8, "dtype": "f16", "vec": 4}
+
+
+@pytest.mark.parametrize(
+    ("size", "group"),
+    [
+        ((128, 128, 128), "small"),
+        ((192, 160, 96), "small"),
+        ((1, 4096, 4096), "small"),
+        ((67, 45, 33), "small"),
+        ((512, 512, 512), "medium"),
+        ((1000, 1000, 999), "medium"),
+        ((4096, 4096, 4096), "large"),
+        ((4096, 2048, 4094), "large"),
+    ],
+)
+@pytest.mark.parametrize("tunables", [MATMUL, MATMUL_F16], ids=lambda s: s.name)
+def test_first_batch_is_a_diverse_batch_of_the_keys_group(tunables, size, group):
+    _, n, k = size
+    key = tunables.key(Args((), size))
+    plan = Plan(tunables.candidates, key)
+    first = [tunables.candidates[i] for i in plan.next()]
+    assert {kernel.group.name for kernel in first} == {group}
+    assert (4 if tunables is MATMUL else 3) <= len(first) <= 16
+    aligned = n % 4 == 0 and k % 4 == 0
+    # Tiles of the vector layout: vec4 first where N and K allow them (the scalar-load twins
+    # later), skipped where not (the twins first).
+    vector = [kernel for kernel in first if kernel.name in TILE_OF and TILE_OF[kernel.name].vector]
+    assert vector and all(_is_vec4(kernel) == aligned for kernel in vector)
+    skipped = {tunables.candidates[i].name for i in plan.skipped}
+    assert skipped == ({kernel.name for kernel in tunables.candidates if _is_vec4(kernel)} if not aligned else set())
+    # The naive kernels are benchmarked on small keys; every tile has a place in some batch.
+    assert ("naive_wg16x16" in {kernel.name for kernel in first}) == (group == "small")
+    later = [i for batch in plan.remaining() for i in batch]
+    assert len(first) + len(later) + len(plan.skipped) == len(tunables)
+
+
+def test_tile_rejects_what_it_cannot_generate():
+    with pytest.raises(ValueError, match="invocations"):
+        MatmulTile(bm=128, bn=128, bk=8, tm=2, tn=2)
+    with pytest.raises(ValueError, match="workgroup storage"):
+        MatmulTile(bm=256, bn=256, bk=32, tm=8, tn=8)
+    with pytest.raises(ValueError, match="multiple"):
+        MatmulTile(bm=32, bn=32, bk=8, tm=3, tn=2)
+    with pytest.raises(ValueError, match="multiples of 4"):
+        MatmulTile(bm=32, bn=32, bk=8, tm=2, tn=2, vec4=True)
+    with pytest.raises(ValueError, match="subgroup"):
+        MatmulTile(bm=64, bn=64, bk=8, tm=4, tn=4, subgroup=True)
+    tile = MatmulTile(bm=128, bn=128, bk=16, tm=8, tn=8, vec4=True, pad=4, double=True)
+    assert tile.workgroup_storage == 4 * 2 * 16 * (132 + 128) <= HARD_MAX_STORAGE
+    assert not tile.fits_webgpu_defaults
+    assert tile.name == "tile128x128_k16_reg8x8_v4_pad_db"
+
+
+def test_cpu_references_match_numpy():
+    m, n, k = 5, 7, 3
+    a = list(demo.random_floats(m * k, seed=1))
+    b = list(demo.random_floats(k * n, seed=2))
+    want = np.array(a, np.float64).reshape(m, k) @ np.array(b, np.float64).reshape(k, n)
+    np.testing.assert_allclose(np.array(matmul.matmul_reference(a, b, m, n, k)).reshape(m, n), want)
+    half = np.array(matmul.matmul_f16_reference(a, b, m, n, k)).reshape(m, n)
+    want16 = np.array(a, np.float16).astype(np.float64).reshape(m, k) @ np.array(b, np.float16).reshape(k, n)
+    np.testing.assert_allclose(half, want16, rtol=matmul.F16_TOLERANCE)
+    assert np.all(half == half.astype(np.float16))  # rounded to f16
+    assert matmul.pack_f16([1.0]) == np.array([1.0, 0.0], np.float16).tobytes()
+
+
+# -- tuning on the adapter -----------------------------------------------------------------------
+
+
+def _tune(device, tunables, args):
+    trials: list[TrialFinished] = []
+    tuner = wgtune.Tuner(
+        device,
+        config=wgtune.Config(samples=3, warmups=1, checks=True, cache=False, log_level="disabled"),
+        observer=lambda event: trials.append(event) if isinstance(event, TrialFinished) else None,
+    )
+    kernel = tuner.execute(tunables, args)
+    key = tunables.key(args)
+    assert tuner.states(tunables)[key] == Hit(tunables.index_of[kernel.name])
+    failed = {event.result.name: event.result for event in trials if not isinstance(event.result, Outcome)}
+    assert not failed, f"candidates failed or disagreed with {tunables.candidates[0].name}: {failed}"
+    return kernel, trials
+
+
+@pytest.mark.parametrize("size", [(67, 45, 33), (192, 160, 96)], ids=lambda s: "x".join(map(str, s)))
+def test_tune_f32_gives_right_output_and_a_hit(device, size):
+    args = demo.make_matmul_args(device, size)
+    _, trials = _tune(device, MATMUL, args)
+    assert len(trials) == len(Plan(MATMUL.candidates, MATMUL.key(args)).next())
+    m, n, k = size
+    a = np.frombuffer(device.read_buffer_sync(args.buffers[0]), np.float32).reshape(m, k)
+    b = np.frombuffer(device.read_buffer_sync(args.buffers[1]), np.float32).reshape(k, n)
+    c = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float32).reshape(m, n)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_tune_f16_gives_right_output_and_a_hit(device):
+    if "shader-f16" not in device.features:
+        pytest.skip("the adapter has no shader-f16")
+    m, n, k = 40, 36, 20
+    rng = np.random.default_rng(5)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
+    args = Args(
+        (
+            device.create_buffer(matmul.pack_f16(a.ravel().tolist())),
+            device.create_buffer(matmul.pack_f16(b.ravel().tolist())),
+            device.create_buffer(size=2 * m * n),
+        ),
+        (m, n, k),
+    )
+    _, trials = _tune(device, MATMUL_F16, args)
+    assert len(trials) == len(Plan(MATMUL_F16.candidates, MATMUL_F16.key(args)).next())
+    got = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float16)[: m * n].reshape(m, n)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=matmul.F16_TOLERANCE, atol=1e-3)
