@@ -13,6 +13,7 @@ Seen with wgpu-py 0.32: ``queue.on_submitted_work_done_*`` raise a cffi TypeErro
 
 from __future__ import annotations
 
+import re
 import struct
 import time
 from dataclasses import dataclass
@@ -146,7 +147,7 @@ class NativeDevice(Device):
     async def compile(self, kernel: Kernel) -> NativePipeline:
         then = tuple([await self.compile(stage) for stage in kernel.then])
         try:
-            module = self.gpu.create_shader_module(code=kernel.wgsl, label=kernel.name)
+            module = self.gpu.create_shader_module(code=_for_naga(kernel.wgsl), label=kernel.name)
             pipeline = self.gpu.create_compute_pipeline(
                 layout="auto", compute={"module": module, "entry_point": kernel.entry_point}, label=kernel.name
             )
@@ -247,6 +248,15 @@ class NativeDevice(Device):
             self.queue.read_buffer(self._sync_buffer)
         except Exception as error:
             raise KernelError(_clean(error)) from None
+
+
+def _for_naga(wgsl: str) -> str:
+    """WGSL as wgpu-py 0.32's compiler (naga) takes it: naga has the subgroup builtins but rejects
+    the ``enable subgroups;`` directive that the WebGPU spec (and Chrome) require."""
+    return _SUBGROUPS_DIRECTIVE.sub("", wgsl) if "subgroups" in wgsl else wgsl
+
+
+_SUBGROUPS_DIRECTIVE = re.compile(r"^[ \t]*enable[ \t]+subgroups[ \t]*;[ \t]*$", re.MULTILINE)
 
 
 def _clean(error: BaseException) -> str:

@@ -39,7 +39,6 @@ Two shapes of code:
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 __all__ = ["DTYPES", "MAX_INVOCATIONS", "MAX_WORKGROUP_STORAGE", "MatmulTile", "naive_wgsl", "tiled_wgsl"]
@@ -59,7 +58,7 @@ DTYPES = {"f32": 4, "f16": 2}
 # Tint (Chrome's WGSL compiler) requires the directive before subgroup builtins; naga as shipped
 # with wgpu-py 0.32 rejects it ("not yet supported") but accepts the builtins. In Pyodide the
 # kernels go to the browser's WebGPU.
-SUBGROUPS_DIRECTIVE = "enable subgroups;\n" if sys.platform == "emscripten" else ""
+SUBGROUPS_DIRECTIVE = "enable subgroups;\n"  # the native backend drops it for naga, which rejects it
 
 _LANES = "xyzw"
 
