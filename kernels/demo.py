@@ -53,6 +53,9 @@ class DemoCase(NamedTuple):
     make_args: Callable[[Any, Size], Args]
 
 
+RANDOM_BLOCK = 1 << 22  # values made from one call for random bits
+
+
 def random_floats(count: int, seed: int | str) -> array:
     """``count`` f32 values in (-1, -0.5] and [0.5, 1), the same for the same ``seed`` everywhere.
 
@@ -61,11 +64,13 @@ def random_floats(count: int, seed: int | str) -> array:
     where a per-value Python loop would block the page's main thread for a second.
     """
     generator = random.Random(seed)  # int and str seeds are deterministic (unlike hash())
-    bits = int.from_bytes(generator.randbytes(4 * count), "little")
-    keep = int.from_bytes(b"\xff\xff\x7f\x80" * count, "little")  # mantissa and sign of each f32
-    exponent = int.from_bytes(b"\x00\x00\x00\x3f" * count, "little")  # 2**-1: magnitudes in [0.5, 1)
     values = array("f")
-    values.frombytes(((bits & keep) | exponent).to_bytes(4 * count, "little"))
+    for start in range(0, count, RANDOM_BLOCK):  # randbytes takes at most 2**28 bytes at a time
+        block = min(RANDOM_BLOCK, count - start)
+        bits = int.from_bytes(generator.randbytes(4 * block), "little")
+        keep = int.from_bytes(b"\xff\xff\x7f\x80" * block, "little")  # mantissa and sign of each f32
+        exponent = int.from_bytes(b"\x00\x00\x00\x3f" * block, "little")  # 2**-1: magnitudes in [0.5, 1)
+        values.frombytes(((bits & keep) | exponent).to_bytes(4 * block, "little"))
     if sys.byteorder == "big":
         values.byteswap()
     return values

@@ -330,3 +330,10 @@ def test_output_checks_without_any_reference_fail_the_tune_once():
     tuner = make_tuner(device, config=quiet(checks=True))
     with pytest.raises(TuneFailed, match="no candidate could produce reference outputs"):
         tuner.execute(tunables, call(device, [1.0]))
+
+
+def test_compare_treats_equal_infinities_as_equal_and_opposite_ones_as_different():
+    inf = math.inf
+    assert compare(f32([inf, -inf, 1.0]), f32([inf, -inf, 1.0]), "f", 0.0, 0.0) is None
+    assert compare(f32([inf]), f32([-inf]), "f", 1e-4, 1e-4) is not None
+    assert compare(f32([inf]), f32([3.0e38]), "f", 1e-4, 1e-4) is not None

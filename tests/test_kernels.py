@@ -180,3 +180,12 @@ def test_tune_fma_gives_right_output_and_a_hit(device, n):
     assert len(trials) == len(FMA) - vector_candidates
     x, b, out = (np.frombuffer(device.read_buffer_sync(buffer), np.float32) for buffer in args.buffers)
     np.testing.assert_allclose(out, np.float32(demo.FMA_ALPHA) * x + b, rtol=1e-6, atol=1e-6)
+
+
+def test_random_floats_are_made_in_blocks_past_what_one_call_for_random_bits_gives():
+    from wgtune.kernels.demo import RANDOM_BLOCK, random_floats
+
+    values = random_floats(RANDOM_BLOCK + 5, seed="blocks")
+    assert len(values) == RANDOM_BLOCK + 5
+    assert list(values[:RANDOM_BLOCK]) == list(random_floats(RANDOM_BLOCK, seed="blocks"))
+    assert all(0.5 <= abs(v) < 1.0 for v in values[RANDOM_BLOCK:])

@@ -1,0 +1,299 @@
+"""The reduction family on the real adapter (lavapipe here): every candidate of both sets, odd
+shapes, the plan's regimes, and a tune of each set.
+
+Each candidate is compiled and dispatched directly, without the tuner, so that a wrong
+candidate fails here by name. Sums are checked exactly: inputs are multiples of 1/8 of
+magnitude at most 1, whose f32 sums are exact in any order at these sizes. Output and scratch
+buffers start as NaN and carry a guard region past the end (a store out of bounds shows); x is
+followed by NaNs (a load past the end that reaches an output shows).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import wgtune
+from wgtune import Args, Hit, Outcome, TrialFinished, run_inline
+from wgtune.backends.native import NativeDevice
+from wgtune.device import check_grid, check_limits
+from wgtune.kernels import reduction
+from wgtune.plan import Plan
+
+GUARD = 64  # f32 words after each output and scratch, which no candidate may write
+SENTINEL = np.float32(-12345.0)
+
+SUM = reduction.reduction_set("sum")
+MAX = reduction.reduction_set("max")
+SETS = {"sum": SUM, "max": MAX}
+SHAPES = [(1, 1), (1, 4099), (7, 33), (33, 7), (5, 1030), (1, 70001), (300, 129), (3, 0)]
+CANDIDATES = [(op, name) for op, tunables in SETS.items() for name in tunables.index_of]
+
+
+@pytest.fixture(scope="module")
+def device() -> NativeDevice:
+    return NativeDevice.open()
+
+
+@pytest.fixture(scope="module")
+def pipelines(device):
+    cache: dict[int, object] = {}
+
+    def get(kernel: wgtune.Kernel):
+        if id(kernel) not in cache:
+            cache[id(kernel)] = run_inline(device.compile(kernel))
+        return cache[id(kernel)]
+
+    return get
+
+
+def _guarded(device, count: int):
+    """``count`` NaNs followed by the guard region."""
+    data = np.concatenate([np.full(count, np.nan, np.float32), np.full(GUARD, SENTINEL, np.float32)])
+    return device.create_buffer(data.tobytes())
+
+
+def _run(device, pipelines, kernel: wgtune.Kernel, x: np.ndarray) -> np.ndarray:
+    """Dispatch ``kernel`` (every stage) once on ``x``; return ``out`` after checking the guards."""
+    rows, cols = x.shape
+    scratch = reduction.scratch_elements(rows, cols)
+    buffers = (
+        device.create_buffer(np.concatenate([x.ravel(), np.full(GUARD, np.nan, np.float32)]).tobytes()),
+        _guarded(device, rows),
+        _guarded(device, scratch),
+    )
+    args = Args(buffers, (rows, cols))
+    grid = tuple(kernel.grid(args))
+    for stage in kernel.stages:
+        assert check_grid(tuple(stage.grid(args)), device.limits) is None
+    device.dispatch(pipelines(kernel), args, grid)
+    out = np.frombuffer(device.read_buffer_sync(buffers[1]), np.float32)
+    assert np.all(out[rows:] == SENTINEL), f"{kernel.name} wrote past the end of out"
+    partials = np.frombuffer(device.read_buffer_sync(buffers[2]), np.float32)
+    assert np.all(partials[scratch:] == SENTINEL), f"{kernel.name} wrote past scratch_elements"
+    return out[:rows]
+
+
+def _width(kernel: wgtune.Kernel) -> int:
+    return 4 if "vec4" in kernel.name else 1
+
+
+# lavapipe (Mesa 22.3's llvmpipe) stops an invocation's loops, silently, after 65535 iterations
+# in total (its guard against endless loops), so there a candidate is right only while each
+# invocation loops fewer times. Real GPUs have no such cap.
+LLVMPIPE_LOOP_CAP = 65535
+
+
+def _loop_iterations(op: str, name: str, rows: int, cols: int) -> int:
+    """An upper bound on the loop iterations of one invocation of candidate ``name`` (all stages)."""
+    variant = reduction.REDUCTION_VARIANTS[SETS[op].index_of[name]]
+    count = cols // variant.width
+    step = variant.unroll * (variant.g if variant.layout == "pack" else variant.workgroup)
+    if variant.layout == "split":
+        count = variant.chunk // variant.width
+    iterations = count // step + variant.unroll + 2  # the unrolled loop, its tail, the subgroup step
+    if variant.layout == "split":
+        iterations += -(-cols // variant.chunk) // variant.workgroup + 3  # stage 2
+    return iterations
+
+
+def _capped(device, op: str, name: str, rows: int, cols: int) -> bool:
+    """Whether lavapipe's loop cap would cut this run short."""
+    return "llvmpipe" in device.identity.device and _loop_iterations(op, name, rows, cols) > LLVMPIPE_LOOP_CAP
+
+
+def _eighths(rng, shape) -> np.ndarray:
+    """Nonzero multiples of 1/8 in [-1, 1]: f32 sums of them are exact (partials stay far below 2**21)."""
+    values = rng.integers(1, 9, shape) * rng.choice([-1, 1], shape) / 8
+    return values.astype(np.float32)
+
+
+@pytest.mark.parametrize(("op", "name"), CANDIDATES, ids=[f"{op}-{name}" for op, name in CANDIDATES])
+def test_candidate_matches_numpy_on_odd_shapes(device, pipelines, op, name):
+    """vec4 candidates run on cols rounded up to a multiple of 4: the plan never gives them others."""
+    kernel = SETS[op].candidates[SETS[op].index_of[name]]
+    width = _width(kernel)
+    for rows, base_cols in SHAPES:
+        cols = -(-base_cols // width) * width
+        if _capped(device, op, name, rows, cols):  # only pack_f32_g1_* on 1 x 70001
+            assert name.startswith("pack_f32_g1_") and cols == 70001
+            continue
+        rng = np.random.default_rng(rows * 100_003 + cols)
+        x = _eighths(rng, (rows, cols)) if op == "sum" else rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
+        got = _run(device, pipelines, kernel, x)
+        want = x.astype(np.float64).sum(axis=1) if op == "sum" else x.max(axis=1) if cols else np.full(rows, -np.inf)
+        np.testing.assert_array_equal(got, want, err_msg=f"{name} on {rows}x{cols}")
+
+
+@pytest.mark.parametrize("name", list(MAX.index_of))
+def test_max_candidate_handles_negative_rows_and_infinities(device, pipelines, name):
+    kernel = MAX.candidates[MAX.index_of[name]]
+    cols = 40 if _width(kernel) == 4 else 37
+    rng = np.random.default_rng(cols)
+    x = -rng.uniform(1, 1000, (5, cols)).astype(np.float32)  # all negative
+    x[1, :] = -np.inf
+    x[2, ::3] = -np.inf
+    x[3, 17] = np.inf
+    x[4, cols - 1] = -0.5  # the maximum is the last element
+    got = _run(device, pipelines, kernel, x)
+    np.testing.assert_array_equal(got, x.max(axis=1))
+
+
+def test_two_pass_candidates_wrap_their_grid_and_stay_right(device, pipelines):
+    """40000 rows need more workgroups than one grid dimension holds (one-pass, stage 1 and 2)."""
+    rows, cols = 40_000, 12
+    rng = np.random.default_rng(7)
+    x = _eighths(rng, (rows, cols))
+    for tunables in (SUM, MAX):
+        for kernel in (tunables.candidates[0], tunables.candidates[tunables.index_of["split_f32_wg256_c4096_tree"]]):
+            assert all(stage.grid(Args((), (rows, cols)))[1] > 1 for stage in kernel.stages)
+            got = _run(device, pipelines, kernel, x)
+            want = x.astype(np.float64).sum(axis=1) if tunables is SUM else x.max(axis=1)
+            np.testing.assert_array_equal(got, want, err_msg=kernel.name)
+
+
+def test_grids_fit_the_per_dimension_limit_for_huge_shapes():
+    defaults = wgtune.DeviceLimits()
+    for rows, cols in [(2**30, 1), (2**26, 16), (1, 2**30), (2**14, 2**16)]:
+        for kernel in SUM.candidates:
+            for stage in kernel.stages:
+                assert check_grid(tuple(stage.grid(Args((), (rows, cols)))), defaults) is None, (stage.name, rows)
+
+
+@pytest.mark.parametrize("kernel", [stage for k in SUM.candidates + MAX.candidates for stage in k.stages],
+                         ids=lambda kernel: kernel.name)
+def test_declared_workgroup_storage_and_size_match_the_wgsl(kernel):
+    declared = re.findall(r"var<workgroup>\s+\w+\s*:\s*array<f32,\s*(\d+)>", kernel.wgsl)
+    assert kernel.workgroup_storage == 4 * sum(int(count) for count in declared)
+    size = re.search(r"@workgroup_size\((\d+),\s*(\d+),\s*(\d+)\)", kernel.wgsl)
+    assert tuple(int(n) for n in size.groups()) == kernel.workgroup_size
+    uses_subgroups = bool(re.search(r"\bsubgroup[A-Z]", kernel.wgsl))
+    assert uses_subgroups == ("subgroups" in kernel.features)
+
+
+def test_the_set_is_sized_distinct_and_candidate_0_is_the_plain_default():
+    for tunables in (SUM, MAX):
+        assert 20 <= len(tunables) <= 40
+        assert len({kernel.wgsl for kernel in tunables.candidates}) == len(tunables)
+        first = tunables.candidates[0]
+        assert first.name == "row_f32x4_wg256_tree" and first.group is None and not first.features
+        assert check_limits(first, wgtune.DeviceLimits(), frozenset()) is None  # fits WebGPU's defaults
+    assert (SUM.name, MAX.name) == ("row_sum", "row_max")
+    assert (MAX.atol, MAX.rtol) == (0.0, 0.0)
+    assert SUM.checksum != MAX.checksum
+
+
+def test_subgroup_candidates_carry_the_directive_unless_asked_not_to():
+    without = reduction.reduction_set("sum", subgroup_directive=False)
+    for marked, plain in zip(SUM.candidates, without.candidates, strict=True):
+        for stage, plain_stage in zip(marked.stages, plain.stages, strict=True):
+            assert "enable subgroups;" not in plain_stage.wgsl
+            assert ("enable subgroups;" in stage.wgsl) == ("subgroups" in stage.features)
+    assert without.checksum != SUM.checksum
+
+
+def test_key_buckets_sizes_and_records_vec4_eligibility():
+    assert SUM.key(Args((), (300, 129))).as_dict() == {"rows": 512, "cols": 256, "op": "sum", "vec": 1,
+                                                        "dtype": "f32"}
+    assert MAX.key(Args((), (1, 1 << 22))).as_dict() == {"rows": 1, "cols": 1 << 22, "op": "max", "vec": 4,
+                                                          "dtype": "f32"}
+
+
+@pytest.mark.parametrize("shape", [(16384, 1024), (300, 129), (1, 1 << 22), (64, 1 << 16), (1 << 14, 1 << 14),
+                                   (5, 1030), (1, 4099)])
+def test_plan_measures_one_regime_with_candidate_0_and_skips_vec4_where_cols_forbid(shape):
+    rows, cols = shape
+    key = SUM.key(Args((), shape))
+    plan = Plan(SUM.candidates, key)
+    skipped = set(plan.skipped)
+    for index, kernel in enumerate(SUM.candidates):
+        long_rows = kernel.name.startswith("pack") and wgtune.anchor(cols) > reduction.MULTI_ROW_SKIP_COLS
+        assert (index in skipped) == (long_rows or (_width(kernel) == 4 and cols % 4 != 0)), kernel.name
+    first = plan.next()
+    assert first[0] == 0
+    layouts = {SUM.candidates[index].name.split("_")[0] for index in first[1:]}
+    if wgtune.anchor(cols) <= reduction.MULTI_ROW_MAX_COLS:
+        assert layouts == {"pack"}
+    elif wgtune.anchor(rows) <= reduction.TWO_PASS_MAX_ROWS and wgtune.anchor(cols) >= reduction.TWO_PASS_MIN_COLS:
+        assert layouts == {"split"}
+    else:
+        assert layouts == {"row"}
+
+
+def test_on_lavapipe_the_plan_measures_only_candidates_clear_of_its_loop_cap():
+    """Every shape lavapipe can bind (x up to 2**25 f32): candidate 0 and the first batch stay
+    under the cap, so a tune there never measures (nor picks) a candidate it cuts short."""
+    for row_bits in range(26):
+        for col_bits in range(26 - row_bits):
+            rows, cols = 1 << row_bits, 1 << col_bits
+            first = Plan(SUM.candidates, SUM.key(Args((), (rows, cols)))).next()
+            for index in first:
+                name = SUM.candidates[index].name
+                assert _loop_iterations("sum", name, rows, cols) <= LLVMPIPE_LOOP_CAP, (name, rows, cols)
+
+
+def test_variants_reject_what_the_generator_cannot_build():
+    with pytest.raises(ValueError, match="chunk"):
+        reduction.ReductionVariant("split", 256, width=4, chunk=2048)  # below MIN_CHUNK
+    with pytest.raises(ValueError, match="chunk"):
+        reduction.ReductionVariant("split", 256, width=4, chunk=4608)  # not a multiple of 256 * 4
+    with pytest.raises(ValueError, match="combines"):
+        reduction.ReductionVariant("pack", 256, g=8, combine="shuffle")
+    with pytest.raises(ValueError, match="power of two"):
+        reduction.ReductionVariant("row", 96)
+    with pytest.raises(ValueError, match="unknown reduction"):
+        reduction.reduction_set("mean")
+
+
+def test_cpu_references_match_numpy():
+    x = [0.5, -2.0, 3.0, -1.0, -4.0, -0.25]
+    assert reduction.row_sum_reference(x, 2, 3) == [1.5, -5.25]
+    assert reduction.row_max_reference(x, 2, 3) == [3.0, -0.25]
+    assert reduction.row_sum_reference([], 2, 0) == [0.0, 0.0]
+    assert reduction.row_max_reference([], 1, 0) == [-math.inf]
+    assert math.isnan(reduction.row_max_reference([1.0, math.nan], 1, 2)[0])
+    rng = np.random.default_rng(3)
+    values = rng.uniform(-1, 1, (4, 50))
+    np.testing.assert_allclose(reduction.row_sum_reference(list(values.ravel()), 4, 50), values.sum(axis=1))
+    np.testing.assert_array_equal(reduction.row_max_reference(list(values.ravel()), 4, 50), values.max(axis=1))
+
+
+def test_make_reduction_args_builds_seeded_buffers(device):
+    args = reduction.make_reduction_args(device, (3, 5000), "sum", seed=1)
+    assert args.params == (3, 5000)
+    x, out, scratch = args.buffers
+    assert (x.size, out.size, scratch.size) == (4 * 15000, 4 * 3, 4 * reduction.scratch_elements(3, 5000))
+    again = reduction.make_reduction_args(device, (3, 5000), "sum", seed=1)
+    assert device.read_buffer_sync(x) == device.read_buffer_sync(again.buffers[0])
+    other = reduction.make_reduction_args(device, (3, 5000), "sum", seed=2)
+    assert device.read_buffer_sync(x) != device.read_buffer_sync(other.buffers[0])
+    assert reduction.scratch_elements(0, 0) == 1 and reduction.scratch_elements(2, 4097) == 4
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("shape", [(3, 20000), (200, 516)], ids=lambda s: "x".join(map(str, s)))
+def test_tune_gives_right_output_and_a_hit(device, op, shape):
+    tunables = SETS[op]
+    args = reduction.make_reduction_args(device, shape, op)
+    trials: list[TrialFinished] = []
+    tuner = wgtune.Tuner(
+        device,
+        config=wgtune.Config(samples=2, warmups=1, checks=True, log_level="disabled", cache=False),
+        observer=lambda event: trials.append(event) if isinstance(event, TrialFinished) else None,
+    )
+    kernel = tuner.execute(tunables, args)
+    key = tunables.key(args)
+    assert tuner.states(tunables)[key] == Hit(tunables.index_of[kernel.name])
+    failed = {event.result.name: event.result for event in trials if not isinstance(event.result, Outcome)}
+    assert not failed, f"candidates failed or disagreed with {tunables.candidates[0].name}: {failed}"
+    assert len(trials) == len(Plan(tunables.candidates, key).next())
+    rows, cols = shape
+    x = np.frombuffer(device.read_buffer_sync(args.buffers[0]), np.float32).reshape(rows, cols)
+    out = np.frombuffer(device.read_buffer_sync(args.buffers[1]), np.float32)
+    if op == "sum":
+        np.testing.assert_allclose(out, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
+    else:
+        np.testing.assert_array_equal(out, x.max(axis=1))
