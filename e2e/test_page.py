@@ -101,7 +101,7 @@ def test_the_page_loads_with_no_console_errors_and_describes_the_adapter(browser
     assert info["vendor"] and info["vendor"].lower() in adapter
     assert "timestamp" in adapter and "fallback" in adapter
     catalogue = page.evaluate("window.wgtune.catalogue()")
-    assert [s["name"] for s in catalogue["sets"]] == ["matmul", "fma"]
+    assert [s["name"] for s in catalogue["sets"]] == ["matmul", "fma", "row_sum", "row_max"]
     assert page.evaluate("crossOriginIsolated") is True  # fine-grained performance.now()
     assert page.locator('tr[data-key="matmul/128x128x128"]').count() == 1
     assert log.errors == []

@@ -24,6 +24,7 @@ from wgtune import Args, TunableSet
 
 from .bandwidth import fma_reference, fma_set
 from .matmul import matmul_reference, matmul_set
+from .reduction import make_reduction_args, reduction_set
 
 __all__ = [
     "FMA_ALPHA",
@@ -43,6 +44,8 @@ FMA_ALPHA = 1.5
 
 MATMUL_SIZES: tuple[Size, ...] = ((128, 128, 128), (192, 160, 96))
 FMA_SIZES: tuple[Size, ...] = ((1 << 18,), (1 << 20,), (100_003,))
+ROW_SUM_SIZES: tuple[Size, ...] = ((512, 1024), (3, 20_001))
+ROW_MAX_SIZES: tuple[Size, ...] = ((512, 1024),)
 
 
 class DemoCase(NamedTuple):
@@ -96,9 +99,20 @@ def make_fma_args(device: Any, size: Size, seed: int = 0) -> Args:
     return Args(buffers, (n, FMA_ALPHA))
 
 
+def make_row_sum_args(device: Any, size: Size, seed: int = 0) -> Args:
+    return make_reduction_args(device, size, "sum", seed)
+
+
+def make_row_max_args(device: Any, size: Size, seed: int = 0) -> Args:
+    return make_reduction_args(device, size, "max", seed)
+
+
 def demo_suite() -> list[DemoCase]:
-    """The cases ``wgtune tune`` runs: matmul (a square and an odd shape), fma (three lengths)."""
+    """The cases ``wgtune tune`` (and the page) run: matmul (a square and an odd shape), fma
+    (three lengths), row sums (many short rows, a few long ones), row maxima."""
     return [
         DemoCase(matmul_set(), MATMUL_SIZES, make_matmul_args),
         DemoCase(fma_set(), FMA_SIZES, make_fma_args),
+        DemoCase(reduction_set("sum"), ROW_SUM_SIZES, make_row_sum_args),
+        DemoCase(reduction_set("max"), ROW_MAX_SIZES, make_row_max_args),
     ]

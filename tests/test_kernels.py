@@ -145,7 +145,7 @@ def test_demo_inputs_are_deterministic_and_in_range():
 
 def test_demo_suite_builds_args_for_every_size(device):
     cases = demo.demo_suite()
-    assert {case.tunables.name for case in cases} == {"matmul", "fma"}
+    assert {case.tunables.name for case in cases} == {"matmul", "fma", "row_sum", "row_max"}
     for case in cases:
         assert case.sizes
         for size in case.sizes:
