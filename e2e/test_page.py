@@ -272,9 +272,15 @@ def test_failing_candidates_appear_as_failed_with_their_reasons(browser):
     assert results["too_much_storage"]["error"] == "Launch"
     assert "workgroup storage" in results["too_much_storage"]["reason"]
 
-    page.locator('tr[data-key="embedded/4096"]').click()
+    # The row appears once the page re-reads its keys; the chart follows the click on its next frame.
+    row = page.locator('tr[data-key="embedded/4096"]')
+    row.wait_for(timeout=60_000)
+    page.wait_for_function(
+        "() => { const row = document.querySelector('tr[data-key=\"embedded/4096\"]'); row?.click();"
+        " return !!document.querySelector('#chart g[data-candidate=\"broken_wgsl\"][data-status=\"failed\"]'); }",
+        timeout=60_000, polling=500,
+    )
     failed = page.locator('#chart g[data-candidate="broken_wgsl"][data-status="failed"]')
-    failed.wait_for()
     assert "compile failed" in failed.text_content()  # the row's <title> holds the whole reason
     assert page.locator('#chart g[data-candidate="too_much_storage"][data-status="failed"]').count() == 1
     assert page.locator('#chart g[data-candidate="f32_x1_wg64"][data-status="winner"]').count() == 1
