@@ -4,7 +4,7 @@ VENV := .venv
 # Mesa's Vulkan loader complains on every start without a runtime directory.
 export XDG_RUNTIME_DIR ?= /tmp/wgtune-runtime-$(shell id -u)
 
-.PHONY: setup setup-browser run serve test lint bench bench-page clean
+.PHONY: setup setup-browser run serve test lint bench bench-page bench-kernels clean
 
 setup: $(VENV)/.installed
 
@@ -42,6 +42,11 @@ bench: setup
 
 bench-page: setup-browser
 	$(VENV)/bin/python bench/page.py
+
+# Each kernel family tuned, winner vs candidate 0 (and torch where it has a GPU); FULL=1 for the H200 sizes.
+bench-kernels: setup
+	@mkdir -p -m 700 $(XDG_RUNTIME_DIR)
+	$(VENV)/bin/python bench/kernels.py $(if $(FULL),--full)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
