@@ -68,29 +68,22 @@ def rel_error(got: np.ndarray, want: np.ndarray) -> float:
 
 def cuda_seconds(run: Callable[[], Any], samples: int = 10) -> float:
     """Median seconds of ``run`` on the GPU: CUDA events around enough repeats for 1 ms."""
+
+    def timed(repeats: int) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeats):
+            run()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 1000
+
     run()
     torch.cuda.synchronize()
     repeats = 1
-    while True:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(repeats):
-            run()
-        end.record()
-        torch.cuda.synchronize()
-        if start.elapsed_time(end) >= 1.0 or repeats >= 4096:
-            break
+    while timed(repeats) < 1e-3 and repeats < 4096:
         repeats *= 4
-    times = []
-    for _ in range(samples):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(repeats):
-            run()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1000 / repeats)
-    return statistics.median(times)
+    return statistics.median(timed(repeats) / repeats for _ in range(samples))
 
 
 # -- the workloads -------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ import re
 
 import numpy as np
 import pytest
+from kernel_checks import tune_checked
 
 import wgtune
-from wgtune import Args, Hit, Outcome, TrialFinished, run_inline
+from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.device import check_grid
 from wgtune.kernels import bandwidth, demo, matmul
@@ -157,25 +158,10 @@ def test_demo_suite_builds_args_for_every_size(device):
 # -- tuning ---------------------------------------------------------------------------------------
 
 
-def _tune(device, tunables, args):
-    trials: list[TrialFinished] = []
-    tuner = wgtune.Tuner(
-        device,
-        config=wgtune.Config(samples=3, warmups=1, checks=True, log_level="disabled"),
-        observer=lambda event: trials.append(event) if isinstance(event, TrialFinished) else None,
-    )
-    kernel = tuner.execute(tunables, args)
-    key = tunables.key(args)
-    assert tuner.states(tunables)[key] == Hit(tunables.index_of[kernel.name])
-    failed = {event.result.name: event.result for event in trials if not isinstance(event.result, Outcome)}
-    assert not failed, f"candidates failed or disagreed with {tunables.candidates[0].name}: {failed}"
-    return trials
-
-
 @pytest.mark.parametrize("n", [4100, 4099])
 def test_tune_fma_gives_right_output_and_a_hit(device, n):
     args = demo.make_fma_args(device, (n,))
-    trials = _tune(device, FMA, args)
+    _, trials = tune_checked(device, FMA, args)
     vector_candidates = sum(1 for kernel in FMA.candidates if n % _fma_width(kernel))
     assert len(trials) == len(FMA) - vector_candidates
     x, b, out = (np.frombuffer(device.read_buffer_sync(buffer), np.float32) for buffer in args.buffers)

@@ -15,9 +15,10 @@ import re
 
 import numpy as np
 import pytest
+from kernel_checks import tune_checked
 
 import wgtune
-from wgtune import Args, Hit, Outcome, TrialFinished, run_inline
+from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.device import check_grid, check_limits
 from wgtune.kernels import demo, matmul
@@ -269,25 +270,10 @@ def test_cpu_references_match_numpy():
 # -- tuning on the adapter -----------------------------------------------------------------------
 
 
-def _tune(device, tunables, args):
-    trials: list[TrialFinished] = []
-    tuner = wgtune.Tuner(
-        device,
-        config=wgtune.Config(samples=3, warmups=1, checks=True, cache=False, log_level="disabled"),
-        observer=lambda event: trials.append(event) if isinstance(event, TrialFinished) else None,
-    )
-    kernel = tuner.execute(tunables, args)
-    key = tunables.key(args)
-    assert tuner.states(tunables)[key] == Hit(tunables.index_of[kernel.name])
-    failed = {event.result.name: event.result for event in trials if not isinstance(event.result, Outcome)}
-    assert not failed, f"candidates failed or disagreed with {tunables.candidates[0].name}: {failed}"
-    return kernel, trials
-
-
 @pytest.mark.parametrize("size", [(67, 45, 33), (192, 160, 96)], ids=lambda s: "x".join(map(str, s)))
 def test_tune_f32_gives_right_output_and_a_hit(device, size):
     args = demo.make_matmul_args(device, size)
-    _, trials = _tune(device, MATMUL, args)
+    _, trials = tune_checked(device, MATMUL, args)
     assert len(trials) == len(Plan(MATMUL.candidates, MATMUL.key(args)).next())
     m, n, k = size
     a = np.frombuffer(device.read_buffer_sync(args.buffers[0]), np.float32).reshape(m, k)
@@ -311,7 +297,7 @@ def test_tune_f16_gives_right_output_and_a_hit(device):
         ),
         (m, n, k),
     )
-    _, trials = _tune(device, MATMUL_F16, args)
+    _, trials = tune_checked(device, MATMUL_F16, args)
     assert len(trials) == len(Plan(MATMUL_F16.candidates, MATMUL_F16.key(args)).next())
     got = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float16)[: m * n].reshape(m, n)
     want = a.astype(np.float64) @ b.astype(np.float64)

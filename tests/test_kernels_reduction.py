@@ -15,9 +15,10 @@ import re
 
 import numpy as np
 import pytest
+from kernel_checks import tune_checked
 
 import wgtune
-from wgtune import Args, Hit, Outcome, TrialFinished, run_inline
+from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.device import check_grid, check_limits
 from wgtune.kernels import reduction
@@ -278,17 +279,8 @@ def test_make_reduction_args_builds_seeded_buffers(device):
 def test_tune_gives_right_output_and_a_hit(device, op, shape):
     tunables = SETS[op]
     args = reduction.make_reduction_args(device, shape, op)
-    trials: list[TrialFinished] = []
-    tuner = wgtune.Tuner(
-        device,
-        config=wgtune.Config(samples=2, warmups=1, checks=True, log_level="disabled", cache=False),
-        observer=lambda event: trials.append(event) if isinstance(event, TrialFinished) else None,
-    )
-    kernel = tuner.execute(tunables, args)
+    _, trials = tune_checked(device, tunables, args, samples=2)
     key = tunables.key(args)
-    assert tuner.states(tunables)[key] == Hit(tunables.index_of[kernel.name])
-    failed = {event.result.name: event.result for event in trials if not isinstance(event.result, Outcome)}
-    assert not failed, f"candidates failed or disagreed with {tunables.candidates[0].name}: {failed}"
     assert len(trials) == len(Plan(tunables.candidates, key).next())
     rows, cols = shape
     x = np.frombuffer(device.read_buffer_sync(args.buffers[0]), np.float32).reshape(rows, cols)

@@ -1,0 +1,22 @@
+"""A checked tune on a real device, shared by the kernel families' tests."""
+
+from __future__ import annotations
+
+import wgtune
+from wgtune import Hit, Outcome, TrialFinished
+
+
+def tune_checked(device, tunables, args, *, samples: int = 3):
+    """Tune ``tunables`` on ``args`` with output checks on; assert the key became a Hit and that no
+    benchmarked candidate failed or disagreed with candidate 0. Returns the winner and the trials."""
+    trials: list[TrialFinished] = []
+    tuner = wgtune.Tuner(
+        device,
+        config=wgtune.Config(samples=samples, warmups=1, checks=True, cache=False, log_level="disabled"),
+        observer=lambda event: trials.append(event) if isinstance(event, TrialFinished) else None,
+    )
+    kernel = tuner.execute(tunables, args)
+    assert tuner.states(tunables)[tunables.key(args)] == Hit(tunables.index_of[kernel.name])
+    failed = {event.result.name: event.result for event in trials if not isinstance(event.result, Outcome)}
+    assert not failed, f"candidates failed or disagreed with {tunables.candidates[0].name}: {failed}"
+    return kernel, trials
