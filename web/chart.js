@@ -102,7 +102,10 @@ export function renderChart(container, model) {
     subtitle.textContent = model.subtitle;
     nodes.push(subtitle);
   }
-  const results = model?.results ?? [];
+  // Candidates the plan never ran (a Skip) are listed under the chart, not drawn: with 50 candidates
+  // and a plan that stops after its first batch, they would be most of the rows.
+  const all = model?.results ?? [];
+  const results = all.filter((result) => result.error !== "Skip");
   if (results.length === 0) {
     const empty = document.createElement("p");
     empty.className = "muted";
@@ -111,7 +114,29 @@ export function renderChart(container, model) {
   } else {
     nodes.push(drawSvg(results, model.winner, model.title ?? "candidates"));
   }
+  const skipped = all.filter((result) => result.error === "Skip");
+  if (skipped.length) nodes.push(skippedList(skipped));
   container.replaceChildren(...nodes);
+}
+
+/** The candidates not run, folded: how many, and each one's name and the plan's reason. */
+function skippedList(skipped) {
+  const details = document.createElement("details");
+  details.className = "chart-skipped muted";
+  details.dataset.count = String(skipped.length);
+  const summary = document.createElement("summary");
+  const reasons = new Set(skipped.map((result) => result.reason));
+  const why = reasons.size === 1 ? `: ${[...reasons][0].replace(/^not run: /, "")}` : "";
+  summary.textContent = `${skipped.length} more candidate${skipped.length === 1 ? "" : "s"} not run${why}`;
+  const list = document.createElement("ul");
+  for (const result of skipped) {
+    const item = document.createElement("li");
+    item.dataset.candidate = result.name;
+    item.textContent = reasons.size === 1 ? result.name : `${result.name}: ${result.reason}`;
+    list.append(item);
+  }
+  details.append(summary, list);
+  return details;
 }
 
 function drawSvg(results, winner, label) {
