@@ -33,7 +33,7 @@ from wgtune import Args, Config, Outcome, TrialFinished, TunableSet, Tuner, run_
 from wgtune.backends.native import NativeDevice
 from wgtune.benchmark import run_candidate
 from wgtune.kernels.bandwidth import fma_set
-from wgtune.kernels.matmul import matmul_set
+from wgtune.kernels.matmul import matmul_f16_set, matmul_set
 
 try:  # torch is optional: the side-by-side column appears where it has a GPU
     import torch
@@ -112,6 +112,29 @@ def matmul_workload(m: int, n: int, k: int) -> Workload:
     return Workload("matmul", f"{m}x{n}x{k}", matmul_set(), make, 2.0 * m * n * k, "GFLOP/s", check, with_torch)
 
 
+def matmul_f16_workload(m: int, n: int, k: int) -> Workload:
+    """f16 A, B and C (f32 sums inside the kernels); torch's figure is its f16 matmul."""
+
+    def make(device: NativeDevice) -> tuple[Args, dict]:
+        a, b = seeded((m, k), 1).astype(np.float16), seeded((k, n), 2).astype(np.float16)
+        pad = lambda data: data + bytes(-len(data) % 4)  # noqa: E731 (buffer sizes are whole words)
+        buffers = (device.create_buffer(pad(a.tobytes())), device.create_buffer(pad(b.tobytes())),
+                   device.create_buffer(size=2 * m * n + (2 * m * n) % 4))
+        return Args(buffers, (m, n, k)), {"a": a, "b": b}
+
+    def check(out: np.ndarray, inputs: dict) -> float:
+        got = out.view(np.float16)[: m * n].reshape(m, n)
+        want = inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)
+        return rel_error(got, want)
+
+    def with_torch(inputs: dict) -> tuple[str, float]:
+        a, b = torch.from_numpy(inputs["a"]).cuda(), torch.from_numpy(inputs["b"]).cuda()
+        return "torch f16 matmul", cuda_seconds(lambda: a @ b)
+
+    return Workload("matmul_f16", f"{m}x{n}x{k}", matmul_f16_set(), make, 2.0 * m * n * k, "GFLOP/s", check,
+                    with_torch)
+
+
 def fma_workload(n: int) -> Workload:
     alpha = 1.5
 
@@ -166,11 +189,12 @@ def reduction_workload(op: str, rows: int, cols: int) -> Workload | None:
 def workloads(full: bool) -> list[Workload]:
     if full:
         found = [matmul_workload(4096, 4096, 4096), matmul_workload(2048, 2048, 2048),
-                 matmul_workload(4096, 1024, 4096), fma_workload(1 << 28),
+                 matmul_workload(4096, 1024, 4096), matmul_f16_workload(4096, 4096, 4096), fma_workload(1 << 28),
                  reduction_workload("sum", 1 << 14, 1 << 14), reduction_workload("sum", 1, 1 << 28),
                  reduction_workload("max", 1 << 14, 1 << 14)]
     else:
-        found = [matmul_workload(256, 256, 256), matmul_workload(320, 192, 130), fma_workload(1 << 20),
+        found = [matmul_workload(256, 256, 256), matmul_workload(320, 192, 130), matmul_f16_workload(256, 256, 256),
+                 fma_workload(1 << 20),
                  fma_workload(1_000_003), reduction_workload("sum", 1024, 1024), reduction_workload("sum", 1, 1 << 20),
                  reduction_workload("max", 333, 777)]
     return [w for w in found if w is not None]
