@@ -27,11 +27,11 @@ from typing import Any
 import js
 from pyodide.ffi import JsException, create_proxy, jsnull, to_js
 
-from wgtune.device import Device, DeviceIdentity, DeviceLimits, Timing
+from wgtune.device import CompiledKernel, Device, DeviceIdentity, DeviceLimits, Timing
 from wgtune.errors import KernelError
 from wgtune.tunable import Args, Grid, Kernel, pack_params
 
-__all__ = ["BrowserDevice", "BrowserPipeline"]
+__all__ = ["BrowserDevice"]
 
 # Chrome's timestamp quantization on real GPUs; assumed wherever the device has timestamps.
 TIMESTAMP_GRAIN = 100e-6
@@ -50,18 +50,6 @@ def _absent(value: Any) -> bool:
 def _message(error: BaseException | Any) -> str:
     text = getattr(error, "message", None) or str(error)
     return str(text).strip() or type(error).__name__
-
-
-@dataclass(frozen=True, eq=False)
-class BrowserPipeline:
-    kernel: Kernel
-    pipeline: Any
-    layout: Any
-    then: tuple[BrowserPipeline, ...] = ()  # the kernel's further stages, compiled
-
-    @property
-    def stages(self) -> tuple[BrowserPipeline, ...]:
-        return (self, *self.then)
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,7 +160,7 @@ class BrowserDevice(Device):
 
     # -- kernels ----------------------------------------------------------------------------
 
-    async def compile(self, kernel: Kernel) -> BrowserPipeline:
+    async def compile(self, kernel: Kernel) -> CompiledKernel:
         then = tuple([await self.compile(stage) for stage in kernel.then])
         gpu = self.gpu
         gpu.pushErrorScope("validation")
@@ -190,9 +178,9 @@ class BrowserDevice(Device):
             pipeline = await gpu.createComputePipelineAsync(_js(descriptor))
         except JsException as error:  # a GPUPipelineError: the pipeline's own validation failed
             raise KernelError(_message(error)) from None
-        return BrowserPipeline(kernel, pipeline, pipeline.getBindGroupLayout(0), then)
+        return CompiledKernel(kernel, pipeline, pipeline.getBindGroupLayout(0), then)
 
-    def _bind_group(self, pipeline: BrowserPipeline, args: Args) -> Any:
+    def _bind_group(self, pipeline: CompiledKernel, args: Args) -> Any:
         group = args.cache.get(pipeline)
         if group is None:
             buffers = list(args.buffers)
@@ -211,8 +199,7 @@ class BrowserDevice(Device):
             args.cache[pipeline] = group
         return group
 
-    def _encode(self, pipeline: BrowserPipeline, args: Args, grid: Grid, repeats: int, timestamps: bool) -> Any:
-        group = self._bind_group(pipeline, args)
+    def _encode(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int, timestamps: bool) -> Any:
         encoder = self.gpu.createCommandEncoder()
         descriptor = {}
         if timestamps:
@@ -220,20 +207,13 @@ class BrowserDevice(Device):
                 "querySet": self._queries, "beginningOfPassWriteIndex": 0, "endOfPassWriteIndex": 1,
             }
         compute = encoder.beginComputePass(_js(descriptor))
-        if not pipeline.then:
-            compute.setPipeline(pipeline.pipeline)
-            compute.setBindGroup(0, group)
-            x, y, z = grid
-            for _ in range(repeats):
+        # Stages in order, each seeing the previous one's writes (dispatches in a pass are ordered).
+        steps = pipeline.steps(args, grid, self._bind_group)
+        for _ in range(repeats):
+            for stage_pipeline, stage_group, (x, y, z) in steps:
+                compute.setPipeline(stage_pipeline)
+                compute.setBindGroup(0, stage_group)
                 compute.dispatchWorkgroups(x, y, z)
-        else:  # stages in order, each seeing the previous one's writes (dispatches in a pass are ordered)
-            steps = [(stage.pipeline, self._bind_group(stage, args), stage.kernel.grid(args) if stage is not pipeline
-                      else grid) for stage in pipeline.stages]
-            for _ in range(repeats):
-                for stage_pipeline, stage_group, (x, y, z) in steps:
-                    compute.setPipeline(stage_pipeline)
-                    compute.setBindGroup(0, stage_group)
-                    compute.dispatchWorkgroups(x, y, z)
         compute.end()
         return encoder
 
@@ -249,14 +229,14 @@ class BrowserDevice(Device):
         self.queue.submit(to_js([encoder.finish()]))
         self._pop_scope()
 
-    def dispatch(self, pipeline: BrowserPipeline, args: Args, grid: Grid, repeats: int = 1) -> None:
+    def dispatch(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int = 1) -> None:
         self.gpu.pushErrorScope("validation")  # binding errors belong to this dispatch too
         try:
             self._submit(self._encode(pipeline, args, grid, repeats, timestamps=False))
         finally:
             self._pop_scope()
 
-    async def profile(self, pipeline: BrowserPipeline, args: Args, grid: Grid, repeats: int) -> _Profile:
+    async def profile(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int) -> _Profile:
         if not self.timestamps:
             await self.sync()
             started = js.performance.now()

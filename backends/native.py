@@ -21,28 +21,16 @@ from typing import Any
 
 import wgpu
 
-from wgtune.device import Device, DeviceIdentity, DeviceLimits, Timing
+from wgtune.device import CompiledKernel, Device, DeviceIdentity, DeviceLimits, Timing
 from wgtune.errors import KernelError
 from wgtune.tunable import Args, Grid, Kernel, pack_params
 
-__all__ = ["NativeDevice", "NativePipeline"]
+__all__ = ["NativeDevice"]
 
 STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 FEATURE_NAMES = {"subgroup": "subgroups"}
 # Features a kernel family may use, asked for wherever the adapter has them.
 WANTED_FEATURES = ("timestamp-query", "shader-f16", "subgroup", "subgroups")
-
-
-@dataclass(frozen=True, eq=False)
-class NativePipeline:
-    kernel: Kernel
-    pipeline: Any
-    layout: Any
-    then: tuple[NativePipeline, ...] = ()  # the kernel's further stages, compiled
-
-    @property
-    def stages(self) -> tuple[NativePipeline, ...]:
-        return (self, *self.then)
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,7 +132,7 @@ class NativeDevice(Device):
 
     # -- kernels ----------------------------------------------------------------------------
 
-    async def compile(self, kernel: Kernel) -> NativePipeline:
+    async def compile(self, kernel: Kernel) -> CompiledKernel:
         then = tuple([await self.compile(stage) for stage in kernel.then])
         try:
             module = self.gpu.create_shader_module(code=_for_naga(kernel.wgsl), label=kernel.name)
@@ -154,9 +142,9 @@ class NativeDevice(Device):
             layout = pipeline.get_bind_group_layout(0)
         except Exception as error:  # wgpu-py raises GPUValidationError and friends synchronously
             raise KernelError(_clean(error)) from None
-        return NativePipeline(kernel, pipeline, layout, then)
+        return CompiledKernel(kernel, pipeline, layout, then)
 
-    def _bind_group(self, pipeline: NativePipeline, args: Args) -> Any:
+    def _bind_group(self, pipeline: CompiledKernel, args: Args) -> Any:
         group = args.cache.get(pipeline)
         if group is None:
             buffers = list(args.buffers)
@@ -177,8 +165,7 @@ class NativeDevice(Device):
             args.cache[pipeline] = group
         return group
 
-    def _encode(self, pipeline: NativePipeline, args: Args, grid: Grid, repeats: int, timestamps: bool) -> Any:
-        group = self._bind_group(pipeline, args)
+    def _encode(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int, timestamps: bool) -> Any:
         encoder = self.gpu.create_command_encoder()
         if timestamps:
             compute = encoder.begin_compute_pass(
@@ -190,31 +177,24 @@ class NativeDevice(Device):
             )
         else:
             compute = encoder.begin_compute_pass()
-        if not pipeline.then:
-            compute.set_pipeline(pipeline.pipeline)
-            compute.set_bind_group(0, group)
-            x, y, z = grid
-            for _ in range(repeats):
+        # Stages in order, each seeing the previous one's writes (dispatches in a pass are ordered).
+        steps = pipeline.steps(args, grid, self._bind_group)
+        for _ in range(repeats):
+            for stage_pipeline, stage_group, (x, y, z) in steps:
+                compute.set_pipeline(stage_pipeline)
+                compute.set_bind_group(0, stage_group)
                 compute.dispatch_workgroups(x, y, z)
-        else:  # stages in order, each seeing the previous one's writes (dispatches in a pass are ordered)
-            steps = [(stage.pipeline, self._bind_group(stage, args), stage.kernel.grid(args) if stage is not pipeline
-                      else grid) for stage in pipeline.stages]
-            for _ in range(repeats):
-                for stage_pipeline, stage_group, (x, y, z) in steps:
-                    compute.set_pipeline(stage_pipeline)
-                    compute.set_bind_group(0, stage_group)
-                    compute.dispatch_workgroups(x, y, z)
         compute.end()
         return encoder
 
-    def dispatch(self, pipeline: NativePipeline, args: Args, grid: Grid, repeats: int = 1) -> None:
+    def dispatch(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int = 1) -> None:
         encoder = self._encode(pipeline, args, grid, repeats, timestamps=False)
         try:
             self.queue.submit([encoder.finish()])
         except Exception as error:
             raise KernelError(_clean(error)) from None
 
-    async def profile(self, pipeline: NativePipeline, args: Args, grid: Grid, repeats: int) -> _Profile:
+    async def profile(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int) -> _Profile:
         if not self.timestamps:
             await self.sync()
             started = time.perf_counter()

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from .tunable import Args, Grid, Kernel
 
-__all__ = ["Device", "DeviceIdentity", "DeviceLimits", "Timing", "check_grid", "check_limits"]
+__all__ = ["CompiledKernel", "Device", "DeviceIdentity", "DeviceLimits", "Timing", "check_grid", "check_limits"]
 
 
 class Timing:
@@ -92,6 +93,25 @@ def check_grid(grid: Grid, limits: DeviceLimits) -> str | None:
             f"{limits.max_workgroups_per_dimension} per dimension"
         )
     return None
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledKernel:
+    """A kernel as a backend compiled it: its pipeline and bind-group layout (the backend's own
+    objects), and its further stages, compiled likewise."""
+
+    kernel: Kernel
+    pipeline: Any
+    layout: Any
+    then: tuple[CompiledKernel, ...] = ()
+
+    def steps(self, args: Args, grid: Grid, bind: Callable[[CompiledKernel, Args], Any]) -> list[tuple[Any, Any, Grid]]:
+        """What one launch dispatches, in order: each stage's pipeline, bind group (``bind``) and
+        grid. ``grid`` is the first stage's, which the caller has already computed."""
+        return [
+            (stage.pipeline, bind(stage, args), grid if stage is self else tuple(stage.kernel.grid(args)))
+            for stage in (self, *self.then)
+        ]
 
 
 class Device(ABC):
