@@ -10,15 +10,35 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Config
 from .device import Device, check_grid, check_limits
-from .errors import ConfigError, InvalidSamples, KernelError, Launch, Mismatch, TuneFailed, Unknown, WgtuneError
+from .errors import (
+    CandidateError,
+    ConfigError,
+    InvalidSamples,
+    KernelError,
+    Launch,
+    Mismatch,
+    TuneFailed,
+    Unknown,
+    WgtuneError,
+)
 from .results import Outcome, Result, Stats
 from .tunable import Args, Grid, Kernel, TunableSet
 
-__all__ = ["MAX_REPEATS", "OutputCheck", "clone_args", "run_candidate", "sample_floor"]
+__all__ = [
+    "MAX_REPEATS",
+    "Arm",
+    "OutputCheck",
+    "calibrate",
+    "clone_args",
+    "prepare_candidate",
+    "run_candidate",
+    "sample_floor",
+]
 
 # A dispatch is repeated at most this often in one sample: past it the clock is not the limit.
 MAX_REPEATS = 4096
@@ -125,25 +145,65 @@ def compare(got: bytes, want: bytes, typecode: str, atol: float, rtol: float) ->
     return f"{bad} of {len(a)} values differ; first at [{i}]: {x!r} vs {y!r}"
 
 
-async def _sample_seconds(device: Device, pipeline: Any, args: Args, grid: Grid, repeats: int) -> float:
-    return await device.resolve(await device.profile(pipeline, args, grid, repeats))
-
-
-async def calibrate(device: Device, pipeline: Any, args: Args, grid: Grid, min_sample: float) -> int:
-    """How many dispatches one sample needs to last at least ``min_sample`` seconds."""
+async def calibrate(
+    device: Device, pipeline: Any, args: Args, grid: Grid, min_sample: float
+) -> tuple[int, float | None]:
+    """How many dispatches one sample needs to last at least ``min_sample`` seconds, and the
+    last calibration reading in seconds per dispatch when it already was such a sample (the
+    adaptive policy keeps it as the candidate's first sample)."""
     repeats = 1
     for _ in range(CALIBRATION_ROUNDS):
-        seconds = await _sample_seconds(device, pipeline, args, grid, repeats)
-        if seconds >= min_sample or repeats >= MAX_REPEATS:
-            break
+        seconds = await device.resolve(await device.profile(pipeline, args, grid, repeats))
+        if repeats >= MAX_REPEATS or (math.isfinite(seconds) and seconds >= min_sample):
+            return repeats, (seconds / repeats if math.isfinite(seconds) and seconds > 0 else None)
         if not math.isfinite(seconds) or seconds <= 0:
             repeats = min(MAX_REPEATS, repeats * 16)  # below the clock's grain: grow fast
         else:
             repeats = min(MAX_REPEATS, max(repeats + 1, math.ceil(repeats * min_sample * 1.2 / seconds)))
-    return repeats
+    return repeats, None
 
 
-async def run_candidate(
+@dataclass(eq=False)
+class Arm:
+    """A candidate ready to sample: compiled, warmed up, its repeat count calibrated.
+
+    ``samples`` are the valid ones, in seconds per dispatch; ``wall`` is what the candidate has
+    cost the tune so far (compile, checks, warmups, calibration, samples).
+    """
+
+    index: int
+    name: str
+    compiled: Any
+    grid: Grid
+    repeats: int
+    samples: list[float] = field(default_factory=list)
+    invalid: int = 0
+    wall: float = 0.0
+
+    async def sample(self, device: Device, args: Args, count: int = 1) -> None:
+        """Take ``count`` timed samples (submitted together, then resolved)."""
+        profiles = [await device.profile(self.compiled, args, self.grid, self.repeats) for _ in range(count)]
+        for handle in profiles:
+            seconds = await device.resolve(handle) / self.repeats
+            if math.isfinite(seconds) and seconds > 0:
+                self.samples.append(seconds)
+            else:
+                self.invalid += 1
+
+    def result(self, timing: str) -> Result:
+        if not self.samples:
+            return InvalidSamples(self.name)
+        return Outcome(self.name, self.index, Stats(tuple(self.samples), timing))
+
+
+def failure_of_sampling(name: str, error: Exception) -> CandidateError:
+    """What a candidate that raised while it was being sampled gets as its result."""
+    if isinstance(error, KernelError):
+        return Launch(name, f"launch failed: {error}")
+    return Unknown(name, f"{type(error).__name__}: {error}")
+
+
+async def prepare_candidate(
     device: Device,
     tunables: TunableSet,
     index: int,
@@ -152,8 +212,12 @@ async def run_candidate(
     pipeline: PipelineGetter,
     check: OutputCheck | None,
     step: Callable[[str], None],
-) -> Result:
-    """Benchmark candidate ``index`` of ``tunables`` on ``args``; every failure is a value."""
+) -> Arm | Result:
+    """Limits, compile, grids, output check, warmups and calibration of candidate ``index``.
+
+    Answers an :class:`Arm` ready to sample, or the candidate's result when it cannot be sampled:
+    its error as a value, or a bare Outcome in a dry run.
+    """
     kernel: Kernel = tunables.candidates[index]
     name = kernel.name
     problem = check_limits(kernel, device.limits, device.features)
@@ -187,17 +251,45 @@ async def run_candidate(
         for _ in range(config.warmups):
             device.dispatch(compiled, args, grid)
         await device.sync()
-        repeats = await calibrate(device, compiled, args, grid, sample_floor(device, config))
-        profiles = [await device.profile(compiled, args, grid, repeats) for _ in range(config.samples)]
-        durations = [await device.resolve(handle) / repeats for handle in profiles]
-    except KernelError as error:
-        return Launch(name, f"launch failed: {error}")
-    except WgtuneError:
+        repeats, first = await calibrate(device, compiled, args, grid, sample_floor(device, config))
+    except WgtuneError as error:
+        if isinstance(error, KernelError):
+            return failure_of_sampling(name, error)
         raise
     except Exception as error:
-        return Unknown(name, f"{type(error).__name__}: {error}")
-    valid = tuple(d for d in durations if math.isfinite(d) and d > 0)
-    step(f"{name}: {len(valid)} of {len(durations)} samples valid, {repeats} dispatches a sample")
-    if not valid:
-        return InvalidSamples(name)
-    return Outcome(name, index, Stats(valid, device.timing))
+        return failure_of_sampling(name, error)
+    arm = Arm(index, name, compiled, grid, repeats)
+    if first is not None:
+        arm.samples.append(first)
+    return arm
+
+
+async def run_candidate(
+    device: Device,
+    tunables: TunableSet,
+    index: int,
+    args: Args,
+    config: Config,
+    pipeline: PipelineGetter,
+    check: OutputCheck | None,
+    step: Callable[[str], None],
+) -> Result:
+    """Benchmark candidate ``index`` the fixed way: ``config.samples`` samples, one after another.
+
+    Every failure of the candidate is a value. (The seed's fixed-sample policy; the calibration
+    reading is not kept, so every candidate has exactly ``config.samples`` samples.)
+    """
+    arm = await prepare_candidate(device, tunables, index, args, config, pipeline, check, step)
+    if not isinstance(arm, Arm):
+        return arm
+    arm.samples.clear()
+    try:
+        await arm.sample(device, args, config.samples)
+    except WgtuneError as error:
+        if isinstance(error, KernelError):
+            return failure_of_sampling(arm.name, error)
+        raise
+    except Exception as error:
+        return failure_of_sampling(arm.name, error)
+    step(f"{arm.name}: {len(arm.samples)} of {config.samples} samples valid, {arm.repeats} dispatches a sample")
+    return arm.result(device.timing)

@@ -10,8 +10,15 @@ Environment variables (each overrides the default; a bad value raises ConfigErro
 ``WGTUNE_PIN``        pins: ``SET=CANDIDATE`` or ``SET[field=value,...]=CANDIDATE``, ``;``-separated
 ``WGTUNE_CHECKS``     ``1`` to check every candidate's output against the reference's
 ``WGTUNE_DRY_RUN``    ``1``: launches compile but do not execute; nothing is stored
+``WGTUNE_POLICY``     ``adaptive`` (default: round robin, early elimination, see sampling.py) |
+                      ``fixed`` (the seed's: ``WGTUNE_SAMPLES`` samples each, first plan batch)
+``WGTUNE_BUDGET``     adaptive: seconds of re-sampling finalists before it settles (default 1)
+``WGTUNE_MAX_SAMPLES`` adaptive: most samples one candidate gets (default 30)
+``WGTUNE_CONFIDENCE`` the bootstrap level of the winner's confidence interval (default 0.95)
+``WGTUNE_TOLERANCE``  adaptive: candidates within this share of the leader count as equal
+                      (default 0.01: sampling stops once a pick is sure to be within 1%)
 ``WGTUNE_WARMUPS``    untimed launches before sampling (default 2)
-``WGTUNE_SAMPLES``    timed samples per candidate (default 10)
+``WGTUNE_SAMPLES``    fixed: timed samples per candidate (default 10)
 ``WGTUNE_MIN_SAMPLE`` shortest timed sample in seconds (default 0.001): dispatches repeat in
                       one pass until a sample is at least this long
 ==================== ==================================================================
@@ -29,7 +36,14 @@ from enum import StrEnum
 from .errors import ConfigError
 from .key import Key
 
-__all__ = ["Config", "LogLevel", "Pin"]
+__all__ = ["Config", "LogLevel", "Pin", "Policy"]
+
+
+class Policy(StrEnum):
+    """How a tune spends its time (see ``sampling.py``)."""
+
+    ADAPTIVE = "adaptive"
+    FIXED = "fixed"
 
 
 class LogLevel(StrEnum):
@@ -60,6 +74,10 @@ DEFAULT_SAMPLES = 10
 # One timed sample should span many ticks of the coarsest clock we meet (wall clock around a
 # full sync costs tens of microseconds; browsers quantize GPU timestamps to ~100 us).
 DEFAULT_MIN_SAMPLE = 1e-3
+DEFAULT_BUDGET = 1.0
+DEFAULT_MAX_SAMPLES = 30
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_TOLERANCE = 0.01
 
 
 def parse_pins(text: str) -> tuple[Pin, ...]:
@@ -121,21 +139,36 @@ class Config:
     warmups: int = DEFAULT_WARMUPS
     samples: int = DEFAULT_SAMPLES
     min_sample: float = DEFAULT_MIN_SAMPLE
+    policy: Policy = Policy.ADAPTIVE
+    budget: float = DEFAULT_BUDGET
+    max_samples: int = DEFAULT_MAX_SAMPLES
+    confidence: float = DEFAULT_CONFIDENCE
+    tolerance: float = DEFAULT_TOLERANCE
 
     def __post_init__(self) -> None:
-        if not isinstance(self.log_level, LogLevel):
-            try:
-                object.__setattr__(self, "log_level", LogLevel(self.log_level))
-            except ValueError:
-                raise ConfigError(
-                    f"log level {self.log_level!r}: use one of {', '.join(level.value for level in LogLevel)}"
-                ) from None
+        for name, kind in (("log_level", LogLevel), ("policy", Policy)):
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                try:
+                    object.__setattr__(self, name, kind(value))
+                except ValueError:
+                    raise ConfigError(
+                        f"{name.replace('_', ' ')} {value!r}: use one of {', '.join(item.value for item in kind)}"
+                    ) from None
         if self.samples < 1:
             raise ConfigError(f"samples must be >= 1, got {self.samples}")
         if self.warmups < 0:
             raise ConfigError(f"warmups must be >= 0, got {self.warmups}")
         if not (math.isfinite(self.min_sample) and self.min_sample >= 0):
             raise ConfigError(f"min_sample must be a finite number of seconds >= 0, got {self.min_sample}")
+        if not (math.isfinite(self.budget) and self.budget >= 0):
+            raise ConfigError(f"budget must be a finite number of seconds >= 0, got {self.budget}")
+        if self.max_samples < 1:
+            raise ConfigError(f"max_samples must be >= 1, got {self.max_samples}")
+        if not 0 < self.confidence < 1:
+            raise ConfigError(f"confidence must be a level between 0 and 1 (0.95, say), got {self.confidence}")
+        if not 0 <= self.tolerance < 1:
+            raise ConfigError(f"tolerance must be a share in [0, 1) (0.01 for 1%), got {self.tolerance}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> Config:
@@ -143,8 +176,16 @@ class Config:
         log = (env.get("WGTUNE_LOG") or LogLevel.MINIMAL.value).strip().lower()
         if log not in {level.value for level in LogLevel}:
             raise ConfigError(f"WGTUNE_LOG={log!r}: use disabled, minimal or full")
+        policy = (env.get("WGTUNE_POLICY") or Policy.ADAPTIVE.value).strip().lower()
+        if policy not in {item.value for item in Policy}:
+            raise ConfigError(f"WGTUNE_POLICY={policy!r}: use adaptive or fixed")
         config = cls(
             log_level=LogLevel(log),
+            policy=Policy(policy),
+            budget=_number(env, "WGTUNE_BUDGET", DEFAULT_BUDGET, float, 0.0),
+            max_samples=_number(env, "WGTUNE_MAX_SAMPLES", DEFAULT_MAX_SAMPLES, int, 1),
+            confidence=_number(env, "WGTUNE_CONFIDENCE", DEFAULT_CONFIDENCE, float, 0.5),
+            tolerance=_number(env, "WGTUNE_TOLERANCE", DEFAULT_TOLERANCE, float, 0.0),
             cache=_flag(env, "WGTUNE_CACHE", True),
             cache_dir=env.get("WGTUNE_CACHE_DIR") or None,
             records=env.get("WGTUNE_RECORDS") or None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .confidence import Confidence
 from .key import Key
 from .results import Result
 
@@ -22,6 +23,10 @@ class TuneStarted:
 
 @dataclass(frozen=True, slots=True)
 class TrialFinished:
+    """A candidate's result so far. The adaptive policy reports each candidate once it is
+    screened and again when it leaves the running, with all its samples: the later event for
+    the same index replaces the earlier."""
+
     set_name: str
     key: Key
     index: int
@@ -36,6 +41,8 @@ class TuneFinished:
     winner: int
     winner_name: str
     stored: bool
+    confidence: Confidence | None = None
+    short_circuit: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

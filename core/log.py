@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from .confidence import Confidence
 from .config import LogLevel
 from .key import Key
 from .results import Outcome, Result
@@ -50,7 +51,7 @@ class TuneLog:
         if self.steps is not None:
             self.steps.append(message)
 
-    def finish(self, results: list[Result], order: list[int]) -> None:
+    def finish(self, results: list[Result], order: list[int], confidence: Confidence | None = None) -> None:
         if self.level is LogLevel.DISABLED:
             return
         winner = results[order[0]]
@@ -59,7 +60,8 @@ class TuneLog:
             for i in order[:3]
             if isinstance(results[i], Outcome) and results[i].stats is not None
         )
-        logger.info("fastest for %s: %s; top 3 medians: %s", self.where, winner.name, top or "none measured")
+        sure = f"; {confidence.describe()}" if confidence is not None else ""
+        logger.info("fastest for %s: %s; top 3 medians: %s%s", self.where, winner.name, top or "none measured", sure)
         if self.steps is not None:
             for message in self.steps:
                 logger.info("  step: %s", message)

@@ -3,10 +3,11 @@
 Candidates without a group form part of the first batch. Grouped candidates come in levels: the
 group with the highest priority first, and within it the candidates of its highest priority;
 each later batch is the next level. A negative priority, of a group or within one, skips.
-The tuner stops after the first batch in which a candidate was measured, so priorities decide
-what is benchmarked at all, not only in which order. (The seed stops after the first batch that
-queued anything; a batch whose launches all failed to measure moves on here too.) An exhausted
-plan yields an empty batch.
+The fixed policy stops after the first batch in which a candidate was measured, so priorities
+decide what it benchmarks at all, not only in which order. (The seed stops after the first batch
+that queued anything; a batch whose launches all failed to measure moves on here too.) The
+adaptive policy screens every batch in this order (:meth:`Plan.order`): the likeliest winners
+first set the bar the rest are dropped against. An exhausted plan yields an empty batch.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ class Plan:
     def next(self) -> list[int]:
         """The next batch of candidate indices, or ``[]`` once the plan is exhausted."""
         return self._batches.pop(0) if self._batches else []
+
+    def order(self) -> list[int]:
+        """Every remaining batch, one after another: what the adaptive policy screens."""
+        batches, self._batches = self._batches, []
+        return [index for batch in batches for index in batch]
 
     def remaining(self) -> list[list[int]]:
         return [list(batch) for batch in self._batches]

@@ -1,8 +1,9 @@
 """What a tune leaves beside its answer: the tune record.
 
 The store keeps a key's winner and every candidate's result. What it cannot say is how the tune
-went: which candidates ran and in what order, what each cost to compile and benchmark, whether
-the tune stopped early, how long the key took from its miss to its answer. A :class:`TuneRecord`
+went: which candidates ran and in what order, what each cost to compile and benchmark and how
+many samples it got, the policy, how sure the tune is of its winner, whether a candidate short-
+circuited the tune, how long the key took from its miss to its answer. A :class:`TuneRecord`
 is that account, written once per tune to a records sink (a JSON Lines file natively).
 
 Its effect is ``changed`` when the store took the answer, ``observed`` when the answer stays in
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from .confidence import Confidence
 from .errors import StoreError
 from .key import Key
 
@@ -30,10 +32,12 @@ class RecordEffect(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Trial:
-    """One candidate's run within a tune: compiling and benchmarking it, in seconds."""
+    """One candidate's run within a tune: compiling and benchmarking it, in seconds, and how
+    many valid samples it got (the adaptive policy gives the hopeless few, the finalists many)."""
 
     name: str
     wall: float
+    samples: int = 0
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class TuneRecord:
     wall: float
     dry_run: bool
     stored: bool
+    confidence: Confidence | None = None
+    policy: str = ""
 
     @property
     def effect(self) -> RecordEffect:
@@ -59,11 +65,13 @@ class TuneRecord:
             "table": self.table,
             "entry": {"key": self.key.as_dict(), "checksum": self.checksum},
             "winner": self.winner,
-            "trials": [{"name": t.name, "wall": t.wall} for t in self.trials],
+            "trials": [{"name": t.name, "wall": t.wall, "samples": t.samples} for t in self.trials],
             "short_circuit": self.short_circuit,
             "wall": self.wall,
             "dry_run": self.dry_run,
             "stored": self.stored,
+            "policy": self.policy,
+            "confidence": self.confidence.to_json() if self.confidence is not None else None,
         }
 
     @classmethod
@@ -83,16 +91,21 @@ class TuneRecord:
         short_circuit = obj.get("short_circuit")
         if short_circuit is not None and not isinstance(short_circuit, str):
             raise ValueError(f"short_circuit must be a name or null, got {short_circuit!r}")
+        confidence = obj.get("confidence")
         return cls(
             table=str(obj["table"]),
             key=Key.from_json(entry["key"]),
             checksum=str(entry["checksum"]),
             winner=winner,
-            trials=tuple(Trial(str(t["name"]), float(t["wall"])) for t in obj.get("trials", [])),
+            trials=tuple(
+                Trial(str(t["name"]), float(t["wall"]), int(t.get("samples", 0))) for t in obj.get("trials", [])
+            ),
             short_circuit=short_circuit,
             wall=float(obj["wall"]),
             dry_run=bool(obj.get("dry_run", False)),
             stored=bool(obj.get("stored", False)),
+            confidence=Confidence.from_json(confidence) if confidence is not None else None,
+            policy=str(obj.get("policy") or ""),
         )
 
 

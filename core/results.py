@@ -1,6 +1,8 @@
 """What a candidate's benchmark measured, and how candidates are ranked.
 
-Samples are seconds per dispatch. The score follows the seed's fixed-sample policy
+Samples are seconds per dispatch. Candidates are ranked by a measure of their samples, the
+policy's: the adaptive policy ranks by median (robust to the one-sided noise of GPU timings,
+and what its confidence statement is about); the seed's fixed-sample policy by its score
 (0.8 * min + 0.2 * median): the minimum is the run least disturbed by the rest of the machine,
 the median keeps one lucky sample from deciding alone. Ties go to the lower index, so the set's
 own order (its safe default first) breaks them.
@@ -11,9 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .confidence import Confidence, median
 from .errors import CandidateError, error_from_json
 
-__all__ = ["Outcome", "Result", "Stats", "rank", "result_from_json", "result_to_json"]
+__all__ = ["Outcome", "Result", "Stats", "rank", "result_from_json", "result_to_json", "winner_confidence"]
 
 MIN_WEIGHT = 0.8
 MEDIAN_WEIGHT = 0.2
@@ -28,11 +31,7 @@ class Stats:
 
     @property
     def median(self) -> float:
-        ordered = sorted(self.samples)
-        middle = len(ordered) // 2
-        if len(ordered) % 2:
-            return ordered[middle]
-        return (ordered[middle - 1] + ordered[middle]) / 2
+        return median(self.samples)
 
     @property
     def min(self) -> float:
@@ -75,15 +74,25 @@ class Outcome:
 Result = Outcome | CandidateError
 
 
-def rank(results: list[Result]) -> list[int]:
-    """Indices of ``results`` best first: outcomes by score (ties to the lower index), errors last."""
+def rank(results: list[Result], measure: str = "score") -> list[int]:
+    """Indices of ``results`` best first: outcomes by ``measure`` of their stats (``"score"`` or
+    ``"median"``; ties to the lower index), then dry-run outcomes, then errors."""
     def order(index: int) -> tuple[int, float, int]:
         result = results[index]
         if isinstance(result, Outcome):
-            return (0, result.score, index)
+            return (0, getattr(result.stats, measure) if result.stats is not None else math.inf, index)
         return (1, math.inf, index)
 
     return sorted(range(len(results)), key=order)
+
+
+def winner_confidence(results: list[Result], order: list[int], level: float) -> Confidence | None:
+    """How sure the ranking ``order`` is of its first over its second (None without two measured)."""
+    measured = [i for i in order[:2] if isinstance(results[i], Outcome) and results[i].stats is not None]
+    if len(measured) < 2:
+        return None
+    winner, runner_up = (results[i] for i in measured)
+    return Confidence.between(winner.stats.samples, runner_up.name, runner_up.stats.samples, level)
 
 
 def result_to_json(result: Result) -> dict:

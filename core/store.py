@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .confidence import Confidence
 from .device import DeviceIdentity
 from .errors import StoreError
 from .key import Key
@@ -56,7 +57,9 @@ def canonical_namespace(namespace: dict) -> str:
 
 @dataclass(frozen=True)
 class StoredEntry:
-    """A key's winner as stored: under the checksum of the candidate list it was tuned with."""
+    """A key's winner as stored: under the checksum of the candidate list it was tuned with,
+    with every candidate's result, the policy that sampled them and how sure it was of the
+    winner (entries stored before confidence existed have none)."""
 
     table: str
     key: Key
@@ -64,6 +67,8 @@ class StoredEntry:
     winner: int
     winner_name: str
     results: tuple[dict, ...] = ()
+    confidence: Confidence | None = None
+    policy: str = ""
 
     def to_json(self) -> dict:
         return {
@@ -73,6 +78,8 @@ class StoredEntry:
             "winner": self.winner,
             "winner_name": self.winner_name,
             "results": list(self.results),
+            "policy": self.policy,
+            "confidence": self.confidence.to_json() if self.confidence is not None else None,
         }
 
     @classmethod
@@ -86,6 +93,12 @@ class StoredEntry:
             results = obj.get("results", [])
             if not isinstance(results, list):
                 raise StoreError("entry results must be a list")
+            confidence = obj.get("confidence")
+            if confidence is not None:
+                try:
+                    confidence = Confidence.from_json(confidence)
+                except ValueError as bad:
+                    raise StoreError(f"entry confidence: {bad}") from None
             return cls(
                 table=str(obj["table"]),
                 key=Key.from_json(obj["key"]),
@@ -93,6 +106,8 @@ class StoredEntry:
                 winner=winner,
                 winner_name=str(obj.get("winner_name", "")),
                 results=tuple(results),
+                confidence=confidence,
+                policy=str(obj.get("policy") or ""),
             )
         except KeyError as missing:
             raise StoreError(f"entry lacks the field {missing}") from None

@@ -158,6 +158,9 @@ class TunableSet:
     The first candidate must be a safe default that handles every call of the set: it is the
     fallback while a tune is pending (whatever the key) and the reference of the output checks.
     Params are packed by Python type: pass floats for ``f32`` fields (an int becomes a ``u32``).
+    ``short_circuit(key)`` may give a time in seconds per dispatch (a roofline bound for the key,
+    say) or None: the first candidate whose median meets it ends the tune and wins, and the tune
+    record names it.
     """
 
     def __init__(
@@ -171,6 +174,7 @@ class TunableSet:
         output_type: str = "f",
         atol: float = 1e-4,
         rtol: float = 1e-4,
+        short_circuit: Callable[[Key], float | None] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a tunable set needs a non-empty name, got {name!r}")
@@ -194,6 +198,9 @@ class TunableSet:
         self.output_type = output_type
         self.atol = atol
         self.rtol = rtol
+        if short_circuit is not None and not callable(short_circuit):
+            raise ConfigError(f"tunable set {name!r}: short_circuit must be a function of the key")
+        self.short_circuit = short_circuit
         self.index_of = {candidate.name: index for index, candidate in enumerate(candidates)}
         digest = hashlib.sha256()
         for candidate in candidates:

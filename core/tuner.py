@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .benchmark import OutputCheck, clone_args, run_candidate
-from .config import Config, LogLevel
+from .benchmark import OutputCheck, clone_args
+from .confidence import Confidence
+from .config import Config, LogLevel, Policy
 from .device import Device, check_limits
 from .errors import ConfigError, KernelError, Launch, NoValidKernelFound, Skip, TuneFailed, Unknown, WgtuneError
 from .events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
@@ -32,8 +33,9 @@ from .key import Key
 from .log import TuneLog, logger
 from .plan import Plan
 from .record import RecordSink, Trial, TuneRecord
-from .results import Outcome, Result, rank, result_to_json
+from .results import Outcome, Result, rank, result_to_json, winner_confidence
 from .runner import Spawner, default_spawner, run_inline
+from .sampling import sample_adaptively, sample_fixed
 from .state import MISS, PENDING, Hit, Pending, TuneState, Unchecked
 from .store import Store, StoredEntry
 from .tunable import Args, Kernel, TunableSet
@@ -285,52 +287,66 @@ class Tuner:
         results: list[Result] = [Skip(kernel.name) for kernel in tunables.candidates]
         for index in plan.skipped:
             results[index] = Skip(tunables.candidates[index].name, "skipped by the plan: negative priority")
-        trials: list[Trial] = []
-        while True:
-            batch = plan.next()
-            if not batch:
-                raise NoValidKernelFound(tunables.name, key, tuple(results))
-            log.step(f"batch {batch}")
-            for index in batch:
-                started = time.perf_counter()
-                result = await run_candidate(
-                    device, tunables, index, bench_args, config,
-                    lambda i: self._pipeline(tunables, i), check, log.step,
-                )
-                wall = time.perf_counter() - started
-                results[index] = result
-                trials.append(Trial(tunables.candidates[index].name, wall))
-                self._emit(TrialFinished(tunables.name, key, index, result, wall))
-            if any(isinstance(results[index], Outcome) for index in batch):
-                break
+        limit = tunables.short_circuit(key) if tunables.short_circuit is not None else None
 
-        order = rank(results)
+        def on_trial(index: int, result: Result, wall: float) -> None:
+            self._emit(TrialFinished(tunables.name, key, index, result, wall))
+
+        policy = (sample_adaptively if config.policy is Policy.ADAPTIVE else sample_fixed)
+        sampled = await policy(
+            device, tunables, plan.order() if config.policy is Policy.ADAPTIVE else plan, bench_args, config,
+            lambda i: self._pipeline(tunables, i), check, log.step, on_trial, limit,
+        )
+        for index, result in sampled.results.items():
+            results[index] = result
+        if not any(isinstance(result, Outcome) for result in sampled.results.values()):
+            raise NoValidKernelFound(tunables.name, key, tuple(results))
+        order = rank(results, "median" if config.policy is Policy.ADAPTIVE else "score")
+        short_circuit = None
+        if sampled.short_circuit is not None:
+            order = [sampled.short_circuit, *(i for i in order if i != sampled.short_circuit)]
+            short_circuit = tunables.candidates[sampled.short_circuit].name
+            for index, result in enumerate(results):
+                if isinstance(result, Skip) and index not in sampled.results and index not in plan.skipped:
+                    results[index] = Skip(result.name, f"not run: {short_circuit} met the short-circuit limit")
         winner = order[0]
+        confidence = winner_confidence(results, order, config.confidence)
+        trials = tuple(
+            Trial(tunables.candidates[i].name, sampled.walls[i], sampled.samples[i]) for i in sampled.order
+        )
         with self._lock:
             self._tables.setdefault(tunables.name, {})[key] = Hit(winner)
             self.failures.pop((tunables.name, key), None)
-        stored = self._store_winner(tunables, key, winner, results)
+        stored = self._store_winner(tunables, key, winner, results, confidence)
         record = TuneRecord(
             table=tunables.name,
             key=key,
             checksum=tunables.checksum,
             winner=winner,
             trials=tuple(trials),
-            short_circuit=None,
+            short_circuit=short_circuit,
             wall=time.perf_counter() - request.missed_at,
             dry_run=config.dry_run,
             stored=stored,
+            confidence=confidence,
+            policy=config.policy.value,
         )
         if self.records is not None:
             try:
                 self.records.write(record)
             except Exception as error:  # a record lost must not lose the winner
                 logger.warning("could not write the tune record of %s [%s]: %s", tunables.name, key, error)
-        log.finish(results, order)
-        self._emit(TuneFinished(tunables.name, key, winner, tunables.candidates[winner].name, stored))
+        log.finish(results, order, confidence)
+        self._emit(
+            TuneFinished(
+                tunables.name, key, winner, tunables.candidates[winner].name, stored, confidence, short_circuit
+            )
+        )
         return Hit(winner)
 
-    def _store_winner(self, tunables: TunableSet, key: Key, winner: int, results: list[Result]) -> bool:
+    def _store_winner(
+        self, tunables: TunableSet, key: Key, winner: int, results: list[Result], confidence: Confidence | None
+    ) -> bool:
         """Keep the winner in the store; a dry run measured nothing and keeps nothing."""
         if self.store is None or self.config.dry_run:
             return False
@@ -341,6 +357,8 @@ class Tuner:
             winner=winner,
             winner_name=tunables.candidates[winner].name,
             results=tuple(result_to_json(result) for result in results),
+            confidence=confidence,
+            policy=self.config.policy.value,
         )
         try:
             self.store.save(entry)

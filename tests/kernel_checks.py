@@ -8,7 +8,8 @@ from wgtune import Hit, Outcome, TrialFinished
 
 def tune_checked(device, tunables, args, *, samples: int = 3):
     """Tune ``tunables`` on ``args`` with output checks on; assert the key became a Hit and that no
-    benchmarked candidate failed or disagreed with candidate 0. Returns the winner and the trials."""
+    benchmarked candidate failed or disagreed with candidate 0. Returns the winner and the trials:
+    each candidate's last TrialFinished (the adaptive policy reports a finalist twice)."""
     trials: list[TrialFinished] = []
     tuner = wgtune.Tuner(
         device,
@@ -17,6 +18,7 @@ def tune_checked(device, tunables, args, *, samples: int = 3):
     )
     kernel = tuner.execute(tunables, args)
     assert tuner.states(tunables)[tunables.key(args)] == Hit(tunables.index_of[kernel.name])
-    failed = {event.result.name: event.result for event in trials if not isinstance(event.result, Outcome)}
+    last = {event.index: event for event in trials}
+    failed = {event.result.name: event.result for event in last.values() if not isinstance(event.result, Outcome)}
     assert not failed, f"candidates failed or disagreed with {tunables.candidates[0].name}: {failed}"
-    return kernel, trials
+    return kernel, list(last.values())

@@ -5,23 +5,28 @@ from __future__ import annotations
 
 import asyncio
 
-from fakes import FakeDevice, call, make_set, make_tuner, quiet
+import pytest
+from fakes import FakeDevice, call, make_set, make_tuner, quiet, stored_results
 
 from wgtune import MISS, Hit, Key, MemoryStore, StoredEntry, TuneFailedEvent, spawn_task
 from wgtune.benchmark import GRAIN_MULTIPLE
 
 
-def test_a_coarse_clock_makes_each_sample_last_fifty_of_its_grains():
+@pytest.mark.parametrize("policy", ["adaptive", "fixed"])
+def test_a_coarse_clock_makes_each_sample_last_fifty_of_its_grains(policy):
     device = FakeDevice()
     device.clock_grain = 100e-6  # a browser's quantized timestamps
     device.script("a", duration=1e-5)
     device.script("b", duration=2e-5)
     tunables = make_set("a", "b")
-    tuner = make_tuner(device, config=quiet(min_sample=1e-4, samples=3))
+    tuner = make_tuner(device, config=quiet(min_sample=1e-4, samples=3, policy=policy))
     tuner.execute(tunables, call(device, [1.0]))
     for name, duration in (("a", 1e-5), ("b", 2e-5)):
-        timed = device.profiles[name][-3:]
-        assert all(repeats * duration >= GRAIN_MULTIPLE * 100e-6 for repeats in timed), (name, timed)
+        profiles = device.profiles[name]
+        sampled = profiles[-1]  # after calibration every sample uses the calibrated count
+        assert sampled * duration >= GRAIN_MULTIPLE * 100e-6, (name, profiles)
+        kept = len(stored_results(tuner, tunables)[name]["samples"])
+        assert profiles.count(sampled) >= kept >= 1, (name, profiles, kept)
 
 
 def test_a_fine_clock_keeps_the_configured_floor():

@@ -176,13 +176,13 @@ def test_a_pin_overrides_a_stored_winner():
 # -- logging ---------------------------------------------------------------------------------
 
 
-def tune_and_log(caplog, level, names=("a", "b", "c", "d")):
+def tune_and_log(caplog, level, names=("a", "b", "c", "d"), policy="adaptive"):
     device = FakeDevice()
     for rank, name in enumerate(names):
         device.script(name, duration=(rank + 1) * 1e-3)
     tunables = make_set(*names)
     caplog.set_level(logging.DEBUG, logger="wgtune")
-    make_tuner(device, config=quiet(log_level=level)).execute(tunables, call(device, [1.0]))
+    make_tuner(device, config=quiet(log_level=level, policy=policy)).execute(tunables, call(device, [1.0]))
     return [record.getMessage() for record in caplog.records if record.name == "wgtune"]
 
 
@@ -194,7 +194,7 @@ def test_minimal_logging_emits_one_line_with_the_winner_and_the_top_three(caplog
 
 
 def test_full_logging_emits_the_summary_every_step_and_every_result(caplog):
-    lines = tune_and_log(caplog, "full")
+    lines = tune_and_log(caplog, "full", policy="fixed")
     assert "fastest for fake [n=4]: a" in lines[0]
     steps = [line for line in lines if line.startswith("  step: ")]
     results = [line for line in lines if line.startswith("  result: ")]
@@ -202,6 +202,14 @@ def test_full_logging_emits_the_summary_every_step_and_every_result(caplog):
     assert any("a: 3 of 3 samples valid" in step for step in steps)
     assert [line.split(":")[1].strip() for line in results] == ["a", "b", "c", "d"]
     assert "median 4.000 ms" in results[-1]
+
+
+def test_full_logging_of_an_adaptive_tune_says_why_each_candidate_left(caplog):
+    lines = tune_and_log(caplog, "full")
+    assert "fastest for fake [n=4]: a" in lines[0]
+    assert "vs b" in lines[0]  # the confidence statement names the runner-up
+    steps = [line for line in lines if line.startswith("  step: ")]
+    assert any(step.startswith("  step: d: out after") for step in steps)
 
 
 def test_disabled_logging_emits_nothing(caplog):

@@ -36,15 +36,24 @@ def tune_expecting_failure(tuner, tunables, args) -> NoValidKernelFound:
 # -- every error value -----------------------------------------------------------------------
 
 
-def test_later_batches_of_the_plan_are_skipped_after_a_batch_that_produced_a_winner():
+def test_the_fixed_policy_skips_later_batches_after_a_batch_that_produced_a_winner():
     device = FakeDevice()
     device.script("later", duration=1e-9)  # would win, but never runs
     tunables = make_set(kernel("first", group=Group("g1", 2)), kernel("later", group=Group("g2", 1)))
-    tuner = make_tuner(device)
+    tuner = make_tuner(device, config=quiet(policy="fixed"))
     assert tuner.execute(tunables, call(device, [1.0])).name == "first"
     result = stored_results(tuner, tunables)["later"]
     assert result["error"] == "Skip"
     assert "later" not in device.profiles and "later" not in device.compiles
+
+
+def test_the_adaptive_policy_screens_every_batch_and_finds_a_winner_in_a_later_one():
+    device = FakeDevice()
+    device.script("later", duration=0.5e-3)
+    tunables = make_set(kernel("first", group=Group("g1", 2)), kernel("later", group=Group("g2", 1)))
+    tuner = make_tuner(device)
+    assert tuner.execute(tunables, call(device, [1.0])).name == "later"
+    assert device.profiles["first"] and device.profiles["later"]
 
 
 def test_a_negative_priority_candidate_is_skipped_with_its_reason():
@@ -71,7 +80,7 @@ def test_invalid_samples_are_dropped_and_the_valid_ones_kept():
     device = FakeDevice()
     device.script("a", duration=[1e-3, math.nan, 2e-3, 0.0])
     tunables = make_set("a", "b")
-    tuner = make_tuner(device, config=quiet(samples=3))
+    tuner = make_tuner(device, config=quiet(samples=3, policy="fixed"))
     tuner.execute(tunables, call(device, [1.0]))
     assert stored_results(tuner, tunables)["a"]["samples"] == pytest.approx([2e-3])
 

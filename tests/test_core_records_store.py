@@ -161,7 +161,10 @@ def test_the_winner_is_stored_with_the_checksum_its_name_and_every_result():
     assert entry.results[0]["index"] == 0 and entry.results[0]["timing"] == "gpu-timestamp"
     assert entry.results[2] == {"name": "c", "error": "Launch", "reason": "compile failed: bad wgsl"}
     assert entry.results[3]["error"] == "Skip"
-    assert events[-1] == TuneFinished("fake", Key({"n": 4}), 1, "b", True)
+    assert entry.policy == "adaptive"
+    assert entry.confidence is not None and entry.confidence.runner_up == "a"
+    assert entry.confidence.p_faster == 1.0 and entry.confidence.low > 1
+    assert events[-1] == TuneFinished("fake", Key({"n": 4}), 1, "b", True, entry.confidence)
 
     decoded = StoredEntry.from_json(json.loads(json.dumps(entry.to_json())))
     assert decoded == entry

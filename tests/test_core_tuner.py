@@ -165,7 +165,7 @@ def test_the_score_decides_not_the_min_alone():
     device.script("lucky", duration=[1e-3, 0.5e-3, 9e-3, 9e-3, 9e-3])
     device.script("steady", duration=1e-3)
     tunables = make_set("lucky", "steady")
-    tuner = make_tuner(device, config=quiet(samples=4))
+    tuner = make_tuner(device, config=quiet(samples=4, policy="fixed"))
     assert tuner.execute(tunables, call(device, [1.0])).name == "steady"
     lucky = stored_results(tuner, tunables)["lucky"]
     assert lucky["samples"] == pytest.approx([0.5e-3, 9e-3, 9e-3, 9e-3])
@@ -186,7 +186,7 @@ def test_short_dispatches_are_repeated_until_a_sample_is_long_enough_and_reporte
     device.script("a", duration=1e-6)
     device.script("b", duration=2e-6)
     tunables = make_set("a", "b")
-    tuner = make_tuner(device, config=quiet(min_sample=1e-3, samples=3))
+    tuner = make_tuner(device, config=quiet(min_sample=1e-3, samples=3, policy="fixed"))
     assert tuner.execute(tunables, call(device, [1.0])).name == "a"
     timed = device.profiles["a"][-3:]
     assert all(repeats > 1 for repeats in timed)
@@ -260,10 +260,25 @@ def test_started_event_counts_the_candidates():
     device = FakeDevice()
     events = []
     tunables = make_set("a", "b", "c")
-    make_tuner(device, observer=events.append).execute(tunables, call(device, [1.0]))
+    make_tuner(device, observer=events.append, config=quiet(policy="fixed")).execute(tunables, call(device, [1.0]))
     assert events[0] == TuneStarted("fake", tunables.key(call(device)), 3)
     assert [type(e).__name__ for e in events] == ["TuneStarted"] + ["TrialFinished"] * 3 + ["TuneFinished"]
     assert all(isinstance(e.result, Outcome) for e in events[1:4])
+
+
+def test_adaptive_trial_events_end_with_each_candidates_final_result():
+    device = FakeDevice()
+    device.script("b", duration=[2e-3, 3e-3])
+    events = []
+    tunables = make_set("a", "b", "c")
+    make_tuner(device, observer=events.append).execute(tunables, call(device, [1.0]))
+    assert type(events[0]).__name__ == "TuneStarted" and type(events[-1]).__name__ == "TuneFinished"
+    trials = events[1:-1]
+    assert {type(e).__name__ for e in trials} == {"TrialFinished"}
+    last = {e.index: e.result for e in trials}
+    assert sorted(last) == [0, 1, 2] and all(isinstance(r, Outcome) for r in last.values())
+    # b leaves early with few samples; a and c, tied, are sampled until settled
+    assert len(last[1].stats.samples) < len(last[0].stats.samples)
 
 
 def test_a_broken_observer_does_not_break_a_tune():

@@ -274,7 +274,7 @@ def test_cpu_references_match_numpy():
 def test_tune_f32_gives_right_output_and_a_hit(device, size):
     args = demo.make_matmul_args(device, size)
     _, trials = tune_checked(device, MATMUL, args)
-    assert len(trials) == len(Plan(MATMUL.candidates, MATMUL.key(args)).next())
+    assert len(trials) == len(Plan(MATMUL.candidates, MATMUL.key(args)).order())
     m, n, k = size
     a = np.frombuffer(device.read_buffer_sync(args.buffers[0]), np.float32).reshape(m, k)
     b = np.frombuffer(device.read_buffer_sync(args.buffers[1]), np.float32).reshape(k, n)
@@ -298,7 +298,7 @@ def test_tune_f16_gives_right_output_and_a_hit(device):
         (m, n, k),
     )
     _, trials = tune_checked(device, MATMUL_F16, args)
-    assert len(trials) == len(Plan(MATMUL_F16.candidates, MATMUL_F16.key(args)).next())
+    assert len(trials) == len(Plan(MATMUL_F16.candidates, MATMUL_F16.key(args)).order())
     got = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float16)[: m * n].reshape(m, n)
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=matmul.F16_TOLERANCE, atol=1e-3)

@@ -281,7 +281,7 @@ def test_tune_gives_right_output_and_a_hit(device, op, shape):
     args = reduction.make_reduction_args(device, shape, op)
     _, trials = tune_checked(device, tunables, args, samples=2)
     key = tunables.key(args)
-    assert len(trials) == len(Plan(tunables.candidates, key).next())
+    assert len(trials) == len(Plan(tunables.candidates, key).order())
     rows, cols = shape
     x = np.frombuffer(device.read_buffer_sync(args.buffers[0]), np.float32).reshape(rows, cols)
     out = np.frombuffer(device.read_buffer_sync(args.buffers[1]), np.float32)

@@ -1,0 +1,276 @@
+"""The two sampling policies: adaptive (the default) and the seed's fixed one.
+
+**Adaptive**: sample candidates round robin, drop the hopeless early, settle the rest.
+
+Tuning time goes where the answer is in doubt. The policy runs in three parts:
+
+1. **Screening**, in the plan's order (every batch, not only the first): each candidate is
+   compiled, warmed up and calibrated, and the calibration's last reading (a full-length sample)
+   is its first sample. One sample already rules out a candidate at twice the leader's time.
+2. **Rounds**: every candidate still in the running gets one more sample per round, round
+   robin, so that drift (clocks, heat, the rest of the machine) hits all of them alike. After
+   each round a candidate whose *fastest* sample is slower than the leader's median by more than
+   a margin is dropped. The margin shrinks as its samples grow (``SLACK / n**2``, never below the
+   tolerance): one sample may be a descheduled one; four that all lose are not.
+3. **Settling**: once the finalists have ``MIN_SAMPLES`` samples each, a rival leaves when the
+   bootstrap interval of ``median(rival) / median(leader)`` says, at ``Config.confidence``, that
+   it is at most ``Config.tolerance`` faster than the leader: then the leader is the right pick,
+   or as good as it within the tolerance.
+
+The rounds stop when one candidate is left, when every finalist has ``Config.max_samples``
+samples, or when they have spent ``Config.budget`` seconds; the winner is the candidate with
+the lowest median.
+
+**Fixed** (the seed's, ``Config.policy = "fixed"``): the plan's batches in turn, each candidate
+sampled ``Config.samples`` times one after another; the tune stops after the first batch that
+measured a candidate; ranked by ``0.8 * min + 0.2 * median``.
+
+In both, a candidate whose median is within the set's short-circuit limit for the key (see
+:class:`~wgtune.tunable.TunableSet`) ends the tune at once and wins.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .benchmark import Arm, OutputCheck, PipelineGetter, failure_of_sampling, prepare_candidate, run_candidate
+from .confidence import bootstrap_ratio, median
+from .config import Config
+from .device import Device
+from .errors import KernelError, WgtuneError
+from .plan import Plan
+from .results import Outcome, Result
+from .tunable import Args, TunableSet
+
+__all__ = ["MIN_SAMPLES", "Sampled", "elimination_margin", "sample_adaptively", "sample_fixed"]
+
+# Samples each finalist has before the bootstrap judges it.
+MIN_SAMPLES = 5
+# The elimination margin with one sample: its fastest sample must be twice the leader's median.
+SLACK = 1.0
+# Samples that confirm a candidate under the short-circuit limit before it ends the tune.
+SHORT_CIRCUIT_SAMPLES = 3
+
+# Called when a candidate leaves the running (or is screened): its index, result and wall time.
+OnTrial = Callable[[int, Result, float], None]
+
+
+def elimination_margin(samples: int, tolerance: float) -> float:
+    """How much slower than the leader's median a candidate's fastest sample must be to drop it."""
+    return max(tolerance, SLACK / samples**2)
+
+
+@dataclass
+class Sampled:
+    """What the sampling left: every candidate's result and cost, and how the tune ended."""
+
+    results: dict[int, Result] = field(default_factory=dict)
+    walls: dict[int, float] = field(default_factory=dict)
+    samples: dict[int, int] = field(default_factory=dict)
+    order: list[int] = field(default_factory=list)  # in the order candidates first ran
+    short_circuit: int | None = None
+    rounds: int = 0
+    spent: float = 0.0  # seconds of the rounds after screening
+
+
+class _Adaptive:
+    def __init__(
+        self,
+        device: Device,
+        tunables: TunableSet,
+        args: Args,
+        config: Config,
+        pipeline: PipelineGetter,
+        check: OutputCheck | None,
+        step: Callable[[str], None],
+        on_trial: OnTrial,
+        limit: float | None,
+    ) -> None:
+        self.device, self.tunables, self.args, self.config = device, tunables, args, config
+        self.pipeline, self.check, self.step, self.on_trial = pipeline, check, step, on_trial
+        self.limit = limit
+        self.sampled = Sampled()
+        self.alive: list[Arm] = []
+
+    def _leave(self, arm: Arm, why: str) -> None:
+        """``arm`` stops being sampled; its result is final."""
+        self.alive = [other for other in self.alive if other is not arm]
+        self._settle_result(arm)
+        self.step(f"{arm.name}: out after {len(arm.samples)} samples ({why})")
+
+    def _settle_result(self, arm: Arm) -> None:
+        self._record(arm.index, arm.result(self.device.timing), arm.wall, len(arm.samples))
+
+    def _record(self, index: int, result: Result, wall: float, samples: int) -> None:
+        self.sampled.results[index] = result
+        self.sampled.walls[index] = wall
+        self.sampled.samples[index] = samples
+        self.on_trial(index, result, wall)
+
+    async def _sample(self, arm: Arm, count: int = 1) -> bool:
+        """One more sample of ``arm``; a candidate that fails now is out with its error."""
+        started = time.perf_counter()
+        try:
+            await arm.sample(self.device, self.args, count)
+        except WgtuneError as error:
+            if not isinstance(error, KernelError):
+                raise
+            failure: Result = failure_of_sampling(arm.name, error)
+        except Exception as error:
+            failure = failure_of_sampling(arm.name, error)
+        else:
+            arm.wall += time.perf_counter() - started
+            return True
+        arm.wall += time.perf_counter() - started
+        self.alive = [other for other in self.alive if other is not arm]
+        self._record(arm.index, failure, arm.wall, len(arm.samples))
+        return False
+
+    def _leader(self) -> Arm:
+        return min(self.alive, key=lambda arm: (median(arm.samples), arm.index))
+
+    def _eliminate(self) -> None:
+        """Drop the candidates whose fastest sample loses to the leader's median by the margin."""
+        measured = [arm for arm in self.alive if arm.samples]
+        for arm in [arm for arm in self.alive if not arm.samples]:
+            self._leave(arm, "no valid sample")
+        if not measured:
+            return
+        leader = self._leader()
+        best = median(leader.samples)
+        for arm in list(self.alive):
+            margin = elimination_margin(len(arm.samples), self.config.tolerance)
+            if arm is not leader and min(arm.samples) > best * (1 + margin):
+                self._leave(arm, f"fastest {min(arm.samples):.3g}s > {1 + margin:.3g} x leader {best:.3g}s")
+
+    def _settle(self) -> None:
+        """Drop the finalists the bootstrap shows to be no better than the leader within tolerance."""
+        if len(self.alive) < 2 or any(len(arm.samples) < MIN_SAMPLES for arm in self.alive):
+            return
+        leader = self._leader()
+        for arm in list(self.alive):
+            if arm is leader:
+                continue
+            interval = bootstrap_ratio(leader.samples, arm.samples, self.config.confidence)
+            if interval.low > 1 - self.config.tolerance:
+                self._leave(arm, f"settled against {leader.name}: ratio {interval.ratio:.3f} "
+                                 f"({interval.low:.3f}-{interval.high:.3f})")
+
+    async def _short_circuits(self, arm: Arm) -> bool:
+        """Whether ``arm`` meets the set's time limit, confirmed on a few samples."""
+        if self.limit is None or not arm.samples or min(arm.samples) > self.limit:
+            return False
+        missing = SHORT_CIRCUIT_SAMPLES - len(arm.samples)
+        if missing > 0 and not await self._sample(arm, missing):
+            return False
+        return median(arm.samples) <= self.limit
+
+    async def screen(self, order: list[int]) -> bool:
+        """Prepare every candidate in ``order`` and take its first sample; True if one short-circuits."""
+        for index in order:
+            started = time.perf_counter()
+            prepared = await prepare_candidate(
+                self.device, self.tunables, index, self.args, self.config, self.pipeline, self.check, self.step
+            )
+            self.sampled.order.append(index)
+            if not isinstance(prepared, Arm):
+                self._record(index, prepared, time.perf_counter() - started, 0)
+                continue
+            prepared.wall = time.perf_counter() - started
+            self.alive.append(prepared)
+            if not prepared.samples and not await self._sample(prepared):
+                continue
+            if await self._short_circuits(prepared):
+                self.sampled.short_circuit = index
+                return True
+            self._eliminate()
+            if prepared in self.alive:
+                self.on_trial(index, prepared.result(self.device.timing), prepared.wall)
+        return False
+
+    async def rounds(self) -> None:
+        started = time.perf_counter()
+        while len(self.alive) > 1:
+            if time.perf_counter() - started >= self.config.budget:
+                self.step(f"budget of {self.config.budget}s spent with {len(self.alive)} finalists")
+                break
+            hungry = [arm for arm in self.alive if len(arm.samples) < self.config.max_samples]
+            if not hungry:
+                self.step(f"{self.config.max_samples} samples each, {len(self.alive)} finalists")
+                break
+            for arm in hungry:
+                if await self._sample(arm) and await self._short_circuits(arm):
+                    self.sampled.short_circuit = arm.index
+                    self.sampled.spent = time.perf_counter() - started
+                    return
+            self.sampled.rounds += 1
+            self._eliminate()
+            self._settle()
+        self.sampled.spent = time.perf_counter() - started
+
+    def finish(self) -> Sampled:
+        for arm in list(self.alive):
+            self._settle_result(arm)
+        self.alive = []
+        return self.sampled
+
+
+async def sample_adaptively(
+    device: Device,
+    tunables: TunableSet,
+    order: list[int],
+    args: Args,
+    config: Config,
+    pipeline: PipelineGetter,
+    check: OutputCheck | None,
+    step: Callable[[str], None],
+    on_trial: OnTrial,
+    limit: float | None = None,
+) -> Sampled:
+    """Run the adaptive policy over the candidates ``order`` names (see the module docstring).
+
+    ``limit`` is the short-circuit time in seconds per dispatch, if the set gives one for the key.
+    Every failure of a candidate is a value in the results; candidates never run are absent.
+    """
+    policy = _Adaptive(device, tunables, args, config, pipeline, check, step, on_trial, limit)
+    if not await policy.screen(order):
+        await policy.rounds()
+    return policy.finish()
+
+
+async def sample_fixed(
+    device: Device,
+    tunables: TunableSet,
+    plan: Plan,
+    args: Args,
+    config: Config,
+    pipeline: PipelineGetter,
+    check: OutputCheck | None,
+    step: Callable[[str], None],
+    on_trial: OnTrial,
+    limit: float | None = None,
+) -> Sampled:
+    """Run the seed's fixed policy: batch by batch, ``config.samples`` samples per candidate."""
+    sampled = Sampled()
+    while True:
+        batch = plan.next()
+        if not batch:
+            return sampled
+        step(f"batch {batch}")
+        for index in batch:
+            started = time.perf_counter()
+            result = await run_candidate(device, tunables, index, args, config, pipeline, check, step)
+            wall = time.perf_counter() - started
+            sampled.order.append(index)
+            sampled.results[index] = result
+            sampled.walls[index] = wall
+            measured = isinstance(result, Outcome) and result.stats is not None
+            sampled.samples[index] = len(result.stats.samples) if measured else 0
+            on_trial(index, result, wall)
+            if measured and limit is not None and result.stats.median <= limit:
+                sampled.short_circuit = index
+                return sampled
+        if any(isinstance(sampled.results[index], Outcome) for index in batch):
+            return sampled
