@@ -230,7 +230,8 @@ def run(workload: Workload, device: NativeDevice, config: Config) -> dict:
     first = best if index == 0 else time_candidate(device, workload.tunables, 0, args, config)
     row = {
         "family": workload.family, "size": workload.label, "winner": winner.name,
-        "measured": sum(1 for t in trials if isinstance(t.result, Outcome)), "candidates": len(workload.tunables),
+        "measured": len({t.index for t in trials if isinstance(t.result, Outcome)}),
+        "candidates": len(workload.tunables),
         "tune_s": tune_seconds, "error": error,
         "winner_rate": workload.work / best.stats.median, "first_rate": workload.work / first.stats.median,
         "unit": workload.unit,

@@ -12,14 +12,20 @@ then:
     median (Triton's ``do_bench``);
   - ``cubecl``: 3 warmups and 10 single-dispatch samples, score ``0.8 * min + 0.2 * median``;
   - ``kernel-tuner``: 7 single-dispatch runs, mean;
-  - ``wgtune``: wgtune's tuner as it ships (its plan's first batch, calibrated samples), on a fresh
-    tuner with no cache.
+  - ``wgtune``: wgtune's tuner as it ships (the adaptive policy), on a fresh tuner with no cache;
+  - ``wgtune-fixed``: the same tuner with ``policy="fixed"`` (the seed's: the plan's first batch,
+    10 calibrated samples each, ``0.8 * min + 0.2 * median``).
+
+Every policy gets the same compiled pipelines: the tuners' compiles are answered from them, so
+tuning time is sampling time for all (compiling is the same cost whichever policy samples).
 
 A policy's regret on a key is its pick's true time over the oracle winner's, minus one.
 Printed per policy: tuning time (and its ratio to the Triton-style policy's), how often it picked
 the oracle's winner, the regret's median and maximum, and the share of keys with regret <= 2%.
 
-Usage: ``python bench/regret.py`` (small sizes) or ``--full`` (GPU sizes). A benchmark, not a test.
+Usage: ``python bench/regret.py`` (small sizes, for lavapipe) or ``--full`` (GPU sizes). ``--keys``
+picks the key list: ``many`` (default: 15 keys across the families) or ``kernels`` (the 7-8 keys
+of ``bench/kernels.py``). A benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -33,8 +39,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernels import Workload, workloads  # bench/kernels.py: the same keys and inputs
-from wgtune import Config, Tuner, run_inline
+from kernels import (  # bench/kernels.py: the same families and inputs
+    Workload,
+    fma_workload,
+    matmul_workload,
+    reduction_workload,
+    workloads,
+)
+from wgtune import Config, TuneFinished, Tuner, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.device import check_limits
 from wgtune.plan import Plan
@@ -101,13 +113,50 @@ def kernel_tuner(device, pipelines, args) -> int:
     return min(scores, key=scores.get)
 
 
-def wgtune_policy(device, workload: Workload, args) -> int:
-    tuner = Tuner(device, config=Config(cache=False, log_level="disabled"))
-    kernel = tuner.execute(workload.tunables, args)
-    return workload.tunables.index_of[kernel.name]
+def wgtune_policy(device, workload: Workload, args, pipelines: dict[int, tuple], policy: str) -> tuple[int, str]:
+    """wgtune's pick with a fresh tuner, its compiles answered from ``pipelines``; and its confidence."""
+    compiled = {id(workload.tunables.candidates[index]): pipeline for index, (pipeline, _) in pipelines.items()}
+    compile_for_real = device.compile
+
+    async def compile_once(kernel):
+        found = compiled.get(id(kernel))
+        return found if found is not None else await compile_for_real(kernel)
+
+    finished: list[TuneFinished] = []
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled", policy=policy),
+                  observer=lambda event: finished.append(event) if isinstance(event, TuneFinished) else None)
+    device.compile = compile_once
+    try:
+        kernel = tuner.execute(workload.tunables, args)
+    finally:
+        del device.compile
+    confidence = finished[-1].confidence if finished else None
+    sure = f" (p={confidence.p_faster:.2f})" if confidence is not None else ""
+    return workload.tunables.index_of[kernel.name], sure
 
 
 POLICIES: dict[str, Callable] = {"triton": triton, "cubecl": cubecl, "kernel-tuner": kernel_tuner}
+WGTUNE = {"wgtune": "adaptive", "wgtune-fixed": "fixed"}
+
+
+def many_workloads(full: bool) -> list[Workload]:
+    """More keys than bench/kernels.py's, of every family: regret is a share of keys."""
+    if full:
+        found = [matmul_workload(4096, 4096, 4096), matmul_workload(2048, 2048, 2048),
+                 matmul_workload(4096, 1024, 4096), matmul_workload(1024, 1024, 1024),
+                 matmul_workload(8192, 256, 1024), matmul_workload(333, 4099, 517),
+                 fma_workload(1 << 28), fma_workload(1 << 24), fma_workload(10_000_019),
+                 reduction_workload("sum", 1 << 14, 1 << 14), reduction_workload("sum", 1, 1 << 26),
+                 reduction_workload("sum", 1 << 20, 64), reduction_workload("max", 1 << 14, 1 << 14),
+                 reduction_workload("max", 64, 1 << 20), reduction_workload("max", 3000, 3001)]
+    else:
+        found = [matmul_workload(256, 256, 256), matmul_workload(320, 192, 130), matmul_workload(128, 128, 128),
+                 matmul_workload(64, 512, 96), matmul_workload(512, 96, 64),
+                 fma_workload(1 << 20), fma_workload(1_000_003), fma_workload(1 << 16), fma_workload(1 << 22),
+                 reduction_workload("sum", 1024, 1024), reduction_workload("sum", 1, 1 << 20),
+                 reduction_workload("sum", 4096, 64), reduction_workload("max", 333, 777),
+                 reduction_workload("max", 1024, 1024), reduction_workload("max", 8, 1 << 16)]
+    return [w for w in found if w is not None]
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -135,11 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true", help="the GPU sizes of bench/kernels.py --full")
     parser.add_argument("--only", action="append", help="only this family (matmul, fma, row_sum, row_max)")
+    parser.add_argument("--keys", choices=("many", "kernels"), default="many", help="which key list (see above)")
     options = parser.parse_args(argv)
     device = NativeDevice.open()
     print(f"adapter: {device.adapter_info.get('device', '?')}, timing {device.timing}")
-    rows: dict[str, list[tuple[float, float, bool]]] = {name: [] for name in (*POLICIES, "wgtune")}
-    for workload in workloads(options.full):
+    rows: dict[str, list[tuple[float, float, bool]]] = {name: [] for name in (*POLICIES, *WGTUNE)}
+    keys = many_workloads(options.full) if options.keys == "many" else workloads(options.full)
+    for workload in keys:
         if options.only and workload.family not in options.only:
             continue
         args, _ = workload.make(device)
@@ -148,16 +199,17 @@ def main(argv: list[str] | None = None) -> int:
         best = min(truth, key=truth.get)
         line = [f"{workload.family} {workload.label}: {len(pipelines)} candidates, oracle "
                 f"{workload.tunables.candidates[best].name} {truth[best] * 1e6:.1f} us"]
-        for name in (*POLICIES, "wgtune"):
+        for name in (*POLICIES, *WGTUNE):
             started = time.perf_counter()
-            if name == "wgtune":
-                pick = wgtune_policy(device, workload, args)
+            sure = ""
+            if name in WGTUNE:
+                pick, sure = wgtune_policy(device, workload, args, pipelines, WGTUNE[name])
             else:
                 pick = POLICIES[name](device, pipelines, args)
             spent = time.perf_counter() - started
             regret = truth[pick] / truth[best] - 1 if pick in truth else float("inf")
             rows[name].append((spent, regret, pick == best))
-            line.append(f"{name} {regret * 100:+.1f}% in {spent:.2f}s")
+            line.append(f"{name} {regret * 100:+.1f}% in {spent:.2f}s{sure}")
         print("; ".join(line), flush=True)
 
     triton_time = sum(spent for spent, _, _ in rows["triton"])

@@ -65,13 +65,14 @@ def run_cache(args) -> int:
             print()
             return 0
         table = Table(title=f"stored winners: {directory}")
-        for column in ("device", "set", "key", "winner", "median", "candidates", "checksum"):
+        for column in ("device", "set", "key", "winner", "median", "confidence", "candidates", "checksum"):
             table.add_column(column)
         for namespace, entry in rows:
             median = _winner_median(entry)
+            sure = f"{entry.confidence.short()} vs {entry.confidence.runner_up}" if entry.confidence else "-"
             table.add_row(str(namespace.get("device", {}).get("device", "?")), entry.table, str(entry.key),
                           f"{entry.winner_name} (#{entry.winner})", format_seconds(median) if median else "-",
-                          str(len(entry.results)), entry.checksum[:12])
+                          sure, str(len(entry.results)), entry.checksum[:12])
         console.print(table if rows else f"no stored winners in {directory}")
         return 0
     if args.action == "clear":

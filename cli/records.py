@@ -34,10 +34,14 @@ def run_records(args) -> int:
             f"{'  [yellow]dry run[/yellow]' if record.dry_run else ''}"
         )
         console.print(
-            f"  winner #{record.winner}; checksum {record.checksum[:12]}; "
+            f"  winner #{record.winner}; checksum {record.checksum[:12]}; policy {record.policy or '?'}; "
             f"short circuit: {escape(record.short_circuit) if record.short_circuit else 'none'}"
         )
+        if record.confidence is not None:
+            console.print(f"  confidence: {escape(record.confidence.describe())}")
         for position, trial in enumerate(record.trials, 1):
-            console.print(f"  {position:3d}. {escape(trial.name):<32} {format_seconds(trial.wall):>12}")
+            console.print(
+                f"  {position:3d}. {escape(trial.name):<32} {format_seconds(trial.wall):>12} {trial.samples:>4} samples"
+            )
     console.print(f"{len(rows)} record(s) in {args.file}")
     return 0

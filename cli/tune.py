@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from wgtune.confidence import Confidence
 from wgtune.config import Config
 from wgtune.events import TrialFinished, TuneFinished, TuneStarted
 from wgtune.key import Key
@@ -32,6 +33,7 @@ class KeySummary:
     runner_up: str | None = None
     runner_up_median: float | None = None
     first_median: float | None = None
+    confidence: Confidence | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -50,14 +52,18 @@ class KeySummary:
             "runner_up_median": self.runner_up_median,
             "first_median": self.first_median,
             "speedup_over_first": self.speedup,
+            "confidence": self.confidence.to_json() if self.confidence is not None else None,
         }
 
 
-def summarize(set_name: str, key: Key, status: str, winner: str, results: list[dict], first: str) -> KeySummary:
+def summarize(
+    set_name: str, key: Key, status: str, winner: str, results: list[dict], first: str,
+    confidence: Confidence | None = None,
+) -> KeySummary:
     measured = [r for r in results if "median" in r]
     medians = {r["name"]: r["median"] for r in measured}
-    ranked = [r["name"] for r in sorted(measured, key=lambda r: r.get("score", r["median"]))]
-    runner_up = next((name for name in ranked if name != winner), None)
+    ranked = [r["name"] for r in sorted(measured, key=lambda r: r["median"])]
+    runner_up = confidence.runner_up if confidence is not None else next((n for n in ranked if n != winner), None)
     return KeySummary(
         set_name=set_name,
         key=key,
@@ -67,6 +73,7 @@ def summarize(set_name: str, key: Key, status: str, winner: str, results: list[d
         runner_up=runner_up,
         runner_up_median=medians.get(runner_up) if runner_up else None,
         first_median=medians.get(first),
+        confidence=confidence,
     )
 
 
@@ -91,7 +98,8 @@ def run_tune(args) -> int:
     configure_logging(config.log_level.value if not args.json else "disabled")
 
     console = Console(stderr=True)
-    trials: dict[tuple[str, Key], list] = {}
+    trials: dict[tuple[str, Key], dict[int, object]] = {}  # each candidate's latest result
+    confidences: dict[tuple[str, Key], Confidence | None] = {}
     started: list[tuple[str, Key]] = []
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -101,17 +109,20 @@ def run_tune(args) -> int:
     sizes_of: dict[str, int] = {}  # candidates per key of each set
 
     def observe(event: object) -> None:
-        if isinstance(event, TuneFinished) and event.set_name in bars:
-            # Candidates the plan skipped never report: count the key as done.
-            unreported = sizes_of[event.set_name] - len(trials[(event.set_name, event.key)])
-            progress.advance(bars[event.set_name], unreported)
+        if isinstance(event, TuneFinished):
+            confidences[(event.set_name, event.key)] = event.confidence
+            if event.set_name in bars:
+                # Candidates the plan skipped never report: count the key as done.
+                unreported = sizes_of[event.set_name] - len(trials[(event.set_name, event.key)])
+                progress.advance(bars[event.set_name], unreported)
         if isinstance(event, TuneStarted):
             started.append((event.set_name, event.key))
-            trials[(event.set_name, event.key)] = []
+            trials[(event.set_name, event.key)] = {}
         elif isinstance(event, TrialFinished):
-            trials[(event.set_name, event.key)].append(event.result)
-            if event.set_name in bars:
+            seen = trials[(event.set_name, event.key)]
+            if event.index not in seen and event.set_name in bars:  # a finalist reports again at the end
                 progress.advance(bars[event.set_name])
+            seen[event.index] = event.result
 
     tuner = open_tuner(config=config, observer=observe)
     cases = [case for case in demo_suite() if not args.only or case.tunables.name in args.only]
@@ -137,13 +148,15 @@ def run_tune(args) -> int:
                 winner = tunables.candidates[state.index].name if isinstance(state, Hit) else "?"
                 first = tunables.candidates[0].name
                 if len(started) > tunes_before:  # this size tuned its key (another may share it)
-                    results = [result_to_json(r) for r in trials[(tunables.name, key)]]
-                    summaries.append(summarize(tunables.name, key, "tuned", winner, results, first))
+                    results = [result_to_json(r) for r in trials[(tunables.name, key)].values()]
+                    sure = confidences.get((tunables.name, key))
+                    summaries.append(summarize(tunables.name, key, "tuned", winner, results, first, sure))
                 else:
                     progress.advance(bars[tunables.name], len(tunables))
                     entry = stored.get((tunables.name, key))
                     results = list(entry.results) if entry is not None else []
-                    summaries.append(summarize(tunables.name, key, "hit", winner, results, first))
+                    confidence = entry.confidence if entry is not None else None
+                    summaries.append(summarize(tunables.name, key, "hit", winner, results, first, confidence))
     if args.json:
         json.dump({"dry_run": config.dry_run, "device": tuner.device.identity.as_dict(),
                    "keys": [s.to_json() for s in summaries]}, sys.stdout, indent=2)
@@ -160,13 +173,19 @@ def _time(seconds: float | None) -> str:
 def print_table(console: Console, tuner, summaries: list[KeySummary]) -> None:
     identity = tuner.device.identity
     table = Table(title=f"wgtune on {identity.device} ({identity.backend}, {tuner.device.timing})")
-    for column in ("set", "key", "status", "winner", "median", "runner-up", "speedup vs first"):
+    columns = ("set", "key", "status", "winner", "median", "runner-up", "confidence", "speedup vs first")
+    for column in columns:
         table.add_column(column, justify="right" if column in ("median", "speedup vs first") else "left")
     for s in summaries:
         runner_up = f"{s.runner_up} ({_time(s.runner_up_median)})" if s.runner_up else "-"
         speedup = f"{s.speedup:.2f}x" if s.speedup else "-"
-        table.add_row(s.set_name, str(s.key), s.status, s.winner, _time(s.median), runner_up, speedup)
+        sure = s.confidence.short() if s.confidence is not None else "-"
+        table.add_row(s.set_name, str(s.key), s.status, s.winner, _time(s.median), runner_up, sure, speedup)
     console.print(table)
+    console.print(
+        "confidence: the runner-up's median over the winner's, its bootstrap interval, and the share of "
+        "resamples in which the winner was faster"
+    )
 
 
 __all__ = ["KeySummary", "run_tune", "summarize"]

@@ -93,11 +93,16 @@ class Confidence:
             (len(winner), len(runner_up)),
         )
 
+    def short(self) -> str:
+        """For a table cell: ``1.23x [1.10, 1.31] p=0.99`` (the runner-up's time over the winner's,
+        its interval, the share of resamples in which the winner was faster)."""
+        return f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] p={self.p_faster:.2f}"
+
     def describe(self) -> str:
-        """One line for people: ``1.23x faster than B (1.10-1.31, 95%; p=0.99)``."""
+        """One line for people: ``1.23x vs B, 95% interval [1.10, 1.31], P(winner faster)=0.99``."""
         return (
-            f"{self.ratio:.3g}x vs {self.runner_up} "
-            f"({self.low:.3g}-{self.high:.3g} at {self.level:.0%}; P(faster)={self.p_faster:.2f})"
+            f"{self.ratio:.3f}x vs {self.runner_up}, {self.level:.0%} interval [{self.low:.3f}, {self.high:.3f}], "
+            f"P(winner faster)={self.p_faster:.2f} ({self.samples[0]} and {self.samples[1]} samples)"
         )
 
     def to_json(self) -> dict:

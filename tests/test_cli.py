@@ -19,7 +19,8 @@ def quick_tunes(monkeypatch):
     monkeypatch.setenv("WGTUNE_SAMPLES", "3")
     monkeypatch.setenv("WGTUNE_WARMUPS", "1")
     for name in ("WGTUNE_CACHE", "WGTUNE_CACHE_DIR", "WGTUNE_RECORDS", "WGTUNE_PIN", "WGTUNE_DRY_RUN",
-                 "WGTUNE_CHECKS", "WGTUNE_LOG", "WGTUNE_MIN_SAMPLE"):
+                 "WGTUNE_CHECKS", "WGTUNE_LOG", "WGTUNE_MIN_SAMPLE", "WGTUNE_POLICY", "WGTUNE_BUDGET",
+                 "WGTUNE_MAX_SAMPLES", "WGTUNE_CONFIDENCE", "WGTUNE_TOLERANCE"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -43,9 +44,15 @@ def test_second_run_is_all_hits_with_no_new_records(tmp_path, capsys):
     for envelope, record in written:
         assert record.trials and record.stored and envelope["effect"] == "changed"
 
+    for key in first["keys"]:  # every demo set has several candidates that run here
+        sure = key["confidence"]
+        assert sure["runner_up"] not in (None, key["winner"]) and 0 <= sure["p_faster"] <= 1
+        assert sure["low"] <= sure["ratio"] <= sure["high"] and sure["level"] == 0.95
+
     second = tune_json(capsys, "--cache-dir", str(cache), "--records", str(records))
     assert {k["status"] for k in second["keys"]} == {"hit"}
     assert [k["winner"] for k in second["keys"]] == [k["winner"] for k in first["keys"]]
+    assert [k["confidence"] for k in second["keys"]] == [k["confidence"] for k in first["keys"]], "kept in the store"
     assert len(read_records(records)) == demo_keys(), "a hit benchmarks nothing and records nothing"
 
 
@@ -116,9 +123,20 @@ def test_records_command_shows_every_trial_in_run_order(tmp_path, capsys):
     assert main(["records", str(records)]) == 0
     shown = capsys.readouterr().out
     assert "matmul [" in shown and "observed (not stored)" in shown
+    assert "policy adaptive" in shown and "confidence: " in shown and "P(winner faster)=" in shown
     (_, first), *_ = read_records(records)
     positions = [shown.index(f"{n}. {trial.name} ") for n, trial in enumerate(first.trials, 1)]
     assert positions == sorted(positions) and len(positions) == len(first.trials) >= 2
+
+
+def test_the_tables_show_the_winners_confidence(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    assert main(["tune", "--cache-dir", str(cache), "--only", "fma"]) == 0
+    table = capsys.readouterr().out
+    assert "confidence" in table and table.count(" p=") >= 2  # one a key: the demo tunes fma at two sizes
+    assert main(["cache", "--cache-dir", str(cache), "show"]) == 0
+    shown = capsys.readouterr().out
+    assert "confidence" in shown and shown.count(" p=") >= 2
 
 
 def test_cache_dir_is_accepted_before_or_after_the_action(tmp_path, capsys):
