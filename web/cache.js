@@ -1,6 +1,7 @@
 // The Stored winners panel (#cache): the winners IndexedDB holds for every device, and the
 // refresh / clear / export / import actions on them.
 
+import { describeConfidence, formatConfidence } from "/chart.js";
 import { $, keyText, message, plural } from "/dom.js";
 import { ui } from "/state.js";
 import { refreshKeys } from "/keys.js";
@@ -50,17 +51,19 @@ function namespaceBlock(namespace) {
   ].filter(Boolean).join("; ");
   const table = document.createElement("table");
   table.className = "grid entries";
-  table.innerHTML = '<thead><tr><th>Set</th><th>Key</th><th>Winner</th><th class="num">Results</th></tr></thead>';
+  table.innerHTML = "<thead><tr><th>Set</th><th>Key</th><th>Winner</th><th>Confidence</th>" +
+    '<th class="num">Results</th></tr></thead>';
   const body = document.createElement("tbody");
   for (const entry of namespace.entries) {
     const tr = document.createElement("tr");
     for (const [text, className] of [
       [entry.table, "set"], [keyText(entry.key), "key"], [entry.winner_name, "winner"],
-      [String(entry.results?.length ?? ""), "num"],
+      [formatConfidence(entry.confidence), "confidence"], [String(entry.results?.length ?? ""), "num"],
     ]) {
       const td = document.createElement("td");
       td.className = className;
       td.textContent = text;
+      if (className === "confidence") td.title = describeConfidence(entry.confidence);
       tr.append(td);
     }
     body.append(tr);

@@ -1,7 +1,7 @@
 // The Progress panel (#progress) and the tune events that drive the page: rows, progress, chart,
 // records and stored winners follow the running tune as its events arrive.
 
-import { formatSeconds } from "/chart.js";
+import { formatConfidence, formatSeconds } from "/chart.js";
 import { $ } from "/dom.js";
 import { ui, idOf } from "/state.js";
 import { patchState, refreshSoon } from "/keys.js";
@@ -47,7 +47,12 @@ const handlers = {
   finished(event) {
     const id = idOf(event.set, event.key);
     const tune = ui.tunes.get(id);
-    if (tune) Object.assign(tune, { phase: "done", winner: event.winner, stored: event.stored });
+    if (tune) {
+      Object.assign(tune, {
+        phase: "done", winner: event.winner, stored: event.stored,
+        confidence: event.confidence, shortCircuit: event.short_circuit,
+      });
+    }
     labelRecord(event);
     patchState(event.set, event.key, { state: "Hit", winner: event.winner, failure: undefined });
     showProgress(id);
@@ -118,7 +123,9 @@ export function phaseText(tune) {
       return tune.total ? `Pending: candidate ${Math.min(done + 1, tune.total)} of ${tune.total}` : "Pending";
     case "done":
       return `Winner: ${tune.winner} (${done} of ${tune.total ?? done} candidates tried; ` +
-        `${tune.stored ? "stored" : "not stored"})`;
+        `${tune.stored ? "stored" : "not stored"})` +
+        (tune.shortCircuit ? `; it met the short-circuit limit` : "") +
+        (tune.confidence ? `; confidence vs ${tune.confidence.runner_up}: ${formatConfidence(tune.confidence)}` : "");
     case "failed":
       return `Failed: ${tune.reason}`;
     default:
@@ -138,7 +145,8 @@ function trialItem(result, winner) {
     value.textContent = result.reason ? `${result.error}: ${result.reason}` : result.error;
   } else {
     value.className = "trial-time";
-    value.textContent = Number.isFinite(result.median) ? `median ${formatSeconds(result.median)}` : "not timed";
+    const samples = result.samples ? ` (${result.samples.length} samples)` : "";
+    value.textContent = Number.isFinite(result.median) ? `median ${formatSeconds(result.median)}${samples}` : "not timed";
   }
   item.classList.toggle("winner", result.name === winner);
   item.append(name, ": ", value);

@@ -1,7 +1,7 @@
 // The Tune records panel (#records): one row per tune this page ran (or loaded at start), as the
 // tuner recorded it.
 
-import { formatSeconds } from "/chart.js";
+import { describeConfidence, formatConfidence, formatSeconds } from "/chart.js";
 import { $, keyText } from "/dom.js";
 import { ui } from "/state.js";
 
@@ -19,12 +19,13 @@ export function addRecord(envelope) {
     record.table,
     keyText(record.entry?.key ?? record.key),
     winner,
+    formatConfidence(record.confidence),
     String(record.trials.length),
     formatSeconds(record.wall),
     envelope.effect,
     record.stored ? "yes" : "no",
   ];
-  const classes = ["time", "set", "key", "winner", "trials num", "wall num", "effect", "stored"];
+  const classes = ["time", "set", "key", "winner", "confidence", "trials num", "wall num", "effect", "stored"];
   cells.forEach((text, i) => {
     const td = document.createElement("td");
     td.className = classes[i];
@@ -32,6 +33,8 @@ export function addRecord(envelope) {
     tr.append(td);
   });
   tr.querySelector(".key").title = keyText(record.entry?.key ?? record.key);
+  tr.querySelector(".confidence").title = describeConfidence(record.confidence);
+  if (record.short_circuit) tr.querySelector(".winner").title = `${record.short_circuit} met the short-circuit limit`;
   body.append(tr);
   return tr;
 }

@@ -1,0 +1,242 @@
+"""The sampling policies on the fake device with scripted noise: the adaptive policy (the default)
+against the seed's fixed one, early elimination, budgets, short circuit and the confidence kept."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
+
+from wgtune import Config, ConfigError, Group, Key, TuneRecord
+from wgtune.config import Policy
+from wgtune.sampling import MIN_SAMPLES, elimination_margin
+
+
+class Machine:
+    """A scripted machine every candidate's samples share: a global count of timed passes, so
+    that noise can depend on *when* a sample is taken (drift), not on which candidate it is."""
+
+    def __init__(self, seed: int = 0, slow: range = range(0), slowdown: float = 1.0, jitter: float = 0.0,
+                 spikes: float = 0.0) -> None:
+        self.calls = 0
+        self.rng = random.Random(seed)
+        self.slow, self.slowdown, self.jitter, self.spikes = slow, slowdown, jitter, spikes
+
+    def duration(self, true_seconds: float):
+        def sample(_call: int) -> float:
+            self.calls += 1
+            factor = self.slowdown if self.calls in self.slow else 1.0
+            noise = 1.0 + self.jitter * self.rng.random()  # the machine only ever slows a run down
+            if self.spikes and self.rng.random() < self.spikes:
+                noise *= 3.0  # descheduled
+            return true_seconds * factor * noise
+
+        return sample
+
+
+def tune(device: FakeDevice, tunables, **config):
+    tuner = make_tuner(device, config=quiet(**config))
+    winner = tuner.execute(tunables, call(device, [1.0]))
+    return tuner, winner.name
+
+
+# -- the case a fixed policy gets wrong ----------------------------------------------------------
+
+
+def test_drift_fools_the_fixed_policy_but_not_the_adaptive_one():
+    """The machine runs at half speed for a while (another job, a thermal limit). Sampled one
+    candidate after another, the faster one takes all its samples in the slow spell and loses;
+    sampled round robin, both see the spell alike and the faster one wins."""
+    truth = {"a": 1.00e-3, "b": 0.95e-3}  # b is 5% faster
+
+    def run(policy: str) -> str:
+        device = FakeDevice()
+        machine = Machine(slow=range(12, 40), slowdown=2.0, jitter=0.01)
+        for name, seconds in truth.items():
+            device.script(name, duration=machine.duration(seconds))
+        _, winner = tune(device, make_set("a", "b"), policy=policy, samples=10)
+        return winner
+
+    assert run("fixed") == "a"  # regret 5%: fooled
+    assert run("adaptive") == "b"
+
+
+def test_the_adaptive_policy_finds_the_best_in_a_later_priority_group():
+    device = FakeDevice()
+    device.script("safe", duration=2e-3)
+    device.script("bold", duration=1e-3)
+    tunables = make_set(kernel("safe", group=Group("likely", 2)), kernel("bold", group=Group("unlikely", 1)))
+    assert tune(device, tunables, policy="fixed")[1] == "safe"  # the seed never looks past the first batch
+    device = FakeDevice()
+    device.script("safe", duration=2e-3)
+    device.script("bold", duration=1e-3)
+    assert tune(device, tunables)[1] == "bold"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_under_one_sided_noise_and_spikes_the_adaptive_pick_is_within_two_percent(seed):
+    rng = random.Random(seed)
+    truth = {f"c{i}": 1e-3 * (1 + rng.choice([0, 0.03, 0.06, 0.1, 0.5, 1.0, 3.0])) for i in range(8)}
+    device = FakeDevice()
+    machine = Machine(seed=seed, jitter=0.05, spikes=0.05)
+    for name, seconds in truth.items():
+        device.script(name, duration=machine.duration(seconds))
+    _, winner = tune(device, make_set(*truth))
+    assert truth[winner] / min(truth.values()) - 1 <= 0.02, (winner, truth)
+
+
+# -- where the time goes -------------------------------------------------------------------------
+
+
+def test_hopeless_candidates_get_one_sample_and_close_rivals_many():
+    device = FakeDevice()
+    machine = Machine(jitter=0.02)
+    for name, seconds in {"best": 1.0e-3, "close": 1.01e-3, "slow": 2.5e-3, "awful": 10e-3}.items():
+        device.script(name, duration=machine.duration(seconds))
+    tuner, winner = tune(device, make_set("awful", "slow", "close", "best"))
+    counts = {name: len(result["samples"]) for name, result in stored_results(tuner, make_set("x")).items()}
+    assert counts["slow"] == 1 and counts["awful"] == 1
+    assert counts["best"] >= MIN_SAMPLES and counts["close"] >= MIN_SAMPLES
+    assert winner in ("best", "close")  # within 1%: either is a right pick
+    [record] = tuner.records.records
+    assert {trial.name: trial.samples for trial in record.trials} == counts
+    assert [trial.name for trial in record.trials] == ["awful", "slow", "close", "best"]
+
+
+def test_the_margin_shrinks_with_samples_down_to_the_tolerance():
+    assert elimination_margin(1, 0.01) == pytest.approx(1.0)
+    assert elimination_margin(2, 0.01) == pytest.approx(0.25)
+    assert elimination_margin(100, 0.01) == pytest.approx(0.01)
+
+
+def test_finalists_that_never_separate_stop_at_max_samples():
+    device = FakeDevice()
+    machine = Machine(seed=3, jitter=0.5)  # noise far wider than the 0.5% gap
+    device.script("a", duration=machine.duration(1.000e-3))
+    device.script("b", duration=machine.duration(1.005e-3))
+    tuner, _ = tune(device, make_set("a", "b"), max_samples=12, tolerance=0.0)
+    counts = [len(result["samples"]) for result in stored_results(tuner, make_set("x")).values()]
+    assert counts == [12, 12]
+
+
+def test_a_zero_budget_ends_the_rounds_after_screening():
+    device = FakeDevice()
+    device.script("a", duration=1.000e-3)
+    device.script("b", duration=1.001e-3)
+    tuner, winner = tune(device, make_set("a", "b"), budget=0.0)
+    assert winner == "a"
+    assert [len(r["samples"]) for r in stored_results(tuner, make_set("x")).values()] == [1, 1]
+
+
+def test_a_candidate_that_fails_mid_sampling_is_out_with_its_error():
+    device = FakeDevice()
+    device.script("a", duration=1e-3)
+    failing = iter([1e-3, 1e-3])
+
+    def flaky(_call: int) -> float:
+        try:
+            return next(failing)
+        except StopIteration:
+            raise RuntimeError("device lost") from None
+
+    device.script("b", duration=flaky)
+    tuner, winner = tune(device, make_set("a", "b"))
+    assert winner == "a"
+    assert stored_results(tuner, make_set("x"))["b"]["error"] == "Unknown"
+
+
+# -- short circuit ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["adaptive", "fixed"])
+def test_a_candidate_within_the_short_circuit_limit_ends_the_tune_and_the_record_names_it(policy):
+    device = FakeDevice()
+    device.script("a", duration=3e-3)
+    device.script("b", duration=0.9e-3)
+    device.script("c", duration=0.5e-3)  # faster still, but the tune has ended
+    limits = []
+    tunables = make_set("a", "b", "c", short_circuit=lambda key: limits.append(key) or 1e-3)
+    tuner, winner = tune(device, tunables, policy=policy)
+    assert winner == "b"
+    assert limits == [Key({"n": 4})]
+    assert "c" not in device.profiles and "c" not in device.compiles
+    [record] = tuner.records.records
+    assert record.short_circuit == "b"
+    assert [trial.name for trial in record.trials] == ["a", "b"]
+    assert "short-circuit" in stored_results(tuner, tunables)["c"]["reason"]
+    assert TuneRecord.from_json(record.to_json()).short_circuit == "b"
+
+
+def test_no_short_circuit_when_no_candidate_meets_the_limit():
+    device = FakeDevice()
+    device.script("a", duration=3e-3)
+    device.script("b", duration=2e-3)
+    tuner, winner = tune(device, make_set("a", "b", short_circuit=lambda key: 1e-3))
+    assert winner == "b" and tuner.records.records[0].short_circuit is None
+
+
+def test_a_short_circuit_that_is_not_a_function_is_a_config_error():
+    with pytest.raises(ConfigError, match="short_circuit"):
+        make_set("a", short_circuit=1e-3)
+
+
+# -- the confidence kept ------------------------------------------------------------------------
+
+
+def test_a_clear_winner_is_stated_with_high_confidence_in_store_record_and_event():
+    device = FakeDevice()
+    machine = Machine(seed=1, jitter=0.05)
+    device.script("a", duration=machine.duration(1.3e-3))
+    device.script("b", duration=machine.duration(1.0e-3))
+    finished = []
+    tuner = make_tuner(device, observer=lambda e: finished.append(e) if type(e).__name__ == "TuneFinished" else 0)
+    tuner.execute(make_set("a", "b"), call(device, [1.0]))
+    entry = tuner.store.entries[("fake", Key({"n": 4}))]
+    sure = entry.confidence
+    assert entry.winner_name == "b" and sure.runner_up == "a"
+    assert 1.2 < sure.ratio < 1.4 and sure.low > 1.0 and sure.p_faster >= 0.95
+    assert tuner.records.records[0].confidence == sure and finished[0].confidence == sure
+    assert tuner.records.records[0].policy == entry.policy == "adaptive"
+
+
+def test_a_tie_is_stated_as_one():
+    device = FakeDevice()
+    machine = Machine(seed=2, jitter=0.2)
+    device.script("a", duration=machine.duration(1e-3))
+    device.script("b", duration=machine.duration(1e-3))
+    tuner, _ = tune(device, make_set("a", "b"), max_samples=20, tolerance=0.0)
+    sure = tuner.store.entries[("fake", Key({"n": 4}))].confidence
+    assert sure.low < 1.0 < sure.high
+    assert 0.2 < sure.p_faster < 0.9
+
+
+def test_a_single_measured_candidate_has_no_confidence():
+    device = FakeDevice()
+    device.script("b", compile_error="bad")
+    tuner, winner = tune(device, make_set("a", "b"))
+    assert winner == "a" and tuner.store.entries[("fake", Key({"n": 4}))].confidence is None
+
+
+# -- settings -----------------------------------------------------------------------------------
+
+
+def test_the_adaptive_policy_is_the_default_and_the_settings_come_from_the_environment():
+    assert Config().policy is Policy.ADAPTIVE
+    config = Config.from_env({"WGTUNE_POLICY": "fixed", "WGTUNE_BUDGET": "0.25", "WGTUNE_MAX_SAMPLES": "7",
+                              "WGTUNE_CONFIDENCE": "0.9", "WGTUNE_TOLERANCE": "0.02"})
+    assert (config.policy, config.budget, config.max_samples, config.confidence, config.tolerance) == (
+        Policy.FIXED, 0.25, 7, 0.9, 0.02)
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"WGTUNE_POLICY": "fastest"}, "WGTUNE_POLICY"),
+    ({"WGTUNE_BUDGET": "-1"}, "WGTUNE_BUDGET"),
+    ({"WGTUNE_BUDGET": "soon"}, "WGTUNE_BUDGET"),
+    ({"WGTUNE_MAX_SAMPLES": "0"}, "WGTUNE_MAX_SAMPLES"),
+    ({"WGTUNE_CONFIDENCE": "1.5"}, "confidence"),
+    ({"WGTUNE_TOLERANCE": "2"}, "tolerance"),
+])
+def test_bad_settings_are_clear_errors(env, named):
+    with pytest.raises(ConfigError, match=named):
+        Config.from_env(env)
