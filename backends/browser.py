@@ -6,10 +6,11 @@ awaited, so the core's tune suspends on the JS event loop and the page stays res
 
 Timing: GPU timestamp queries where the device has ``timestamp-query``; otherwise the wall
 clock (``performance.now()``) around ``queue.onSubmittedWorkDone()``. Either clock is coarse in
-a browser (Chrome quantizes timestamps to ~100 us on real GPUs; ``performance.now()`` is 5 us
-when the page is cross-origin isolated, 100 us when not), so the device reports a
-:attr:`clock_grain` and the core repeats dispatches inside each timed pass until a sample is
-long against it.
+a browser (Chrome quantizes timestamps on real GPUs; ``performance.now()`` is 5 us when the page
+is cross-origin isolated, 100 us when not, and every wall-clock reading pays for a submission and
+a promise), so the core measures the clock's grain with :meth:`BrowserDevice.time_empty_pass`
+(see ``wgtune.clock``) and repeats dispatches inside each timed pass until a sample is long
+against it.
 
 Validation errors in WebGPU are asynchronous: each submission runs inside an error scope whose
 result is collected by :meth:`BrowserDevice.sync`, which raises it as a KernelError. Nothing
@@ -21,6 +22,7 @@ Importable only in Pyodide (it imports ``js`` and ``pyodide.ffi``).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +34,6 @@ from wgtune.errors import KernelError
 from wgtune.tunable import Args, Grid, Kernel, pack_params
 
 __all__ = ["BrowserDevice"]
-
-# Chrome's timestamp quantization on real GPUs; assumed wherever the device has timestamps.
-TIMESTAMP_GRAIN = 100e-6
-
 
 def _js(value: Any) -> Any:
     """A Python descriptor (dicts, lists, JS objects inside) as a plain JS object."""
@@ -86,8 +84,9 @@ class BrowserDevice(Device):
     """A WebGPU ``GPUDevice`` (a JS object) behind wgtune's device interface.
 
     ``adapter_info`` is the adapter's ``GPUAdapterInfo`` as a dict (vendor, architecture,
-    device, description). ``clock_grain`` is the wall clock's measured grain in seconds, for
-    devices without timestamps.
+    device, description). ``clock_grain`` is the fallback until the core measures the grain
+    (``wgtune.clock.measure_clock_grain``): the page passes the step of ``performance.now()`` it
+    saw in JS.
     """
 
     def __init__(
@@ -101,7 +100,7 @@ class BrowserDevice(Device):
         self.features = frozenset(str(name) for name in gpu_device.features)
         self.timestamps = bool(use_timestamps and gpu_device.features.has("timestamp-query"))
         self.timing = Timing.GPU_TIMESTAMP if self.timestamps else Timing.WALL_CLOCK
-        self.clock_grain = TIMESTAMP_GRAIN if self.timestamps else max(float(clock_grain), 1e-6)
+        self.clock_grain = max(float(clock_grain), 1e-6)
         # Each submission's error scope reports here; sync() raises the first and clears them.
         # A callback rather than a list of promises: calls that never sync keep nothing alive.
         self._errors: list[str] = []
@@ -199,7 +198,11 @@ class BrowserDevice(Device):
             args.cache[pipeline] = group
         return group
 
-    def _encode(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int, timestamps: bool) -> Any:
+    def _encode(
+        self, pipeline: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int, timestamps: bool
+    ) -> Any:
+        """One compute pass of ``repeats`` launches; with no ``pipeline``, the same pass empty (what
+        :meth:`time_empty_pass` times)."""
         encoder = self.gpu.createCommandEncoder()
         descriptor = {}
         if timestamps:
@@ -208,7 +211,7 @@ class BrowserDevice(Device):
             }
         compute = encoder.beginComputePass(_js(descriptor))
         # Stages in order, each seeing the previous one's writes (dispatches in a pass are ordered).
-        steps = pipeline.steps(args, grid, self._bind_group)
+        steps = pipeline.steps(args, grid, self._bind_group) if pipeline is not None else []
         for _ in range(repeats):
             for stage_pipeline, stage_group, (x, y, z) in steps:
                 compute.setPipeline(stage_pipeline)
@@ -238,14 +241,31 @@ class BrowserDevice(Device):
 
     async def profile(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int) -> _Profile:
         if not self.timestamps:
-            await self.sync()
-            started = js.performance.now()
-            self.dispatch(pipeline, args, grid, repeats)
-            await self.queue.onSubmittedWorkDone()
-            seconds = (js.performance.now() - started) / 1000.0
-            await self.sync()
-            return _Profile(seconds=seconds)
-        self.gpu.pushErrorScope("validation")
+            return await self._wall_clock(lambda: self.dispatch(pipeline, args, grid, repeats))
+        return self._launch_timed(pipeline, args, grid, repeats)
+
+    async def time_empty_pass(self) -> float:
+        """What ``profile`` reads for the same pass with no dispatch in it, on the same clock."""
+        if not self.timestamps:
+            profile = await self._wall_clock(lambda: self._submit(self._encode(None, None, (0, 0, 0), 0, False)))
+            return profile.seconds
+        begin, end = await self._timestamps(self._launch_timed(None, None, (0, 0, 0), 0))
+        # Unlike a sample's, a reading of 0 is an answer here: the pass fell within one tick.
+        return (end - begin) * 1e-9 if end >= begin else float("nan")
+
+    async def _wall_clock(self, launch: Callable[[], None]) -> _Profile:
+        """``launch``, timed by ``performance.now()`` from an idle queue until its work is done."""
+        await self.sync()
+        started = js.performance.now()
+        launch()
+        await self.queue.onSubmittedWorkDone()
+        seconds = (js.performance.now() - started) / 1000.0
+        await self.sync()
+        return _Profile(seconds=seconds)
+
+    def _launch_timed(self, pipeline: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int) -> _Profile:
+        """Submit the pass with timestamps written around it, and their copy to a fresh readback."""
+        self.gpu.pushErrorScope("validation")  # binding errors belong to this launch too
         try:
             encoder = self._encode(pipeline, args, grid, repeats, timestamps=True)
             usage = js.GPUBufferUsage
@@ -257,9 +277,8 @@ class BrowserDevice(Device):
             self._pop_scope()
         return _Profile(readback=readback)
 
-    async def resolve(self, profile: _Profile) -> float:
-        if profile.seconds is not None:
-            return profile.seconds
+    async def _timestamps(self, profile: _Profile) -> tuple[int, int]:
+        """The pass's begin and end timestamps (ns), once its submission is done."""
         await self.sync()
         readback = profile.readback
         try:
@@ -270,6 +289,12 @@ class BrowserDevice(Device):
             raise KernelError(f"reading timestamps failed: {_message(error)}") from None
         finally:
             readback.destroy()
+        return begin, end
+
+    async def resolve(self, profile: _Profile) -> float:
+        if profile.seconds is not None:
+            return profile.seconds
+        begin, end = await self._timestamps(profile)
         return (end - begin) * 1e-9 if end > begin else float("nan")
 
     async def sync(self) -> None:

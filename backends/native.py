@@ -3,7 +3,9 @@
 Works on the caller's own ``wgpu.GPUDevice`` and buffers, so a wgpu-py application tunes the
 kernels it already has, or opens an adapter and a device itself (asking for ``timestamp-query``
 when the adapter offers it). Times samples with GPU timestamp queries written at the start and
-end of the compute pass; without them, with the wall clock around a full sync.
+end of the compute pass; without them, with the wall clock around a full sync. The same pass with
+no dispatch in it, timed the same way (:meth:`NativeDevice.time_empty_pass`), is what the core
+measures the clock's grain from (``wgtune.clock``).
 
 None of these coroutines ever suspends: the core drives them inline.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import re
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,7 +168,11 @@ class NativeDevice(Device):
             args.cache[pipeline] = group
         return group
 
-    def _encode(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int, timestamps: bool) -> Any:
+    def _encode(
+        self, pipeline: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int, timestamps: bool
+    ) -> Any:
+        """One compute pass of ``repeats`` launches; with no ``pipeline``, the same pass empty (what
+        :meth:`time_empty_pass` times)."""
         encoder = self.gpu.create_command_encoder()
         if timestamps:
             compute = encoder.begin_compute_pass(
@@ -178,7 +185,7 @@ class NativeDevice(Device):
         else:
             compute = encoder.begin_compute_pass()
         # Stages in order, each seeing the previous one's writes (dispatches in a pass are ordered).
-        steps = pipeline.steps(args, grid, self._bind_group)
+        steps = pipeline.steps(args, grid, self._bind_group) if pipeline is not None else []
         for _ in range(repeats):
             for stage_pipeline, stage_group, (x, y, z) in steps:
                 compute.set_pipeline(stage_pipeline)
@@ -187,29 +194,44 @@ class NativeDevice(Device):
         compute.end()
         return encoder
 
-    def dispatch(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int = 1) -> None:
-        encoder = self._encode(pipeline, args, grid, repeats, timestamps=False)
+    def _submit(self, encoder: Any) -> None:
         try:
             self.queue.submit([encoder.finish()])
         except Exception as error:
             raise KernelError(_clean(error)) from None
 
+    def dispatch(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int = 1) -> None:
+        self._submit(self._encode(pipeline, args, grid, repeats, timestamps=False))
+
     async def profile(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int) -> _Profile:
         if not self.timestamps:
-            await self.sync()
-            started = time.perf_counter()
-            self.dispatch(pipeline, args, grid, repeats)
-            await self.sync()
-            return _Profile(seconds=time.perf_counter() - started)
+            return await self._wall_clock(lambda: self.dispatch(pipeline, args, grid, repeats))
+        return self._launch_timed(pipeline, args, grid, repeats)
+
+    async def time_empty_pass(self) -> float:
+        """What ``profile`` reads for the same pass with no dispatch in it, on the same clock."""
+        if self.timestamps:
+            profile = self._launch_timed(None, None, (0, 0, 0), 0)
+        else:
+            profile = await self._wall_clock(lambda: self._submit(self._encode(None, None, (0, 0, 0), 0, False)))
+        return await self.resolve(profile)
+
+    async def _wall_clock(self, launch: Callable[[], None]) -> _Profile:
+        """``launch``, timed by the wall clock from an idle queue to the end of a full sync."""
+        await self.sync()
+        started = time.perf_counter()
+        launch()
+        await self.sync()
+        return _Profile(seconds=time.perf_counter() - started)
+
+    def _launch_timed(self, pipeline: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int) -> _Profile:
+        """Submit the pass with timestamps written around it, and their copy to a fresh readback."""
         encoder = self._encode(pipeline, args, grid, repeats, timestamps=True)
         # One readback buffer per sample: samples are resolved after they all ran.
         readback = self.gpu.create_buffer(size=16, usage=wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.MAP_READ)
         encoder.resolve_query_set(self._queries, 0, 2, self._resolve_buffer, 0)
         encoder.copy_buffer_to_buffer(self._resolve_buffer, 0, readback, 0, 16)
-        try:
-            self.queue.submit([encoder.finish()])
-        except Exception as error:
-            raise KernelError(_clean(error)) from None
+        self._submit(encoder)
         return _Profile(readback=readback)
 
     async def resolve(self, profile: _Profile) -> float:

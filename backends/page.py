@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wgtune import Config, LogLevel
+from wgtune.clock import measure_clock_grain
 from wgtune.errors import WgtuneError
 from wgtune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from wgtune.kernels.demo import DemoCase, demo_suite
@@ -94,9 +95,15 @@ class PageSession:
         use_timestamps: bool = True,
         cases: list[DemoCase] | None = None,
     ) -> PageSession:
-        """Open the session: the device, the stored winners, the demo's calls and fallbacks."""
+        """Open the session: the device, its clock's grain, the stored winners, the demo's calls
+        and fallbacks.
+
+        ``clock_grain`` (the step of ``performance.now()`` the page saw) is only the fallback: the
+        grain is measured here, before any tune, so that the device panel shows the one tunes use.
+        """
         info = adapter_info.to_py() if hasattr(adapter_info, "to_py") else dict(adapter_info)
         device = BrowserDevice(gpu_device, info, use_timestamps=use_timestamps, clock_grain=clock_grain)
+        await measure_clock_grain(device)
         session = cls(device, idb, notify, Config(log_level=LogLevel.DISABLED))
         await session.reload()
         for case in cases if cases is not None else demo_suite():

@@ -7,6 +7,7 @@ This package is the pure core: standard library only, the same in CPython and in
 Devices and stores live in :mod:`wgtune.backends`; kernel families in :mod:`wgtune.kernels`.
 """
 
+from .clock import grain_of, measure_clock_grain
 from .config import Config, LogLevel, Pin
 from .device import Device, DeviceIdentity, DeviceLimits, Timing
 from .errors import (
@@ -84,6 +85,8 @@ __all__ = [
     "WgtuneError",
     "__version__",
     "anchor",
+    "grain_of",
+    "measure_clock_grain",
     "run_inline",
     "spawn_task",
 ]

@@ -128,8 +128,12 @@ class Device(ABC):
     timing: str
     """How :meth:`profile` measures: ``Timing.GPU_TIMESTAMP`` or ``Timing.WALL_CLOCK``."""
     clock_grain: float = 0.0
-    """Seconds between the clock's distinct readings, where known (a browser quantizes its
-    timestamps to ~100 us). Each timed sample is made long against it (see ``benchmark.py``)."""
+    """Seconds a reading of the clock may be off by: its quantum (a browser quantizes timestamps)
+    or what timing an empty pass costs, whichever is larger. Each timed sample is made long
+    against it (see ``benchmark.py``). Measured by the core the first time the device tunes (see
+    ``clock.py``); a backend's value is only the fallback for a device that cannot be measured."""
+    clock_grain_measured: bool = False
+    """Whether :attr:`clock_grain` is settled (measured, or known to be unmeasurable)."""
 
     @abstractmethod
     async def compile(self, kernel: Kernel) -> Any:
@@ -146,6 +150,16 @@ class Device(ABC):
     @abstractmethod
     async def resolve(self, profile: Any) -> float:
         """Seconds the profiled pass took on the device."""
+
+    async def time_empty_pass(self) -> float:
+        """Seconds the device's clock reports for a timed pass that does no work (the same clock
+        :meth:`profile` uses: GPU timestamps written around an empty compute pass, or the wall
+        clock around submit + full sync). What the core measures the clock's grain from.
+
+        Not abstract: a device that cannot (a third party's, say) raises NotImplementedError and
+        keeps its stated :attr:`clock_grain`.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot time an empty pass")
 
     @abstractmethod
     async def sync(self) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "make_set",
     "make_tuner",
     "quiet",
+    "seconds_of",
     "stored_results",
 ]
 
@@ -83,11 +84,16 @@ class Script:
     wrong: bool = False
 
     def seconds(self, call: int) -> float:
-        if callable(self.duration):
-            return float(self.duration(call))
-        if isinstance(self.duration, (int, float)):
-            return float(self.duration)
-        return float(self.duration[call % len(self.duration)])
+        return seconds_of(self.duration, call)
+
+
+def seconds_of(duration: Duration, call: int) -> float:
+    """A scripted duration at call ``call``: the number, the sequence cycled, or the function's value."""
+    if callable(duration):
+        return float(duration(call))
+    if isinstance(duration, (int, float)):
+        return float(duration)
+    return float(duration[call % len(duration)])
 
 
 @dataclass(eq=False)
@@ -119,6 +125,8 @@ class FakeDevice(wgtune.Device):
     answering, like the browser's promises: ``True`` means ``{"resolve"}``.
     ``on_profile(name, repeats)`` is called at the start of every profile, outside any lock: a
     test can block there or look at the tuner's state mid-tune.
+    ``empty_pass`` is what :meth:`time_empty_pass` reads (a Duration, by call; counted in
+    ``empty_passes``): the default 0.0 measures a grain of 0, so only ``min_sample`` sets the floor.
     """
 
     scripts: dict[str, Script] = field(default_factory=dict)
@@ -128,6 +136,7 @@ class FakeDevice(wgtune.Device):
     suspend: bool | Iterable[str] = False
     on_profile: Callable[[str, int], None] | None = None
     sync_error: BaseException | None = None
+    empty_pass: Duration = 0.0
 
     def __post_init__(self) -> None:
         if self.suspend is True:
@@ -141,6 +150,7 @@ class FakeDevice(wgtune.Device):
         self.syncs = 0
         self.clones = 0
         self.reads = 0
+        self.empty_passes = 0
 
     # -- scripting ----------------------------------------------------------------------------
 
@@ -221,6 +231,13 @@ class FakeDevice(wgtune.Device):
         with self.lock:
             self.resolves += 1
         return profile.seconds
+
+    async def time_empty_pass(self) -> float:
+        await self._maybe_suspend("time_empty_pass")
+        with self.lock:
+            call = self.empty_passes
+            self.empty_passes += 1
+        return seconds_of(self.empty_pass, call)
 
     async def sync(self) -> None:
         await self._maybe_suspend("sync")

@@ -13,7 +13,9 @@ export function renderAdapter(info, catalogue) {
     ["Fallback adapter", yesNo(info.isFallbackAdapter)],
     ["timestamp-query", yesNo(info.timestampQuery)],
     ["Timing", catalogue.timing],
-    ["Clock grain", formatSeconds(catalogue.clock_grain)],
+    // Measured on this device before any tune (empty passes on the timing clock): what each
+    // timed sample is made 50 times longer than.
+    ["Clock grain (measured)", formatSeconds(catalogue.clock_grain)],
     ["Features", info.features.length ? info.features.join(", ") : "(none)"],
   ];
   const nodes = [];
@@ -22,7 +24,7 @@ export function renderAdapter(info, catalogue) {
     dt.textContent = term;
     const dd = document.createElement("dd");
     dd.textContent = value;
-    dd.dataset.fact = term.toLowerCase().replace(/[^a-z]+/g, "-");
+    dd.dataset.fact = term.toLowerCase().replace(/[^a-z]+/g, "-").replace(/^-|-$/g, "");
     nodes.push(dt, dd);
   }
   $("adapter").replaceChildren(...nodes);
