@@ -263,8 +263,10 @@ class PageSession:
             self._notify({"type": "trial", "set": event.set_name, "key": self._label(event.set_name, event.key),
                           "index": event.index, "result": result_to_json(event.result), "wall": event.wall})
         elif isinstance(event, TuneFinished):
+            confidence = event.confidence.to_json() if event.confidence is not None else None
             self._notify({"type": "finished", "set": event.set_name, "key": self._label(event.set_name, event.key),
-                          "winner": event.winner_name, "stored": event.stored})
+                          "winner": event.winner_name, "stored": event.stored, "confidence": confidence,
+                          "short_circuit": event.short_circuit})
         elif isinstance(event, TuneFailedEvent):
             self._notify({"type": "failed", "set": event.set_name, "key": self._label(event.set_name, event.key),
                           "reason": event.reason})

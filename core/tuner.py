@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .benchmark import OutputCheck, clone_args
+from .clock import measure_clock_grain
 from .confidence import Confidence
 from .config import Config, LogLevel, Policy
 from .device import Device, check_limits
@@ -273,6 +274,7 @@ class Tuner:
         self._emit(TuneStarted(tunables.name, key, len(tunables)))
         # Errors of work submitted before the tune must not be blamed on its candidates.
         await device.sync()
+        await measure_clock_grain(device)  # once per device: the samples are sized to it
         if tunables.input_gen is not None:
             bench_args = tunables.input_gen(device, key, request.args)
         else:

@@ -14,13 +14,13 @@ from wgtune.benchmark import GRAIN_MULTIPLE
 
 @pytest.mark.parametrize("policy", ["adaptive", "fixed"])
 def test_a_coarse_clock_makes_each_sample_last_fifty_of_its_grains(policy):
-    device = FakeDevice()
-    device.clock_grain = 100e-6  # a browser's quantized timestamps
+    device = FakeDevice(empty_pass=[0.0, 0.0, 100e-6])  # a browser's quantized timestamps, measured
     device.script("a", duration=1e-5)
     device.script("b", duration=2e-5)
     tunables = make_set("a", "b")
     tuner = make_tuner(device, config=quiet(min_sample=1e-4, samples=3, policy=policy))
     tuner.execute(tunables, call(device, [1.0]))
+    assert device.clock_grain == 100e-6
     for name, duration in (("a", 1e-5), ("b", 2e-5)):
         profiles = device.profiles[name]
         sampled = profiles[-1]  # after calibration every sample uses the calibrated count
