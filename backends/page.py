@@ -153,6 +153,8 @@ class PageSession:
             stored = self.store.stored(problem.tunables.name, problem.key) if self.store else None
             if stored is not None and stored.checksum == problem.tunables.checksum:
                 answer["results"] = list(stored.results)  # what the chart shows after a reload
+                answer["policy"] = stored.policy
+                answer["confidence"] = stored.confidence.to_json() if stored.confidence is not None else None
         failure = self.tuner.failures.get((problem.tunables.name, problem.key))
         if failure is not None:
             answer["failure"] = str(failure)

@@ -181,7 +181,9 @@ def test_without_timestamp_queries_the_wall_clock_times_the_tune(browser):
     assert done["state"] == "Hit"
     measured = [r for r in done["results"] if "median" in r]
     assert measured and all(r["timing"] == "wall-clock" and r["median"] > 0 for r in measured)
-    assert all(len(r["samples"]) == 10 for r in measured)  # the default samples per candidate
+    # The adaptive policy: one sample for the hopeless, up to 30 for the finalists.
+    assert all(1 <= len(r["samples"]) <= 30 for r in measured)
+    assert done["policy"] == "adaptive"
     page.evaluate("window.wgtune.clearCache()")  # the later tests tune this key with timestamps
     assert log.errors == []
     page.close()
@@ -235,6 +237,21 @@ def test_check_on_a_new_key_is_pending_and_execute_runs_the_fallback_correctly_m
     row = page.locator('tr[data-key="fma/100003"]')
     assert row.locator(".state").inner_text() == "Hit"
     assert row.locator(".winner").inner_text() == done["winner"]
+
+    # How sure the tune is: in the state, the record, the progress panel, the records and cache panels.
+    sure = done["confidence"]
+    assert sure["runner_up"] != done["winner"] and sure["low"] <= sure["ratio"] <= sure["high"]
+    assert records[0]["record"]["confidence"] == sure and records[0]["record"]["policy"] == "adaptive"
+    finished = [e for e in events if e["type"] == "finished" and e["key"] == "100003"]
+    assert finished[-1]["confidence"] == sure
+    shown = f"{sure['ratio']:.3f}x [{sure['low']:.3f}, {sure['high']:.3f}] p={sure['p_faster']:.2f}"
+    page.wait_for_function("() => document.querySelector('#records tbody tr .confidence')")
+    assert page.locator("#records tbody tr .confidence").first.inner_text() == shown
+    assert f"confidence vs {sure['runner_up']}: {shown}" in page.locator("#progress").inner_text()
+    page.wait_for_function(  # the stored winners panel re-reads the store soon after a tune
+        "() => [...document.querySelectorAll('#cache td.confidence')].some((td) => td.textContent.includes('p='))"
+    )
+    assert shown in page.locator("#cache").inner_text()
     assert log.errors == []
     page.close()
 
