@@ -241,27 +241,30 @@ class BrowserDevice(Device):
 
     async def profile(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int) -> _Profile:
         if not self.timestamps:
-            return await self._wall_clock(lambda: self.dispatch(pipeline, args, grid, repeats))
+            begin, end = await self._wall_clock(lambda: self.dispatch(pipeline, args, grid, repeats))
+            return _Profile(seconds=end - begin)
         return self._launch_timed(pipeline, args, grid, repeats)
 
-    async def time_empty_pass(self) -> float:
-        """What ``profile`` reads for the same pass with no dispatch in it, on the same clock."""
+    async def time_empty_pass(self) -> tuple[float, float]:
+        """The raw readings ``profile`` takes for the same pass with no dispatch in it, on the same
+        clock: the two timestamps in seconds (as ``resolve`` converts them), or
+        ``performance.now()`` in seconds before the submission and once its work is done."""
         if not self.timestamps:
-            profile = await self._wall_clock(lambda: self._submit(self._encode(None, None, (0, 0, 0), 0, False)))
-            return profile.seconds
+            return await self._wall_clock(lambda: self._submit(self._encode(None, None, (0, 0, 0), 0, False)))
+        # Not checked for order here: grain_of discards a pass that ends before it begins.
         begin, end = await self._timestamps(self._launch_timed(None, None, (0, 0, 0), 0))
-        # Unlike a sample's, a reading of 0 is an answer here: the pass fell within one tick.
-        return (end - begin) * 1e-9 if end >= begin else float("nan")
+        return begin * 1e-9, end * 1e-9
 
-    async def _wall_clock(self, launch: Callable[[], None]) -> _Profile:
-        """``launch``, timed by ``performance.now()`` from an idle queue until its work is done."""
+    async def _wall_clock(self, launch: Callable[[], None]) -> tuple[float, float]:
+        """``launch``, timed by ``performance.now()`` from an idle queue until its work is done:
+        the clock's readings, in seconds, before and after."""
         await self.sync()
         started = js.performance.now()
         launch()
         await self.queue.onSubmittedWorkDone()
-        seconds = (js.performance.now() - started) / 1000.0
+        ended = js.performance.now()
         await self.sync()
-        return _Profile(seconds=seconds)
+        return started / 1000.0, ended / 1000.0
 
     def _launch_timed(self, pipeline: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int) -> _Profile:
         """Submit the pass with timestamps written around it, and their copy to a fresh readback."""

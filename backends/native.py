@@ -205,24 +205,27 @@ class NativeDevice(Device):
 
     async def profile(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int) -> _Profile:
         if not self.timestamps:
-            return await self._wall_clock(lambda: self.dispatch(pipeline, args, grid, repeats))
+            begin, end = await self._wall_clock(lambda: self.dispatch(pipeline, args, grid, repeats))
+            return _Profile(seconds=end - begin)
         return self._launch_timed(pipeline, args, grid, repeats)
 
-    async def time_empty_pass(self) -> float:
-        """What ``profile`` reads for the same pass with no dispatch in it, on the same clock."""
+    async def time_empty_pass(self) -> tuple[float, float]:
+        """The raw readings ``profile`` takes for the same pass with no dispatch in it, on the same
+        clock: the two timestamps in seconds (as ``resolve`` converts them), or ``perf_counter()``
+        before the submission and after the sync."""
         if self.timestamps:
-            profile = self._launch_timed(None, None, (0, 0, 0), 0)
-        else:
-            profile = await self._wall_clock(lambda: self._submit(self._encode(None, None, (0, 0, 0), 0, False)))
-        return await self.resolve(profile)
+            begin, end = self._timestamps(self._launch_timed(None, None, (0, 0, 0), 0))
+            return begin * 1e-9, end * 1e-9
+        return await self._wall_clock(lambda: self._submit(self._encode(None, None, (0, 0, 0), 0, False)))
 
-    async def _wall_clock(self, launch: Callable[[], None]) -> _Profile:
-        """``launch``, timed by the wall clock from an idle queue to the end of a full sync."""
+    async def _wall_clock(self, launch: Callable[[], None]) -> tuple[float, float]:
+        """``launch``, timed by the wall clock from an idle queue to the end of a full sync: the
+        clock's readings (seconds) before and after."""
         await self.sync()
         started = time.perf_counter()
         launch()
         await self.sync()
-        return _Profile(seconds=time.perf_counter() - started)
+        return started, time.perf_counter()
 
     def _launch_timed(self, pipeline: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int) -> _Profile:
         """Submit the pass with timestamps written around it, and their copy to a fresh readback."""
@@ -234,15 +237,20 @@ class NativeDevice(Device):
         self._submit(encoder)
         return _Profile(readback=readback)
 
-    async def resolve(self, profile: _Profile) -> float:
-        if profile.seconds is not None:
-            return profile.seconds
+    def _timestamps(self, profile: _Profile) -> tuple[int, int]:
+        """The pass's begin and end timestamps (ns), waiting for its submission to finish."""
         readback = profile.readback
         readback.map_sync(wgpu.MapMode.READ)
         try:
             begin, end = struct.unpack("<QQ", readback.read_mapped())
         finally:
             readback.unmap()
+        return begin, end
+
+    async def resolve(self, profile: _Profile) -> float:
+        if profile.seconds is not None:
+            return profile.seconds
+        begin, end = self._timestamps(profile)
         return (end - begin) * 1e-9 if end >= begin else float("nan")
 
     async def sync(self) -> None:

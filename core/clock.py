@@ -5,7 +5,7 @@ around a submission and a full sync. A reading is off by up to one *grain* of th
 ``benchmark.sample_floor`` makes each sample last 50 grains. What the grain is depends on the
 device, the driver and the browser (Chrome quantizes timestamps; the wall clock pays for a submit
 and a sync on every reading), so the core measures it: it times passes that do no work and reads
-the grain off what the clock reports for them (:func:`grain_of`).
+the grain off the clock's raw readings around them (:func:`grain_of`).
 
 The measurement is made once per device, the first time it tunes, and kept on the device
 (:attr:`Device.clock_grain`). A device that cannot time an empty pass keeps the grain its backend
@@ -29,30 +29,54 @@ __all__ = ["EMPTY_PASSES", "grain_of", "measure_clock_grain"]
 EMPTY_PASSES = 24
 
 
-def grain_of(readings: Sequence[float]) -> float:
-    """The clock's grain, in seconds, as seen through ``profile``: from ``readings``, the seconds
-    the clock reported for passes that did no work.
+def grain_of(passes: Sequence[tuple[float, float]]) -> float:
+    """The clock's grain, in seconds, as seen through ``profile``: from ``passes``, the clock's raw
+    begin and end readings (seconds) around passes that did no work.
 
     It is the larger of two things that both put an error of their size into every reading:
 
-    - the clock's *quantum*, the smallest positive difference between distinct readings: a clock
-      that counts in 100 us ticks reads an empty pass as 0 or 100 us, so a sample is off by up to
-      one tick;
-    - the *median* reading, what timing costs when there is nothing to time: the wall clock's
-      submit-and-sync overhead, or a timestamped pass's own cost. Every sample carries it too.
+    - the clock's *quantum*, the step its raw readings move in: a clock that counts in 100 us
+      ticks can be off by up to one tick on each sample. It is the greatest common divisor of the
+      differences between the raw readings, in whole nanoseconds. Why the raw readings and not the
+      durations: an empty pass takes a few microseconds, so on a clock quantized to ~100 us
+      (Chrome's timestamps on a real GPU: 65,536 ns, Dawn clears their low 16 bits) its begin and
+      end nearly always fall in the same tick and every duration reads 0, which shows no quantum at
+      all; the readings themselves are all multiples of the tick. With few readings the divisor
+      may come out a multiple of the tick, which errs on the long (safe) side. A clock that steps
+      in nanoseconds gives about 1 ns, and so does one whose readings jitter or lose a nanosecond
+      on their way to seconds (``performance.now()`` is milliseconds as a float): its quantum is
+      then hidden, but on such a clock the median duration is far larger and decides anyway.
+    - the *median* duration (end - begin), what timing costs when there is nothing to time: the
+      wall clock's submit-and-sync overhead, or a timestamped pass's own cost. Every sample carries
+      it too.
 
     A sample is off by up to one grain, so a sample of 50 grains is measured to within 2%.
 
-    Readings that are not finite or are negative (a clock that wrapped, a failed read) are ignored.
-    All-zero readings give 0.0: the grain is below anything this clock can show. No usable reading
-    at all is a ValueError (there is nothing to say the grain is small).
+    A pass with a reading that is not finite, or that ends before it begins (a clock that wrapped,
+    a failed read), is ignored. Readings all identical show no quantum and no duration: 0.0, the
+    grain is below anything this clock can show. No usable pass at all is a ValueError (there is
+    nothing to say the grain is small).
     """
-    usable = sorted(r for r in readings if math.isfinite(r) and r >= 0)
+    usable = [(begin, end) for begin, end in passes if math.isfinite(begin) and math.isfinite(end) and end >= begin]
     if not usable:
-        raise ValueError(f"no usable reading of an empty pass among {len(readings)}")
-    steps = [b - a for a, b in pairwise(usable) if b > a]
-    quantum = min(steps, default=0.0)
-    return max(quantum, statistics.median(usable))
+        raise ValueError(f"no usable reading of an empty pass among {len(passes)}")
+    quantum = _quantum([reading for pass_ in usable for reading in pass_])
+    return max(quantum, statistics.median([end - begin for begin, end in usable]))
+
+
+def _quantum(readings: list[float]) -> float:
+    """The step ``readings`` (seconds) move in: the gcd of their differences in whole nanoseconds,
+    0.0 when they are all the same.
+
+    Whole nanoseconds because a gcd needs integers, and timestamps are nanosecond counts. A count
+    turned into float seconds and back may be off by a nanosecond, but the differences between
+    the readings of a quantized clock come back exact while the count is below 2**52 ns (52 days
+    since the clock's origin); past that, or on a clock with jitter, the gcd degenerates to about
+    1 ns, and the grain is the median duration."""
+    distinct = sorted({round(reading * 1e9) for reading in readings})
+    # The gcd of the steps between neighbours is the gcd of all the pairwise differences.
+    steps = [b - a for a, b in pairwise(distinct)]
+    return math.gcd(*steps) * 1e-9 if steps else 0.0
 
 
 async def measure_clock_grain(device: Device, passes: int = EMPTY_PASSES) -> float:
@@ -60,7 +84,7 @@ async def measure_clock_grain(device: Device, passes: int = EMPTY_PASSES) -> flo
 
     The first call times ``passes`` empty passes (:meth:`Device.time_empty_pass`), sets
     ``device.clock_grain`` to their :func:`grain_of` and marks it measured; later calls return it
-    at once. A device that cannot time an empty pass (``NotImplementedError``), or whose readings
+    at once. A device that cannot time an empty pass (``NotImplementedError``), or whose passes
     are all unusable, keeps its stated grain, marked measured too so that no tune retries. Any
     other exception from the device propagates: the device failed, and the caller (a tune) fails
     with it.
@@ -71,7 +95,7 @@ async def measure_clock_grain(device: Device, passes: int = EMPTY_PASSES) -> flo
         readings = [await device.time_empty_pass() for _ in range(passes)]
     except NotImplementedError:
         readings = []
-    # Every reading unusable (ValueError): the stated grain is all we know.
+    # Every pass unusable (ValueError): the stated grain is all we know.
     with contextlib.suppress(ValueError):
         if readings:
             device.clock_grain = grain_of(readings)

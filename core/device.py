@@ -151,10 +151,16 @@ class Device(ABC):
     async def resolve(self, profile: Any) -> float:
         """Seconds the profiled pass took on the device."""
 
-    async def time_empty_pass(self) -> float:
-        """Seconds the device's clock reports for a timed pass that does no work (the same clock
-        :meth:`profile` uses: GPU timestamps written around an empty compute pass, or the wall
-        clock around submit + full sync). What the core measures the clock's grain from.
+    async def time_empty_pass(self) -> tuple[float, float]:
+        """The clock's raw begin and end readings, in seconds, around a timed pass that does no
+        work, on the clock :meth:`profile` uses: the two GPU timestamps written around an empty
+        compute pass, converted to seconds as :meth:`resolve` converts them but not subtracted; or
+        the wall clock read before the submission and after the full sync. What the core measures
+        the clock's grain from (``clock.py``).
+
+        The readings, not their difference, because a quantized clock shows its step in them: on a
+        100 us clock an empty pass nearly always begins and ends in one tick and reads 0, but every
+        reading is a multiple of the tick.
 
         Not abstract: a device that cannot (a third party's, say) raises NotImplementedError and
         keeps its stated :attr:`clock_grain`.

@@ -12,6 +12,7 @@ convert between lists of floats and f32 bytes.
 from __future__ import annotations
 
 import asyncio
+import math
 import struct
 import threading
 from collections import Counter
@@ -42,6 +43,10 @@ __all__ = [
 # Runs on a dispatch: (the buffers' bytearrays, the call's params) -> None, writing in place.
 FakeKernel = Callable[[list[bytearray], tuple], None]
 Duration = float | Sequence[float] | Callable[[int], float]
+
+# Where FakeDevice's quantized clock starts: a day after its origin, so that the readings are as
+# large as a real clock's (a GPU's timestamps count from its boot).
+CLOCK_START_NS = 86_400 * 10**9 + 123_456_789
 
 
 def f32(values: Iterable[float]) -> bytearray:
@@ -125,8 +130,14 @@ class FakeDevice(wgtune.Device):
     answering, like the browser's promises: ``True`` means ``{"resolve"}``.
     ``on_profile(name, repeats)`` is called at the start of every profile, outside any lock: a
     test can block there or look at the tuner's state mid-tune.
-    ``empty_pass`` is what :meth:`time_empty_pass` reads (a Duration, by call; counted in
-    ``empty_passes``): the default 0.0 measures a grain of 0, so only ``min_sample`` sets the floor.
+    ``empty_pass`` is how long the pass :meth:`time_empty_pass` times really takes (a Duration,
+    by call; counted in ``empty_passes``, its raw readings kept in ``empty_readings``), and
+    ``clock_quantum`` the step of the clock that reads it, in seconds. A quantized clock runs on
+    from a day after its origin, 37 us (plus a nanosecond more each call) between passes, and
+    reads the true begin and end rounded down to its step, as Chrome reads timestamps. With the
+    default quantum 0 every pass reads ``(0.0, duration)``: the readings are the scripted
+    durations exactly, and the default 0.0 measures a grain of 0, so only ``min_sample`` sets the
+    floor.
     """
 
     scripts: dict[str, Script] = field(default_factory=dict)
@@ -137,6 +148,7 @@ class FakeDevice(wgtune.Device):
     on_profile: Callable[[str, int], None] | None = None
     sync_error: BaseException | None = None
     empty_pass: Duration = 0.0
+    clock_quantum: float = 0.0
 
     def __post_init__(self) -> None:
         if self.suspend is True:
@@ -151,6 +163,8 @@ class FakeDevice(wgtune.Device):
         self.clones = 0
         self.reads = 0
         self.empty_passes = 0
+        self.empty_readings: list[tuple[float, float]] = []
+        self._clock_ns = CLOCK_START_NS  # the quantized clock's true time, in whole ns
 
     # -- scripting ----------------------------------------------------------------------------
 
@@ -232,12 +246,26 @@ class FakeDevice(wgtune.Device):
             self.resolves += 1
         return profile.seconds
 
-    async def time_empty_pass(self) -> float:
+    async def time_empty_pass(self) -> tuple[float, float]:
         await self._maybe_suspend("time_empty_pass")
         with self.lock:
             call = self.empty_passes
             self.empty_passes += 1
-        return seconds_of(self.empty_pass, call)
+            duration = seconds_of(self.empty_pass, call)
+            reading = self._read_clock(call, duration)
+            self.empty_readings.append(reading)
+        return reading
+
+    def _read_clock(self, call: int, duration: float) -> tuple[float, float]:
+        """The clock's raw readings (seconds) around pass ``call`` lasting ``duration``."""
+        if self.clock_quantum <= 0 or not math.isfinite(duration):
+            return 0.0, duration
+        # In whole nanoseconds, as timestamps are counted, then to seconds as the backends convert.
+        step = round(self.clock_quantum * 1e9)
+        begin = self._clock_ns
+        end = begin + round(duration * 1e9)
+        self._clock_ns = max(begin, end) + 37_000 + call
+        return begin // step * step * 1e-9, end // step * step * 1e-9
 
     async def sync(self) -> None:
         await self._maybe_suspend("sync")

@@ -14,7 +14,8 @@ from wgtune.benchmark import GRAIN_MULTIPLE
 
 @pytest.mark.parametrize("policy", ["adaptive", "fixed"])
 def test_a_coarse_clock_makes_each_sample_last_fifty_of_its_grains(policy):
-    device = FakeDevice(empty_pass=[0.0, 0.0, 100e-6])  # a browser's quantized timestamps, measured
+    # A browser's timestamps, quantized to 100 us: every 3 us empty pass reads 0, the grain is measured.
+    device = FakeDevice(clock_quantum=100e-6, empty_pass=3e-6)
     device.script("a", duration=1e-5)
     device.script("b", duration=2e-5)
     tunables = make_set("a", "b")

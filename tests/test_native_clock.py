@@ -18,8 +18,10 @@ def test_the_native_clock_grain_is_measured_and_small(use_timestamps):
     device = NativeDevice.open(use_timestamps=use_timestamps)
     if use_timestamps and device.timing != Timing.GPU_TIMESTAMP:
         pytest.skip("this adapter has no timestamp-query")
-    reading = run_inline(device.time_empty_pass())  # never suspends: the core drives it inline
-    assert math.isfinite(reading) and 0 <= reading < 10e-3
+    begin, end = run_inline(device.time_empty_pass())  # never suspends: the core drives it inline
+    assert math.isfinite(begin) and math.isfinite(end) and 0 <= end - begin < 10e-3
+    later, _ = run_inline(device.time_empty_pass())
+    assert later >= end  # raw readings of one clock that runs on
     grain = run_inline(measure_clock_grain(device))
     assert device.clock_grain_measured and device.clock_grain == grain
     assert math.isfinite(grain) and 0 <= grain < 10e-3
