@@ -46,7 +46,7 @@ from kernels import (  # bench/kernels.py: the same families and inputs
     reduction_workload,
     workloads,
 )
-from wgtune import Config, TuneFinished, Tuner, run_inline
+from wgtune import Config, TuneFinished, Tuner, measure_clock_grain, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.device import check_limits
 from wgtune.plan import Plan
@@ -187,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", choices=("many", "kernels"), default="many", help="which key list (see above)")
     options = parser.parse_args(argv)
     device = NativeDevice.open()
-    print(f"adapter: {device.adapter_info.get('device', '?')}, timing {device.timing}")
+    grain = run_inline(measure_clock_grain(device))
+    print(f"adapter: {device.adapter_info.get('device', '?')}, timing {device.timing}, "
+          f"clock grain {grain * 1e6:.2f} us (measured)", flush=True)
     rows: dict[str, list[tuple[float, float, bool]]] = {name: [] for name in (*POLICIES, *WGTUNE)}
     keys = many_workloads(options.full) if options.keys == "many" else workloads(options.full)
     for workload in keys:
