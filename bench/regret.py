@@ -67,13 +67,13 @@ def wall_of(device: NativeDevice, pipeline: Any, args: Any, grid: tuple) -> floa
 # -- the oracle ------------------------------------------------------------------------------------
 
 
-def oracle(device: NativeDevice, pipelines: dict[int, tuple], args: Any) -> dict[int, float]:
+def oracle(device: NativeDevice, pipelines: dict[int, tuple], args: Any, rounds: int) -> dict[int, float]:
     repeats = {}
     for index, (pipeline, grid) in pipelines.items():
         once = max(seconds_of(device, pipeline, args, grid, 1), 1e-7)
         repeats[index] = max(1, min(4096, int(ORACLE_SAMPLE / once) + 1))
     samples: dict[int, list[float]] = {index: [] for index in pipelines}
-    for _ in range(ORACLE_ROUNDS):
+    for _ in range(rounds):
         for index, (pipeline, grid) in pipelines.items():
             samples[index].append(seconds_of(device, pipeline, args, grid, repeats[index]))
     return {index: statistics.median(values) for index, values in samples.items()}
@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="the GPU sizes of bench/kernels.py --full")
     parser.add_argument("--only", action="append", help="only this family (matmul, fma, row_sum, row_max)")
     parser.add_argument("--keys", choices=("many", "kernels"), default="many", help="which key list (see above)")
+    parser.add_argument("--rounds", type=int, default=ORACLE_ROUNDS, help="the oracle's interleaved rounds")
     options = parser.parse_args(argv)
     device = NativeDevice.open()
     grain = run_inline(measure_clock_grain(device))
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         args, _ = workload.make(device)
         pipelines = candidates_of(device, workload, args)
-        truth = oracle(device, pipelines, args)
+        truth = oracle(device, pipelines, args, options.rounds)
         best = min(truth, key=truth.get)
         line = [f"{workload.family} {workload.label}: {len(pipelines)} candidates, oracle "
                 f"{workload.tunables.candidates[best].name} {truth[best] * 1e6:.1f} us"]
@@ -211,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             spent = time.perf_counter() - started
             regret = truth[pick] / truth[best] - 1 if pick in truth else float("inf")
             rows[name].append((spent, regret, pick == best))
-            line.append(f"{name} {regret * 100:+.1f}% in {spent:.2f}s{sure}")
+            missed = f" [{workload.tunables.candidates[pick].name}]" if pick != best else ""
+            line.append(f"{name} {regret * 100:+.1f}%{missed} in {spent:.2f}s{sure}")
         print("; ".join(line), flush=True)
 
     triton_time = sum(spent for spent, _, _ in rows["triton"])
