@@ -31,20 +31,33 @@ In both, a candidate whose median is within the set's short-circuit limit for th
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .benchmark import Arm, OutputCheck, PipelineGetter, failure_of_sampling, prepare_candidate, run_candidate
-from .confidence import bootstrap_ratio, median
-from .config import Config
+from .confidence import Confidence, bootstrap_ratio, median
+from .config import Config, Policy
 from .device import Device
-from .errors import KernelError, WgtuneError
+from .errors import ConfigError, KernelError, Skip, WgtuneError
+from .key import Key
 from .plan import Plan
-from .results import Outcome, Result
+from .record import Trial
+from .results import Outcome, Result, rank, winner_confidence
 from .tunable import Args, TunableSet
 
-__all__ = ["MIN_SAMPLES", "Sampled", "elimination_margin", "sample_adaptively", "sample_fixed"]
+__all__ = [
+    "MIN_SAMPLES",
+    "Decision",
+    "Sampled",
+    "decide",
+    "elimination_margin",
+    "sample",
+    "sample_adaptively",
+    "sample_fixed",
+    "short_circuit_limit",
+]
 
 # Samples each finalist has before the bootstrap judges it.
 MIN_SAMPLES = 5
@@ -73,6 +86,15 @@ class Sampled:
     short_circuit: int | None = None
     rounds: int = 0
     spent: float = 0.0  # seconds of the rounds after screening
+
+    def all_results(self, tunables: TunableSet, plan: Plan) -> list[Result]:
+        """A result for every candidate of the set: sampled, skipped by the plan, or never run."""
+        results: list[Result] = [
+            self.results.get(index, Skip(kernel.name)) for index, kernel in enumerate(tunables.candidates)
+        ]
+        for index in plan.skipped:
+            results[index] = Skip(tunables.candidates[index].name, "skipped by the plan: negative priority")
+        return results
 
 
 class _Adaptive:
@@ -274,3 +296,71 @@ async def sample_fixed(
                 return sampled
         if any(isinstance(sampled.results[index], Outcome) for index in batch):
             return sampled
+
+
+def short_circuit_limit(tunables: TunableSet, key: Key) -> float | None:
+    """The set's short-circuit time for ``key`` in seconds per dispatch, checked; None without one."""
+    if tunables.short_circuit is None:
+        return None
+    limit = tunables.short_circuit(key)
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
+        raise ConfigError(
+            f"tunable set {tunables.name!r}: short_circuit({key}) gave {limit!r}; "
+            "give a time in seconds per dispatch > 0, or None"
+        )
+    return float(limit)
+
+
+async def sample(
+    device: Device,
+    tunables: TunableSet,
+    plan: Plan,
+    args: Args,
+    config: Config,
+    pipeline: PipelineGetter,
+    check: OutputCheck | None,
+    step: Callable[[str], None],
+    on_trial: OnTrial,
+    limit: float | None = None,
+) -> Sampled:
+    """Sample the plan's candidates with ``config.policy``."""
+    if config.policy is Policy.ADAPTIVE:
+        return await sample_adaptively(
+            device, tunables, plan.order(), args, config, pipeline, check, step, on_trial, limit
+        )
+    return await sample_fixed(device, tunables, plan, args, config, pipeline, check, step, on_trial, limit)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A tune's answer: every candidate's result, their order (winner first), the candidate that
+    short-circuited the tune if one did, how sure the tune is, and the trials for the record."""
+
+    results: list[Result]
+    order: list[int]
+    short_circuit: str | None
+    confidence: Confidence | None
+    trials: tuple[Trial, ...]
+
+    @property
+    def winner(self) -> int:
+        return self.order[0]
+
+
+def decide(tunables: TunableSet, plan: Plan, sampled: Sampled, config: Config) -> Decision | None:
+    """Rank what was sampled by the policy's measure; None when no candidate was measured."""
+    results = sampled.all_results(tunables, plan)
+    if not any(isinstance(result, Outcome) for result in sampled.results.values()):
+        return None
+    order = rank(results, "median" if config.policy is Policy.ADAPTIVE else "score")
+    short_circuit = None
+    if sampled.short_circuit is not None:
+        order = [sampled.short_circuit, *(i for i in order if i != sampled.short_circuit)]
+        short_circuit = tunables.candidates[sampled.short_circuit].name
+        for index, result in enumerate(results):
+            if isinstance(result, Skip) and index not in sampled.results and index not in plan.skipped:
+                results[index] = Skip(result.name, f"not run: {short_circuit} met the short-circuit limit")
+    trials = tuple(Trial(tunables.candidates[i].name, sampled.walls[i], sampled.samples[i]) for i in sampled.order)
+    return Decision(results, order, short_circuit, winner_confidence(results, order, config.confidence), trials)

@@ -26,17 +26,17 @@ from typing import Any
 from .benchmark import OutputCheck, clone_args
 from .clock import measure_clock_grain
 from .confidence import Confidence
-from .config import Config, LogLevel, Policy
+from .config import Config, LogLevel
 from .device import Device, check_limits
-from .errors import ConfigError, KernelError, Launch, NoValidKernelFound, Skip, TuneFailed, Unknown, WgtuneError
+from .errors import ConfigError, KernelError, Launch, NoValidKernelFound, TuneFailed, Unknown, WgtuneError
 from .events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key
 from .log import TuneLog, logger
 from .plan import Plan
-from .record import RecordSink, Trial, TuneRecord
-from .results import Outcome, Result, rank, result_to_json, winner_confidence
+from .record import RecordSink, TuneRecord
+from .results import Result, result_to_json
 from .runner import Spawner, default_spawner, run_inline
-from .sampling import sample_adaptively, sample_fixed
+from .sampling import decide, sample, short_circuit_limit
 from .state import MISS, PENDING, Hit, Pending, TuneState, Unchecked
 from .store import Store, StoredEntry
 from .tunable import Args, Kernel, TunableSet
@@ -286,36 +286,18 @@ class Tuner:
                 device, tunables, bench_args, lambda i: self._pipeline(tunables, i), skipped=plan.skipped
             )
 
-        results: list[Result] = [Skip(kernel.name) for kernel in tunables.candidates]
-        for index in plan.skipped:
-            results[index] = Skip(tunables.candidates[index].name, "skipped by the plan: negative priority")
-        limit = tunables.short_circuit(key) if tunables.short_circuit is not None else None
-
         def on_trial(index: int, result: Result, wall: float) -> None:
             self._emit(TrialFinished(tunables.name, key, index, result, wall))
 
-        policy = (sample_adaptively if config.policy is Policy.ADAPTIVE else sample_fixed)
-        sampled = await policy(
-            device, tunables, plan.order() if config.policy is Policy.ADAPTIVE else plan, bench_args, config,
-            lambda i: self._pipeline(tunables, i), check, log.step, on_trial, limit,
+        sampled = await sample(
+            device, tunables, plan, bench_args, config, lambda i: self._pipeline(tunables, i), check, log.step,
+            on_trial, short_circuit_limit(tunables, key),
         )
-        for index, result in sampled.results.items():
-            results[index] = result
-        if not any(isinstance(result, Outcome) for result in sampled.results.values()):
-            raise NoValidKernelFound(tunables.name, key, tuple(results))
-        order = rank(results, "median" if config.policy is Policy.ADAPTIVE else "score")
-        short_circuit = None
-        if sampled.short_circuit is not None:
-            order = [sampled.short_circuit, *(i for i in order if i != sampled.short_circuit)]
-            short_circuit = tunables.candidates[sampled.short_circuit].name
-            for index, result in enumerate(results):
-                if isinstance(result, Skip) and index not in sampled.results and index not in plan.skipped:
-                    results[index] = Skip(result.name, f"not run: {short_circuit} met the short-circuit limit")
-        winner = order[0]
-        confidence = winner_confidence(results, order, config.confidence)
-        trials = tuple(
-            Trial(tunables.candidates[i].name, sampled.walls[i], sampled.samples[i]) for i in sampled.order
-        )
+        decision = decide(tunables, plan, sampled, config)
+        if decision is None:
+            raise NoValidKernelFound(tunables.name, key, tuple(sampled.all_results(tunables, plan)))
+        results, order, winner = decision.results, decision.order, decision.winner
+        short_circuit, confidence, trials = decision.short_circuit, decision.confidence, decision.trials
         with self._lock:
             self._tables.setdefault(tunables.name, {})[key] = Hit(winner)
             self.failures.pop((tunables.name, key), None)

@@ -8,7 +8,7 @@ import random
 import pytest
 from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
 
-from wgtune import Config, ConfigError, Group, Key, TuneRecord
+from wgtune import MISS, Config, ConfigError, Group, Key, TuneRecord
 from wgtune.config import Policy
 from wgtune.sampling import MIN_SAMPLES, elimination_margin
 
@@ -179,6 +179,16 @@ def test_no_short_circuit_when_no_candidate_meets_the_limit():
 def test_a_short_circuit_that_is_not_a_function_is_a_config_error():
     with pytest.raises(ConfigError, match="short_circuit"):
         make_set("a", short_circuit=1e-3)
+
+
+@pytest.mark.parametrize("bad", ["fast", -1.0, float("nan"), True])
+def test_a_short_circuit_limit_that_is_not_a_time_fails_the_tune_naming_the_set(bad):
+    device = FakeDevice()
+    tuner = make_tuner(device)
+    tunables = make_set("a", "b", short_circuit=lambda key: bad)
+    with pytest.raises(ConfigError, match="'fake': short_circuit"):
+        tuner.execute(tunables, call(device, [1.0]))
+    assert tuner.states(tunables) == {Key({"n": 4}): MISS}  # nothing decided, not stuck Pending
 
 
 # -- the confidence kept ------------------------------------------------------------------------
