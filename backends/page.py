@@ -24,7 +24,7 @@ from typing import Any
 
 from wgtune import Config, LogLevel
 from wgtune.clock import measure_clock_grain
-from wgtune.errors import WgtuneError
+from wgtune.errors import ConfigError, WgtuneError
 from wgtune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from wgtune.kernels.demo import DemoCase, demo_suite
 from wgtune.key import Key
@@ -68,6 +68,21 @@ class _PageRecords:
         self.notify({"type": "record", "record": item})
 
 
+# What a page may set (from its URL, say ``/?policy=fixed``): how tunes sample, nothing that
+# touches files or logs.
+PAGE_SETTINGS = ("policy", "budget", "max_samples", "tolerance", "confidence", "warmups", "samples", "min_sample")
+
+
+def page_config(settings: dict) -> Config:
+    """The page's Config from ``settings`` (names of PAGE_SETTINGS, values as text or numbers),
+    read as the ``WGTUNE_*`` variables are; a bad name or value is a ConfigError naming it."""
+    unknown = sorted(set(settings) - set(PAGE_SETTINGS))
+    if unknown:
+        raise ConfigError(f"unknown page setting(s) {', '.join(unknown)}; known: {', '.join(PAGE_SETTINGS)}")
+    env = {f"WGTUNE_{name.upper()}": str(value) for name, value in settings.items()}
+    return Config.from_env(env, log_level=LogLevel.DISABLED)
+
+
 class PageSession:
     """What the page drives: see the module doc. Build with :meth:`open`."""
 
@@ -94,17 +109,20 @@ class PageSession:
         clock_grain: float = 100e-6,
         use_timestamps: bool = True,
         cases: list[DemoCase] | None = None,
+        settings: Any = None,
     ) -> PageSession:
         """Open the session: the device, its clock's grain, the stored winners, the demo's calls
         and fallbacks.
 
         ``clock_grain`` (the step of ``performance.now()`` the page saw) is only the fallback: the
         grain is measured here, before any tune, so that the device panel shows the one tunes use.
+        ``settings`` are the page's tuning settings (see :func:`page_config`).
         """
+        config = page_config(settings.to_py() if hasattr(settings, "to_py") else dict(settings or {}))
         info = adapter_info.to_py() if hasattr(adapter_info, "to_py") else dict(adapter_info)
         device = BrowserDevice(gpu_device, info, use_timestamps=use_timestamps, clock_grain=clock_grain)
         await measure_clock_grain(device)
-        session = cls(device, idb, notify, Config(log_level=LogLevel.DISABLED))
+        session = cls(device, idb, notify, config)
         await session.reload()
         for case in cases if cases is not None else demo_suite():
             await session.add_case(case)
@@ -177,6 +195,7 @@ class PageSession:
             "adapter": device.adapter_info,
             "timing": device.timing,
             "clock_grain": device.clock_grain,
+            "policy": self.tuner.config.policy.value,
             "limits": {
                 "max_workgroup_storage": device.limits.max_workgroup_storage,
                 "max_invocations": device.limits.max_invocations,

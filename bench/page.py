@@ -15,7 +15,8 @@ Prints three figures against their targets:
   kernels on the same 2 cores as the page, so a task's wall time includes time the renderer
   was not scheduled at all.
 
-Usage: ``make bench-page`` (or ``python bench/page.py --loads 3``).
+Usage: ``make bench-page`` (or ``python bench/page.py --loads 3``; ``--settings policy=fixed``
+tunes with the seed's fixed policy, for the tuning time side by side).
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def cold_ready_ms(playwright, url: str) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loads", type=int, default=3, help="cold page loads to time (default 3)")
+    parser.add_argument("--settings", default="", help="tuning settings in the page's URL: policy=fixed, say")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -125,7 +127,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="wgtune-bench-") as profile:
             context = launch(playwright, Path(profile))
             page = context.new_page()
-            page.goto(server.url)
+            page.goto(server.url + (f"?{args.settings}" if args.settings else ""))
             wait_ready(page)
             page.evaluate("(code) => window.wgtune.pyodide.runPython(code)", PYTHON_STEPS)
             page.evaluate(PROBE)
@@ -138,7 +140,7 @@ def main() -> int:
     longest_gap = max(tune["gaps"], default=0.0)
     longest_task = max(tune["longtasks"], default=0.0)
     print(f"wgtune page benchmark: {server.url}, Chromium {'/usr/bin/chromium'}, {len(checks)} keys tuned "
-          f"one after another in {tune['seconds']:.1f} s")
+          f"one after another in {tune['seconds']:.1f} s ({args.settings or 'default settings'})")
     print()
     print(f"{'figure':44} {'measured':>22} {'target':>10}")
     print(f"{'cold page-ready (median of ' + str(len(loads)) + ')':44} "

@@ -189,6 +189,33 @@ def test_without_timestamp_queries_the_wall_clock_times_the_tune(browser):
     page.close()
 
 
+def test_the_seeds_fixed_policy_is_a_url_setting_away(browser):
+    page, log = browser.open("?policy=fixed")
+    assert page.evaluate("window.wgtune.catalogue()")["policy"] == "fixed"
+    assert page.locator('#adapter [data-fact="sampling-policy"]').inner_text() == "fixed"
+    page.evaluate("window.wgtune.clearCache()")  # a key another test tuned would be a hit
+    assert state(page, "fma", "262144")["state"] == "Pending"
+    done = settle(page, "fma", "262144")
+    assert done["state"] == "Hit" and done["policy"] == "fixed"
+    measured = [r for r in done["results"] if "median" in r]
+    assert measured and all(len(r["samples"]) == 10 for r in measured)  # the seed's 10 samples each
+    page.evaluate("window.wgtune.clearCache()")
+    assert log.errors == []
+    page.close()
+
+
+def test_a_bad_page_setting_fails_the_load_and_says_which(browser):
+    page, _ = browser.open("?budget=soon", wait=False)
+    page.wait_for_function("() => !document.getElementById('unavailable').hidden", timeout=120_000)
+    message = page.locator("#unavailable .unavailable-message").inner_text()
+    assert "WGTUNE_BUDGET='soon'" in message
+    page.close()
+    page, _ = browser.open("?polcy=fixed", wait=False)
+    page.wait_for_function("() => !document.getElementById('unavailable').hidden", timeout=120_000)
+    assert "unknown page setting(s) polcy" in page.locator("#unavailable .unavailable-message").inner_text()
+    page.close()
+
+
 def test_the_browser_device_pads_odd_sized_data_and_reads_buffers_back(browser):
     page, log = browser.open()
     read = page.evaluate(

@@ -49,7 +49,9 @@ window.wgtune = { ready, start };
 
 async function boot({ device = null }) {
   try {
-    const api = await loadWgtune({ device, onStatus: showStatus, onEvent: onEvent });
+    // Tuning settings from the URL (/?policy=fixed, /?budget=0.5&max_samples=20): "defer" is the page's own.
+    const settings = Object.fromEntries([...new URLSearchParams(location.search)].filter(([name]) => name !== "defer"));
+    const api = await loadWgtune({ device, onStatus: showStatus, onEvent: onEvent, settings });
     ui.api = api;
     Object.assign(window.wgtune, api, tracked(api));
     showReady(api);

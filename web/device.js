@@ -16,6 +16,7 @@ export function renderAdapter(info, catalogue) {
     // Measured on this device before any tune (empty passes on the timing clock): what each
     // timed sample is made 50 times longer than.
     ["Clock grain (measured)", formatSeconds(catalogue.clock_grain)],
+    ["Sampling policy", catalogue.policy],
     ["Features", info.features.length ? info.features.join(", ") : "(none)"],
   ];
   const nodes = [];

@@ -97,10 +97,14 @@ async function py(call) {
  *  - device: a GPUDevice to tune on (default: wgtune opens the high-performance adapter's);
  *  - onStatus(text): loading progress; onEvent(event): tune progress (pending, started, trial,
  *    finished, failed, record);
- *  - database: the IndexedDB database name (default "wgtune").
+ *  - database: the IndexedDB database name (default "wgtune");
+ *  - settings: how tunes sample, as the WGTUNE_* variables say it natively, by lower-case name:
+ *    {policy: "fixed"}, {budget: 0.5, max_samples: 20}, ... (default: wgtune's defaults).
  * Rejects with WgtuneUnavailable where WebGPU is missing, with advice.
  */
-export async function loadWgtune({ device = null, onStatus = () => {}, onEvent = () => {}, database = "wgtune" } = {}) {
+export async function loadWgtune({
+  device = null, onStatus = () => {}, onEvent = () => {}, database = "wgtune", settings = {},
+} = {}) {
   const started = performance.now();
   let adapter = null;
   if (!device) {
@@ -139,7 +143,9 @@ export async function loadWgtune({ device = null, onStatus = () => {}, onEvent =
   };
   const { PageSession } = pyodide.pyimport("wgtune.backends.page");
   const session = await py(() =>
-    PageSession.open.callKwargs(device, pyodide.toPy(adapterInfo), documents, notify, { clock_grain: grain }),
+    PageSession.open.callKwargs(device, pyodide.toPy(adapterInfo), documents, notify, {
+      clock_grain: grain, settings: pyodide.toPy(settings),
+    }),
   );
 
   const api = {
