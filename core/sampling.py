@@ -7,6 +7,9 @@ Tuning time goes where the answer is in doubt. The policy runs in three parts:
 1. **Screening**, in the plan's order (every batch, not only the first): each candidate is
    compiled, warmed up and calibrated, and the calibration's last reading (a full-length sample)
    is its first sample. One sample already rules out a candidate at twice the leader's time.
+   Outside the plan's first batch, a priority group whose first ``GROUP_PROBES`` screened
+   candidates were all ruled out so is skipped for the rest: the plan puts a group's likeliest
+   first, and compiling is the dearest part of a screening (in the browser above all).
 2. **Rounds**: every candidate still in the running gets one more sample per round, round
    robin, so that drift (clocks, heat, the rest of the machine) hits all of them alike. After
    each round a candidate whose *fastest* sample is slower than the leader's median by more than
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from .benchmark import Arm, OutputCheck, PipelineGetter, failure_of_sampling, prepare_candidate, run_candidate
@@ -63,6 +66,10 @@ __all__ = [
 MIN_SAMPLES = 5
 # The elimination margin with one sample: its fastest sample must be twice the leader's median.
 SLACK = 1.0
+# Candidates of a priority group screened before the rest of the group is skipped, when each of
+# them lost the screening (over twice the leader's time): the plan orders a group's likeliest
+# members first, and a shader compile is the dearest part of a screening in the browser.
+GROUP_PROBES = 2
 # Samples that confirm a candidate under the short-circuit limit before it ends the tune.
 SHORT_CIRCUIT_SAMPLES = 3
 
@@ -189,9 +196,25 @@ class _Adaptive:
             return False
         return median(arm.samples) <= self.limit
 
-    async def screen(self, order: list[int]) -> bool:
-        """Prepare every candidate in ``order`` and take its first sample; True if one short-circuits."""
+    def _pruned(self, index: int, first: Collection[int], probed: dict[str, int], promising: set[str]) -> bool:
+        """Whether candidate ``index`` is skipped: outside the plan's first batch, in a group whose
+        first GROUP_PROBES measured candidates all lost the screening."""
+        group = self.tunables.candidates[index].group
+        if index in first or group is None or group.name in promising or probed.get(group.name, 0) < GROUP_PROBES:
+            return False
+        name = self.tunables.candidates[index].name
+        reason = f"group {group.name}: its first {GROUP_PROBES} candidates were each over twice the leader's time"
+        self._record(index, Skip(name, reason), 0.0, 0)
+        return True
+
+    async def screen(self, order: list[int], first: Collection[int] = ()) -> bool:
+        """Prepare every candidate in ``order`` and take its first sample, pruning hopeless groups
+        outside ``first``; True if a candidate short-circuits the tune."""
+        probed: dict[str, int] = {}
+        promising: set[str] = set()
         for index in order:
+            if self._pruned(index, first, probed, promising):
+                continue
             started = time.perf_counter()
             prepared = await prepare_candidate(
                 self.device, self.tunables, index, self.args, self.config, self.pipeline, self.check, self.step
@@ -208,7 +231,12 @@ class _Adaptive:
                 self.sampled.short_circuit = index
                 return True
             self._eliminate()
+            group = self.tunables.candidates[index].group
+            if group is not None:
+                probed[group.name] = probed.get(group.name, 0) + 1
             if prepared in self.alive:
+                if group is not None:
+                    promising.add(group.name)
                 self.on_trial(index, prepared.result(self.device.timing), prepared.wall)
         return False
 
@@ -250,14 +278,16 @@ async def sample_adaptively(
     step: Callable[[str], None],
     on_trial: OnTrial,
     limit: float | None = None,
+    first: Collection[int] = (),
 ) -> Sampled:
     """Run the adaptive policy over the candidates ``order`` names (see the module docstring).
 
     ``limit`` is the short-circuit time in seconds per dispatch, if the set gives one for the key.
+    ``first`` (the plan's first batch) is screened whole; a later group may be pruned.
     Every failure of a candidate is a value in the results; candidates never run are absent.
     """
     policy = _Adaptive(device, tunables, args, config, pipeline, check, step, on_trial, limit)
-    if not await policy.screen(order):
+    if not await policy.screen(order, first):
         await policy.rounds()
     return policy.finish()
 
@@ -327,8 +357,10 @@ async def sample(
 ) -> Sampled:
     """Sample the plan's candidates with ``config.policy``."""
     if config.policy is Policy.ADAPTIVE:
+        batches = plan.remaining()
         return await sample_adaptively(
-            device, tunables, plan.order(), args, config, pipeline, check, step, on_trial, limit
+            device, tunables, plan.order(), args, config, pipeline, check, step, on_trial, limit,
+            batches[0] if batches else (),
         )
     return await sample_fixed(device, tunables, plan, args, config, pipeline, check, step, on_trial, limit)
 

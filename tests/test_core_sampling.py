@@ -89,6 +89,20 @@ def test_under_one_sided_noise_and_spikes_the_adaptive_pick_is_within_two_percen
 # -- where the time goes -------------------------------------------------------------------------
 
 
+def test_a_later_group_whose_first_two_lose_the_screening_is_skipped_and_a_close_one_screened_whole():
+    device = FakeDevice()
+    times = {"a0": 1e-3, "a1": 1.1e-3, "b0": 3e-3, "b1": 2.5e-3, "b2": 0.5e-3, "c0": 1.5e-3, "c1": 4e-3, "c2": 0.9e-3}
+    for name, seconds in times.items():
+        device.script(name, duration=seconds)
+    groups = {"a": Group("likely", 3), "b": Group("unlikely", 2), "c": Group("maybe", 1)}
+    tunables = make_set(*(kernel(name, group=groups[name[0]]) for name in times))
+    tuner, winner = tune(device, tunables)
+    assert winner == "c2"  # group c's first candidate was within twice the leader: all of c ran
+    assert "b2" not in device.compiles  # b's first two were over twice the leader: the rest of b never ran
+    assert "first 2 candidates were each over twice" in stored_results(tuner, tunables)["b2"]["reason"]
+    assert [trial.name for trial in tuner.records.records[0].trials] == ["a0", "a1", "b0", "b1", "c0", "c1", "c2"]
+
+
 def test_hopeless_candidates_get_one_sample_and_close_rivals_many():
     device = FakeDevice()
     machine = Machine(jitter=0.02)
