@@ -20,9 +20,10 @@ Every policy gets the same compiled pipelines: the tuners' compiles are answered
 tuning time is sampling time for all (compiling is the same cost whichever policy samples).
 
 A policy's regret on a key is its pick's true time over the oracle winner's, minus one. The row
-``oracle-again`` is a second oracle, as long as the first, scored against it: how often two long
-measurements agree is the noise floor of the table on the machine (on a 2-core CPU adapter,
-candidates within ~2% of each other trade places from run to run).
+``oracle-again`` is a second oracle, as long as the first, run after the policies and scored
+against the first: how often two long measurements agree is the noise floor of the table on the
+machine (on a 2-core CPU adapter, candidates within ~2% of each other trade places from run to
+run). A second table scores every pick against both oracles pooled.
 Printed per policy: tuning time (and its ratio to the Triton-style policy's), how often it picked
 the oracle's winner, the regret's median and maximum, and the share of keys with regret <= 2%.
 
@@ -70,7 +71,8 @@ def wall_of(device: NativeDevice, pipeline: Any, args: Any, grid: tuple) -> floa
 # -- the oracle ------------------------------------------------------------------------------------
 
 
-def oracle(device: NativeDevice, pipelines: dict[int, tuple], args: Any, rounds: int) -> dict[int, float]:
+def oracle(device: NativeDevice, pipelines: dict[int, tuple], args: Any, rounds: int) -> dict[int, list[float]]:
+    """Every candidate's samples over ``rounds`` interleaved rounds (seconds per dispatch)."""
     repeats = {}
     for index, (pipeline, grid) in pipelines.items():
         once = max(seconds_of(device, pipeline, args, grid, 1), 1e-7)
@@ -79,6 +81,10 @@ def oracle(device: NativeDevice, pipelines: dict[int, tuple], args: Any, rounds:
     for _ in range(rounds):
         for index, (pipeline, grid) in pipelines.items():
             samples[index].append(seconds_of(device, pipeline, args, grid, repeats[index]))
+    return samples
+
+
+def medians(samples: dict[int, list[float]]) -> dict[int, float]:
     return {index: statistics.median(values) for index, values in samples.items()}
 
 
@@ -139,10 +145,11 @@ def wgtune_policy(device, workload: Workload, args, pipelines: dict[int, tuple],
     return workload.tunables.index_of[kernel.name], sure
 
 
-def oracle_again(device, pipelines, args, rounds: int) -> int:
-    """A second, independent oracle's pick: how far two long interleaved measurements disagree is
-    the noise floor of this table on this machine."""
-    again = oracle(device, pipelines, args, rounds)
+def oracle_again(device, pipelines, args, rounds: int, second: dict) -> int:
+    """A second, independent oracle's pick (its samples kept in ``second``): how far two long
+    interleaved measurements disagree is the noise floor of this table on this machine."""
+    second.update(oracle(device, pipelines, args, rounds))
+    again = medians(second)
     return min(again, key=again.get)
 
 
@@ -204,14 +211,18 @@ def main(argv: list[str] | None = None) -> int:
           f"clock grain {grain * 1e6:.2f} us (measured)", flush=True)
     names = (*POLICIES, *WGTUNE, "oracle-again")
     rows: dict[str, list[tuple[float, float, bool]]] = {name: [] for name in names}
+    pooled_rows: dict[str, list[tuple[float, float, bool]]] = {name: [] for name in names}
     keys = many_workloads(options.full) if options.keys == "many" else workloads(options.full)
     for workload in keys:
         if options.only and workload.family not in options.only:
             continue
         args, _ = workload.make(device)
         pipelines = candidates_of(device, workload, args)
-        truth = oracle(device, pipelines, args, options.rounds)
+        first = oracle(device, pipelines, args, options.rounds)
+        second: dict[int, list[float]] = {}
+        truth = medians(first)
         best = min(truth, key=truth.get)
+        picks: dict[str, tuple[float, int]] = {}
         line = [f"{workload.family} {workload.label}: {len(pipelines)} candidates, oracle "
                 f"{workload.tunables.candidates[best].name} {truth[best] * 1e6:.1f} us"]
         for name in names:
@@ -220,18 +231,33 @@ def main(argv: list[str] | None = None) -> int:
             if name in WGTUNE:
                 pick, sure = wgtune_policy(device, workload, args, pipelines, WGTUNE[name])
             elif name == "oracle-again":
-                pick = oracle_again(device, pipelines, args, options.rounds)
+                pick = oracle_again(device, pipelines, args, options.rounds, second)
             else:
                 pick = POLICIES[name](device, pipelines, args)
             spent = time.perf_counter() - started
             regret = truth[pick] / truth[best] - 1 if pick in truth else float("inf")
             rows[name].append((spent, regret, pick == best))
+            picks[name] = (spent, pick)
             missed = f" [{workload.tunables.candidates[pick].name}]" if pick != best else ""
             line.append(f"{name} {regret * 100:+.1f}%{missed} in {spent:.2f}s{sure}")
         print("; ".join(line), flush=True)
+        # Both oracles pooled (one before the policies ran, one after): a truth one disturbed
+        # oracle run cannot decide alone.
+        pooled = medians({index: first[index] + second[index] for index in first})
+        pooled_best = min(pooled, key=pooled.get)
+        for name, (spent, pick) in picks.items():
+            pooled_rows[name].append((spent, pooled[pick] / pooled[pooled_best] - 1, pick == pooled_best))
 
+    print(f"\nagainst the first oracle ({options.rounds} rounds, before the policies ran):")
+    table(rows)
+    print(f"\nagainst both oracles pooled ({2 * options.rounds} rounds, one before and one after the policies):")
+    table(pooled_rows)
+    return 0
+
+
+def table(rows: dict[str, list[tuple[float, float, bool]]]) -> None:
     triton_time = sum(spent for spent, _, _ in rows["triton"])
-    print(f"\n{'policy':14} {'keys':>5} {'tuning s':>9} {'vs triton':>10} {'oracle pick':>12} "
+    print(f"{'policy':14} {'keys':>5} {'tuning s':>9} {'vs triton':>10} {'oracle pick':>12} "
           f"{'regret med':>11} {'regret max':>11} {'<= 2%':>7}")
     for name, results in rows.items():
         if not results:
@@ -243,7 +269,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:14} {len(results):>5} {spent:>9.2f} {spent / triton_time:>9.0%} "
               f"{hits:>5}/{len(results):<6} {statistics.median(regrets) * 100:>10.1f}% "
               f"{max(regrets) * 100:>10.1f}% {within / len(results):>7.0%}")
-    return 0
 
 
 if __name__ == "__main__":
