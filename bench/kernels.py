@@ -31,7 +31,7 @@ import numpy as np
 
 from wgtune import Args, Config, Outcome, TrialFinished, TunableSet, Tuner, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.benchmark import run_candidate
+from wgtune.benchmark import Bench, run_candidate
 from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.matmul import matmul_f16_set, matmul_set
 
@@ -209,7 +209,7 @@ def time_candidate(device: NativeDevice, tunables: TunableSet, index: int, args:
     async def pipeline(i: int):
         return await device.compile(tunables.candidates[i])
 
-    result = run_inline(run_candidate(device, tunables, index, args, config, pipeline, None, lambda _: None))
+    result = run_inline(run_candidate(Bench(device, tunables, args, config, pipeline), index))
     if not isinstance(result, Outcome) or result.stats is None:
         raise RuntimeError(f"{tunables.candidates[index].name} did not run: {result}")
     return result

@@ -32,6 +32,7 @@ from .tunable import Args, Grid, Kernel, TunableSet
 __all__ = [
     "MAX_REPEATS",
     "Arm",
+    "Bench",
     "OutputCheck",
     "calibrate",
     "clone_args",
@@ -203,28 +204,35 @@ def failure_of_sampling(name: str, error: Exception) -> CandidateError:
     return Unknown(name, f"{type(error).__name__}: {error}")
 
 
-async def prepare_candidate(
-    device: Device,
-    tunables: TunableSet,
-    index: int,
-    args: Args,
-    config: Config,
-    pipeline: PipelineGetter,
-    check: OutputCheck | None,
-    step: Callable[[str], None],
-) -> Arm | Result:
+@dataclass(frozen=True)
+class Bench:
+    """What benchmarking one key's candidates needs: the device, the set, the benchmark's inputs,
+    the settings, the compiled pipeline of a candidate (by index), the output check if any, and
+    where steps are logged."""
+
+    device: Device
+    tunables: TunableSet
+    args: Args
+    config: Config
+    pipeline: PipelineGetter
+    check: OutputCheck | None = None
+    step: Callable[[str], None] = lambda _message: None
+
+
+async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
     """Limits, compile, grids, output check, warmups and calibration of candidate ``index``.
 
     Answers an :class:`Arm` ready to sample, or the candidate's result when it cannot be sampled:
     its error as a value, or a bare Outcome in a dry run.
     """
+    device, tunables, args, config, check = bench.device, bench.tunables, bench.args, bench.config, bench.check
     kernel: Kernel = tunables.candidates[index]
     name = kernel.name
     problem = check_limits(kernel, device.limits, device.features)
     if problem:
         return Launch(name, problem)
     try:
-        compiled = await pipeline(index)
+        compiled = await bench.pipeline(index)
     except KernelError as error:
         return Launch(name, f"compile failed: {error}")
     except WgtuneError:
@@ -241,7 +249,7 @@ async def prepare_candidate(
             return Launch(name, problem if stage is kernel else f"stage {stage.name}: {problem}")
     grid = grids[0]
     if config.dry_run:
-        step(f"{name}: compiled; dry run, not launched")
+        bench.step(f"{name}: compiled; dry run, not launched")
         return Outcome(name, index, None)
     try:
         if check is not None:
@@ -264,32 +272,24 @@ async def prepare_candidate(
     return arm
 
 
-async def run_candidate(
-    device: Device,
-    tunables: TunableSet,
-    index: int,
-    args: Args,
-    config: Config,
-    pipeline: PipelineGetter,
-    check: OutputCheck | None,
-    step: Callable[[str], None],
-) -> Result:
+async def run_candidate(bench: Bench, index: int) -> Result:
     """Benchmark candidate ``index`` the fixed way: ``config.samples`` samples, one after another.
 
     Every failure of the candidate is a value. (The seed's fixed-sample policy; the calibration
     reading is not kept, so every candidate has exactly ``config.samples`` samples.)
     """
-    arm = await prepare_candidate(device, tunables, index, args, config, pipeline, check, step)
+    arm = await prepare_candidate(bench, index)
     if not isinstance(arm, Arm):
         return arm
     arm.samples.clear()
+    samples = bench.config.samples
     try:
-        await arm.sample(device, args, config.samples)
+        await arm.sample(bench.device, bench.args, samples)
     except WgtuneError as error:
         if isinstance(error, KernelError):
             return failure_of_sampling(arm.name, error)
         raise
     except Exception as error:
         return failure_of_sampling(arm.name, error)
-    step(f"{arm.name}: {len(arm.samples)} of {config.samples} samples valid, {arm.repeats} dispatches a sample")
-    return arm.result(device.timing)
+    bench.step(f"{arm.name}: {len(arm.samples)} of {samples} samples valid, {arm.repeats} dispatches a sample")
+    return arm.result(bench.device.timing)

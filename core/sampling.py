@@ -39,16 +39,15 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from .benchmark import Arm, OutputCheck, PipelineGetter, failure_of_sampling, prepare_candidate, run_candidate
+from .benchmark import Arm, Bench, failure_of_sampling, prepare_candidate, run_candidate
 from .confidence import Confidence, bootstrap_ratio, median
 from .config import Config, Policy
-from .device import Device
 from .errors import ConfigError, KernelError, Skip, WgtuneError
 from .key import Key
 from .plan import Plan
 from .record import Trial
 from .results import Outcome, Result, rank, winner_confidence
-from .tunable import Args, TunableSet
+from .tunable import TunableSet
 
 __all__ = [
     "MIN_SAMPLES",
@@ -105,21 +104,10 @@ class Sampled:
 
 
 class _Adaptive:
-    def __init__(
-        self,
-        device: Device,
-        tunables: TunableSet,
-        args: Args,
-        config: Config,
-        pipeline: PipelineGetter,
-        check: OutputCheck | None,
-        step: Callable[[str], None],
-        on_trial: OnTrial,
-        limit: float | None,
-    ) -> None:
-        self.device, self.tunables, self.args, self.config = device, tunables, args, config
-        self.pipeline, self.check, self.step, self.on_trial = pipeline, check, step, on_trial
-        self.limit = limit
+    def __init__(self, bench: Bench, on_trial: OnTrial, limit: float | None) -> None:
+        self.bench, self.on_trial, self.limit = bench, on_trial, limit
+        self.device, self.tunables, self.args, self.config = bench.device, bench.tunables, bench.args, bench.config
+        self.step = bench.step
         self.sampled = Sampled()
         self.alive: list[Arm] = []
 
@@ -216,9 +204,7 @@ class _Adaptive:
             if self._pruned(index, first, probed, promising):
                 continue
             started = time.perf_counter()
-            prepared = await prepare_candidate(
-                self.device, self.tunables, index, self.args, self.config, self.pipeline, self.check, self.step
-            )
+            prepared = await prepare_candidate(self.bench, index)
             self.sampled.order.append(index)
             if not isinstance(prepared, Arm):
                 self._record(index, prepared, time.perf_counter() - started, 0)
@@ -268,17 +254,7 @@ class _Adaptive:
 
 
 async def sample_adaptively(
-    device: Device,
-    tunables: TunableSet,
-    order: list[int],
-    args: Args,
-    config: Config,
-    pipeline: PipelineGetter,
-    check: OutputCheck | None,
-    step: Callable[[str], None],
-    on_trial: OnTrial,
-    limit: float | None = None,
-    first: Collection[int] = (),
+    bench: Bench, order: list[int], on_trial: OnTrial, limit: float | None = None, first: Collection[int] = ()
 ) -> Sampled:
     """Run the adaptive policy over the candidates ``order`` names (see the module docstring).
 
@@ -286,34 +262,23 @@ async def sample_adaptively(
     ``first`` (the plan's first batch) is screened whole; a later group may be pruned.
     Every failure of a candidate is a value in the results; candidates never run are absent.
     """
-    policy = _Adaptive(device, tunables, args, config, pipeline, check, step, on_trial, limit)
+    policy = _Adaptive(bench, on_trial, limit)
     if not await policy.screen(order, first):
         await policy.rounds()
     return policy.finish()
 
 
-async def sample_fixed(
-    device: Device,
-    tunables: TunableSet,
-    plan: Plan,
-    args: Args,
-    config: Config,
-    pipeline: PipelineGetter,
-    check: OutputCheck | None,
-    step: Callable[[str], None],
-    on_trial: OnTrial,
-    limit: float | None = None,
-) -> Sampled:
+async def sample_fixed(bench: Bench, plan: Plan, on_trial: OnTrial, limit: float | None = None) -> Sampled:
     """Run the seed's fixed policy: batch by batch, ``config.samples`` samples per candidate."""
     sampled = Sampled()
     while True:
         batch = plan.next()
         if not batch:
             return sampled
-        step(f"batch {batch}")
+        bench.step(f"batch {batch}")
         for index in batch:
             started = time.perf_counter()
-            result = await run_candidate(device, tunables, index, args, config, pipeline, check, step)
+            result = await run_candidate(bench, index)
             wall = time.perf_counter() - started
             sampled.order.append(index)
             sampled.results[index] = result
@@ -343,26 +308,12 @@ def short_circuit_limit(tunables: TunableSet, key: Key) -> float | None:
     return float(limit)
 
 
-async def sample(
-    device: Device,
-    tunables: TunableSet,
-    plan: Plan,
-    args: Args,
-    config: Config,
-    pipeline: PipelineGetter,
-    check: OutputCheck | None,
-    step: Callable[[str], None],
-    on_trial: OnTrial,
-    limit: float | None = None,
-) -> Sampled:
-    """Sample the plan's candidates with ``config.policy``."""
-    if config.policy is Policy.ADAPTIVE:
+async def sample(bench: Bench, plan: Plan, on_trial: OnTrial, limit: float | None = None) -> Sampled:
+    """Sample the plan's candidates with ``bench.config.policy``."""
+    if bench.config.policy is Policy.ADAPTIVE:
         batches = plan.remaining()
-        return await sample_adaptively(
-            device, tunables, plan.order(), args, config, pipeline, check, step, on_trial, limit,
-            batches[0] if batches else (),
-        )
-    return await sample_fixed(device, tunables, plan, args, config, pipeline, check, step, on_trial, limit)
+        return await sample_adaptively(bench, plan.order(), on_trial, limit, batches[0] if batches else ())
+    return await sample_fixed(bench, plan, on_trial, limit)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .benchmark import OutputCheck, clone_args
+from .benchmark import Bench, OutputCheck, clone_args
 from .clock import measure_clock_grain
 from .confidence import Confidence
 from .config import Config, LogLevel
@@ -289,10 +289,8 @@ class Tuner:
         def on_trial(index: int, result: Result, wall: float) -> None:
             self._emit(TrialFinished(tunables.name, key, index, result, wall))
 
-        sampled = await sample(
-            device, tunables, plan, bench_args, config, lambda i: self._pipeline(tunables, i), check, log.step,
-            on_trial, short_circuit_limit(tunables, key),
-        )
+        bench = Bench(device, tunables, bench_args, config, lambda i: self._pipeline(tunables, i), check, log.step)
+        sampled = await sample(bench, plan, on_trial, short_circuit_limit(tunables, key))
         decision = decide(tunables, plan, sampled, config)
         if decision is None:
             raise NoValidKernelFound(tunables.name, key, tuple(sampled.all_results(tunables, plan)))
