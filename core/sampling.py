@@ -90,8 +90,6 @@ class Sampled:
     samples: dict[int, int] = field(default_factory=dict)
     order: list[int] = field(default_factory=list)  # in the order candidates first ran
     short_circuit: int | None = None
-    rounds: int = 0
-    spent: float = 0.0  # seconds of the rounds after screening
 
     def all_results(self, tunables: TunableSet, plan: Plan) -> list[Result]:
         """A result for every candidate of the set: sampled, skipped by the plan, or never run."""
@@ -228,6 +226,7 @@ class _Adaptive:
 
     async def rounds(self) -> None:
         started = time.perf_counter()
+        rounds = 0
         while len(self.alive) > 1:
             if time.perf_counter() - started >= self.config.budget:
                 self.step(f"budget of {self.config.budget}s spent with {len(self.alive)} finalists")
@@ -239,12 +238,11 @@ class _Adaptive:
             for arm in hungry:
                 if await self._sample(arm) and await self._short_circuits(arm):
                     self.sampled.short_circuit = arm.index
-                    self.sampled.spent = time.perf_counter() - started
                     return
-            self.sampled.rounds += 1
+            rounds += 1
             self._eliminate()
             self._settle()
-        self.sampled.spent = time.perf_counter() - started
+        self.step(f"{rounds} rounds in {time.perf_counter() - started:.3f}s; {len(self.alive)} left")
 
     def finish(self) -> Sampled:
         for arm in list(self.alive):
