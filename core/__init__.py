@@ -34,8 +34,7 @@ from .state import MISS, PENDING, Hit, Miss, Pending, TuneState, Unchecked
 from .store import MemoryStore, StoredEntry
 from .tunable import Args, Group, Kernel, TunableSet
 from .tuner import Tuner
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "MISS",

@@ -23,6 +23,7 @@ from .confidence import Confidence
 from .device import DeviceIdentity
 from .errors import StoreError
 from .key import Key
+from .version import __version__
 
 __all__ = [
     "DOCUMENT_FORMAT",
@@ -45,8 +46,6 @@ EXPORT_FORMAT = "wgtune.export/1"
 
 def namespace_for(identity: DeviceIdentity, tuner: str = "default") -> dict:
     """The namespace of ``identity``'s winners under tuner ``tuner`` for this wgtune version."""
-    from . import __version__  # the package imports this module first
-
     return {"wgtune": __version__, "device": identity.as_dict(), "tuner": tuner}
 
 

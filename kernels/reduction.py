@@ -67,6 +67,8 @@ from typing import Any
 from wgtune import Args, Group, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
+from .inputs import random_floats
+
 __all__ = [
     "GROUPS",
     "MIN_CHUNK",
@@ -616,12 +618,10 @@ INPUT_BLOCK = 1 << 22  # values of x made from one seed by make_reduction_args
 def make_reduction_args(device: Any, size: tuple[int, int], op: str, seed: int = 0) -> Args:
     """Buffers ``(x, out, scratch)`` for ``x[rows, cols]`` with seeded inputs; params ``(rows, cols)``.
 
-    The values are those of :func:`wgtune.kernels.demo.random_floats` (magnitudes in [0.5, 1),
+    The values are those of :func:`wgtune.kernels.inputs.random_floats` (magnitudes in [0.5, 1),
     random signs), made in blocks of ``INPUT_BLOCK`` values with a seed each: one call of it
     cannot make 2**26 values or more (``random.randbytes`` takes at most 2**31 bits).
     """
-    from .demo import random_floats  # here, not at the top: demo imports this module
-
     _op(op)
     rows, cols = size
     count = rows * cols
