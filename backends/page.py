@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from wgtune import Config, LogLevel
-from wgtune.clock import measure_clock_grain
+from wgtune.clock import clock_grain as measure_grain
 from wgtune.errors import ConfigError, WgtuneError
 from wgtune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from wgtune.kernels.demo import DemoCase, demo_suite
 from wgtune.key import Key
 from wgtune.record import TuneRecord, envelope
 from wgtune.results import result_to_json
-from wgtune.state import MISS, Hit, Pending, Unchecked
+from wgtune.state import Hit, Pending
 from wgtune.store import namespace_for
 from wgtune.tunable import Args, TunableSet
 from wgtune.tuner import Tuner
@@ -56,14 +56,16 @@ class _Problem:
 
 
 class _PageRecords:
-    """The tune records of this page load, newest last; each is also reported to the page."""
+    """The tune records of this page load, newest last; each is also reported to the page, with
+    the label of its key (the size the page shows, ``"128x128x128"``) as ``label``."""
 
-    def __init__(self, notify: Callable[[dict], None]) -> None:
+    def __init__(self, notify: Callable[[dict], None], label: Callable[[str, Key], str]) -> None:
         self.items: list[dict] = []
         self.notify = notify
+        self.label = label
 
     def write(self, record: TuneRecord) -> None:
-        item = envelope(record, time.time())
+        item = {**envelope(record, time.time()), "label": self.label(record.set_name, record.key)}
         self.items.append(item)
         self.notify({"type": "record", "record": item})
 
@@ -91,12 +93,13 @@ class PageSession:
         self.idb = idb
         self._notify_js = notify
         self.config = config
-        self.records = _PageRecords(self._notify)
+        self.records = _PageRecords(self._notify, self._label)
         self.problems: dict[tuple[str, str], _Problem] = {}
         self.cases: list[DemoCase] = []
         self.store: indexeddb.IndexedDBStore | None = None
         self.tuner: Tuner | None = None
         self.namespace = namespace_for(device.identity, "default")
+        self.clock_grain = device.clock_grain
 
     @classmethod
     async def open(
@@ -121,20 +124,22 @@ class PageSession:
         config = page_config(settings.to_py() if hasattr(settings, "to_py") else dict(settings or {}))
         info = adapter_info.to_py() if hasattr(adapter_info, "to_py") else dict(adapter_info)
         device = BrowserDevice(gpu_device, info, use_timestamps=use_timestamps, clock_grain=clock_grain)
-        await measure_clock_grain(device)
         session = cls(device, idb, notify, config)
+        session.clock_grain = await measure_grain(device)  # the grain every tune on it will use
         await session.reload()
         for case in cases if cases is not None else demo_suite():
             await session.add_case(case)
         return session
 
     async def reload(self) -> None:
-        """Read the stored winners again (after an import or a clear): a new tuner on them."""
+        """Read the stored winners (at open, and after an import or a clear): the tuner's cache
+        takes them; a tune that is running goes on."""
         self.store = await indexeddb.IndexedDBStore.open(self.idb, self.namespace)
-        self.tuner = Tuner(self.device, store=self.store, records=self.records, config=self.config,
-                           observer=self._observe)
-        for tunables in {problem.tunables.name: problem.tunables for problem in self.problems.values()}.values():
-            await self.tuner.prepare(tunables)
+        if self.tuner is None:
+            self.tuner = Tuner(self.device, store=self.store, records=self.records, config=self.config,
+                               observer=self._observe)
+        else:
+            self.tuner.reload(self.store)
 
     async def add_case(self, case: DemoCase) -> None:
         """Offer ``case``'s keys on the page (an embedding page's own sets come in this way).
@@ -161,18 +166,15 @@ class PageSession:
         return problem
 
     def _state(self, problem: _Problem) -> dict:
-        state = self.tuner.fastest(problem.tunables, problem.key)
-        if isinstance(state, Unchecked):  # stored, not yet asked for: say what a check will answer
-            valid = state.checksum == problem.tunables.checksum and state.winner < len(problem.tunables)
-            state = Hit(state.winner) if valid else MISS
+        state = self.tuner.cache.answer(problem.tunables, problem.key)
         answer = {"set": problem.tunables.name, "key": problem.label, "state": type(state).__name__}
         if isinstance(state, Hit):
             answer["winner"] = problem.tunables.candidates[state.index].name
-            stored = self.store.stored(problem.tunables.name, problem.key) if self.store else None
-            if stored is not None and stored.checksum == problem.tunables.checksum:
-                answer["results"] = list(stored.results)  # what the chart shows after a reload
-                answer["policy"] = stored.policy
-                answer["confidence"] = stored.confidence.to_json() if stored.confidence is not None else None
+            entry = self.tuner.cache.entry(problem.tunables, problem.key)
+            if entry is not None:
+                answer["results"] = list(entry.results)  # what the chart shows after a reload
+                answer["policy"] = entry.policy
+                answer["confidence"] = entry.confidence.to_json() if entry.confidence is not None else None
         failure = self.tuner.failures.get((problem.tunables.name, problem.key))
         if failure is not None:
             answer["failure"] = str(failure)
@@ -194,7 +196,7 @@ class PageSession:
             "identity": device.identity.as_dict(),
             "adapter": device.adapter_info,
             "timing": device.timing,
-            "clock_grain": device.clock_grain,
+            "clock_grain": self.clock_grain,
             "policy": self.tuner.config.policy.value,
             "limits": {
                 "max_workgroup_storage": device.limits.max_workgroup_storage,
@@ -248,20 +250,21 @@ class PageSession:
     async def cache_json(self) -> str:
         """Every stored namespace (after this page's pending writes), as an export document."""
         await self.store.flush()
-        return json.dumps(await indexeddb.export_all(self.idb), indent=2)
+        return json.dumps(await indexeddb.document_store(self.idb).export(), indent=2)
 
     async def import_cache(self, text: str) -> int:
         """Merge an export into IndexedDB; this page's keys see imported winners at once."""
-        obj = indexeddb.check_document(str(text))  # StoreError before anything is written
+        documents = indexeddb.document_store(self.idb)
+        obj = documents.check_import(str(text))  # StoreError before anything is written
         await self.store.flush()
-        count = await indexeddb.import_document(self.idb, obj)
+        count = await documents.import_document(obj)
         await self.reload()
         return count
 
     async def clear_cache(self) -> int:
         """Forget every stored winner of every namespace; keys of this page are tuned again."""
         await self.store.flush()
-        count = await indexeddb.clear_all(self.idb)
+        count = await indexeddb.document_store(self.idb).clear_all()
         await self.reload()
         return count
 
@@ -284,10 +287,12 @@ class PageSession:
             self._notify({"type": "trial", "set": event.set_name, "key": self._label(event.set_name, event.key),
                           "index": event.index, "result": result_to_json(event.result), "wall": event.wall})
         elif isinstance(event, TuneFinished):
-            confidence = event.confidence.to_json() if event.confidence is not None else None
-            self._notify({"type": "finished", "set": event.set_name, "key": self._label(event.set_name, event.key),
-                          "winner": event.winner_name, "stored": event.stored, "confidence": confidence,
-                          "short_circuit": event.short_circuit})
+            outcome = event.outcome
+            confidence = outcome.confidence.to_json() if outcome.confidence is not None else None
+            label = self._label(outcome.set_name, outcome.key)
+            self._notify({"type": "finished", "set": outcome.set_name, "key": label,
+                          "winner": outcome.winner_name, "stored": outcome.stored, "confidence": confidence,
+                          "short_circuit": outcome.short_circuit})
         elif isinstance(event, TuneFailedEvent):
             self._notify({"type": "failed", "set": event.set_name, "key": self._label(event.set_name, event.key),
                           "reason": event.reason})

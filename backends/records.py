@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import time
-import warnings
 from pathlib import Path
 
 from filelock import FileLock
@@ -75,8 +74,8 @@ def _parse(line: bytes) -> tuple[dict, TuneRecord] | None:
 def read_records(path: str | os.PathLike) -> list[tuple[dict, TuneRecord]]:
     """Every readable record of ``path``, in file order, each with its envelope.
 
-    Unreadable lines are skipped; how many, and where the first was, is told by one warning
-    (``warnings`` and the ``wgtune`` logger). Lines of another ``kind`` are skipped quietly. A
+    Unreadable lines are skipped; how many, and where the first was, is told by one warning on
+    the ``wgtune`` logger. Lines of another ``kind`` are skipped quietly. A
     missing file has no records; any other I/O failure raises OSError.
     """
     path = Path(path)
@@ -98,7 +97,7 @@ def read_records(path: str | os.PathLike) -> list[tuple[dict, TuneRecord]]:
             rows.append(row)
     if skipped:
         first, reason = skipped[0]
-        message = f"wgtune: skipped {len(skipped)} unreadable line(s) of {path} (the first, line {first}: {reason})"
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
-        logger.warning("%s", message)
+        logger.warning(
+            "skipped %d unreadable line(s) of %s (the first, line %d: %s)", len(skipped), path, first, reason
+        )
     return rows

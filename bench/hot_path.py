@@ -56,6 +56,9 @@ class NullDevice(Device):
     async def sync(self):
         return None
 
+    def create_buffer(self, data=None, *, size=0):
+        return "buffer"
+
     def clone_buffer(self, buffer):
         return buffer
 
@@ -101,7 +104,7 @@ def measure(device: Device, args: Args, calls: int) -> dict:
     key = tuner.key(tunables, args)
     state = tuner.fastest(tunables, key)
     assert isinstance(state, wgtune.Hit), state
-    pipeline = run_inline(tuner._pipeline(tunables, state.index))
+    pipeline = run_inline(tuner.pipelines.compile(tunables, state.index))
 
     def direct() -> None:
         device.dispatch(pipeline, args, kernel.grid(args))

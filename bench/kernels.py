@@ -29,11 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from wgtune import Args, Config, Outcome, TrialFinished, TunableSet, Tuner, run_inline
+from wgtune import Args, Config, Measured, TrialFinished, TunableSet, Tuner, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.benchmark import Bench, run_candidate
+from wgtune.clock import clock_grain
+from wgtune.fixed import run_candidate
 from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.matmul import matmul_f16_set, matmul_set
+from wgtune.measure import Bench, sample_floor
 
 try:  # torch is optional: the side-by-side column appears where it has a GPU
     import torch
@@ -203,14 +205,15 @@ def workloads(full: bool) -> list[Workload]:
 # -- measuring -------------------------------------------------------------------------------------
 
 
-def time_candidate(device: NativeDevice, tunables: TunableSet, index: int, args: Args, config: Config) -> Outcome:
+def time_candidate(device: NativeDevice, tunables: TunableSet, index: int, args: Args, config: Config) -> Measured:
     """Candidate ``index`` timed as a tune times it (warmups, calibrated samples)."""
 
     async def pipeline(i: int):
         return await device.compile(tunables.candidates[i])
 
-    result = run_inline(run_candidate(Bench(device, tunables, args, config, pipeline), index))
-    if not isinstance(result, Outcome) or result.stats is None:
+    floor = sample_floor(run_inline(clock_grain(device)), config)
+    result = run_inline(run_candidate(Bench(device, tunables, args, config, pipeline, floor), index))
+    if not isinstance(result, Measured) or result.stats is None:
         raise RuntimeError(f"{tunables.candidates[index].name} did not run: {result}")
     return result
 
@@ -230,7 +233,7 @@ def run(workload: Workload, device: NativeDevice, config: Config) -> dict:
     first = best if index == 0 else time_candidate(device, workload.tunables, 0, args, config)
     row = {
         "family": workload.family, "size": workload.label, "winner": winner.name,
-        "measured": len({t.index for t in trials if isinstance(t.result, Outcome)}),
+        "measured": len({t.index for t in trials if isinstance(t.result, Measured)}),
         "candidates": len(workload.tunables),
         "tune_s": tune_seconds, "error": error,
         "winner_rate": workload.work / best.stats.median, "first_rate": workload.work / first.stats.median,

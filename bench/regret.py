@@ -50,7 +50,7 @@ from kernels import (  # bench/kernels.py: the same families and inputs
     reduction_workload,
     workloads,
 )
-from wgtune import Config, TuneFinished, Tuner, measure_clock_grain, run_inline
+from wgtune import Config, TuneFinished, Tuner, clock_grain, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.device import check_limits
 from wgtune.plan import Plan
@@ -140,7 +140,7 @@ def wgtune_policy(device, workload: Workload, args, pipelines: dict[int, tuple],
         kernel = tuner.execute(workload.tunables, args)
     finally:
         del device.compile
-    confidence = finished[-1].confidence if finished else None
+    confidence = finished[-1].outcome.confidence if finished else None
     sure = f" (p={confidence.p_faster:.2f})" if confidence is not None else ""
     return workload.tunables.index_of[kernel.name], sure
 
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=ORACLE_ROUNDS, help="the oracle's interleaved rounds")
     options = parser.parse_args(argv)
     device = NativeDevice.open()
-    grain = run_inline(measure_clock_grain(device))
+    grain = run_inline(clock_grain(device))  # tuners on this device use it too
     print(f"adapter: {device.adapter_info.get('device', '?')}, timing {device.timing}, "
           f"clock grain {grain * 1e6:.2f} us (measured)", flush=True)
     names = (*POLICIES, *WGTUNE, "oracle-again")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import warnings
 
 from wgtune.errors import ConfigError, StoreError, WgtuneError
 
@@ -68,8 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # The store's warnings also go to the `wgtune` logger, which the CLI shows: say them once.
-    warnings.filterwarnings("ignore", message="wgtune:", category=RuntimeWarning)
+    configure_logging("disabled")  # every command shows problems (a damaged cache document, say)
     try:
         if args.command == "tune":
             from .tune import run_tune
@@ -102,12 +100,27 @@ def wide_console():
     return console if console.is_terminal else Console(width=200)
 
 
+class _StandardError(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a message comes (a test may have swapped it since)."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+
+_HANDLER = _StandardError()
+_HANDLER.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+
+
 def configure_logging(level: str) -> None:
-    """Show the tuner's log lines on standard error (the library itself never configures logging)."""
-    if level == "disabled":
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-    root = logging.getLogger("wgtune")
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    """Show the ``wgtune`` logger on standard error, through one handler however often this is
+    called: problems (warnings: a damaged cache document, a record line skipped) always, the
+    tuner's log lines too unless ``level`` is ``disabled``. The library itself never configures
+    logging; the logger is its only channel for problems."""
+    logger = logging.getLogger("wgtune")
+    if _HANDLER not in logger.handlers:
+        logger.addHandler(_HANDLER)
+    logger.setLevel(logging.WARNING if level == "disabled" else logging.INFO)

@@ -8,16 +8,21 @@ from pathlib import Path
 
 from rich.table import Table
 
+from wgtune.config import Config
+from wgtune.documents import DocumentStore
 from wgtune.errors import StoreError
 from wgtune.log import format_seconds
+from wgtune.runner import run_inline
 
 from . import wide_console
 
 
-def _directory(args) -> Path:
-    from wgtune.backends.file_store import default_cache_dir
+def _cache(args):
+    """The cache directory the command works on: ``--cache-dir``, else ``Config``'s (which reads
+    ``WGTUNE_CACHE_DIR``), else the platform's user cache directory."""
+    from wgtune.backends.file_store import CacheDirectory
 
-    return Path(args.cache_dir or default_cache_dir())
+    return CacheDirectory(args.cache_dir or Config.from_env().cache_dir)
 
 
 def _winner_median(entry) -> float | None:
@@ -28,38 +33,39 @@ def _winner_median(entry) -> float | None:
 
 
 def run_cache(args) -> int:
-    from wgtune.backends import file_store
-
-    directory = _directory(args)
+    cache = _cache(args)
+    directory, documents = cache.directory, DocumentStore(cache)
     console = wide_console()
     if args.action == "list":
-        paths = file_store.list_documents(directory)
-        if not paths:
+        listed = run_inline(documents.documents())
+        if not listed:
             console.print(f"no stored winners in {directory}")
             return 0
         table = Table(title=f"wgtune cache: {directory}")
         for column in ("file", "device", "backend", "tuner", "wgtune", "entries"):
             table.add_column(column)
-        for path in paths:
-            try:
-                namespace, entries = file_store.read_document(path)
-            except StoreError as error:
-                table.add_row(path.name, f"[red]unreadable: {error}[/red]", "", "", "", "")
+        for document in listed:
+            if document.damage is not None:
+                table.add_row(document.name, f"[red]unreadable: {document.damage}[/red]", "", "", "", "")
                 continue
+            namespace, count = document.namespace, str(len(document.entries))
+            if document.problems:
+                count += f" [red](+{len(document.problems)} unreadable)[/red]"
             device = namespace.get("device", {})
-            table.add_row(path.name, str(device.get("device", "?")), str(device.get("backend", "?")),
-                          str(namespace.get("tuner", "?")), str(namespace.get("wgtune", "?")), str(len(entries)))
+            table.add_row(document.name, str(device.get("device", "?")), str(device.get("backend", "?")),
+                          str(namespace.get("tuner", "?")), str(namespace.get("wgtune", "?")), count)
         console.print(table)
         return 0
     if args.action == "show":
         rows = []
-        for path in file_store.list_documents(directory):
-            try:
-                namespace, entries = file_store.read_document(path)
-            except StoreError as error:
-                print(f"wgtune: skipping an unreadable document: {error}", file=sys.stderr)
+        for document in run_inline(documents.documents()):
+            if document.damage is not None:
+                print(f"wgtune: skipping an unreadable document: {document.where}: {document.damage}", file=sys.stderr)
                 continue
-            rows += [(namespace, entry) for entry in entries]
+            if document.problems:
+                print(f"wgtune: skipping {len(document.problems)} unreadable entries of {document.where}: "
+                      f"{document.problems[0]}", file=sys.stderr)
+            rows += [(document.namespace, entry) for entry in document.entries]
         if args.json:
             json.dump([{"device": ns.get("device"), **e.to_json()} for ns, e in rows], sys.stdout, indent=2)
             print()
@@ -70,17 +76,17 @@ def run_cache(args) -> int:
         for namespace, entry in rows:
             median = _winner_median(entry)
             sure = f"{entry.confidence.short()} vs {entry.confidence.runner_up}" if entry.confidence else "-"
-            table.add_row(str(namespace.get("device", {}).get("device", "?")), entry.table, str(entry.key),
+            table.add_row(str(namespace.get("device", {}).get("device", "?")), entry.set_name, str(entry.key),
                           f"{entry.winner_name} (#{entry.winner})", format_seconds(median) if median else "-",
                           sure, str(len(entry.results)), entry.checksum[:12])
         console.print(table if rows else f"no stored winners in {directory}")
         return 0
     if args.action == "clear":
-        removed = file_store.clear_all(directory)
+        removed = run_inline(documents.clear_all())
         console.print(f"removed {removed} document(s) from {directory}")
         return 0
     if args.action == "export":
-        document = file_store.export_all(directory)
+        document = run_inline(documents.export())
         text = json.dumps(document, indent=2)
         if args.file == "-":
             print(text)
@@ -94,6 +100,6 @@ def run_cache(args) -> int:
         document = json.loads(sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise StoreError(f"{args.file} is not JSON: {error}") from None
-    count = file_store.import_document(directory, document)
+    count = run_inline(documents.import_document(document))
     console.print(f"imported {count} winner(s) into {directory}")
     return 0

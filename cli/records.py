@@ -29,7 +29,7 @@ def run_records(args) -> int:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if isinstance(at, (int, float)) else "?"
         effect = envelope.get("effect", record.effect.value)
         console.print(
-            f"[bold]{when}  {escape(f'{record.table} [{record.key}]')}[/bold]  "
+            f"[bold]{when}  {escape(f'{record.set_name} [{record.key}]')}[/bold]  "
             f"{effect} ({'stored' if record.stored else 'not stored'})  wall {format_seconds(record.wall)}"
             f"{'  [yellow]dry run[/yellow]' if record.dry_run else ''}"
         )

@@ -15,7 +15,6 @@ from wgtune.config import Config
 from wgtune.events import TrialFinished, TuneFinished, TuneStarted
 from wgtune.key import Key
 from wgtune.log import format_seconds
-from wgtune.results import result_to_json
 from wgtune.state import Hit
 
 from . import configure_logging, wide_console
@@ -99,7 +98,6 @@ def run_tune(args) -> int:
 
     console = Console(stderr=True)
     trials: dict[tuple[str, Key], dict[int, object]] = {}  # each candidate's latest result
-    confidences: dict[tuple[str, Key], Confidence | None] = {}
     started: list[tuple[str, Key]] = []
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -109,12 +107,10 @@ def run_tune(args) -> int:
     sizes_of: dict[str, int] = {}  # candidates per key of each set
 
     def observe(event: object) -> None:
-        if isinstance(event, TuneFinished):
-            confidences[(event.set_name, event.key)] = event.confidence
-            if event.set_name in bars:
-                # Candidates the plan skipped never report: count the key as done.
-                unreported = sizes_of[event.set_name] - len(trials[(event.set_name, event.key)])
-                progress.advance(bars[event.set_name], unreported)
+        if isinstance(event, TuneFinished) and event.set_name in bars:
+            # Candidates the plan skipped never report: count the key as done.
+            unreported = sizes_of[event.set_name] - len(trials[(event.set_name, event.key)])
+            progress.advance(bars[event.set_name], unreported)
         if isinstance(event, TuneStarted):
             started.append((event.set_name, event.key))
             trials[(event.set_name, event.key)] = {}
@@ -131,7 +127,6 @@ def run_tune(args) -> int:
         print(f"wgtune: error: --only names an unknown set; sets: {known}", file=sys.stderr)
         return 2
     summaries: list[KeySummary] = []
-    stored = {(e.table, e.key): e for e in tuner.store.load()} if tuner.store is not None else {}
     with progress:
         for case in cases:
             tunables = case.tunables
@@ -147,16 +142,15 @@ def run_tune(args) -> int:
                 tuner.execute(tunables, call)
                 winner = tunables.candidates[state.index].name if isinstance(state, Hit) else "?"
                 first = tunables.candidates[0].name
-                if len(started) > tunes_before:  # this size tuned its key (another may share it)
-                    results = [result_to_json(r) for r in trials[(tunables.name, key)].values()]
-                    sure = confidences.get((tunables.name, key))
-                    summaries.append(summarize(tunables.name, key, "tuned", winner, results, first, sure))
-                else:
+                tuned = len(started) > tunes_before  # this size tuned its key (another may share it)
+                if not tuned:
                     progress.advance(bars[tunables.name], len(tunables))
-                    entry = stored.get((tunables.name, key))
-                    results = list(entry.results) if entry is not None else []
-                    confidence = entry.confidence if entry is not None else None
-                    summaries.append(summarize(tunables.name, key, "hit", winner, results, first, confidence))
+                # What the tune decided, or what the store said of a hit: the key's entry either way.
+                entry = tuner.cache.entry(tunables, key)
+                results = list(entry.results) if entry is not None else []
+                confidence = entry.confidence if entry is not None else None
+                status = "tuned" if tuned else "hit"
+                summaries.append(summarize(tunables.name, key, status, winner, results, first, confidence))
     if args.json:
         json.dump({"dry_run": config.dry_run, "device": tuner.device.identity.as_dict(),
                    "keys": [s.to_json() for s in summaries]}, sys.stdout, indent=2)

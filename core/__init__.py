@@ -7,12 +7,13 @@ This package is the pure core: standard library only, the same in CPython and in
 Devices and stores live in :mod:`wgtune.backends`; kernel families in :mod:`wgtune.kernels`.
 """
 
-from .clock import grain_of, measure_clock_grain
+from .clock import clock_grain, grain_of, measure_clock_grain
 from .config import Config, LogLevel, Pin
 from .device import Device, DeviceIdentity, DeviceLimits, Timing
 from .errors import (
     CandidateError,
     ConfigError,
+    IllegalTransition,
     InvalidSamples,
     KernelError,
     Launch,
@@ -26,9 +27,10 @@ from .errors import (
 )
 from .events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key, anchor
+from .outcome import TuneOutcome
 from .plan import Plan
 from .record import MemoryRecords, RecordEffect, Trial, TuneRecord
-from .results import Outcome, Stats
+from .results import Measured, Stats
 from .runner import run_inline, spawn_task
 from .state import MISS, PENDING, Hit, Miss, Pending, TuneState, Unchecked
 from .store import MemoryStore, StoredEntry
@@ -48,18 +50,19 @@ __all__ = [
     "DeviceLimits",
     "Group",
     "Hit",
+    "IllegalTransition",
     "InvalidSamples",
     "Kernel",
     "KernelError",
     "Key",
     "Launch",
     "LogLevel",
+    "Measured",
     "MemoryRecords",
     "MemoryStore",
     "Mismatch",
     "Miss",
     "NoValidKernelFound",
-    "Outcome",
     "Pending",
     "Pin",
     "Plan",
@@ -75,6 +78,7 @@ __all__ = [
     "TuneFailed",
     "TuneFailedEvent",
     "TuneFinished",
+    "TuneOutcome",
     "TuneRecord",
     "TuneStarted",
     "TuneState",
@@ -84,6 +88,7 @@ __all__ = [
     "WgtuneError",
     "__version__",
     "anchor",
+    "clock_grain",
     "grain_of",
     "measure_clock_grain",
     "run_inline",

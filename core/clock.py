@@ -7,22 +7,26 @@ device, the driver and the browser (Chrome quantizes timestamps; the wall clock 
 and a sync on every reading), so the core measures it: it times passes that do no work and reads
 the grain off the clock's raw readings around them (:func:`grain_of`).
 
-The measurement is made once per device, the first time it tunes, and kept on the device
-(:attr:`Device.clock_grain`). A device that cannot time an empty pass keeps the grain its backend
-stated.
+:func:`clock_grain` measures it once per device object, before the device's first tune, and this
+module keeps it: tuners and the page ask here, and nothing is written onto the device. The
+device's :attr:`~wgtune.device.Device.clock_grain` is only what its backend states, the answer
+for a device that cannot time an empty pass.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import statistics
+import weakref
 from collections.abc import Sequence
 from itertools import pairwise
 
 from .device import Device
 
-__all__ = ["EMPTY_PASSES", "grain_of", "measure_clock_grain"]
+__all__ = ["EMPTY_PASSES", "clock_grain", "grain_of", "measure_clock_grain"]
+
+# The grain measured of each device object, for as long as the device lives.
+_MEASURED: weakref.WeakKeyDictionary[Device, float] = weakref.WeakKeyDictionary()
 
 # Enough empty passes that a quantized clock shows its step (a reading straddling a tick) and the
 # median is steady, few enough that the measurement stays a few milliseconds of a tune.
@@ -80,24 +84,29 @@ def _quantum(readings: list[float]) -> float:
 
 
 async def measure_clock_grain(device: Device, passes: int = EMPTY_PASSES) -> float:
-    """The grain of ``device``'s clock in seconds, measured once and kept on the device.
+    """The grain of ``device``'s clock in seconds, measured now.
 
-    The first call times ``passes`` empty passes (:meth:`Device.time_empty_pass`), sets
-    ``device.clock_grain`` to their :func:`grain_of` and marks it measured; later calls return it
-    at once. A device that cannot time an empty pass (``NotImplementedError``), or whose passes
-    are all unusable, keeps its stated grain, marked measured too so that no tune retries. Any
+    Times ``passes`` empty passes (:meth:`Device.time_empty_pass`) and answers their
+    :func:`grain_of`. A device that cannot time an empty pass (``NotImplementedError``), or whose
+    passes are all unusable, answers the grain its backend states (``device.clock_grain``). Any
     other exception from the device propagates: the device failed, and the caller (a tune) fails
     with it.
     """
-    if device.clock_grain_measured:
-        return device.clock_grain
     try:
         readings = [await device.time_empty_pass() for _ in range(passes)]
     except NotImplementedError:
-        readings = []
-    # Every pass unusable (ValueError): the stated grain is all we know.
-    with contextlib.suppress(ValueError):
-        if readings:
-            device.clock_grain = grain_of(readings)
-    device.clock_grain_measured = True
-    return device.clock_grain
+        return device.clock_grain
+    try:
+        return grain_of(readings)
+    except ValueError:  # every pass unusable: the stated grain is all we know
+        return device.clock_grain
+
+
+async def clock_grain(device: Device) -> float:
+    """``device``'s grain: measured (:func:`measure_clock_grain`) the first time it is asked for,
+    then kept for as long as the device lives. A measurement that fails (the device raised) is not
+    kept: the next ask measures again."""
+    grain = _MEASURED.get(device)
+    if grain is None:
+        grain = _MEASURED[device] = await measure_clock_grain(device)
+    return grain

@@ -128,12 +128,9 @@ class Device(ABC):
     timing: str
     """How :meth:`profile` measures: ``Timing.GPU_TIMESTAMP`` or ``Timing.WALL_CLOCK``."""
     clock_grain: float = 0.0
-    """Seconds a reading of the clock may be off by: its quantum (a browser quantizes timestamps)
-    or what timing an empty pass costs, whichever is larger. Each timed sample is made long
-    against it (see ``benchmark.py``). Measured by the core the first time the device tunes (see
-    ``clock.py``); a backend's value is only the fallback for a device that cannot be measured."""
-    clock_grain_measured: bool = False
-    """Whether :attr:`clock_grain` is settled (measured, or known to be unmeasurable)."""
+    """Seconds a reading of the clock may be off by, as the backend states it: only the answer for
+    a device whose grain cannot be measured. The tuner measures the grain itself before its first
+    tune (``clock.py``) and sizes every sample to that."""
 
     @abstractmethod
     async def compile(self, kernel: Kernel) -> Any:
@@ -170,6 +167,11 @@ class Device(ABC):
     @abstractmethod
     async def sync(self) -> None:
         """Wait until all submitted work is done; raise what the device reported, if anything."""
+
+    @abstractmethod
+    def create_buffer(self, data: bytes | bytearray | memoryview | None = None, *, size: int = 0) -> Any:
+        """A new storage buffer that kernels read and write and that can be copied both ways:
+        holding ``data``, or ``size`` zero bytes. How a caller makes the buffers of its Args."""
 
     @abstractmethod
     def clone_buffer(self, buffer: Any) -> Any:

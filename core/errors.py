@@ -8,7 +8,12 @@ caller must act on is raised, each as a subclass of :class:`WgtuneError`:
 - :class:`KernelError`: raised by a backend for one candidate (compile or launch); the core turns
   it into a :class:`Launch` value;
 - :class:`ConfigError`: a bad setting or argument, named;
-- :class:`StoreError`: a stored document that cannot be read as what it claims to be.
+- :class:`StoreError`: a stored document that cannot be read as what it claims to be;
+- :class:`TuneFailed`: a tune stopped for a reason outside any one candidate.
+
+Whether an exception is one candidate's failure or the whole tune's is decided in one place,
+:func:`candidate_failure`. A key's state moving in a way its owner forbids is a bug in wgtune
+and raises :class:`IllegalTransition`.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 __all__ = [
     "CandidateError",
     "ConfigError",
+    "IllegalTransition",
     "InvalidSamples",
     "KernelError",
     "Launch",
@@ -28,6 +34,7 @@ __all__ = [
     "TuneFailed",
     "Unknown",
     "WgtuneError",
+    "candidate_failure",
     "error_from_json",
 ]
 
@@ -120,3 +127,37 @@ class NoValidKernelFound(WgtuneError):
         lines = [f"no valid kernel found for {set_name} [{key}]:"]
         lines += [f"  - {error.name}: {type(error).__name__}: {error.reason}" for error in errors]
         super().__init__("\n".join(lines))
+
+
+class IllegalTransition(WgtuneError, RuntimeError):
+    """A key's state was asked to move in a way the tune cache forbids: a bug in wgtune."""
+
+
+# What each step of running a candidate says of a KernelError (the device refused the candidate)
+# and of any other exception (a bug of the candidate's).
+_STEP_REASONS = {
+    "compile": ("compile failed: {error}", "compile raised {kind}: {error}"),
+    "launch": ("launch failed: {error}", "{kind}: {error}"),
+}
+
+
+def candidate_failure(name: str, error: BaseException, step: str) -> CandidateError:
+    """Candidate ``name``'s failure for ``error``, raised while wgtune did ``step`` to it
+    (``"compile"``, ``"grid"`` or ``"launch"``); re-raises an error that belongs to the whole tune.
+
+    A :class:`KernelError` is the device refusing this candidate: a :class:`Launch` value. Any
+    other wgtune error (a bad setting, a failed store) and anything that is not an
+    :class:`Exception` (a cancelled task, Ctrl-C) stop the tune. Any other exception is the
+    candidate's own bug: an :class:`Unknown` value, and the tune goes on with the others. A grid
+    function is the candidate's own code through and through: whatever it raises is its failure.
+    """
+    if not isinstance(error, Exception):
+        raise error
+    if step == "grid":
+        return Unknown(name, f"grid function failed: {type(error).__name__}: {error}")
+    kernel_reason, other_reason = _STEP_REASONS[step]
+    if isinstance(error, KernelError):
+        return Launch(name, kernel_reason.format(error=error))
+    if isinstance(error, WgtuneError):
+        raise error
+    return Unknown(name, other_reason.format(kind=type(error).__name__, error=error))

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .confidence import Confidence
 from .key import Key
+from .outcome import TuneOutcome
 from .results import Result
 
 __all__ = ["TrialFinished", "TuneFailedEvent", "TuneFinished", "TuneStarted"]
@@ -36,13 +36,17 @@ class TrialFinished:
 
 @dataclass(frozen=True, slots=True)
 class TuneFinished:
-    set_name: str
-    key: Key
-    winner: int
-    winner_name: str
-    stored: bool
-    confidence: Confidence | None = None
-    short_circuit: str | None = None
+    """A tune found its winner: everything it decided is in ``outcome``."""
+
+    outcome: TuneOutcome
+
+    @property
+    def set_name(self) -> str:
+        return self.outcome.set_name
+
+    @property
+    def key(self) -> Key:
+        return self.outcome.key
 
 
 @dataclass(frozen=True, slots=True)

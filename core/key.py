@@ -15,7 +15,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 
-__all__ = ["Key", "Scalar", "anchor"]
+__all__ = ["KEY_MEMO_SIZE", "Key", "KeyMemo", "Scalar", "anchor"]
 
 Scalar = int | float | str | bool | None
 
@@ -102,3 +102,31 @@ def anchor(x: int, max: int | None = None, min: int | None = None, base: int = 2
     if min is not None and power < min:
         power = min
     return power
+
+
+# How many distinct raw keys a set remembers the Key of; past it the memo starts over.
+KEY_MEMO_SIZE = 4096
+
+
+class KeyMemo:
+    """The autotune keys of calls, memoised per set on the key function's raw answer: a call on
+    the hot path pays for its key function and a dict lookup, not for building a Key."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, dict[tuple, Key]] = {}
+
+    def key(self, tunables, args) -> Key:
+        """The key of ``args`` in ``tunables`` (a TunableSet and its Args)."""
+        raw = tuple(tunables.key_function(args).items())
+        memo = self._memo.get(tunables.name)
+        if memo is None:
+            memo = self._memo[tunables.name] = {}
+        try:
+            key = memo.get(raw)
+        except TypeError:  # an unhashable value: let Key say which field is wrong
+            return Key(raw)
+        if key is None:
+            if len(memo) >= KEY_MEMO_SIZE:
+                memo.clear()
+            key = memo[raw] = Key(raw)
+        return key

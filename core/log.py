@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 
-from .confidence import Confidence
 from .config import LogLevel
 from .key import Key
-from .results import Outcome, Result
+from .outcome import TuneOutcome
+from .results import Measured, Result
 
 __all__ = ["TuneLog", "format_seconds", "logger"]
 
@@ -28,7 +28,7 @@ def format_seconds(seconds: float) -> str:
 
 
 def describe(result: Result) -> str:
-    if isinstance(result, Outcome):
+    if isinstance(result, Measured):
         if result.stats is None:
             return f"{result.name}: compiled (dry run, not measured)"
         stats = result.stats
@@ -51,22 +51,18 @@ class TuneLog:
         if self.steps is not None:
             self.steps.append(message)
 
-    def finish(self, results: list[Result], order: list[int], confidence: Confidence | None = None) -> None:
+    def finish(self, outcome: TuneOutcome) -> None:
         if self.level is LogLevel.DISABLED:
             return
-        winner = results[order[0]]
-        top = ", ".join(
-            f"{results[i].name}={format_seconds(results[i].stats.median)}"
-            for i in order[:3]
-            if isinstance(results[i], Outcome) and results[i].stats is not None
-        )
-        sure = f"; {confidence.describe()}" if confidence is not None else ""
-        logger.info("fastest for %s: %s; top 3 medians: %s%s", self.where, winner.name, top or "none measured", sure)
+        top = ", ".join(f"{result.name}={format_seconds(result.stats.median)}" for result in outcome.ranked()[:3])
+        sure = f"; {outcome.confidence.describe()}" if outcome.confidence is not None else ""
+        logger.info("fastest for %s: %s; top 3 medians: %s%s", self.where, outcome.winner_name,
+                    top or "none measured", sure)
         if self.steps is not None:
             for message in self.steps:
                 logger.info("  step: %s", message)
-            for index in order:
-                logger.info("  result: %s", describe(results[index]))
+            for index in outcome.order:
+                logger.info("  result: %s", describe(outcome.results[index]))
 
     def failed(self, reason: str) -> None:
         if self.level is not LogLevel.DISABLED:

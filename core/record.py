@@ -42,9 +42,10 @@ class Trial:
 
 @dataclass(frozen=True)
 class TuneRecord:
-    """How one autotune key was decided (the seed's ``TuneRecord``)."""
+    """How one autotune key was decided, as a records sink keeps it (JSON field ``table`` is the
+    set's name, as in CubeCL's tune records)."""
 
-    table: str
+    set_name: str
     key: Key
     checksum: str
     winner: int
@@ -62,7 +63,7 @@ class TuneRecord:
 
     def to_json(self) -> dict:
         return {
-            "table": self.table,
+            "table": self.set_name,
             "entry": {"key": self.key.as_dict(), "checksum": self.checksum},
             "winner": self.winner,
             "trials": [{"name": t.name, "wall": t.wall, "samples": t.samples} for t in self.trials],
@@ -93,7 +94,7 @@ class TuneRecord:
             raise ValueError(f"short_circuit must be a name or null, got {short_circuit!r}")
         confidence = obj.get("confidence")
         return cls(
-            table=str(obj["table"]),
+            set_name=str(obj["table"]),
             key=Key.from_json(entry["key"]),
             checksum=str(entry["checksum"]),
             winner=winner,

@@ -1,11 +1,8 @@
-"""What a candidate's benchmark measured, and how candidates are ranked.
+"""What measuring a candidate left: its samples' statistics, or its failure; and their JSON.
 
-Samples are seconds per dispatch. Candidates are ranked by a measure of their samples, the
-policy's: the adaptive policy ranks by median (robust to the one-sided noise of GPU timings,
-and what its confidence statement is about); the seed's fixed-sample policy by its score
-(0.8 * min + 0.2 * median): the minimum is the run least disturbed by the rest of the machine,
-the median keeps one lucky sample from deciding alone. Ties go to the lower index, so the set's
-own order (its safe default first) breaks them.
+Samples are seconds per dispatch. A candidate's :data:`Result` is :class:`Measured` (it ran; its
+:class:`Stats`) or one of the failures of ``errors.py``. How results are ranked is
+``ranking.py``'s business.
 """
 
 from __future__ import annotations
@@ -13,10 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .confidence import Confidence, median
+from .confidence import median
 from .errors import CandidateError, error_from_json
 
-__all__ = ["Outcome", "Result", "Stats", "rank", "result_from_json", "result_to_json", "winner_confidence"]
+__all__ = ["Measured", "Result", "Stats", "result_from_json", "result_to_json"]
 
 MIN_WEIGHT = 0.8
 MEDIAN_WEIGHT = 0.2
@@ -56,7 +53,7 @@ class Stats:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Measured:
     """A candidate that ran: its index in the set, name, and measured statistics.
 
     ``stats`` is None in a dry run, where the candidate compiled but nothing was measured.
@@ -71,32 +68,11 @@ class Outcome:
         return self.stats.score if self.stats is not None else math.inf
 
 
-Result = Outcome | CandidateError
-
-
-def rank(results: list[Result], measure: str = "score") -> list[int]:
-    """Indices of ``results`` best first: outcomes by ``measure`` of their stats (``"score"`` or
-    ``"median"``; ties to the lower index), then dry-run outcomes, then errors."""
-    def order(index: int) -> tuple[int, float, int]:
-        result = results[index]
-        if isinstance(result, Outcome):
-            return (0, getattr(result.stats, measure) if result.stats is not None else math.inf, index)
-        return (1, math.inf, index)
-
-    return sorted(range(len(results)), key=order)
-
-
-def winner_confidence(results: list[Result], order: list[int], level: float) -> Confidence | None:
-    """How sure the ranking ``order`` is of its first over its second (None without two measured)."""
-    measured = [i for i in order[:2] if isinstance(results[i], Outcome) and results[i].stats is not None]
-    if len(measured) < 2:
-        return None
-    winner, runner_up = (results[i] for i in measured)
-    return Confidence.between(winner.stats.samples, runner_up.name, runner_up.stats.samples, level)
+Result = Measured | CandidateError
 
 
 def result_to_json(result: Result) -> dict:
-    if isinstance(result, Outcome):
+    if isinstance(result, Measured):
         if result.stats is None:
             return {"name": result.name, "index": result.index, "dry_run": True}
         stats = result.stats
@@ -119,6 +95,6 @@ def result_from_json(obj: dict, index: int) -> Result:
     if "error" in obj:
         return error_from_json(obj)
     if obj.get("dry_run"):
-        return Outcome(str(obj["name"]), index, None)
+        return Measured(str(obj["name"]), index, None)
     samples = tuple(float(s) for s in obj["samples"])
-    return Outcome(str(obj["name"]), index, Stats(samples, str(obj.get("timing", "unknown"))))
+    return Measured(str(obj["name"]), index, Stats(samples, str(obj.get("timing", "unknown"))))

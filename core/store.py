@@ -5,11 +5,12 @@ tuner name, one wgtune version; so one GPU's winners never serve another. Its co
 
 - ``load()`` returns every entry; a store that cannot be read returns what it can (never raises
   for damaged data: a read that fails is a miss, and the tune goes on);
-- ``save(entry)`` keeps the entry, replacing the one with the same table and key;
+- ``save(entry)`` keeps the entry, replacing the one with the same set and key;
 - ``clear()`` forgets everything of the namespace.
 
 The document format (JSON) is shared by the file store, the browser's IndexedDB store and the
-export/import of winners. New fields get defaults, so older documents still decode.
+export/import of winners. New fields get defaults, so older documents still decode. The logic
+that keeps documents (merging, damaged data, export and import) is in ``documents.py``.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ __all__ = [
     "Store",
     "StoredEntry",
     "canonical_namespace",
+    "check_namespace",
     "decode_document",
     "decode_document_leniently",
     "decode_export",
+    "document_text",
     "encode_document",
     "encode_export",
     "namespace_for",
@@ -42,6 +45,9 @@ __all__ = [
 
 DOCUMENT_FORMAT = "wgtune.cache/1"
 EXPORT_FORMAT = "wgtune.export/1"
+
+RESERVED_FIELDS = ("format", "entries")
+"""The document's own top-level fields: a namespace field of one of these names would clash."""
 
 
 def namespace_for(identity: DeviceIdentity, tuner: str = "default") -> dict:
@@ -54,13 +60,29 @@ def canonical_namespace(namespace: dict) -> str:
     return json.dumps(namespace, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
+def check_namespace(namespace: dict) -> dict:
+    """``namespace`` as it will be stored (a JSON round trip: a copy the caller cannot mutate).
+
+    Raises StoreError when a field is named like one of the document's own fields
+    (:data:`RESERVED_FIELDS`): the document puts the namespace's fields beside them.
+    """
+    clash = [name for name in RESERVED_FIELDS if name in namespace]
+    if clash:
+        raise StoreError(f"namespace fields {clash} clash with the document's own fields {list(RESERVED_FIELDS)}")
+    return json.loads(canonical_namespace(namespace))
+
+
 @dataclass(frozen=True)
 class StoredEntry:
     """A key's winner as stored: under the checksum of the candidate list it was tuned with,
     with every candidate's result, the policy that sampled them and how sure it was of the
-    winner (entries stored before confidence existed have none)."""
+    winner (entries stored before confidence existed have none).
 
-    table: str
+    ``set_name`` is the tunable set's name; its JSON field is ``"table"``, as documents have
+    always named it.
+    """
+
+    set_name: str
     key: Key
     checksum: str
     winner: int
@@ -71,7 +93,7 @@ class StoredEntry:
 
     def to_json(self) -> dict:
         return {
-            "table": self.table,
+            "table": self.set_name,
             "key": self.key.as_dict(),
             "checksum": self.checksum,
             "winner": self.winner,
@@ -99,7 +121,7 @@ class StoredEntry:
                 except ValueError as bad:
                     raise StoreError(f"entry confidence: {bad}") from None
             return cls(
-                table=str(obj["table"]),
+                set_name=str(obj["table"]),
                 key=Key.from_json(obj["key"]),
                 checksum=str(obj["checksum"]),
                 winner=winner,
@@ -115,7 +137,8 @@ class StoredEntry:
 
     @property
     def slot(self) -> tuple[str, Key]:
-        return (self.table, self.key)
+        """Where the entry is kept: one entry per set and key."""
+        return (self.set_name, self.key)
 
 
 class Store(Protocol):
@@ -148,11 +171,18 @@ class MemoryStore:
 
 
 def encode_document(namespace: dict, entries: Iterable[StoredEntry]) -> dict:
-    """One namespace's winners as a JSON-ready document, entries in a stable order."""
-    if "format" in namespace or "entries" in namespace:
-        raise StoreError("namespace fields may not be named 'format' or 'entries'")
-    ordered = sorted(entries, key=lambda e: (e.table, e.key.to_json()))
+    """One namespace's winners as a JSON-ready document, entries in a stable order.
+
+    Raises StoreError for a namespace with a reserved field (see :func:`check_namespace`).
+    """
+    namespace = check_namespace(namespace)
+    ordered = sorted(entries, key=lambda e: (e.set_name, e.key.to_json()))
     return {"format": DOCUMENT_FORMAT, **namespace, "entries": [e.to_json() for e in ordered]}
+
+
+def document_text(document: dict) -> str:
+    """A document as stored: indented JSON, non-ASCII kept as is, ending with a newline."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def decode_document(obj: object) -> tuple[dict, list[StoredEntry]]:

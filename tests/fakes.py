@@ -274,6 +274,9 @@ class FakeDevice(wgtune.Device):
         if self.sync_error is not None:
             raise self.sync_error
 
+    def create_buffer(self, data: bytes | bytearray | memoryview | None = None, *, size: int = 0) -> FakeBuffer:
+        return FakeBuffer(bytearray(data) if data is not None else bytearray(size))
+
     def clone_buffer(self, buffer: FakeBuffer) -> FakeBuffer:
         with self.lock:
             self.clones += 1

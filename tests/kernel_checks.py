@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import wgtune
-from wgtune import Hit, Outcome, Skip, TrialFinished
+from wgtune import Hit, Measured, Skip, TrialFinished
 
 
 def tune_checked(device, tunables, args, *, samples: int = 3):
@@ -24,7 +24,7 @@ def tune_checked(device, tunables, args, *, samples: int = 3):
     failed = {
         event.result.name: event.result
         for event in last.values()
-        if not isinstance(event.result, (Outcome, Skip))
+        if not isinstance(event.result, (Measured, Skip))
     }
     assert not failed, f"candidates failed or disagreed with {tunables.candidates[0].name}: {failed}"
     return kernel, list(last.values())

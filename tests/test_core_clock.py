@@ -12,8 +12,8 @@ import pytest
 from fakes import FakeDevice
 
 import wgtune
-from wgtune import Config, KernelError, grain_of, measure_clock_grain, run_inline
-from wgtune.benchmark import sample_floor
+from wgtune import Config, KernelError, clock_grain, grain_of, measure_clock_grain, run_inline
+from wgtune.measure import sample_floor
 from wgtune.clock import EMPTY_PASSES
 
 TICK = 100e-6  # a browser's timestamp quantum, as Chrome's docs state it
@@ -121,16 +121,18 @@ def test_no_usable_pass_is_an_error_not_a_grain_of_zero():
 # -- measure_clock_grain ------------------------------------------------------------------------
 
 
-def test_the_grain_is_measured_once_and_kept_on_the_device():
+def test_the_grain_is_measured_once_per_device_and_kept_off_the_device():
     device = FakeDevice(clock_quantum=TICK, empty_pass=3e-6)
-    assert device.clock_grain == 0.0 and not device.clock_grain_measured
-    grain = measure(device)
+    assert device.clock_grain == 0.0
+    grain = run_inline(clock_grain(device))
     assert grain == pytest.approx(TICK)
-    assert device.clock_grain == grain and device.clock_grain_measured
+    assert device.clock_grain == 0.0  # the backend's stated grain is not overwritten
     assert device.empty_passes == EMPTY_PASSES
     device.empty_pass = 5 * TICK  # would change the grain if measured again
-    assert measure(device) == grain
+    assert run_inline(clock_grain(device)) == grain
     assert device.empty_passes == EMPTY_PASSES
+    other = FakeDevice(clock_quantum=TICK, empty_pass=5 * TICK)
+    assert run_inline(clock_grain(other)) == pytest.approx(5 * TICK)  # each device its own
 
 
 def test_the_number_of_empty_passes_is_the_callers():
@@ -143,7 +145,7 @@ def test_a_measured_grain_replaces_the_backends_stated_one():
     device = FakeDevice(empty_pass=0.0)
     device.clock_grain = TICK  # what a backend asserted
     assert measure(device) == 0.0
-    assert device.clock_grain == 0.0
+    assert run_inline(clock_grain(device)) == 0.0
 
 
 class Unmeasurable(FakeDevice):
@@ -158,9 +160,8 @@ class Unmeasurable(FakeDevice):
 def test_a_device_that_cannot_time_an_empty_pass_keeps_its_stated_grain_and_is_not_asked_again():
     device = Unmeasurable()
     device.clock_grain = 40e-6
-    assert measure(device) == 40e-6
-    assert device.clock_grain == 40e-6 and device.clock_grain_measured
-    assert measure(device) == 40e-6
+    assert run_inline(clock_grain(device)) == 40e-6
+    assert run_inline(clock_grain(device)) == 40e-6
     assert device.empty_passes == 1
 
 
@@ -168,7 +169,7 @@ def test_all_unusable_readings_keep_the_stated_grain():
     device = FakeDevice(empty_pass=math.nan)
     device.clock_grain = 40e-6
     assert measure(device) == 40e-6
-    assert device.clock_grain_measured and device.empty_passes == EMPTY_PASSES
+    assert device.empty_passes == EMPTY_PASSES
 
 
 def test_a_device_failure_propagates_and_leaves_the_grain_unmeasured():
@@ -178,10 +179,9 @@ def test_a_device_failure_propagates_and_leaves_the_grain_unmeasured():
     device = FakeDevice(empty_pass=fail)
     device.clock_grain = 40e-6
     with pytest.raises(KernelError, match="device lost"):
-        measure(device)
-    assert device.clock_grain == 40e-6 and not device.clock_grain_measured
+        run_inline(clock_grain(device))
     device.empty_pass = TICK  # the next tune measures again
-    assert measure(device) == TICK
+    assert run_inline(clock_grain(device)) == TICK
 
 
 def test_a_device_that_suspends_is_measured_on_the_event_loop():
@@ -195,14 +195,14 @@ def test_a_device_that_suspends_is_measured_on_the_event_loop():
 def test_a_measured_quantized_grain_sets_the_sample_floor_to_fifty_ticks():
     device = FakeDevice(clock_quantum=TICK, empty_pass=3e-6)  # every empty pass reads 0
     config = Config()
-    assert sample_floor(device, config) == config.min_sample == 1e-3  # before: the backend's 0
+    assert sample_floor(device.clock_grain, config) == config.min_sample == 1e-3  # the backend's 0
     grain = measure(device)
     assert grain == pytest.approx(TICK)
-    assert sample_floor(device, config) == pytest.approx(max(1e-3, 50 * grain)) == pytest.approx(5e-3)
+    assert sample_floor(grain, config) == pytest.approx(max(1e-3, 50 * grain)) == pytest.approx(5e-3)
 
 
 def test_a_fine_measured_grain_leaves_the_configured_floor():
     device = FakeDevice(clock_quantum=1e-9, empty_pass=2e-6)
-    measure(device)
-    assert device.clock_grain == pytest.approx(2e-6)
-    assert sample_floor(device, Config()) == 1e-3
+    grain = measure(device)
+    assert grain == pytest.approx(2e-6)
+    assert sample_floor(grain, Config()) == 1e-3

@@ -23,7 +23,7 @@ from wgtune import (
     TuneFailed,
     Unknown,
 )
-from wgtune.benchmark import compare
+from wgtune.checks import compare
 from wgtune.runner import spawn_task
 
 

@@ -12,7 +12,7 @@ from wgtune import (
     Key,
     Launch,
     MemoryStore,
-    Outcome,
+    Measured,
     RecordEffect,
     StoredEntry,
     StoreError,
@@ -44,7 +44,7 @@ def test_a_tune_writes_one_record_with_every_field():
     tuner.execute(tunables, args)
 
     [record] = tuner.records.records
-    assert record.table == "fake"
+    assert record.set_name == "fake"
     assert record.key == Key({"n": 4})
     assert record.checksum == tunables.checksum
     assert record.winner == 1
@@ -90,7 +90,7 @@ def test_with_the_cache_off_stored_winners_are_not_loaded():
 
 def test_a_record_round_trips_through_json_and_its_envelope_names_the_effect():
     record = TuneRecord(
-        table="matmul",
+        set_name="matmul",
         key=Key({"n": 1024, "dtype": "f32"}),
         checksum="abc",
         winner=2,
@@ -164,12 +164,15 @@ def test_the_winner_is_stored_with_the_checksum_its_name_and_every_result():
     assert entry.policy == "adaptive"
     assert entry.confidence is not None and entry.confidence.runner_up == "a"
     assert entry.confidence.p_faster == 1.0 and entry.confidence.low > 1
-    assert events[-1] == TuneFinished("fake", Key({"n": 4}), 1, "b", True, entry.confidence)
+    finished = events[-1]
+    assert isinstance(finished, TuneFinished) and finished.outcome.entry() == entry
+    assert (finished.set_name, finished.key, finished.outcome.winner_name) == ("fake", Key({"n": 4}), "b")
+    assert finished.outcome.stored and finished.outcome.confidence == entry.confidence
 
     decoded = StoredEntry.from_json(json.loads(json.dumps(entry.to_json())))
     assert decoded == entry
     results = [result_from_json(r, i) for i, r in enumerate(decoded.results)]
-    assert isinstance(results[1], Outcome) and results[1].stats.median == pytest.approx(1e-3)
+    assert isinstance(results[1], Measured) and results[1].stats.median == pytest.approx(1e-3)
     assert results[2] == Launch("c", "compile failed: bad wgsl")
     assert [result_to_json(r) for r in results] == list(entry.results)
 
@@ -187,7 +190,7 @@ def test_a_store_whose_save_raises_keeps_the_winner_in_memory_and_says_not_store
     assert tuner.fastest(tunables, Key({"n": 4})) == Hit(1)
     [record] = tuner.records.records
     assert record.stored is False and record.effect is RecordEffect.OBSERVED
-    assert events[-1].stored is False
+    assert events[-1].outcome.stored is False
 
 
 def test_a_second_tuner_on_the_same_store_hits_without_benchmarking():
@@ -225,8 +228,8 @@ def test_a_namespace_document_round_trips_with_entries_in_a_stable_order():
     assert [(e["table"], e["key"]) for e in document["entries"]] == [("s", {"n": 8}), ("t", {"n": 2}), ("t", {"n": 8})]
     decoded_namespace, decoded = decode_document(json.loads(json.dumps(document)))
     assert decoded_namespace == namespace
-    assert sorted(decoded, key=lambda e: e.table + e.key.to_json()) == sorted(
-        entries, key=lambda e: e.table + e.key.to_json()
+    assert sorted(decoded, key=lambda e: e.set_name + e.key.to_json()) == sorted(
+        entries, key=lambda e: e.set_name + e.key.to_json()
     )
     assert decode_export(encode_export([document])) == [(namespace, decoded)]
     assert decode_export(document) == [(namespace, decoded)]

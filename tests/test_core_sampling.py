@@ -10,7 +10,7 @@ from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_
 
 from wgtune import MISS, Config, ConfigError, Group, Key, TuneRecord
 from wgtune.config import Policy
-from wgtune.sampling import MIN_SAMPLES, elimination_margin
+from wgtune.adaptive import MIN_SAMPLES, elimination_margin
 
 
 class Machine:
@@ -220,7 +220,7 @@ def test_a_clear_winner_is_stated_with_high_confidence_in_store_record_and_event
     sure = entry.confidence
     assert entry.winner_name == "b" and sure.runner_up == "a"
     assert 1.2 < sure.ratio < 1.4 and sure.low > 1.0 and sure.p_faster >= 0.95
-    assert tuner.records.records[0].confidence == sure and finished[0].confidence == sure
+    assert tuner.records.records[0].confidence == sure and finished[0].outcome.confidence == sure
     assert tuner.records.records[0].policy == entry.policy == "adaptive"
 
 

@@ -23,7 +23,7 @@ from wgtune import (
     Key,
     Launch,
     MemoryStore,
-    Outcome,
+    Measured,
     Pin,
     Skip,
     StoredEntry,
@@ -31,7 +31,8 @@ from wgtune import (
     TuneStarted,
     Unchecked,
 )
-from wgtune.results import Stats, rank
+from wgtune.ranking import rank
+from wgtune.results import Stats
 
 # -- cache states ----------------------------------------------------------------------------
 
@@ -146,8 +147,8 @@ def test_a_tie_goes_to_the_lower_index():
 
 
 def test_errors_rank_after_every_outcome():
-    outcome = Outcome("slow", 2, Stats((9.0,), Timing.WALL_CLOCK))
-    results = [Launch("x", "bad"), Skip("y"), outcome, Outcome("fast", 3, Stats((1.0,), Timing.WALL_CLOCK))]
+    outcome = Measured("slow", 2, Stats((9.0,), Timing.WALL_CLOCK))
+    results = [Launch("x", "bad"), Skip("y"), outcome, Measured("fast", 3, Stats((1.0,), Timing.WALL_CLOCK))]
     assert rank(results) == [3, 2, 0, 1]
 
 
@@ -263,7 +264,7 @@ def test_started_event_counts_the_candidates():
     make_tuner(device, observer=events.append, config=quiet(policy="fixed")).execute(tunables, call(device, [1.0]))
     assert events[0] == TuneStarted("fake", tunables.key(call(device)), 3)
     assert [type(e).__name__ for e in events] == ["TuneStarted"] + ["TrialFinished"] * 3 + ["TuneFinished"]
-    assert all(isinstance(e.result, Outcome) for e in events[1:4])
+    assert all(isinstance(e.result, Measured) for e in events[1:4])
 
 
 def test_adaptive_trial_events_end_with_each_candidates_final_result():
@@ -276,7 +277,7 @@ def test_adaptive_trial_events_end_with_each_candidates_final_result():
     trials = events[1:-1]
     assert {type(e).__name__ for e in trials} == {"TrialFinished"}
     last = {e.index: e.result for e in trials}
-    assert sorted(last) == [0, 1, 2] and all(isinstance(r, Outcome) for r in last.values())
+    assert sorted(last) == [0, 1, 2] and all(isinstance(r, Measured) for r in last.values())
     # b leaves early with few samples; a and c, tied, are sampled until settled
     assert len(last[1].stats.samples) < len(last[0].stats.samples)
 

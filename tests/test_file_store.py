@@ -1,4 +1,8 @@
-"""The file store: round trips, several writers, damaged documents, export/import, namespaces."""
+"""The file store: round trips, several writers, damaged documents, export/import, namespaces.
+
+The document logic is the core's (``wgtune.documents``); these tests run it on real files, with
+the lock, the atomic writes and the set-aside copies of the file adapter.
+"""
 
 from __future__ import annotations
 
@@ -13,21 +17,22 @@ from pathlib import Path
 import pytest
 
 import wgtune
-from wgtune import DeviceIdentity, Key, StoreError
+from wgtune import Config, DeviceIdentity, Key, StoreError
 from wgtune.backends import file_store
 from wgtune.backends.file_store import FileStore, namespace_for
+from wgtune.runner import run_inline
 from wgtune.store import StoredEntry
 
 LAVAPIPE = DeviceIdentity("mesa", "llvmpipe", "Mesa 24.0", "vulkan")
 OTHER_GPU = DeviceIdentity("nvidia", "H200", "550.54", "vulkan")
 
 
-def entry(n: int, table: str = "matmul", winner: int = 1) -> StoredEntry:
+def entry(n: int, set_name: str = "matmul", winner: int = 1) -> StoredEntry:
     results = (
         {"name": "a", "index": 0, "median": 0.002 + n * 1e-6, "samples": [0.002, 0.0021]},
         {"name": "b", "error": "Launch", "reason": "too much workgroup storage"},
     )
-    return StoredEntry(table, Key({"n": n, "dtype": "f32"}), "c0ffee", winner, f"cand{winner}", results)
+    return StoredEntry(set_name, Key({"n": n, "dtype": "f32"}), "c0ffee", winner, f"cand{winner}", results)
 
 
 def slots(entries) -> dict:
@@ -43,6 +48,25 @@ def snapshot(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
+# The whole cache directory, as the CLI sees it (the core's DocumentStore, run inline).
+
+
+def list_documents(directory: Path) -> list[Path]:
+    return [directory / name for name in run_inline(file_store.CacheDirectory(directory).names())]
+
+
+def export_all(directory: Path) -> dict:
+    return run_inline(file_store.document_store(directory).export())
+
+
+def import_document(directory: Path, document: object) -> int:
+    return run_inline(file_store.document_store(directory).import_document(document))
+
+
+def clear_all(directory: Path) -> int:
+    return run_inline(file_store.document_store(directory).clear_all())
+
+
 def test_namespace_and_file_name(tmp_path):
     namespace = namespace_for(LAVAPIPE, "bench")
     assert namespace == {"wgtune": wgtune.__version__, "device": LAVAPIPE.as_dict(), "tuner": "bench"}
@@ -54,26 +78,29 @@ def test_namespace_and_file_name(tmp_path):
     # The driver is not in the slug but is in the hash: another driver, another file.
     driver = DeviceIdentity("mesa", "llvmpipe", "Mesa 25.0", "vulkan")
     assert FileStore(tmp_path, namespace_for(driver, "bench")).path != store.path
-    with pytest.raises(ValueError, match="clash"):
+    with pytest.raises(StoreError, match="clash"):
         FileStore(tmp_path, {**namespace, "format": "x"})
 
 
 def test_default_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("WGTUNE_CACHE_DIR", str(tmp_path / "env"))
-    assert file_store.default_cache_dir() == tmp_path / "env"
-    assert FileStore(None, namespace_for(LAVAPIPE)).directory == tmp_path / "env"
+    config = Config.from_env()  # the one reader of the environment
+    assert config.cache_dir == str(tmp_path / "env")
+    assert FileStore(config.cache_dir, namespace_for(LAVAPIPE)).directory == tmp_path / "env"
     assert FileStore(tmp_path / "arg", namespace_for(LAVAPIPE)).directory == tmp_path / "arg"
-    monkeypatch.delenv("WGTUNE_CACHE_DIR")
+    # Given no directory, the store takes the platform's, whatever the environment says.
     assert "wgtune" in str(file_store.default_cache_dir())
+    assert file_store.default_cache_dir() != tmp_path / "env"
+    assert FileStore(None, namespace_for(LAVAPIPE)).directory == file_store.default_cache_dir()
 
 
 def test_round_trip(tmp_path, store):
     assert store.load() == []  # nothing yet, and no directory needed
     store.save(entry(1))
-    store.save(entry(2, table="softmax"))
-    store.save(entry(1, winner=0))  # replaces the first: same table and key
+    store.save(entry(2, set_name="softmax"))
+    store.save(entry(1, winner=0))  # replaces the first: same set and key
     loaded = FileStore(tmp_path, namespace_for(LAVAPIPE)).load()
-    assert slots(loaded) == slots([entry(1, winner=0), entry(2, table="softmax")])
+    assert slots(loaded) == slots([entry(1, winner=0), entry(2, set_name="softmax")])
     document = json.loads(store.path.read_text())
     assert document["format"] == "wgtune.cache/1"
     assert document["device"] == LAVAPIPE.as_dict()
@@ -148,10 +175,13 @@ def test_one_damaged_entry_costs_only_itself(tmp_path, store, caplog):
     document["entries"][1]["winner"] = -1
     original = json.dumps(document).encode()
     store.path.write_bytes(original)
-    with caplog.at_level(logging.WARNING, logger="wgtune"), pytest.warns(RuntimeWarning, match="skipped 1 damaged"):
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
         assert slots(store.load()) == slots([entry(1), entry(3)])
-    with pytest.warns(RuntimeWarning, match="kept a copy"):
+    assert "skipped 1 damaged" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
         store.save(entry(4))
+    assert "kept a copy" in caplog.text
     assert slots(store.load()) == slots([entry(1), entry(3), entry(4)])
     (aside,) = tmp_path.glob(store.path.name + ".corrupt-*")
     assert aside.read_bytes() == original  # the damaged entry survives for a post-mortem
@@ -160,21 +190,22 @@ def test_one_damaged_entry_costs_only_itself(tmp_path, store, caplog):
 @pytest.mark.parametrize("damage", sorted(DAMAGED))
 def test_damaged_document_is_set_aside(tmp_path, store, caplog, damage):
     store.path.write_bytes(DAMAGED[damage])
-    with caplog.at_level(logging.WARNING, logger="wgtune"), pytest.warns(RuntimeWarning, match="damaged"):
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
         assert store.load() == []
     assert any(r.name == "wgtune" and "damaged" in r.getMessage() for r in caplog.records)
     assert not store.path.exists()
     aside = list(tmp_path.glob(store.path.name + ".corrupt-*"))
     assert len(aside) == 1 and aside[0].read_bytes() == DAMAGED[damage]  # kept for a post-mortem
-    assert file_store.list_documents(tmp_path) == []  # not taken for a document
+    assert list_documents(tmp_path) == []  # not taken for a document
     store.save(entry(7))  # the store works again
     assert slots(store.load()) == slots([entry(7)])
 
 
-def test_save_over_damaged_document(tmp_path, store):
+def test_save_over_damaged_document(tmp_path, store, caplog):
     store.path.write_bytes(DAMAGED["garbage-bytes"])
-    with pytest.warns(RuntimeWarning, match="damaged"):
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
         store.save(entry(3))
+    assert "damaged" in caplog.text
     assert slots(store.load()) == slots([entry(3)])
     assert len(list(tmp_path.glob("*.corrupt-*"))) == 1
 
@@ -196,7 +227,7 @@ def test_namespace_separation(tmp_path):
     ours.save(entry(1))
     theirs.save(entry(2))
     assert len({ours.path, theirs.path, other_tuner.path}) == 3
-    assert file_store.list_documents(tmp_path) == sorted([ours.path, theirs.path])
+    assert list_documents(tmp_path) == sorted([ours.path, theirs.path])
     assert slots(ours.load()) == slots([entry(1)])
     assert slots(theirs.load()) == slots([entry(2)])
     assert other_tuner.load() == []
@@ -212,32 +243,37 @@ def test_clear(tmp_path):
     assert ours.load() == []
     assert slots(theirs.load()) == slots([entry(2)])  # only our namespace forgotten
     ours.save(entry(3))
-    assert file_store.clear_all(tmp_path) == 2
-    assert file_store.list_documents(tmp_path) == []
+    assert clear_all(tmp_path) == 2
+    assert list_documents(tmp_path) == []
     assert ours.load() == [] and theirs.load() == []
-    assert file_store.clear_all(tmp_path / "missing") == 0
+    assert clear_all(tmp_path / "missing") == 0
 
 
-def test_read_document(store):
+def test_read_document(tmp_path, store):
     store.save(entry(1))
-    namespace, entries = file_store.read_document(store.path)
-    assert namespace == namespace_for(LAVAPIPE)
-    assert entries == [entry(1)]
+    [document] = run_inline(file_store.document_store(tmp_path).documents())
+    assert document.name == store.path.name and document.where == str(store.path)
+    assert document.namespace == namespace_for(LAVAPIPE)
+    assert document.entries == [entry(1)]
+    assert document.problems == [] and document.damage is None
     store.path.write_bytes(_negative_winner())
-    with pytest.raises(StoreError, match="winner"):
-        file_store.read_document(store.path)
+    [document] = run_inline(file_store.document_store(tmp_path).documents())
+    assert document.entries == [] and "winner" in document.problems[0]
+    store.path.write_bytes(b"{nope")
+    [document] = run_inline(file_store.document_store(tmp_path).documents())
+    assert "not JSON" in document.damage
     assert store.path.exists()  # reading for the CLI moves nothing
 
 
 def test_export_then_import_reproduces_entries(tmp_path):
     source, target = tmp_path / "source", tmp_path / "target"
-    FileStore(source, namespace_for(LAVAPIPE)).save_many([entry(1), entry(2, table="softmax")])
+    FileStore(source, namespace_for(LAVAPIPE)).save_many([entry(1), entry(2, set_name="softmax")])
     FileStore(source, namespace_for(OTHER_GPU)).save(entry(3))
-    exported = json.loads(json.dumps(file_store.export_all(source)))  # as if through a file
+    exported = json.loads(json.dumps(export_all(source)))  # as if through a file
     assert exported["format"] == "wgtune.export/1" and len(exported["namespaces"]) == 2
-    assert file_store.import_document(target, exported) == 3
-    names = [p.name for p in file_store.list_documents(source)]
-    assert [p.name for p in file_store.list_documents(target)] == names
+    assert import_document(target, exported) == 3
+    names = [p.name for p in list_documents(source)]
+    assert [p.name for p in list_documents(target)] == names
     for identity in (LAVAPIPE, OTHER_GPU):
         before = FileStore(source, namespace_for(identity))
         after = FileStore(target, namespace_for(identity))
@@ -249,15 +285,16 @@ def test_import_merges_and_accepts_a_single_document(tmp_path, store):
     store.save_many([entry(1), entry(2)])
     document = json.loads(store.path.read_text())
     document["entries"] = [entry(2, winner=0).to_json(), entry(4).to_json()]
-    assert file_store.import_document(tmp_path, document) == 2
+    assert import_document(tmp_path, document) == 2
     assert slots(store.load()) == slots([entry(1), entry(2, winner=0), entry(4)])
 
 
-def test_export_skips_damaged_documents(tmp_path, store):
+def test_export_skips_damaged_documents(tmp_path, store, caplog):
     store.save(entry(1))
     (tmp_path / "junk--default--0.1.0--00000000.json").write_bytes(b"{nope")
-    with pytest.warns(RuntimeWarning, match="not exporting"):
-        exported = file_store.export_all(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        exported = export_all(tmp_path)
+    assert "not exporting" in caplog.text
     assert [len(ns["entries"]) for ns in exported["namespaces"]] == [1]
 
 
@@ -276,11 +313,11 @@ def test_bad_import_writes_nothing(tmp_path, store, document):
     store.save_many([entry(1), entry(2)])
     before = snapshot(tmp_path)
     with pytest.raises(StoreError):
-        file_store.import_document(tmp_path, document)
+        import_document(tmp_path, document)
     assert snapshot(tmp_path) == before  # byte-identical, and no new file
     empty = tmp_path / "empty"
     with pytest.raises(StoreError):
-        file_store.import_document(empty, document)
+        import_document(empty, document)
     assert not empty.exists() or not any(empty.iterdir())
 
 

@@ -1,8 +1,9 @@
 """The IndexedDB store's logic, natively, on a dict that behaves like web/idb.js's helpers.
 
 The JS helpers only move text in and out of IndexedDB; everything that decides (merging, order
-of writes, damaged documents, export and import) is here and tested without a browser. The
-browser tests (e2e/) run the same code against real IndexedDB.
+of writes, damaged documents, export and import) is Python (the core's document store and this
+adapter) and tested without a browser. The browser tests (e2e/) run the same code against real
+IndexedDB.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import json
 import pytest
 
 from wgtune import Key, StoredEntry, StoreError
-from wgtune.backends import indexeddb
-from wgtune.backends.file_store import FileStore, export_all, import_document
+from wgtune.backends import file_store, indexeddb
+from wgtune.backends.file_store import FileStore
+from wgtune.documents import DocumentStore
+from wgtune.runner import run_inline
 from wgtune.store import canonical_namespace, encode_document
 
 NAMESPACE = {"wgtune": "0.1.0", "device": {"vendor": "v", "device": "d", "driver": "", "backend": "webgpu"},
@@ -163,12 +166,13 @@ def test_export_from_indexeddb_imports_into_the_file_store_and_the_reverse(tmp_p
         store = await indexeddb.IndexedDBStore.open(idb, NAMESPACE)
         store.save(entry(1))
         await store.flush()
-        assert await indexeddb.import_document(idb, export_all(tmp_path)) == 1
-        return await indexeddb.export_all(idb)
+        native_export = run_inline(file_store.document_store(tmp_path).export())
+        assert await indexeddb.document_store(idb).import_document(native_export) == 1
+        return await indexeddb.document_store(idb).export()
 
     exported = run(scenario())
     assert [len(doc["entries"]) for doc in exported["namespaces"]] == [1, 1]
-    assert import_document(tmp_path / "back", exported) == 2
+    assert run_inline(file_store.document_store(tmp_path / "back").import_document(exported)) == 2
     assert FileStore(tmp_path / "back", NAMESPACE).load() == [entry(1)]
     assert FileStore(tmp_path / "back", native).load() == [entry(3)]
 
@@ -179,16 +183,16 @@ def test_a_bad_import_is_refused_whole_and_changes_nothing():
     bad = {"format": "wgtune.export/1", "namespaces": [good, {"format": "wgtune.cache/1", "entries": [{}]}]}
 
     with pytest.raises(StoreError, match="lacks the field"):
-        run(indexeddb.import_document(idb, bad))
+        run(indexeddb.document_store(idb).import_document(bad))
     assert idb.data == {}
     with pytest.raises(StoreError, match="not JSON"):
-        indexeddb.check_document("[1, 2")
+        DocumentStore.check_import("[1, 2")
     with pytest.raises(StoreError, match="not a wgtune export"):
-        indexeddb.check_document('{"format": "something else"}')
+        DocumentStore.check_import('{"format": "something else"}')
 
 
 def test_clear_all_forgets_every_namespace():
     idb = FakeIdb()
     idb.data = {"a": "{}", "b": "{}"}
-    assert run(indexeddb.clear_all(idb)) == 2
+    assert run(indexeddb.document_store(idb).clear_all()) == 2
     assert idb.data == {}

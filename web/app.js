@@ -3,20 +3,26 @@
 // winners. Tests drive it through `window.wgtune` and the element ids of index.html.
 //
 // This file is the entry: the `window.wgtune` contract, loading, the status line and the
-// unavailable box, and the wiring of the page's fixed buttons. Each panel is its own module:
-// device.js, keys.js, progress.js (and the tune events), candidates.js, records.js, cache.js;
-// state.js holds what they share.
+// unavailable box, the first drawing of the panels, and the wiring of the page's buttons. The
+// rest, by layer (a module imports only from the layers above it, so there is no cycle):
+//   state.js, dom.js, format.js        shared state, DOM helpers, pure wording
+//   chart.js                           the SVG chart
+//   device.js, keys.js, progress.js,   the panels: each draws its own elements from the state
+//   candidates.js, records.js, cache.js
+//   sync.js                            moves that span panels (select a key, re-read the keys)
+//   events.js, actions.js              tune events, and what a person does
 
 import { loadWgtune, WgtuneUnavailable } from "/wgtune.js";
-import { formatSeconds } from "/chart.js";
 import { $, message } from "/dom.js";
+import { formatSeconds } from "/format.js";
 import { ui } from "/state.js";
 import { renderAdapter } from "/device.js";
-import { refreshKeys, refreshSoon, renderKeys, tuneAll } from "/keys.js";
-import { onEvent } from "/progress.js";
-import { selectDefault } from "/candidates.js";
+import { renderKeys } from "/keys.js";
 import { addRecord } from "/records.js";
-import { afterStoreChange, clearCache, exportCache, importCache, refreshCache } from "/cache.js";
+import { refreshCache } from "/cache.js";
+import { afterStoreChange, refreshKeys, refreshKeysSoon, selectDefaultKey } from "/sync.js";
+import { onEvent } from "/events.js";
+import { clearStore, exportStore, importStore, onKeysClick, tuneAll } from "/actions.js";
 
 // ---------------------------------------------------------------------------------------------
 // window.wgtune: { ready, start(options) }, then the API's own properties once it is ready.
@@ -51,7 +57,7 @@ async function boot({ device = null }) {
   try {
     // Tuning settings from the URL (/?policy=fixed, /?budget=0.5&max_samples=20): "defer" is the page's own.
     const settings = Object.fromEntries([...new URLSearchParams(location.search)].filter(([name]) => name !== "defer"));
-    const api = await loadWgtune({ device, onStatus: showStatus, onEvent: onEvent, settings });
+    const api = await loadWgtune({ device, onStatus: showStatus, onEvent, settings });
     ui.api = api;
     Object.assign(window.wgtune, api, tracked(api));
     showReady(api);
@@ -71,7 +77,7 @@ function tracked(api) {
   const after = (call) => (...args) => {
     const answer = call(...args);
     if (answer instanceof Promise) answer.then(afterStoreChange, () => {});
-    else refreshSoon();
+    else refreshKeysSoon();
     return answer;
   };
   return { check: after(api.check), importCache: after(api.importCache), clearCache: after(api.clearCache) };
@@ -87,12 +93,12 @@ function showReady(api) {
   const catalogue = api.catalogue();
   renderAdapter(api.adapterInfo, catalogue);
   renderKeys(catalogue);
-  for (const envelope of api.records()) addRecord(envelope);
+  for (const item of api.records()) addRecord(item);
   for (const id of ["tune-all", "cache-refresh", "cache-export", "cache-import", "cache-clear"]) {
     $(id).disabled = false;
   }
   document.querySelector("label[for=cache-import]").classList.remove("disabled");
-  selectDefault();
+  selectDefaultKey();
   refreshCache();
 }
 
@@ -118,15 +124,16 @@ function showLoadFailure(error) {
 // ---------------------------------------------------------------------------------------------
 // Wiring.
 
+$("keys").addEventListener("click", onKeysClick);
 $("tune-all").addEventListener("click", () => tuneAll());
 $("cache-refresh").addEventListener("click", async () => {
   message("cache-message", "");
   await refreshCache();
   refreshKeys();
 });
-$("cache-clear").addEventListener("click", () => clearCache());
-$("cache-export").addEventListener("click", () => exportCache());
-$("cache-import").addEventListener("change", (event) => importCache(event));
+$("cache-clear").addEventListener("click", () => clearStore());
+$("cache-export").addEventListener("click", () => exportStore());
+$("cache-import").addEventListener("change", (event) => importStore(event));
 
 if (new URLSearchParams(location.search).has("defer")) {
   showStatus("Waiting: this page loads wgtune when window.wgtune.start() is called.");

@@ -1,10 +1,10 @@
-// The Stored winners panel (#cache): the winners IndexedDB holds for every device, and the
-// refresh / clear / export / import actions on them.
+// The Stored winners panel (#cache): the winners IndexedDB holds for every device, read through
+// the API. It only reads and draws; its buttons (clear, export, import) are actions.js's, and a
+// tune that stored a winner asks for `refreshCacheSoon` through events.js.
 
-import { describeConfidence, formatConfidence } from "/chart.js";
-import { $, keyText, message, plural } from "/dom.js";
+import { $, message } from "/dom.js";
+import { describeConfidence, formatConfidence, keyText, plural } from "/format.js";
 import { ui } from "/state.js";
-import { refreshKeys } from "/keys.js";
 
 export async function refreshCache() {
   try {
@@ -71,55 +71,4 @@ function namespaceBlock(namespace) {
   table.append(body);
   block.append(heading, about, table);
   return block;
-}
-
-/** After an import or a clear: the keys' states changed under the page. */
-export async function afterStoreChange() {
-  refreshKeys();
-  await refreshCache();
-}
-
-export async function clearCache() {
-  try {
-    const count = await ui.api.clearCache();
-    // This page's finished tunes described winners that are gone now: the chart follows the store.
-    for (const [id, tune] of ui.tunes) if (tune.phase === "done") ui.tunes.delete(id);
-    message("cache-message", `Cleared the stored winners (${plural(count, "device namespace")})`);
-  } catch (error) {
-    message("cache-message", `Clear failed: ${error.message}`, true);
-  }
-  await afterStoreChange();
-}
-
-export async function exportCache() {
-  try {
-    const text = await ui.api.exportCache();
-    const url = URL.createObjectURL(new Blob([text], { type: "application/json" }));
-    const link = document.createElement("a");
-    link.href = url;
-    link.download = "wgtune-cache.json";
-    document.body.append(link);
-    link.click();
-    link.remove();
-    // Revoked later, not at once: the download reads the URL after click() returns.
-    setTimeout(() => URL.revokeObjectURL(url), 60_000);
-    message("cache-message", "Exported the stored winners as wgtune-cache.json");
-  } catch (error) {
-    message("cache-message", `Export failed: ${error.message}`, true);
-  }
-}
-
-export async function importCache(event) {
-  const input = event.target;
-  const file = input.files?.[0];
-  if (!file) return;
-  try {
-    const count = await ui.api.importCache(await file.text());
-    // Worded as the brief's contract has it ("imported N winners"): tests look for it.
-    message("cache-message", `imported ${plural(count, "winner")} from ${file.name}`);
-  } catch (error) {
-    message("cache-message", `Import of ${file.name} failed: ${error.message}`, true);
-  }
-  input.value = ""; // choosing the same file again fires another change
-  await afterStoreChange();
 }

@@ -1,28 +1,16 @@
-// The Candidates panel (#chart): which key it shows and what it says about that key. chart.js
-// draws; this decides the key (the person's choice, else the running tune) and the data.
+// The Candidates panel (#chart): what the chart says about the selected key (`ui.selected`).
+// chart.js draws; this builds the chart's model from the shared state (this page's tune of the
+// key while it runs, else the key's stored results) and redraws at most once a frame.
 
 import { renderChart } from "/chart.js";
 import { $ } from "/dom.js";
+import { phaseText } from "/format.js";
 import { ui } from "/state.js";
-import { phaseText } from "/progress.js";
 
-export function select(id, byPerson) {
-  if (byPerson) ui.pinned = true;
-  if (ui.selected === id) return;
-  ui.selected = id;
-  markSelected();
-  scheduleChart();
-}
-
-/** With nothing tuned on this page yet: the first key that has stored results to show. */
-export function selectDefault() {
-  if (ui.selected) return;
+/** With nothing selected yet: the first key that has stored results to show, or null. */
+export function defaultKey() {
   const withResults = [...ui.states.entries()].find(([, state]) => state.results?.length);
-  if (withResults) select(withResults[0], false);
-}
-
-export function markSelected() {
-  for (const [id, row] of ui.rows) row.tr.classList.toggle("selected", id === ui.selected);
+  return withResults ? withResults[0] : null;
 }
 
 // Drawn at most once a frame, however many events came: the page stays responsive mid-tune.
@@ -49,8 +37,6 @@ function drawChart() {
 /** What the chart says for a key it has no results of, by the key's state. */
 const EMPTY = {
   Miss: "Miss: not tuned yet. Tune it to see its candidates.",
-  Unchecked: "Unchecked: a stored winner waits to be checked against this page's candidates. " +
-    "Tune checks it (no new tune while it still fits) and shows its stored results.",
   Pending: "Pending: waiting for the first candidate's result…",
 };
 

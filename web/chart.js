@@ -1,7 +1,10 @@
-// The candidates chart: one SVG row per candidate, drawn by hand (the page loads nothing from
-// outside). A bar is the candidate's median time, a whisker its min..max spread; a failed
-// candidate is a marked row with its error type and reason. Plus the time formatting the page
-// shares.
+// The candidates chart, and only the chart: one SVG row per candidate, drawn by hand (the page
+// loads nothing from outside). A bar is the candidate's median time, a whisker its min..max
+// spread; a failed candidate is a marked row with its error type and reason. What to draw comes
+// in as a model (candidates.js builds it), so this file knows nothing of keys, tunes or state;
+// the wording of times and failures is format.js's, shared with the panels.
+
+import { failureText, formatNumber, formatSeconds, unitFor } from "/format.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -15,55 +18,6 @@ const AXIS_HEIGHT = 46;
 const PLOT_LEFT = LABEL_WIDTH + 8;
 const PLOT_RIGHT = WIDTH - VALUE_WIDTH - 8;
 const CHAR_WIDTH = 6.6; // about one character of the 12 px system font: where to cut long reasons
-
-const UNITS = [
-  { name: "s", scale: 1, below: Infinity },
-  { name: "ms", scale: 1e3, below: 1 },
-  { name: "µs", scale: 1e6, below: 1e-3 },
-  { name: "ns", scale: 1e9, below: 1e-6 },
-];
-
-/** The unit that shows `seconds` with a number of at least 1 (ns at the smallest). */
-export function unitFor(seconds) {
-  let chosen = UNITS[0];
-  for (const unit of UNITS) if (seconds < unit.below) chosen = unit;
-  return chosen;
-}
-
-/** `seconds` as text in a readable unit: "12.3 µs", "1.50 ms", "4.20 s". */
-export function formatSeconds(seconds, digits = 3) {
-  if (seconds == null || !Number.isFinite(seconds)) return "–";
-  if (seconds === 0) return "0 s";
-  const unit = unitFor(Math.abs(seconds));
-  return `${formatNumber(seconds * unit.scale, digits)} ${unit.name}`;
-}
-
-/**
- * A winner's confidence (wgtune.confidence.Confidence as JSON) for a table cell:
- * "1.23x [1.10, 1.31] p=0.99": the runner-up's median over the winner's, its bootstrap interval,
- * and the share of resamples in which the winner was faster. "–" when there is none.
- */
-export function formatConfidence(confidence) {
-  if (!confidence) return "–";
-  const x = (value) => Number(value).toFixed(3);
-  return `${x(confidence.ratio)}x [${x(confidence.low)}, ${x(confidence.high)}] p=${Number(confidence.p_faster).toFixed(2)}`;
-}
-
-/** The same, said in full (a tooltip). */
-export function describeConfidence(confidence) {
-  if (!confidence) return "Only one candidate was measured: there is no runner-up to compare with.";
-  const [winnerSamples, runnerSamples] = confidence.samples ?? ["?", "?"];
-  return `The runner-up ${confidence.runner_up} takes ${Number(confidence.ratio).toFixed(3)}x the winner's median time ` +
-    `(${Math.round(confidence.level * 100)}% bootstrap interval ${Number(confidence.low).toFixed(3)}–` +
-    `${Number(confidence.high).toFixed(3)}); the winner was faster in ${Math.round(confidence.p_faster * 100)}% ` +
-    `of resamples (${winnerSamples} and ${runnerSamples} samples).`;
-}
-
-function formatNumber(value, digits) {
-  // toPrecision, without its exponent notation for values like 1.00e+3.
-  const text = Number(value.toPrecision(digits));
-  return Math.abs(value) >= 10 ** digits ? String(Math.round(value)) : String(text);
-}
 
 /** Ticks 0, step, 2 step… covering `max`, with step 1, 2 or 5 times a power of ten. */
 export function niceTicks(max, wanted = 5) {
@@ -92,11 +46,6 @@ function clip(text, width) {
 export function statusOf(result, winner) {
   if (result.error) return "failed";
   return result.name === winner ? "winner" : "ok";
-}
-
-/** "Launch: compile failed: …": a failed candidate's error type and reason. */
-export function failureText(result) {
-  return result.reason ? `${result.error}: ${result.reason}` : String(result.error);
 }
 
 function isTimed(result) {

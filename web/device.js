@@ -1,7 +1,8 @@
 // The Device panel (#adapter): what the adapter reported and how this page can time kernels,
-// so a person reading timings knows which GPU and clock they came from.
+// so a person reading timings knows which GPU and clock they came from. Drawn once, when
+// wgtune is ready (app.js calls it); nothing later changes it.
 
-import { formatSeconds } from "/chart.js";
+import { formatSeconds } from "/format.js";
 import { $ } from "/dom.js";
 
 export function renderAdapter(info, catalogue) {

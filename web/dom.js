@@ -1,8 +1,8 @@
-// Small helpers the panels share for finding elements and wording what they show.
+// The few DOM helpers every panel uses (find an element, say a line in a message slot, make a
+// button). Kept apart from format.js, which is pure text, and from the panels, so no panel has
+// to import another to build its elements.
 
 export const $ = (id) => document.getElementById(id);
-
-export const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 /** Say something in a panel's message line; `bad` marks it as an error. */
 export function message(id, text, bad = false) {
@@ -18,11 +18,4 @@ export function button(text, className, title) {
   node.textContent = text;
   node.title = title;
   return node;
-}
-
-/** A key object ({m: 128, …}) as "m=128, n=128"; text stays as it is. */
-export function keyText(key) {
-  if (key == null) return "";
-  if (typeof key !== "object") return String(key);
-  return Object.entries(key).map(([field, value]) => `${field}=${value}`).join(", ");
 }

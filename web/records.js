@@ -1,28 +1,31 @@
-// The Tune records panel (#records): one row per tune this page ran (or loaded at start), as the
-// tuner recorded it.
+// The Tune records panel (#records): one row per tune this page ran (or had run before it was
+// ready), as the tuner recorded it. Each record item carries its key's label (the size the keys
+// panel shows, "128x128x128"), so a row is complete the moment it is added.
 
-import { describeConfidence, formatConfidence, formatSeconds } from "/chart.js";
-import { $, keyText } from "/dom.js";
+import { $ } from "/dom.js";
+import { describeConfidence, formatConfidence, formatSeconds, keyText } from "/format.js";
 import { ui } from "/state.js";
 
-export function addRecord(envelope) {
-  const record = envelope.record;
+/** Add a row for one record item ({record, at, effect, label}, as `records()` lists them). */
+export function addRecord(item) {
+  const record = item.record;
   const body = $("records").tBodies[0];
   body.querySelector("tr.empty")?.remove();
   const candidates = ui.sets.get(record.table)?.candidates;
   // `winner` is a candidate index (the trials are in the order they ran).
   const winner = candidates?.[record.winner] ?? record.trials[record.winner]?.name ?? `#${record.winner}`;
+  const fields = keyText(record.entry?.key ?? record.key);
   const tr = document.createElement("tr");
   tr.dataset.table = record.table;
   const cells = [
-    new Date(envelope.at * 1000).toLocaleTimeString(),
+    new Date(item.at * 1000).toLocaleTimeString(),
     record.table,
-    keyText(record.entry?.key ?? record.key),
+    item.label,
     winner,
     formatConfidence(record.confidence),
     String(record.trials.length),
     formatSeconds(record.wall),
-    envelope.effect,
+    item.effect,
     record.stored ? "yes" : "no",
   ];
   const classes = ["time", "set", "key", "winner", "confidence", "trials num", "wall num", "effect", "stored"];
@@ -32,16 +35,8 @@ export function addRecord(envelope) {
     td.textContent = text;
     tr.append(td);
   });
-  tr.querySelector(".key").title = keyText(record.entry?.key ?? record.key);
+  tr.querySelector(".key").title = fields; // the key as the tuner sees it: its bucketed fields
   tr.querySelector(".confidence").title = describeConfidence(record.confidence);
   if (record.short_circuit) tr.querySelector(".winner").title = `${record.short_circuit} met the short-circuit limit`;
   body.append(tr);
-  return tr;
-}
-
-/** The record came just before its tune's `finished` event, which names the key as the page does. */
-export function labelRecord(event) {
-  const pending = ui.unlabelledRecord;
-  ui.unlabelledRecord = null;
-  if (pending && pending.table === event.set) pending.tr.querySelector(".key").textContent = event.key;
 }

@@ -1,0 +1,322 @@
+"""The WebGPU device algorithm, written once for every world wgtune runs in.
+
+Natively (wgpu-py) and in the browser (``navigator.gpu`` through Pyodide) a device does the same
+things in the same order: it binds a call's buffers (and its params, as a uniform) once per
+pipeline, encodes one compute pass of repeated launches, times a pass with GPU timestamps or the
+wall clock, reads timestamps and buffers back, and compiles kernels with their later stages. Only
+the spelling of the GPU calls differs (``create_bind_group`` against ``createBindGroup``, errors
+raised at the call against errors collected in error scopes), so :class:`WebGPUDevice` holds the
+algorithm and each backend hands it a *shim*: a small object whose thin methods are named after
+the WebGPU calls they make (:class:`GPUShim` lists them). ``native.py`` and ``browser.py`` are
+those shims, with the device classes that open them.
+
+Pure Python (the standard library and ``wgtune`` only): it imports in CPython and in Pyodide.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from wgtune.device import CompiledKernel, Device, Timing
+from wgtune.errors import KernelError
+from wgtune.tunable import Args, Grid, Kernel, pack_params
+
+__all__ = ["ComputePass", "GPUShim", "TimedPass", "WebGPUDevice"]
+
+TIMESTAMPS_BYTES = 16  # the two u64 timestamps written at the beginning and the end of a pass
+NO_GRID: Grid = (0, 0, 0)
+
+ComputePass = tuple[Callable[..., None], Callable[..., None], Callable[..., None], Callable[[], None]]
+"""An open compute pass as its four commands, bound to it: ``set_pipeline(pipeline)``,
+``set_bind_group(index, group)``, ``dispatch_workgroups(x, y, z)`` and ``end()``. Plain callables
+rather than the pass object, so that each launch calls the GPU with no name to look up or
+translate (a pass of many repeats calls them thousands of times)."""
+
+
+class GPUShim(Protocol):
+    """What :class:`WebGPUDevice` needs of a GPU: one thin method per WebGPU call it makes.
+
+    Buffers, pipelines, layouts, bind groups, encoders and query sets are the backend's own
+    objects, passed back to it untouched; the algorithm reads only a buffer's ``size`` and
+    ``usage``, which wgpu-py and the browser spell alike. A method that fails raises
+    :class:`~wgtune.errors.KernelError` with the driver's message, or, where the GPU reports errors
+    later (a browser's error scopes), records them for :meth:`reported_error`. The coroutines of a
+    native shim never suspend, so the core can drive them inline.
+    """
+
+    # GPUBufferUsage flags, as ints.
+    MAP_READ: int
+    COPY_SRC: int
+    COPY_DST: int
+    UNIFORM: int
+    STORAGE: int
+    QUERY_RESOLVE: int
+
+    def create_buffer(self, size: int, usage: int) -> Any:
+        """A new buffer of ``size`` bytes (a multiple of 4) and ``usage``, zero-filled."""
+
+    def write_buffer(self, buffer: Any, offset: int, data: bytes | memoryview) -> None:
+        """Queue a write of ``data`` (a multiple of 4 bytes) into ``buffer`` at ``offset``."""
+
+    def destroy_buffer(self, buffer: Any) -> None:
+        """Free ``buffer``'s memory now, without waiting for the garbage collector."""
+
+    async def map_read(self, buffer: Any) -> bytes:
+        """The contents of a MAP_READ buffer, once the work writing it is done (map, copy, unmap)."""
+
+    def create_query_set(self, count: int) -> Any:
+        """A set of ``count`` timestamp queries."""
+
+    def timestamp_writes(self, query_set: Any, beginning_index: int, end_index: int) -> Any:
+        """What :meth:`begin_compute_pass` takes to write the pass's begin and end timestamps into
+        ``query_set`` at those indices. Made once and reused for every timed pass."""
+
+    def create_bind_group(self, layout: Any, buffers: Sequence[Any]) -> Any:
+        """A bind group of ``layout`` with ``buffers`` whole, at bindings 0, 1, ... in order."""
+
+    async def compile_module(self, kernel: Kernel) -> tuple[Any, Any]:
+        """``kernel``'s WGSL compiled to a compute pipeline (entry point ``kernel.entry_point``,
+        layout "auto"): the pipeline and its bind group layout 0. Raises KernelError with the
+        compiler's message."""
+
+    def create_command_encoder(self) -> Any:
+        """A new command encoder."""
+
+    def begin_compute_pass(self, encoder: Any, timestamp_writes: Any) -> ComputePass:
+        """Begin a compute pass on ``encoder`` (writing timestamps where ``timestamp_writes``, as
+        :meth:`timestamp_writes` made it, is not None) and answer its commands."""
+
+    def copy_buffer_to_buffer(
+        self, encoder: Any, source: Any, source_offset: int, destination: Any, destination_offset: int, size: int
+    ) -> None:
+        """Encode a copy of ``size`` bytes."""
+
+    def resolve_query_set(
+        self, encoder: Any, query_set: Any, first_query: int, query_count: int, destination: Any,
+        destination_offset: int,
+    ) -> None:
+        """Encode the copy of query results (u64 each) into ``destination``."""
+
+    def submit(self, encoder: Any) -> None:
+        """Finish ``encoder`` and submit its command buffer to the queue."""
+
+    async def on_submitted_work_done(self) -> None:
+        """Wait until the GPU has done all work submitted so far."""
+
+    async def reported_error(self) -> str | None:
+        """The first error the GPU reported since the last call, once every submission so far has
+        been checked, or None; forgets the others. None always where errors raise at the call."""
+
+    def now(self) -> float:
+        """The wall clock, in seconds."""
+
+
+class TimedPass:
+    """What :meth:`WebGPUDevice.profile` answers: the seconds the wall clock measured, or the
+    MAP_READ buffer that will hold the pass's begin and end timestamps."""
+
+    __slots__ = ("readback", "seconds")
+
+    def __init__(self, seconds: float | None = None, readback: Any = None) -> None:
+        self.seconds = seconds
+        self.readback = readback
+
+
+class WebGPUDevice(Device):
+    """A WebGPU device behind wgtune's device interface, talking to the GPU through ``shim``.
+
+    ``timestamps``: time passes with GPU timestamp queries (the device must have
+    ``timestamp-query``); otherwise with the wall clock around a full sync. Subclasses set the
+    device's ``identity``, ``limits`` and ``features``.
+    """
+
+    def __init__(self, shim: GPUShim, *, timestamps: bool) -> None:
+        self.shim = shim
+        self.timestamps = timestamps
+        self.timing = Timing.GPU_TIMESTAMP if timestamps else Timing.WALL_CLOCK
+        self._storage_usage = shim.STORAGE | shim.COPY_SRC | shim.COPY_DST
+        # Bound once: every dispatch calls these, and a bound method made per call costs.
+        self._create_command_encoder = shim.create_command_encoder
+        self._begin_compute_pass = shim.begin_compute_pass
+        self._submit = shim.submit
+        self._timestamp_writes: Any = None
+        if timestamps:
+            self._queries = shim.create_query_set(2)
+            self._resolve_buffer = shim.create_buffer(TIMESTAMPS_BYTES, shim.QUERY_RESOLVE | shim.COPY_SRC)
+            self._timestamp_writes = shim.timestamp_writes(self._queries, 0, 1)
+
+    # -- buffers ----------------------------------------------------------------------------
+
+    def create_buffer(self, data: bytes | bytearray | memoryview | None = None, *, size: int = 0) -> Any:
+        """A storage buffer (copyable both ways), filled with ``data`` or zeroed to ``size`` bytes.
+        Sizes round up to whole 4-byte words, as WebGPU's copies and writes need; the padding is 0."""
+        raw = memoryview(data).cast("B") if data is not None else None
+        nbytes = len(raw) if raw is not None else size
+        padded = (nbytes + 3) // 4 * 4
+        buffer = self.shim.create_buffer(max(4, padded), self._storage_usage)
+        if raw is not None and nbytes:
+            self.shim.write_buffer(buffer, 0, raw if padded == nbytes else bytes(raw) + bytes(padded - nbytes))
+        return buffer
+
+    def clone_buffer(self, buffer: Any) -> Any:
+        """A copy to benchmark on (the copy is queued). A buffer made without COPY_SRC cannot be
+        copied by anyone: its stand-in has the same size and usage, zero-filled (timings rarely
+        depend on the values; give the set an ``input_gen`` where they do)."""
+        shim = self.shim
+        size, usage = buffer.size, buffer.usage
+        copy = shim.create_buffer(size, usage | shim.COPY_SRC | shim.COPY_DST)
+        if usage & shim.COPY_SRC:
+            encoder = shim.create_command_encoder()
+            shim.copy_buffer_to_buffer(encoder, buffer, 0, copy, 0, size)
+            self._submit(encoder)
+        return copy
+
+    async def read_buffer(self, buffer: Any) -> bytes:
+        """The buffer's contents after all submitted work, through a staging copy; raises the
+        first error the GPU reported for earlier work instead, if any."""
+        shim = self.shim
+        size = buffer.size
+        staging = shim.create_buffer(size, shim.MAP_READ | shim.COPY_DST)
+        try:
+            encoder = shim.create_command_encoder()
+            shim.copy_buffer_to_buffer(encoder, buffer, 0, staging, 0, size)
+            self._submit(encoder)
+            await self._raise_reported_error()
+            try:
+                return await shim.map_read(staging)  # waits for the copy, queued after all earlier work
+            except KernelError as error:
+                raise KernelError(f"reading a buffer back failed: {error}") from None
+        finally:
+            shim.destroy_buffer(staging)
+
+    # -- kernels ----------------------------------------------------------------------------
+
+    async def compile(self, kernel: Kernel) -> CompiledKernel:
+        """``kernel`` and each stage of its ``then``, compiled; KernelError with the compiler's
+        message for the first that fails."""
+        then = tuple([await self.compile(stage) for stage in kernel.then])
+        pipeline, layout = await self.shim.compile_module(kernel)
+        return CompiledKernel(kernel, pipeline, layout, then)
+
+    def _bind_group(self, stage: CompiledKernel, args: Args) -> Any:
+        """``stage``'s bind group for ``args``, made on first use and kept in ``args.cache``."""
+        group = args.cache.get(stage)
+        if group is None:
+            group = args.cache[stage] = self._create_bind_group(stage, args)
+        return group
+
+    def _create_bind_group(self, stage: CompiledKernel, args: Args) -> Any:
+        """The call's buffers in order, then its params (if any) as a uniform at the next binding.
+        The uniform is made once per ``args`` and shared by every stage."""
+        buffers = list(args.buffers)
+        if args.params:
+            uniform = args.cache.get("params")
+            if uniform is None:
+                data = pack_params(args.params)
+                uniform = self.shim.create_buffer(len(data), self.shim.UNIFORM | self.shim.COPY_DST)
+                self.shim.write_buffer(uniform, 0, data)
+                args.cache["params"] = uniform
+            buffers.append(uniform)
+        try:
+            return self.shim.create_bind_group(stage.layout, buffers)
+        except KernelError as error:
+            raise KernelError(f"cannot bind the call's buffers: {error}") from None
+
+    def _encode(
+        self, kernel: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int, timestamp_writes: Any
+    ) -> Any:
+        """An encoder holding one compute pass of ``repeats`` launches of ``kernel`` (each launch
+        every stage in order, each seeing the previous one's writes: dispatches in a pass are
+        ordered); with no ``kernel``, the same pass empty (what :meth:`time_empty_pass` times)."""
+        steps = kernel.steps(args, grid, self._bind_group) if kernel is not None else ()
+        encoder = self._create_command_encoder()
+        set_pipeline, set_bind_group, dispatch_workgroups, end = self._begin_compute_pass(encoder, timestamp_writes)
+        for _ in range(repeats):
+            for pipeline, group, (x, y, z) in steps:
+                set_pipeline(pipeline)
+                set_bind_group(0, group)
+                dispatch_workgroups(x, y, z)
+        end()
+        return encoder
+
+    def dispatch(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int = 1) -> None:
+        self._submit(self._encode(pipeline, args, grid, repeats, None))
+
+    # -- timing -----------------------------------------------------------------------------
+
+    async def profile(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int) -> TimedPass:
+        if self.timestamps:
+            return self._launch_timed(pipeline, args, grid, repeats)
+        begin, end = await self._wall_clock(lambda: self.dispatch(pipeline, args, grid, repeats))
+        return TimedPass(seconds=end - begin)
+
+    async def resolve(self, profile: TimedPass) -> float:
+        """Seconds the pass took. A pass whose end timestamp is not after its begin (a zero
+        duration, or a clock that went backwards) is not a valid sample: NaN, which the core
+        discards."""
+        if profile.seconds is not None:
+            return profile.seconds
+        begin, end = await self._timestamps(profile)
+        return (end - begin) * 1e-9 if end > begin else float("nan")
+
+    async def time_empty_pass(self) -> tuple[float, float]:
+        """The raw readings ``profile`` takes for the same pass with no dispatch in it, on the same
+        clock: the two timestamps in seconds (as ``resolve`` converts them, not checked for order:
+        the core discards a pass that ends before it begins), or the wall clock before the
+        submission and once its work is done."""
+        if self.timestamps:
+            begin, end = await self._timestamps(self._launch_timed(None, None, NO_GRID, 0))
+            return begin * 1e-9, end * 1e-9
+        return await self._wall_clock(lambda: self._submit(self._encode(None, None, NO_GRID, 0, None)))
+
+    async def _wall_clock(self, launch: Callable[[], None]) -> tuple[float, float]:
+        """``launch``, timed by the wall clock from an idle queue until its work is done: the
+        clock's readings, in seconds, before and after. Errors the GPU reported for the launch
+        raise after the second reading, so they cost the measurement nothing."""
+        await self.sync()
+        started = self.shim.now()
+        launch()
+        await self.shim.on_submitted_work_done()
+        ended = self.shim.now()
+        await self._raise_reported_error()
+        return started, ended
+
+    def _launch_timed(self, kernel: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int) -> TimedPass:
+        """Submit the pass with timestamps written around it, and their copy to a fresh readback
+        buffer: one per sample, since samples are resolved after they all ran."""
+        shim = self.shim
+        encoder = self._encode(kernel, args, grid, repeats, self._timestamp_writes)
+        readback = shim.create_buffer(TIMESTAMPS_BYTES, shim.COPY_DST | shim.MAP_READ)
+        shim.resolve_query_set(encoder, self._queries, 0, 2, self._resolve_buffer, 0)
+        shim.copy_buffer_to_buffer(encoder, self._resolve_buffer, 0, readback, 0, TIMESTAMPS_BYTES)
+        self._submit(encoder)
+        return TimedPass(readback=readback)
+
+    async def _timestamps(self, timed: TimedPass) -> tuple[int, int]:
+        """The pass's begin and end timestamps (ns), once its submission is done; the readback
+        buffer is freed."""
+        readback = timed.readback
+        try:
+            await self._raise_reported_error()
+            try:
+                data = await self.shim.map_read(readback)
+            except KernelError as error:
+                raise KernelError(f"reading timestamps failed: {error}") from None
+        finally:
+            self.shim.destroy_buffer(readback)
+        begin, end = struct.unpack("<QQ", data)
+        return begin, end
+
+    # -- errors -----------------------------------------------------------------------------
+
+    async def sync(self) -> None:
+        """Wait for all submitted work; raise the first error the GPU reported for it."""
+        await self.shim.on_submitted_work_done()
+        await self._raise_reported_error()
+
+    async def _raise_reported_error(self) -> None:
+        error = await self.shim.reported_error()
+        if error is not None:
+            raise KernelError(error)

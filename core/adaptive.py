@@ -1,0 +1,216 @@
+"""The adaptive sampling policy (the default): sample candidates round robin, drop the hopeless
+early, settle the rest.
+
+Tuning time goes where the answer is in doubt. The policy runs in three parts:
+
+1. **Screening**, in the plan's order (every batch, not only the first): each candidate is
+   compiled, warmed up and calibrated, and the calibration's last reading (a full-length sample)
+   is its first sample. One sample already rules out a candidate at twice the leader's time.
+   Outside the plan's first batch, a priority group whose first ``GROUP_PROBES`` screened
+   candidates were all ruled out so is skipped for the rest: the plan puts a group's likeliest
+   first, and compiling is the dearest part of a screening (in the browser above all).
+2. **Rounds**: every candidate still in the running gets one more sample per round, round
+   robin, so that drift (clocks, heat, the rest of the machine) hits all of them alike. After
+   each round a candidate whose *fastest* sample is slower than the leader's median by more than
+   a margin is dropped. The margin shrinks as its samples grow (``SLACK / n**2``, never below the
+   tolerance): one sample may be a descheduled one; four that all lose are not.
+3. **Settling**: once the finalists have ``MIN_SAMPLES`` samples each, a rival leaves when the
+   bootstrap interval of ``median(rival) / median(leader)`` says, at ``Config.confidence``, that
+   it is at most ``Config.tolerance`` faster than the leader: then the leader is the right pick,
+   or as good as it within the tolerance.
+
+The rounds stop when one candidate is left, when every finalist has ``Config.max_samples``
+samples, or when they have spent ``Config.budget`` seconds; the winner is the candidate with
+the lowest median.
+
+In both policies, a candidate whose median is within the set's short-circuit limit for the key
+(see :class:`~wgtune.tunable.TunableSet`) ends the tune at once and wins.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+
+from .confidence import bootstrap_ratio, median
+from .errors import Skip, candidate_failure
+from .measure import Arm, Bench, prepare_candidate
+from .plan import Plan
+from .results import Result
+from .sampling import OnTrial, Sampled
+
+__all__ = ["MIN_SAMPLES", "elimination_margin", "sample_adaptively"]
+
+# Samples each finalist has before the bootstrap judges it.
+MIN_SAMPLES = 5
+# The elimination margin with one sample: its fastest sample must be twice the leader's median.
+SLACK = 1.0
+# Candidates of a priority group screened before the rest of the group is skipped, when each of
+# them lost the screening (over twice the leader's time): the plan orders a group's likeliest
+# members first, and a shader compile is the dearest part of a screening in the browser.
+GROUP_PROBES = 2
+# Samples that confirm a candidate under the short-circuit limit before it ends the tune.
+SHORT_CIRCUIT_SAMPLES = 3
+
+def elimination_margin(samples: int, tolerance: float) -> float:
+    """How much slower than the leader's median a candidate's fastest sample must be to drop it."""
+    return max(tolerance, SLACK / samples**2)
+
+
+class _Adaptive:
+    def __init__(self, bench: Bench, on_trial: OnTrial, limit: float | None) -> None:
+        self.bench, self.on_trial, self.limit = bench, on_trial, limit
+        self.device, self.tunables, self.args, self.config = bench.device, bench.tunables, bench.args, bench.config
+        self.step = bench.step
+        self.sampled = Sampled()
+        self.alive: list[Arm] = []
+
+    def _leave(self, arm: Arm, why: str) -> None:
+        """``arm`` stops being sampled; its result is final."""
+        self.alive = [other for other in self.alive if other is not arm]
+        self._settle_result(arm)
+        self.step(f"{arm.name}: out after {len(arm.samples)} samples ({why})")
+
+    def _settle_result(self, arm: Arm) -> None:
+        self._record(arm.index, arm.result(self.device.timing), arm.wall, len(arm.samples))
+
+    def _record(self, index: int, result: Result, wall: float, samples: int) -> None:
+        self.sampled.record(index, result, wall, samples)
+        self.on_trial(index, result, wall)
+
+    async def _sample(self, arm: Arm, count: int = 1) -> bool:
+        """One more sample of ``arm``; a candidate that fails now is out with its error."""
+        started = time.perf_counter()
+        try:
+            await arm.sample(self.device, self.args, count)
+        except Exception as error:
+            failure: Result = candidate_failure(arm.name, error, "launch")
+        else:
+            arm.wall += time.perf_counter() - started
+            return True
+        arm.wall += time.perf_counter() - started
+        self.alive = [other for other in self.alive if other is not arm]
+        self._record(arm.index, failure, arm.wall, len(arm.samples))
+        return False
+
+    def _leader(self) -> Arm:
+        return min(self.alive, key=lambda arm: (median(arm.samples), arm.index))
+
+    def _eliminate(self) -> None:
+        """Drop the candidates whose fastest sample loses to the leader's median by the margin."""
+        measured = [arm for arm in self.alive if arm.samples]
+        for arm in [arm for arm in self.alive if not arm.samples]:
+            self._leave(arm, "no valid sample")
+        if not measured:
+            return
+        leader = self._leader()
+        best = median(leader.samples)
+        for arm in list(self.alive):
+            margin = elimination_margin(len(arm.samples), self.config.tolerance)
+            if arm is not leader and min(arm.samples) > best * (1 + margin):
+                self._leave(arm, f"fastest {min(arm.samples):.3g}s > {1 + margin:.3g} x leader {best:.3g}s")
+
+    def _settle(self) -> None:
+        """Drop the finalists the bootstrap shows to be no better than the leader within tolerance."""
+        if len(self.alive) < 2 or any(len(arm.samples) < MIN_SAMPLES for arm in self.alive):
+            return
+        leader = self._leader()
+        for arm in list(self.alive):
+            if arm is leader:
+                continue
+            interval = bootstrap_ratio(leader.samples, arm.samples, self.config.confidence)
+            if interval.low > 1 - self.config.tolerance:
+                self._leave(arm, f"settled against {leader.name}: ratio {interval.ratio:.3f} "
+                                 f"({interval.low:.3f}-{interval.high:.3f})")
+
+    async def _short_circuits(self, arm: Arm) -> bool:
+        """Whether ``arm`` meets the set's time limit, confirmed on a few samples."""
+        if self.limit is None or not arm.samples or min(arm.samples) > self.limit:
+            return False
+        missing = SHORT_CIRCUIT_SAMPLES - len(arm.samples)
+        if missing > 0 and not await self._sample(arm, missing):
+            return False
+        return median(arm.samples) <= self.limit
+
+    def _pruned(self, index: int, first: Collection[int], probed: dict[str, int], promising: set[str]) -> bool:
+        """Whether candidate ``index`` is skipped: outside the plan's first batch, in a group whose
+        first GROUP_PROBES measured candidates all lost the screening."""
+        group = self.tunables.candidates[index].group
+        if index in first or group is None or group.name in promising or probed.get(group.name, 0) < GROUP_PROBES:
+            return False
+        name = self.tunables.candidates[index].name
+        reason = f"group {group.name}: its first {GROUP_PROBES} candidates were each over twice the leader's time"
+        self._record(index, Skip(name, reason), 0.0, 0)
+        return True
+
+    async def screen(self, order: list[int], first: Collection[int] = ()) -> bool:
+        """Prepare every candidate in ``order`` and take its first sample, pruning hopeless groups
+        outside ``first``; True if a candidate short-circuits the tune."""
+        probed: dict[str, int] = {}
+        promising: set[str] = set()
+        for index in order:
+            if self._pruned(index, first, probed, promising):
+                continue
+            started = time.perf_counter()
+            prepared = await prepare_candidate(self.bench, index)
+            self.sampled.order.append(index)
+            if not isinstance(prepared, Arm):
+                self._record(index, prepared, time.perf_counter() - started, 0)
+                continue
+            prepared.wall = time.perf_counter() - started
+            self.alive.append(prepared)
+            if not prepared.samples and not await self._sample(prepared):
+                continue
+            if await self._short_circuits(prepared):
+                self.sampled.short_circuit = index
+                return True
+            self._eliminate()
+            group = self.tunables.candidates[index].group
+            if group is not None:
+                probed[group.name] = probed.get(group.name, 0) + 1
+            if prepared in self.alive:
+                if group is not None:
+                    promising.add(group.name)
+                self.on_trial(index, prepared.result(self.device.timing), prepared.wall)
+        return False
+
+    async def rounds(self) -> None:
+        started = time.perf_counter()
+        rounds = 0
+        while len(self.alive) > 1:
+            if time.perf_counter() - started >= self.config.budget:
+                self.step(f"budget of {self.config.budget}s spent with {len(self.alive)} finalists")
+                break
+            hungry = [arm for arm in self.alive if len(arm.samples) < self.config.max_samples]
+            if not hungry:
+                self.step(f"{self.config.max_samples} samples each, {len(self.alive)} finalists")
+                break
+            for arm in hungry:
+                if await self._sample(arm) and await self._short_circuits(arm):
+                    self.sampled.short_circuit = arm.index
+                    return
+            rounds += 1
+            self._eliminate()
+            self._settle()
+        self.step(f"{rounds} rounds in {time.perf_counter() - started:.3f}s; {len(self.alive)} left")
+
+    def finish(self) -> Sampled:
+        for arm in list(self.alive):
+            self._settle_result(arm)
+        self.alive = []
+        return self.sampled
+
+
+async def sample_adaptively(bench: Bench, plan: Plan, on_trial: OnTrial, limit: float | None = None) -> Sampled:
+    """Run the adaptive policy over the plan's candidates (see the module doc).
+
+    ``limit`` is the short-circuit time in seconds per dispatch, if the set gives one for the key.
+    The plan's first batch is screened whole; a later group may be pruned. Every failure of a
+    candidate is a value in the results; candidates never run are absent.
+    """
+    batches = plan.remaining()
+    first = batches[0] if batches else ()
+    policy = _Adaptive(bench, on_trial, limit)
+    if not await policy.screen(plan.order(), first):
+        await policy.rounds()
+    return policy.finish()

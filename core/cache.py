@@ -1,0 +1,207 @@
+"""The tune cache: what this process knows of every key of every set, and the one place it changes.
+
+A key is in one of four states (see ``state.py``): Unchecked (loaded from the store, not yet
+compared with the set's current candidates), Miss, Pending (a tune is running) and Hit. The
+states change only through the named transitions below, each of which checks the state it
+leaves; a transition asked of the wrong state is a bug in wgtune and raises
+:class:`~wgtune.errors.IllegalTransition`::
+
+    load/reload      (store)      -> Unchecked     (a Pending key keeps its running tune)
+    claim            Unchecked    -> Hit | Miss    (checksum and index checked)
+                     Miss         -> Pending       (the caller now runs the tune)
+                     any but Pending -> Hit        (a pin, or a set of one candidate)
+    finish           Pending      -> Hit           (the tune's winner)
+    fail             Pending      -> Miss          (the tune failed; the reason is kept)
+    demote           Hit(i)       -> Miss          (winner i no longer compiles; a no-op if the
+                                                   key has moved on meanwhile)
+    adopt            Hit          -> Unchecked     (the set's candidates changed under its name)
+    forget           any but Pending -> gone
+
+Beside each decided key the cache keeps its :class:`~wgtune.store.StoredEntry` (from the store,
+or from the tune that decided it here): every candidate's result and the confidence, which the
+CLI and the page show without reading the store again.
+
+The lookup of the hot path (:meth:`TuneCache.state`) takes no lock: it reads one dict. Every
+transition runs under the cache's lock, so threads that miss the same key start one tune.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from .errors import IllegalTransition
+from .key import Key
+from .state import MISS, PENDING, Hit, Pending, TuneState, Unchecked
+from .store import StoredEntry
+from .tunable import TunableSet
+
+__all__ = ["TuneCache"]
+
+
+class TuneCache:
+    """Every key's state and stored entry, per set name, in this process (see the module doc)."""
+
+    def __init__(self, entries: Iterable[StoredEntry] = ()) -> None:
+        self._lock = threading.Lock()
+        self._states: dict[str, dict[Key, TuneState]] = {}
+        self._entries: dict[tuple[str, Key], StoredEntry] = {}
+        self._sets: dict[str, TunableSet] = {}  # the set each name last meant in this process
+        self.failures: dict[tuple[str, Key], BaseException] = {}
+        """Why the last tune of a key failed, until a tune of it succeeds."""
+        self.load(entries)
+
+    # -- the hot path -------------------------------------------------------------------------
+
+    def state(self, set_name: str, key: Key) -> TuneState:
+        """The key's state: a dict lookup, no lock."""
+        table = self._states.get(set_name)
+        return MISS if table is None else table.get(key, MISS)
+
+    def knows(self, tunables: TunableSet) -> bool:
+        """Whether ``tunables`` is what its name means here (else :meth:`adopt` it first)."""
+        return self._sets.get(tunables.name) is tunables
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def load(self, entries: Iterable[StoredEntry]) -> None:
+        """Take stored winners as Unchecked. A key being tuned keeps its tune: it is settled by
+        the tune's end, which stores its own answer."""
+        with self._lock:
+            for entry in entries:
+                set_name, key = entry.slot
+                table = self._states.setdefault(set_name, {})
+                if table.get(key) is PENDING:
+                    continue
+                table[key] = Unchecked(entry.winner, entry.checksum)
+                self._entries[entry.slot] = entry
+
+    def reload(self, entries: Iterable[StoredEntry]) -> None:
+        """Forget every key that is not being tuned, then :meth:`load` ``entries``: what the store
+        says after an import or a clear. Running tunes go on and settle their keys."""
+        with self._lock:
+            for set_name, table in self._states.items():
+                for key in [key for key, state in table.items() if state is not PENDING]:
+                    del table[key]
+                    self._entries.pop((set_name, key), None)
+        self.load(entries)
+
+    # -- transitions --------------------------------------------------------------------------
+
+    def adopt(self, tunables: TunableSet) -> bool:
+        """Make ``tunables`` what its name means from now on; True if that voids what was decided.
+
+        Another set object with the same candidates changes nothing. Other candidates under a
+        known name (a source edited in a notebook, say) void the old ones' Hits: they go back to
+        Unchecked under the old checksum, so they are tuned again unless the old candidates come
+        back. The caller drops the old candidates' pipelines.
+        """
+        with self._lock:
+            known = self._sets.get(tunables.name)
+            self._sets[tunables.name] = tunables
+            if known is None or known is tunables or known.checksum == tunables.checksum:
+                return False
+            table = self._states.get(tunables.name, {})
+            for key, state in table.items():
+                if isinstance(state, Hit):
+                    table[key] = Unchecked(state.index, known.checksum)
+            return True
+
+    def claim(self, tunables: TunableSet, key: Key, pinned: int | None = None) -> TuneState | None:
+        """The key's answer, or None when the caller is to tune it (the key is Pending from now).
+
+        An Unchecked key is checked against the set's checksum first: Hit when it matches, else a
+        Miss. A Pending key answers Pending (another caller's tune runs). Otherwise ``pinned`` (a
+        candidate's index the configuration pins) is a Hit; so is candidate 0 of a set of one.
+        """
+        with self._lock:
+            table = self._states.setdefault(tunables.name, {})
+            state = table.get(key, MISS)
+            if isinstance(state, Unchecked):
+                state = table[key] = self._checked(tunables, key, state)
+            if isinstance(state, Pending):
+                return state
+            if pinned is not None:
+                table[key] = state = Hit(pinned)
+                return state
+            if isinstance(state, Hit):
+                return state
+            if len(tunables) == 1:
+                table[key] = state = Hit(0)  # nothing to compare: not benchmarked, not stored
+                return state
+            table[key] = PENDING
+            return None
+
+    def _checked(self, tunables: TunableSet, key: Key, state: Unchecked) -> TuneState:
+        answer = self.answer(tunables, key)
+        if answer is MISS:
+            self._entries.pop((tunables.name, key), None)  # its results are of other candidates
+        return answer
+
+    def finish(self, entry: StoredEntry) -> None:
+        """Pending -> Hit: the tune of ``entry``'s key chose ``entry.winner``."""
+        set_name, key = entry.slot
+        with self._lock:
+            self._leave_pending(set_name, key, Hit(entry.winner))
+            self._entries[entry.slot] = entry
+            self.failures.pop(entry.slot, None)
+
+    def fail(self, set_name: str, key: Key, failure: BaseException | None = None) -> None:
+        """Pending -> Miss: the tune failed (``failure`` is kept), or never started."""
+        with self._lock:
+            self._leave_pending(set_name, key, MISS)
+            if failure is not None:
+                self.failures[(set_name, key)] = failure
+
+    def _leave_pending(self, set_name: str, key: Key, to: TuneState) -> None:
+        table = self._states.setdefault(set_name, {})
+        state = table.get(key, MISS)
+        if state is not PENDING:
+            raise IllegalTransition(f"{set_name} [{key}] is {state!r}, not Pending: only its tune settles it")
+        table[key] = to
+
+    def demote(self, set_name: str, key: Key, index: int, failure: BaseException) -> bool:
+        """Hit(index) -> Miss: winner ``index`` no longer compiles; the next call tunes the key.
+
+        The compile that found it may have run while the key moved on (tuned again, pinned): then
+        nothing changes and this answers False. ``failure`` is kept either way.
+        """
+        with self._lock:
+            self.failures[(set_name, key)] = failure
+            table = self._states.setdefault(set_name, {})
+            if table.get(key) != Hit(index):
+                return False
+            table[key] = MISS
+            return True
+
+    def forget(self, set_name: str, key: Key) -> None:
+        """Drop what this process knows of a key (the store keeps its entry). A key being tuned
+        cannot be forgotten: its tune is what settles it."""
+        with self._lock:
+            table = self._states.get(set_name, {})
+            if table.get(key) is PENDING:
+                raise IllegalTransition(f"{set_name} [{key}] is being tuned: it cannot be forgotten now")
+            table.pop(key, None)
+            self._entries.pop((set_name, key), None)
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    def answer(self, tunables: TunableSet, key: Key) -> TuneState:
+        """The key's state, an Unchecked one as the Hit or Miss that :meth:`claim` would make of
+        it: what a caller would be told. Changes nothing."""
+        state = self.state(tunables.name, key)
+        if isinstance(state, Unchecked):
+            valid = state.checksum == tunables.checksum and state.winner < len(tunables)
+            return Hit(state.winner) if valid else MISS
+        return state
+
+    def states(self, set_name: str) -> dict[Key, TuneState]:
+        """A copy of every known key's state of a set."""
+        with self._lock:
+            return dict(self._states.get(set_name, {}))
+
+    def entry(self, tunables: TunableSet, key: Key) -> StoredEntry | None:
+        """The key's stored entry (every candidate's result, the confidence), when it was tuned
+        with ``tunables``' current candidates."""
+        entry = self._entries.get((tunables.name, key))
+        return entry if entry is not None and entry.checksum == tunables.checksum else None

@@ -1,0 +1,173 @@
+"""Measuring one candidate: limits, compile, grids, output check, warmups, calibration, samples.
+
+:func:`prepare_candidate` turns a candidate into an :class:`Arm` ready to sample, or into its
+result when it cannot be sampled. Every failure of the candidate becomes a value (the rule is
+:func:`~wgtune.errors.candidate_failure`); only failures of the tune as a whole propagate. Each
+timed sample repeats the dispatch inside one pass until the sample is long against the clock's
+grain (:func:`sample_floor`), and reports seconds per dispatch. Which candidates get how many
+samples is a sampling policy's business (``adaptive.py``, ``fixed.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .config import Config
+from .device import Device, check_grid, check_limits
+from .errors import InvalidSamples, Launch, Mismatch, candidate_failure
+from .results import Measured, Result, Stats
+from .tunable import Args, Grid, Kernel, TunableSet
+
+__all__ = [
+    "GRAIN_MULTIPLE",
+    "MAX_REPEATS",
+    "Arm",
+    "Bench",
+    "calibrate",
+    "clone_args",
+    "prepare_candidate",
+    "sample_floor",
+]
+
+# A dispatch is repeated at most this often in one sample: past it the clock is not the limit.
+MAX_REPEATS = 4096
+# Rounds of measuring a sample before settling its repeat count.
+CALIBRATION_ROUNDS = 4
+# A sample lasts at least this many grains of the device's clock: a reading is off by up to one
+# grain, so a sample of 50 grains is measured to within 2%.
+GRAIN_MULTIPLE = 50
+
+
+def sample_floor(grain: float, config: Config) -> float:
+    """The shortest a timed sample may be on a clock of ``grain`` seconds: the configured floor,
+    or 50 grains if that is longer."""
+    return max(config.min_sample, GRAIN_MULTIPLE * grain)
+
+
+PipelineGetter = Callable[[int], Awaitable[Any]]
+
+
+class OutputChecker(Protocol):
+    """Compares a candidate's outputs with the reference's (``checks.OutputCheck``)."""
+
+    async def mismatch(self, index: int) -> Mismatch | None: ...
+
+
+def clone_args(device: Device, args: Args) -> Args:
+    """The same call on copies of its buffers: what benchmarks run on, by default."""
+    return args.with_buffers([device.clone_buffer(buffer) for buffer in args.buffers])
+
+
+async def calibrate(
+    device: Device, pipeline: Any, args: Args, grid: Grid, min_sample: float
+) -> tuple[int, float | None]:
+    """How many dispatches one sample needs to last at least ``min_sample`` seconds, and the
+    last calibration reading in seconds per dispatch when it already was such a sample (the
+    adaptive policy keeps it as the candidate's first sample)."""
+    repeats = 1
+    for _ in range(CALIBRATION_ROUNDS):
+        seconds = await device.resolve(await device.profile(pipeline, args, grid, repeats))
+        if repeats >= MAX_REPEATS or (math.isfinite(seconds) and seconds >= min_sample):
+            return repeats, (seconds / repeats if math.isfinite(seconds) and seconds > 0 else None)
+        if not math.isfinite(seconds) or seconds <= 0:
+            repeats = min(MAX_REPEATS, repeats * 16)  # below the clock's grain: grow fast
+        else:
+            repeats = min(MAX_REPEATS, max(repeats + 1, math.ceil(repeats * min_sample * 1.2 / seconds)))
+    return repeats, None
+
+
+@dataclass(eq=False)
+class Arm:
+    """A candidate ready to sample: compiled, warmed up, its repeat count calibrated.
+
+    ``samples`` are the valid ones, in seconds per dispatch; ``wall`` is what the candidate has
+    cost the tune so far (compile, checks, warmups, calibration, samples).
+    """
+
+    index: int
+    name: str
+    compiled: Any
+    grid: Grid
+    repeats: int
+    samples: list[float] = field(default_factory=list)
+    invalid: int = 0
+    wall: float = 0.0
+
+    async def sample(self, device: Device, args: Args, count: int = 1) -> None:
+        """Take ``count`` timed samples (submitted together, then resolved)."""
+        profiles = [await device.profile(self.compiled, args, self.grid, self.repeats) for _ in range(count)]
+        for handle in profiles:
+            seconds = await device.resolve(handle) / self.repeats
+            if math.isfinite(seconds) and seconds > 0:
+                self.samples.append(seconds)
+            else:
+                self.invalid += 1
+
+    def result(self, timing: str) -> Result:
+        if not self.samples:
+            return InvalidSamples(self.name)
+        return Measured(self.name, self.index, Stats(tuple(self.samples), timing))
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What measuring one key's candidates needs: the device, the set, the benchmark's inputs,
+    the settings, the compiled pipeline of a candidate (by index), the shortest sample (see
+    :func:`sample_floor`), the output check if any, and where steps are logged."""
+
+    device: Device
+    tunables: TunableSet
+    args: Args
+    config: Config
+    pipeline: PipelineGetter
+    floor: float
+    check: OutputChecker | None = None
+    step: Callable[[str], None] = lambda _message: None
+
+
+async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
+    """Limits, compile, grids, output check, warmups and calibration of candidate ``index``.
+
+    Answers an :class:`Arm` ready to sample, or the candidate's result when it cannot be sampled:
+    its error as a value, or a bare Measured in a dry run.
+    """
+    device, tunables, args, config, check = bench.device, bench.tunables, bench.args, bench.config, bench.check
+    kernel: Kernel = tunables.candidates[index]
+    name = kernel.name
+    problem = check_limits(kernel, device.limits, device.features)
+    if problem:
+        return Launch(name, problem)
+    try:
+        compiled = await bench.pipeline(index)
+    except Exception as error:
+        return candidate_failure(name, error, "compile")
+    try:
+        grids = [tuple(stage.grid(args)) for stage in kernel.stages]
+    except Exception as error:
+        return candidate_failure(name, error, "grid")
+    for stage, stage_grid in zip(kernel.stages, grids, strict=True):
+        problem = check_grid(stage_grid, device.limits)
+        if problem:
+            return Launch(name, problem if stage is kernel else f"stage {stage.name}: {problem}")
+    grid = grids[0]
+    if config.dry_run:
+        bench.step(f"{name}: compiled; dry run, not launched")
+        return Measured(name, index, None)
+    try:
+        if check is not None:
+            mismatch = await check.mismatch(index)
+            if mismatch is not None:
+                return mismatch
+        for _ in range(config.warmups):
+            device.dispatch(compiled, args, grid)
+        await device.sync()
+        repeats, first = await calibrate(device, compiled, args, grid, bench.floor)
+    except Exception as error:
+        return candidate_failure(name, error, "launch")
+    arm = Arm(index, name, compiled, grid, repeats)
+    if first is not None:
+        arm.samples.append(first)
+    return arm

@@ -1,0 +1,89 @@
+"""A tune's outcome: the one value that says everything a tune decided.
+
+The tuner builds one :class:`TuneOutcome` per tune that found a winner, and every reader takes
+it from there instead of working it out again: the tune cache and the store keep its
+:meth:`~TuneOutcome.entry`, the records sink writes its :meth:`~TuneOutcome.record`, the log
+prints its ranking, and the ``TuneFinished`` event hands it to the CLI's table and the page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .confidence import Confidence
+from .key import Key
+from .record import Trial, TuneRecord
+from .results import Measured, Result, result_to_json
+from .store import StoredEntry
+
+__all__ = ["TuneOutcome"]
+
+
+@dataclass(frozen=True)
+class TuneOutcome:
+    """What one tune of one key decided.
+
+    ``results`` has every candidate's result in the set's order (measured, failed, skipped);
+    ``order`` ranks them, winner first; ``confidence`` says how sure the tune is of the winner
+    over the runner-up; ``trials`` are the candidates that ran, in the order they ran, with their
+    cost; ``wall`` is the time from the key's miss to this answer; ``stored`` whether the store
+    took it (a dry run or a cache that is off keeps it in this process only).
+    """
+
+    set_name: str
+    key: Key
+    checksum: str
+    winner_name: str
+    results: tuple[Result, ...]
+    order: tuple[int, ...]
+    confidence: Confidence | None
+    short_circuit: str | None
+    trials: tuple[Trial, ...]
+    policy: str
+    dry_run: bool
+    wall: float = 0.0
+    stored: bool = False
+
+    @property
+    def winner(self) -> int:
+        return self.order[0]
+
+    @property
+    def winner_result(self) -> Result:
+        return self.results[self.winner]
+
+    def ranked(self) -> list[Measured]:
+        """The measured candidates, fastest first."""
+        return [
+            result for result in (self.results[i] for i in self.order)
+            if isinstance(result, Measured) and result.stats is not None
+        ]
+
+    def entry(self) -> StoredEntry:
+        """The key's winner as the store keeps it."""
+        return StoredEntry(
+            self.set_name,
+            self.key,
+            self.checksum,
+            self.winner,
+            self.winner_name,
+            tuple(result_to_json(result) for result in self.results),
+            self.confidence,
+            self.policy,
+        )
+
+    def record(self) -> TuneRecord:
+        """The tune's account for a records sink."""
+        return TuneRecord(
+            set_name=self.set_name,
+            key=self.key,
+            checksum=self.checksum,
+            winner=self.winner,
+            trials=self.trials,
+            short_circuit=self.short_circuit,
+            wall=self.wall,
+            dry_run=self.dry_run,
+            stored=self.stored,
+            confidence=self.confidence,
+            policy=self.policy,
+        )

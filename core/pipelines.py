@@ -1,0 +1,121 @@
+"""The pipeline cache: every compiled candidate on one device, and each set's fallback.
+
+Compiling is the dearest step of a tune (in the browser above all), so a candidate is compiled
+once per process and reused by its tune, by the output checks and by every later call.
+
+One question is answered here and only here: *which candidates of a set, in the set's order, fit
+the device and compile* (:meth:`PipelineCache.usable`). The first of them is the set's fallback
+(what runs while a key is Pending, and the winner of nothing-to-compare); the first of them that
+also runs is the reference of the output checks (``checks.py``). Both follow the set's order
+because its first candidate is meant to be its safe default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Collection
+from typing import Any
+
+from .device import Device, check_limits
+from .errors import CandidateError, Launch, NoValidKernelFound, candidate_failure
+from .runner import Spawner, run_inline
+from .tunable import TunableSet
+
+__all__ = ["PipelineCache"]
+
+
+class PipelineCache:
+    """Compiled candidates per (set name, index) on ``device``, and each set's fallback index."""
+
+    def __init__(self, device: Device, spawn: Spawner = run_inline) -> None:
+        self.device = device
+        self._spawn = spawn
+        self._pipelines: dict[tuple[str, int], Any] = {}
+        self._fallbacks: dict[str, int] = {}
+        self._compiling: set[tuple[str, int]] = set()
+        self._tasks: set = set()  # compiles running on the event loop (strong references)
+
+    def get(self, set_name: str, index: int) -> Any | None:
+        """Candidate ``index``'s pipeline if compiled: the hot path, a dict lookup."""
+        return self._pipelines.get((set_name, index))
+
+    async def compile(self, tunables: TunableSet, index: int) -> Any:
+        """Candidate ``index``'s pipeline, compiled on first use. Raises the device's KernelError."""
+        slot = (tunables.name, index)
+        pipeline = self._pipelines.get(slot)
+        if pipeline is None:
+            pipeline = await self.device.compile(tunables.candidates[index])
+            self._pipelines[slot] = pipeline
+        return pipeline
+
+    def drop(self, set_name: str) -> None:
+        """Forget a set's pipelines and fallback: its name now means other candidates."""
+        for slot in [slot for slot in self._pipelines if slot[0] == set_name]:
+            del self._pipelines[slot]
+        self._fallbacks.pop(set_name, None)
+
+    async def usable(
+        self, tunables: TunableSet, exclude: Collection[int] = (), failures: list[CandidateError] | None = None
+    ) -> AsyncIterator[tuple[int, Any]]:
+        """The candidates that fit the device and compile, in the set's order, with their
+        pipelines; those in ``exclude`` are passed over. Why each other one is unusable is
+        appended to ``failures``. Errors that are the whole tune's propagate."""
+        for index, kernel in enumerate(tunables.candidates):
+            if index in exclude:
+                continue
+            problem = check_limits(kernel, self.device.limits, self.device.features)
+            if problem:
+                if failures is not None:
+                    failures.append(Launch(kernel.name, problem))
+                continue
+            try:
+                pipeline = await self.compile(tunables, index)
+            except Exception as error:
+                if failures is not None:
+                    failures.append(candidate_failure(kernel.name, error, "compile"))
+                continue
+            yield index, pipeline
+
+    async def prepare(self, tunables: TunableSet) -> int:
+        """The set's fallback, compiled ahead of any call (the page does this for every set).
+
+        Raises NoValidKernelFound, with each candidate's reason, when none fits and compiles.
+        """
+        index = self._fallbacks.get(tunables.name)
+        if index is not None:
+            return index
+        failures: list[CandidateError] = []
+        async for index, _pipeline in self.usable(tunables, failures=failures):
+            self._fallbacks[tunables.name] = index
+            return index
+        raise NoValidKernelFound(tunables.name, "fallback", tuple(failures))
+
+    def fallback(self, tunables: TunableSet) -> int:
+        """The first candidate, in the set's order, that fits the device and compiles."""
+        index = self._fallbacks.get(tunables.name)
+        return index if index is not None else run_inline(self.prepare(tunables))
+
+    def compile_for_call(
+        self, tunables: TunableSet, index: int, on_broken: Callable[[BaseException], None]
+    ) -> Any | None:
+        """Compile a winner known without a tune (stored, pinned, the only candidate) for a call.
+
+        Natively it compiles inline (a KernelError propagates). On the event loop compiling
+        suspends, so it becomes a task and this answers None until the pipeline is ready; a
+        compile that fails there calls ``on_broken`` with the error instead of raising.
+        """
+        if self._spawn is run_inline:
+            return run_inline(self.compile(tunables, index))
+        slot = (tunables.name, index)
+        if slot not in self._compiling:
+            self._compiling.add(slot)
+
+            async def compile_winner() -> None:
+                try:
+                    await self.compile(tunables, index)
+                except Exception as error:
+                    on_broken(error)
+                finally:
+                    self._compiling.discard(slot)
+
+            self._spawn(compile_winner(), self._tasks)
+        return None

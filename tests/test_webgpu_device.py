@@ -1,0 +1,278 @@
+"""The WebGPU device algorithm (``wgtune.backends.webgpu``) on a recording fake GPU: no wgpu, no
+browser. The fake shim keeps every call in order and runs copies, query resolves and timestamp
+writes on byte arrays, so the tests check what the algorithm asks of a GPU and what it makes of
+the answers: bind groups cached per pipeline and call, stages in order, timestamps to seconds,
+invalid passes as NaN, the wall clock around full syncs, errors as KernelError."""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from wgtune import Args, Kernel, KernelError, Timing, run_inline
+from wgtune.backends.webgpu import WebGPUDevice
+from wgtune.tunable import pack_params
+
+
+@dataclass(eq=False)
+class Buffer:
+    size: int
+    usage: int
+    data: bytearray = field(default_factory=bytearray)
+    destroyed: bool = False
+
+    def __post_init__(self) -> None:
+        self.data = bytearray(self.size)
+
+
+@dataclass(eq=False)
+class Encoder:
+    commands: list = field(default_factory=list)
+
+
+class RecordingShim:
+    """A GPU that records each call in ``calls`` and runs copies on byte arrays.
+
+    Each timed pass, when submitted, writes the next of ``timestamps`` (ns) into its query set;
+    ``now()`` reads the next of ``clock``. ``error`` is what the next ``reported_error`` answers;
+    ``fail`` names a method that raises KernelError("driver says no").
+    """
+
+    MAP_READ, COPY_SRC, COPY_DST, UNIFORM, STORAGE, QUERY_RESOLVE = 1, 4, 8, 64, 128, 512
+
+    def __init__(self, timestamps=(), clock=(), error: str | None = None, fail: str = "") -> None:
+        self.calls: list[tuple] = []
+        self.passes: list[list[tuple]] = []  # each submitted pass's commands
+        self.timestamps = list(timestamps)
+        self.clock = list(clock)
+        self.error = error
+        self.fail = fail
+
+    def _call(self, name: str, *details: Any) -> None:
+        self.calls.append((name, *details))
+        if name == self.fail:
+            raise KernelError("driver says no")
+
+    def names(self) -> list[str]:
+        return [call[0] for call in self.calls]
+
+    def create_buffer(self, size: int, usage: int) -> Buffer:
+        self._call("create_buffer", size, usage)
+        return Buffer(size, usage)
+
+    def write_buffer(self, buffer: Buffer, offset: int, data: bytes) -> None:
+        self._call("write_buffer", buffer, offset, bytes(data))
+        buffer.data[offset:offset + len(data)] = data
+
+    def destroy_buffer(self, buffer: Buffer) -> None:
+        self._call("destroy_buffer", buffer)
+        buffer.destroyed = True
+
+    async def map_read(self, buffer: Buffer) -> bytes:
+        self._call("map_read", buffer)
+        return bytes(buffer.data)
+
+    def create_query_set(self, count: int) -> list[int]:
+        self._call("create_query_set", count)
+        return [0] * count
+
+    def timestamp_writes(self, query_set, beginning_index: int, end_index: int) -> tuple:
+        return ("timestamp_writes", query_set, beginning_index, end_index)
+
+    async def compile_module(self, kernel: Kernel) -> tuple[str, str]:
+        self._call("compile_module", kernel.name)
+        return f"pipeline:{kernel.name}", f"layout:{kernel.name}"
+
+    def create_bind_group(self, layout: str, buffers) -> tuple:
+        self._call("create_bind_group", layout, tuple(buffers))
+        return ("group", layout, tuple(buffers))
+
+    def create_command_encoder(self) -> Encoder:
+        self._call("create_command_encoder")
+        return Encoder()
+
+    def begin_compute_pass(self, encoder: Encoder, timestamp_writes):
+        commands: list[tuple] = []
+        encoder.commands.append(("pass", timestamp_writes, commands))
+        return (
+            lambda pipeline: commands.append(("set_pipeline", pipeline)),
+            lambda index, group: commands.append(("set_bind_group", index, group)),
+            lambda x, y, z: commands.append(("dispatch_workgroups", x, y, z)),
+            lambda: commands.append(("end",)),
+        )
+
+    def copy_buffer_to_buffer(self, encoder, source, source_offset, destination, destination_offset, size) -> None:
+        encoder.commands.append(("copy", source, source_offset, destination, destination_offset, size))
+
+    def resolve_query_set(self, encoder, query_set, first_query, query_count, destination, destination_offset):
+        encoder.commands.append(("resolve", query_set, first_query, query_count, destination, destination_offset))
+
+    def submit(self, encoder: Encoder) -> None:
+        self._call("submit")
+        for command in encoder.commands:
+            if command[0] == "pass":
+                _, writes, commands = command
+                self.passes.append(commands)
+                if writes is not None:
+                    _, query_set, begin_index, end_index = writes
+                    query_set[begin_index], query_set[end_index] = self.timestamps.pop(0)
+            elif command[0] == "copy":
+                _, source, source_offset, destination, destination_offset, size = command
+                destination.data[destination_offset:destination_offset + size] = source.data[
+                    source_offset:source_offset + size]
+            elif command[0] == "resolve":
+                _, query_set, first, count, destination, offset = command
+                values = query_set[first:first + count]
+                destination.data[offset:offset + 8 * count] = struct.pack(f"<{count}Q", *values)
+
+    async def on_submitted_work_done(self) -> None:
+        self._call("on_submitted_work_done")
+
+    async def reported_error(self) -> str | None:
+        self._call("reported_error")
+        error, self.error = self.error, None
+        return error
+
+    def now(self) -> float:
+        self._call("now")
+        return self.clock.pop(0)
+
+
+def stage(name: str, workgroups: int) -> Kernel:
+    return Kernel(name, f"// {name}", grid=lambda args: (workgroups, 1, 1))
+
+
+def device_on(shim: RecordingShim, timestamps: bool = True) -> WebGPUDevice:
+    return WebGPUDevice(shim, timestamps=timestamps)
+
+
+def test_a_bind_group_is_made_once_per_pipeline_and_call_with_params_as_a_uniform_after_the_buffers():
+    shim = RecordingShim()
+    device = device_on(shim, timestamps=False)
+    first, second = (run_inline(device.compile(stage(name, 1))) for name in ("a", "b"))
+    x, y = device.create_buffer(size=8), device.create_buffer(size=8)
+    args = Args((x, y), (5, 2.5))
+    for _ in range(3):
+        device.dispatch(first, args, (1, 1, 1))
+        device.dispatch(second, args, (1, 1, 1))
+    groups = [call for call in shim.calls if call[0] == "create_bind_group"]
+    assert [layout for _, layout, _ in groups] == ["layout:a", "layout:b"]
+    (uniform_made,) = [call for call in shim.calls if call[:2] == ("create_buffer", 16)]
+    assert uniform_made[2] == shim.UNIFORM | shim.COPY_DST
+    ((_, uniform, _, written),) = [call for call in shim.calls if call[0] == "write_buffer"]
+    assert written == pack_params((5, 2.5))
+    assert all(buffers == (x, y, uniform) for _, _, buffers in groups)  # one uniform shared by both
+    assert [pass_[0] for pass_ in shim.passes] == [("set_pipeline", p) for p in ["pipeline:a", "pipeline:b"] * 3]
+
+
+def test_a_binding_the_gpu_refuses_is_a_kernel_error_that_says_so():
+    device = device_on(RecordingShim(fail="create_bind_group"), timestamps=False)
+    kernel = run_inline(device.compile(stage("a", 1)))
+    with pytest.raises(KernelError, match="cannot bind the call's buffers: driver says no"):
+        device.dispatch(kernel, Args((device.create_buffer(size=4),)), (1, 1, 1))
+
+
+def test_later_stages_are_compiled_and_dispatched_in_order_with_their_own_grids_in_one_pass():
+    shim = RecordingShim()
+    device = device_on(shim, timestamps=False)
+    two_stage = Kernel("first", "// first", grid=lambda args: (3, 1, 1), then=(stage("second", 7),))
+    kernel = run_inline(device.compile(two_stage))
+    assert sorted(call[1] for call in shim.calls if call[0] == "compile_module") == ["first", "second"]
+    assert [stage.kernel.name for stage in kernel.then] == ["second"]
+    args = Args((device.create_buffer(size=4),))
+    device.dispatch(kernel, args, (3, 1, 1), repeats=2)
+    (commands,) = shim.passes
+    one_launch = [
+        ("set_pipeline", "pipeline:first"), ("set_bind_group", 0, args.cache[kernel]), ("dispatch_workgroups", 3, 1, 1),
+        ("set_pipeline", "pipeline:second"), ("set_bind_group", 0, args.cache[kernel.then[0]]),
+        ("dispatch_workgroups", 7, 1, 1),
+    ]
+    assert commands == one_launch * 2 + [("end",)]
+    assert shim.names().count("submit") == 1
+
+
+def test_a_timed_pass_reads_its_begin_and_end_timestamps_and_converts_ns_to_seconds():
+    shim = RecordingShim(timestamps=[(5_000_000_000, 5_002_500_000)])
+    device = device_on(shim)
+    assert device.timing == Timing.GPU_TIMESTAMP
+    kernel = run_inline(device.compile(stage("a", 2)))
+    timed = run_inline(device.profile(kernel, Args((device.create_buffer(size=4),)), (2, 1, 1), 1))
+    assert "now" not in shim.names()  # timestamps, not the wall clock
+    assert run_inline(device.resolve(timed)) == pytest.approx(2.5e-3)
+    assert timed.readback.destroyed  # one readback a sample, freed once read
+    assert shim.names()[-3:] == ["reported_error", "map_read", "destroy_buffer"]
+
+
+@pytest.mark.parametrize("begin, end", [(2_000, 1_000), (1_000, 1_000)], ids=["ends-before-it-begins", "zero"])
+def test_a_pass_that_does_not_end_after_it_begins_is_not_a_valid_sample(begin, end):
+    device = device_on(RecordingShim(timestamps=[(begin, end)]))
+    kernel = run_inline(device.compile(stage("a", 1)))
+    timed = run_inline(device.profile(kernel, Args((device.create_buffer(size=4),)), (1, 1, 1), 1))
+    assert math.isnan(run_inline(device.resolve(timed)))
+
+
+def test_an_empty_timed_pass_answers_the_raw_readings_in_seconds_unchecked():
+    shim = RecordingShim(timestamps=[(7_000_000_300, 7_000_000_100)])
+    device = device_on(shim)
+    assert run_inline(device.time_empty_pass()) == pytest.approx((7.0000003, 7.0000001))
+    assert shim.passes == [[("end",)]]
+
+
+def test_the_wall_clock_reads_from_an_idle_queue_until_the_work_is_done_then_checks_for_errors():
+    shim = RecordingShim(clock=[10.0, 10.25])
+    device = device_on(shim, timestamps=False)
+    assert device.timing == Timing.WALL_CLOCK
+    kernel = run_inline(device.compile(stage("a", 1)))
+    args = Args((device.create_buffer(size=4),))
+    device.dispatch(kernel, args, (1, 1, 1))  # binds now: what follows is the timed part alone
+    shim.calls.clear()
+    timed = run_inline(device.profile(kernel, args, (1, 1, 1), 4))
+    assert shim.names() == [
+        "on_submitted_work_done", "reported_error", "now",
+        "create_command_encoder", "submit",
+        "on_submitted_work_done", "now", "reported_error",
+    ]
+    assert run_inline(device.resolve(timed)) == 0.25
+    assert shim.passes[-1].count(("dispatch_workgroups", 1, 1, 1)) == 4
+
+
+def test_an_error_the_gpu_reported_is_raised_by_sync_and_by_reading_back():
+    shim = RecordingShim(error="invalid bind group")
+    device = device_on(shim)
+    with pytest.raises(KernelError, match="invalid bind group"):
+        run_inline(device.sync())
+    run_inline(device.sync())  # reported once
+    shim.error = "out of range"
+    buffer = device.create_buffer(b"\x01\x02\x03\x04")
+    with pytest.raises(KernelError, match="out of range"):
+        run_inline(device.read_buffer(buffer))
+    assert shim.calls[-1][0] == "destroy_buffer"  # the staging buffer, even so
+
+
+def test_a_failed_readback_says_what_it_was_reading():
+    device = device_on(RecordingShim(timestamps=[(1, 2)], fail="map_read"))
+    with pytest.raises(KernelError, match="reading a buffer back failed: driver says no"):
+        run_inline(device.read_buffer(device.create_buffer(size=4)))
+    timed = run_inline(device.profile(run_inline(device.compile(stage("a", 1))),
+                                      Args((device.create_buffer(size=4),)), (1, 1, 1), 1))
+    with pytest.raises(KernelError, match="reading timestamps failed: driver says no"):
+        run_inline(device.resolve(timed))
+
+
+def test_buffers_are_padded_to_whole_words_read_back_and_cloned_only_when_copyable():
+    shim = RecordingShim()
+    device = device_on(shim, timestamps=False)
+    odd = device.create_buffer(b"\x01\x02\x03")
+    assert (odd.size, odd.usage) == (4, shim.STORAGE | shim.COPY_SRC | shim.COPY_DST)
+    assert run_inline(device.read_buffer(odd)) == b"\x01\x02\x03\x00"
+    assert device.create_buffer(size=0).size == 4
+    assert run_inline(device.read_buffer(device.clone_buffer(odd))) == b"\x01\x02\x03\x00"
+    storage_only = Buffer(8, shim.STORAGE)
+    storage_only.data[:] = b"12345678"
+    stand_in = device.clone_buffer(storage_only)
+    assert (stand_in.size, stand_in.usage) == (8, shim.STORAGE | shim.COPY_SRC | shim.COPY_DST)
+    assert stand_in.data == bytearray(8)  # nobody can copy it: zero-filled

@@ -1,0 +1,97 @@
+// The tune events (pending, started, trial, finished, failed, record: what backends/page.py
+// sends through `notify`) and the one place that reacts to them: each event updates the shared
+// state (this page's account of the tune, in `ui.tunes`), then asks the panels it concerns to
+// redraw. Keeping every reaction here means a new panel is wired in one file, and no panel has
+// to know which others an event touches.
+
+import { ui, idOf } from "/state.js";
+import { patchState } from "/keys.js";
+import { showProgress } from "/progress.js";
+import { scheduleChart } from "/candidates.js";
+import { addRecord } from "/records.js";
+import { refreshCacheSoon } from "/cache.js";
+import { refreshKeysSoon, selectKey } from "/sync.js";
+
+/**
+ * The page's account of one tune: `results[i]` is candidate i's trial result, once it ran;
+ * `finished` adds `winner`, `stored`, `confidence` and `shortCircuit`, `failed` the `reason`.
+ */
+function newTune(phase, total = null) {
+  return { phase, total, results: [], winner: null, stored: false, reason: null };
+}
+
+const handlers = {
+  pending(event) {
+    const id = idOf(event.set, event.key);
+    ui.tunes.set(id, newTune("pending"));
+    patchState(event.set, event.key, { state: "Pending", failure: undefined });
+    follow(id);
+  },
+  started(event) {
+    const id = idOf(event.set, event.key);
+    const tune = ui.tunes.get(id);
+    // A run on a miss starts a tune without a `pending` event: start the account here then.
+    if (!tune || tune.phase !== "pending") {
+      ui.tunes.set(id, newTune("running", event.candidates));
+    } else {
+      Object.assign(tune, { phase: "running", total: event.candidates });
+    }
+    patchState(event.set, event.key, { state: "Pending", failure: undefined });
+    follow(id);
+  },
+  trial(event) {
+    const id = idOf(event.set, event.key);
+    const tune = ui.tunes.get(id) ?? newTune("running");
+    tune.results[event.index] = { ...event.result, wall: event.wall };
+    ui.tunes.set(id, tune);
+    showProgress(id);
+    if (ui.selected === id) scheduleChart();
+  },
+  finished(event) {
+    const id = idOf(event.set, event.key);
+    const tune = ui.tunes.get(id);
+    if (tune) {
+      Object.assign(tune, {
+        phase: "done", winner: event.winner, stored: event.stored,
+        confidence: event.confidence, shortCircuit: event.short_circuit,
+      });
+    }
+    patchState(event.set, event.key, { state: "Hit", winner: event.winner, failure: undefined });
+    showProgress(id);
+    scheduleChart();
+    refreshKeysSoon();
+    refreshCacheSoon();
+  },
+  failed(event) {
+    const id = idOf(event.set, event.key);
+    const tune = ui.tunes.get(id) ?? newTune("failed");
+    Object.assign(tune, { phase: "failed", reason: event.reason });
+    ui.tunes.set(id, tune);
+    patchState(event.set, event.key, { state: "Miss", failure: event.reason });
+    showProgress(id);
+    scheduleChart();
+    refreshKeysSoon();
+  },
+  record(event) {
+    addRecord(event.record);
+  },
+};
+
+/**
+ * Events come from inside Python's tune: a throw here would land in the tune, so none escapes.
+ * Each handler only patches a few elements; anything heavier is scheduled.
+ */
+export function onEvent(event) {
+  try {
+    handlers[event.type]?.(event);
+  } catch (error) {
+    console.warn(`wgtune page: the ${event?.type} event was not shown:`, error);
+  }
+}
+
+/** A tune began: progress shows it, and so does the chart unless a person chose a key. */
+function follow(id) {
+  ui.progressKey = id;
+  showProgress(id);
+  if (!ui.pinned) selectKey(id, false);
+}

@@ -1,0 +1,91 @@
+// Pure wording of what the page shows: times, confidences, plurals, key fields, a tune's phase,
+// a failed candidate's reason. Nothing here touches the DOM or the page's state, so every panel
+// and the chart word things alike without importing one another, and each helper can be read
+// (or tried in a console) on its own.
+
+const UNITS = [
+  { name: "s", scale: 1, below: Infinity },
+  { name: "ms", scale: 1e3, below: 1 },
+  { name: "µs", scale: 1e6, below: 1e-3 },
+  { name: "ns", scale: 1e9, below: 1e-6 },
+];
+
+/** The unit that shows `seconds` with a number of at least 1 (ns at the smallest). */
+export function unitFor(seconds) {
+  let chosen = UNITS[0];
+  for (const unit of UNITS) if (seconds < unit.below) chosen = unit;
+  return chosen;
+}
+
+/** `value` with `digits` significant digits, without toPrecision's exponent form (1.00e+3). */
+export function formatNumber(value, digits) {
+  const text = Number(value.toPrecision(digits));
+  return Math.abs(value) >= 10 ** digits ? String(Math.round(value)) : String(text);
+}
+
+/** `seconds` as text in a readable unit: "12.3 µs", "1.50 ms", "4.20 s". */
+export function formatSeconds(seconds, digits = 3) {
+  if (seconds == null || !Number.isFinite(seconds)) return "–";
+  if (seconds === 0) return "0 s";
+  const unit = unitFor(Math.abs(seconds));
+  return `${formatNumber(seconds * unit.scale, digits)} ${unit.name}`;
+}
+
+/**
+ * A winner's confidence (wgtune.confidence.Confidence as JSON) for a table cell:
+ * "1.23x [1.10, 1.31] p=0.99": the runner-up's median over the winner's, its bootstrap interval,
+ * and the share of resamples in which the winner was faster. "–" when there is none.
+ */
+export function formatConfidence(confidence) {
+  if (!confidence) return "–";
+  const x = (value) => Number(value).toFixed(3);
+  return `${x(confidence.ratio)}x [${x(confidence.low)}, ${x(confidence.high)}] p=${Number(confidence.p_faster).toFixed(2)}`;
+}
+
+/** The same, said in full (a tooltip). */
+export function describeConfidence(confidence) {
+  if (!confidence) return "Only one candidate was measured: there is no runner-up to compare with.";
+  const [winnerSamples, runnerSamples] = confidence.samples ?? ["?", "?"];
+  return `The runner-up ${confidence.runner_up} takes ${Number(confidence.ratio).toFixed(3)}x the winner's median time ` +
+    `(${Math.round(confidence.level * 100)}% bootstrap interval ${Number(confidence.low).toFixed(3)}–` +
+    `${Number(confidence.high).toFixed(3)}); the winner was faster in ${Math.round(confidence.p_faster * 100)}% ` +
+    `of resamples (${winnerSamples} and ${runnerSamples} samples).`;
+}
+
+/** "1 winner", "3 winners". */
+export const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
+/** A key object ({m: 128, …}) as "m=128, n=128"; text stays as it is. */
+export function keyText(key) {
+  if (key == null) return "";
+  if (typeof key !== "object") return String(key);
+  return Object.entries(key).map(([field, value]) => `${field}=${value}`).join(", ");
+}
+
+/** "Launch: compile failed: …": a failed candidate's error type and reason. */
+export function failureText(result) {
+  return result.reason ? `${result.error}: ${result.reason}` : String(result.error);
+}
+
+/**
+ * Where the page's account of a tune stands (see events.js for its fields), in one line:
+ * shown by the progress panel and as the chart's subtitle while the tune runs.
+ */
+export function phaseText(tune) {
+  const done = tune.results.filter(Boolean).length;
+  switch (tune.phase) {
+    case "pending":
+      return "Pending: the tune starts…";
+    case "running":
+      return tune.total ? `Pending: candidate ${Math.min(done + 1, tune.total)} of ${tune.total}` : "Pending";
+    case "done":
+      return `Winner: ${tune.winner} (${done} of ${tune.total ?? done} candidates tried; ` +
+        `${tune.stored ? "stored" : "not stored"})` +
+        (tune.shortCircuit ? `; it met the short-circuit limit` : "") +
+        (tune.confidence ? `; confidence vs ${tune.confidence.runner_up}: ${formatConfidence(tune.confidence)}` : "");
+    case "failed":
+      return `Failed: ${tune.reason}`;
+    default:
+      return tune.phase;
+  }
+}
