@@ -21,8 +21,10 @@ Beside each decided key the cache keeps its :class:`~wgtune.store.StoredEntry` (
 or from the tune that decided it here): every candidate's result and the confidence, which the
 CLI and the page show without reading the store again.
 
-The lookup of the hot path (:meth:`TuneCache.state`) takes no lock: it reads one dict. Every
-transition runs under the cache's lock, so threads that miss the same key start one tune.
+The hot path takes no lock and makes no call: :attr:`TuneCache.states_by_set` and
+:attr:`TuneCache.sets` are the cache's own dicts, which the tuner reads directly (two dict
+lookups per call); only the transitions write them, each under the cache's lock, so threads
+that miss the same key start one tune.
 """
 
 from __future__ import annotations
@@ -44,9 +46,11 @@ class TuneCache:
 
     def __init__(self, entries: Iterable[StoredEntry] = ()) -> None:
         self._lock = threading.Lock()
-        self._states: dict[str, dict[Key, TuneState]] = {}
+        self.states_by_set: dict[str, dict[Key, TuneState]] = {}
+        """``set name -> key -> state``: read it (the hot path does), never write it."""
+        self.sets: dict[str, TunableSet] = {}
+        """The set each name last meant in this process: read it, never write it."""
         self._entries: dict[tuple[str, Key], StoredEntry] = {}
-        self._sets: dict[str, TunableSet] = {}  # the set each name last meant in this process
         self.failures: dict[tuple[str, Key], BaseException] = {}
         """Why the last tune of a key failed, until a tune of it succeeds."""
         self.load(entries)
@@ -55,12 +59,8 @@ class TuneCache:
 
     def state(self, set_name: str, key: Key) -> TuneState:
         """The key's state: a dict lookup, no lock."""
-        table = self._states.get(set_name)
+        table = self.states_by_set.get(set_name)
         return MISS if table is None else table.get(key, MISS)
-
-    def knows(self, tunables: TunableSet) -> bool:
-        """Whether ``tunables`` is what its name means here (else :meth:`adopt` it first)."""
-        return self._sets.get(tunables.name) is tunables
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -70,7 +70,7 @@ class TuneCache:
         with self._lock:
             for entry in entries:
                 set_name, key = entry.slot
-                table = self._states.setdefault(set_name, {})
+                table = self.states_by_set.setdefault(set_name, {})
                 if table.get(key) is PENDING:
                     continue
                 table[key] = Unchecked(entry.winner, entry.checksum)
@@ -80,7 +80,7 @@ class TuneCache:
         """Forget every key that is not being tuned, then :meth:`load` ``entries``: what the store
         says after an import or a clear. Running tunes go on and settle their keys."""
         with self._lock:
-            for set_name, table in self._states.items():
+            for set_name, table in self.states_by_set.items():
                 for key in [key for key, state in table.items() if state is not PENDING]:
                     del table[key]
                     self._entries.pop((set_name, key), None)
@@ -97,11 +97,11 @@ class TuneCache:
         back. The caller drops the old candidates' pipelines.
         """
         with self._lock:
-            known = self._sets.get(tunables.name)
-            self._sets[tunables.name] = tunables
+            known = self.sets.get(tunables.name)
+            self.sets[tunables.name] = tunables
             if known is None or known is tunables or known.checksum == tunables.checksum:
                 return False
-            table = self._states.get(tunables.name, {})
+            table = self.states_by_set.get(tunables.name, {})
             for key, state in table.items():
                 if isinstance(state, Hit):
                     table[key] = Unchecked(state.index, known.checksum)
@@ -115,7 +115,7 @@ class TuneCache:
         candidate's index the configuration pins) is a Hit; so is candidate 0 of a set of one.
         """
         with self._lock:
-            table = self._states.setdefault(tunables.name, {})
+            table = self.states_by_set.setdefault(tunables.name, {})
             state = table.get(key, MISS)
             if isinstance(state, Unchecked):
                 state = table[key] = self._checked(tunables, key, state)
@@ -154,7 +154,7 @@ class TuneCache:
                 self.failures[(set_name, key)] = failure
 
     def _leave_pending(self, set_name: str, key: Key, to: TuneState) -> None:
-        table = self._states.setdefault(set_name, {})
+        table = self.states_by_set.setdefault(set_name, {})
         state = table.get(key, MISS)
         if state is not PENDING:
             raise IllegalTransition(f"{set_name} [{key}] is {state!r}, not Pending: only its tune settles it")
@@ -168,7 +168,7 @@ class TuneCache:
         """
         with self._lock:
             self.failures[(set_name, key)] = failure
-            table = self._states.setdefault(set_name, {})
+            table = self.states_by_set.setdefault(set_name, {})
             if table.get(key) != Hit(index):
                 return False
             table[key] = MISS
@@ -178,7 +178,7 @@ class TuneCache:
         """Drop what this process knows of a key (the store keeps its entry). A key being tuned
         cannot be forgotten: its tune is what settles it."""
         with self._lock:
-            table = self._states.get(set_name, {})
+            table = self.states_by_set.get(set_name, {})
             if table.get(key) is PENDING:
                 raise IllegalTransition(f"{set_name} [{key}] is being tuned: it cannot be forgotten now")
             table.pop(key, None)
@@ -198,7 +198,7 @@ class TuneCache:
     def states(self, set_name: str) -> dict[Key, TuneState]:
         """A copy of every known key's state of a set."""
         with self._lock:
-            return dict(self._states.get(set_name, {}))
+            return dict(self.states_by_set.get(set_name, {}))
 
     def entry(self, tunables: TunableSet, key: Key) -> StoredEntry | None:
         """The key's stored entry (every candidate's result, the confidence), when it was tuned

@@ -10,8 +10,8 @@ Environment variables (each overrides the default; a bad value raises ConfigErro
 ``WGTUNE_PIN``        pins: ``SET=CANDIDATE`` or ``SET[field=value,...]=CANDIDATE``, ``;``-separated
 ``WGTUNE_CHECKS``     ``1`` to check every candidate's output against the reference's
 ``WGTUNE_DRY_RUN``    ``1``: launches compile but do not execute; nothing is stored
-``WGTUNE_POLICY``     ``adaptive`` (default: round robin, early elimination, see sampling.py) |
-                      ``fixed`` (the seed's: ``WGTUNE_SAMPLES`` samples each, first plan batch)
+``WGTUNE_POLICY``     ``adaptive`` (default: round robin, early elimination, see adaptive.py) |
+                      ``fixed`` (CubeCL's: ``WGTUNE_SAMPLES`` samples each, first plan batch)
 ``WGTUNE_BUDGET``     adaptive: seconds of re-sampling finalists before it settles (default 1)
 ``WGTUNE_MAX_SAMPLES`` adaptive: most samples one candidate gets (default 30)
 ``WGTUNE_CONFIDENCE`` the bootstrap level of the winner's confidence interval (default 0.95)
@@ -32,15 +32,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 from .key import Key
+
+if TYPE_CHECKING:
+    from .tunable import TunableSet
 
 __all__ = ["Config", "LogLevel", "Pin", "Policy"]
 
 
 class Policy(StrEnum):
-    """How a tune spends its time (see ``sampling.py``)."""
+    """How a tune spends its time (see ``sampling.py``, ``adaptive.py`` and ``fixed.py``)."""
 
     ADAPTIVE = "adaptive"
     FIXED = "fixed"
@@ -54,14 +58,14 @@ class LogLevel(StrEnum):
 
 @dataclass(frozen=True)
 class Pin:
-    """Run ``candidate`` for the keys of ``set`` that match ``fields`` (all keys when empty)."""
+    """Run ``candidate`` for the keys of set ``set_name`` that match ``fields`` (all keys when empty)."""
 
-    set: str
+    set_name: str
     candidate: str
     fields: tuple[tuple[str, str], ...] = ()
 
     def matches(self, set_name: str, key: Key) -> bool:
-        if set_name != self.set:
+        if set_name != self.set_name:
             return False
         values = {name: str(value) for name, value in key}
         return all(values.get(name) == value for name, value in self.fields)
@@ -197,6 +201,20 @@ class Config:
             min_sample=_number(env, "WGTUNE_MIN_SAMPLE", DEFAULT_MIN_SAMPLE, float, 0.0),
         )
         return replace(config, **overrides) if overrides else config
+
+    def pinned_index(self, tunables: TunableSet, key: Key) -> int | None:
+        """The index of the candidate pinned for this key of ``tunables``, if any; a ConfigError
+        when the pin names no candidate of the set."""
+        pinned = self.pin_for(tunables.name, key)
+        if pinned is None:
+            return None
+        index = tunables.index_of.get(pinned)
+        if index is None:
+            raise ConfigError(
+                f"pin for {tunables.name} [{key}] names {pinned!r}, which is not a candidate; "
+                f"candidates: {', '.join(tunables.index_of)}"
+            )
+        return index
 
     def pin_for(self, set_name: str, key: Key) -> str | None:
         """The candidate pinned for this key, if any (the last matching pin wins)."""

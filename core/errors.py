@@ -36,6 +36,7 @@ __all__ = [
     "WgtuneError",
     "candidate_failure",
     "error_from_json",
+    "tune_failure",
 ]
 
 
@@ -75,7 +76,7 @@ class Launch:
 class Mismatch:
     """Output checks were on and the candidate's output disagreed with the reference's.
 
-    Not in the seed's vocabulary: the seed panics on a mismatch; we disqualify and report.
+    CubeCL's tuner panics on a mismatch; wgtune disqualifies the candidate and says why.
     """
 
     name: str
@@ -161,3 +162,17 @@ def candidate_failure(name: str, error: BaseException, step: str) -> CandidateEr
     if isinstance(error, WgtuneError):
         raise error
     return Unknown(name, other_reason.format(kind=type(error).__name__, error=error))
+
+
+def tune_failure(set_name: str, key: object, error: BaseException) -> BaseException:
+    """What a failed tune of ``set_name`` [``key``] reports for ``error``: wgtune's own errors as
+    they are, anything else as a :class:`TuneFailed` naming it.
+
+    A KernelError that reaches this far did not come from one candidate (those are values) but
+    from the device as a whole, before the tune (work submitted earlier) or around it.
+    """
+    if isinstance(error, GeneratorExit):  # closed mid-tune: run_inline met a device that suspends
+        return RuntimeError("the tune was stopped before it finished: its coroutine was closed")
+    if not isinstance(error, Exception) or (isinstance(error, WgtuneError) and not isinstance(error, KernelError)):
+        return error
+    return TuneFailed(f"tune of {set_name} [{key}] failed: {type(error).__name__}: {error}")

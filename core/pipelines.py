@@ -29,28 +29,29 @@ class PipelineCache:
     def __init__(self, device: Device, spawn: Spawner = run_inline) -> None:
         self.device = device
         self._spawn = spawn
-        self._pipelines: dict[tuple[str, int], Any] = {}
+        self.compiled: dict[tuple[str, int], Any] = {}
+        """``(set name, index) -> pipeline``: read it (the hot path does), never write it."""
         self._fallbacks: dict[str, int] = {}
         self._compiling: set[tuple[str, int]] = set()
         self._tasks: set = set()  # compiles running on the event loop (strong references)
 
     def get(self, set_name: str, index: int) -> Any | None:
         """Candidate ``index``'s pipeline if compiled: the hot path, a dict lookup."""
-        return self._pipelines.get((set_name, index))
+        return self.compiled.get((set_name, index))
 
     async def compile(self, tunables: TunableSet, index: int) -> Any:
         """Candidate ``index``'s pipeline, compiled on first use. Raises the device's KernelError."""
         slot = (tunables.name, index)
-        pipeline = self._pipelines.get(slot)
+        pipeline = self.compiled.get(slot)
         if pipeline is None:
             pipeline = await self.device.compile(tunables.candidates[index])
-            self._pipelines[slot] = pipeline
+            self.compiled[slot] = pipeline
         return pipeline
 
     def drop(self, set_name: str) -> None:
         """Forget a set's pipelines and fallback: its name now means other candidates."""
-        for slot in [slot for slot in self._pipelines if slot[0] == set_name]:
-            del self._pipelines[slot]
+        for slot in [slot for slot in self.compiled if slot[0] == set_name]:
+            del self.compiled[slot]
         self._fallbacks.pop(set_name, None)
 
     async def usable(

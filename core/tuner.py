@@ -14,6 +14,8 @@ The tuner only orchestrates; each piece of state has one owner:
 - the store: winners between processes; the records sink: one record per tune;
 - ``clock.py``: the grain of each device's clock, measured before its first tune.
 
+What one tune does, from the call to its outcome, is ``tuning.py``'s.
+
 :meth:`Tuner.fastest` is the hot path, a dict lookup. :meth:`Tuner.check_tune` claims a key in
 the cache: a known answer comes back at once; otherwise the key is Pending and a tune starts.
 The tune is a coroutine: natively it runs inline and answers Hit; in the browser it is a task on
@@ -30,33 +32,23 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from .adaptive import sample_adaptively
 from .cache import TuneCache
-from .checks import OutputCheck
-from .clock import clock_grain
-from .config import Config, LogLevel, Policy
+from .config import Config, LogLevel
 from .device import Device
-from .errors import ConfigError, KernelError, NoValidKernelFound, TuneFailed, WgtuneError
-from .events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
-from .fixed import sample_fixed
+from .errors import KernelError, WgtuneError, tune_failure
+from .events import TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key, KeyMemo
 from .log import TuneLog, logger
-from .measure import Bench, clone_args, sample_floor
 from .outcome import TuneOutcome
 from .pipelines import PipelineCache
-from .plan import Plan
-from .ranking import decide
 from .record import RecordSink
-from .results import Result
 from .runner import Spawner, default_spawner
-from .sampling import SamplingPolicy, short_circuit_limit
-from .state import Hit, TuneState
+from .state import MISS, Hit, TuneState
 from .store import Store
 from .tunable import Args, Kernel, TunableSet
+from .tuning import measure_key
 
-__all__ = ["POLICIES", "Tuner"]
-
-POLICIES: dict[Policy, SamplingPolicy] = {Policy.ADAPTIVE: sample_adaptively, Policy.FIXED: sample_fixed}
+__all__ = ["Tuner"]
 
 
 class Tuner:
@@ -79,7 +71,10 @@ class Tuner:
         self.observer = observer
         self._spawn = spawn if spawn is not None else default_spawner()
         self.cache = TuneCache()
+        # The hot path reads the caches' own dicts (no call); only their owners write them.
+        self._sets, self._states = self.cache.sets, self.cache.states_by_set
         self.pipelines = PipelineCache(device, self._spawn)
+        self._compiled = self.pipelines.compiled
         self.keys = KeyMemo()
         self._tasks: set = set()  # tunes running on the event loop (strong references)
         self.reload()
@@ -106,9 +101,10 @@ class Tuner:
 
     def fastest(self, tunables: TunableSet, key: Key) -> TuneState:
         """The key's state in this process: Hit, Miss, Pending or Unchecked. A dict lookup."""
-        if not self.cache.knows(tunables):
+        if self._sets.get(tunables.name) is not tunables:
             self._adopt(tunables)
-        return self.cache.state(tunables.name, key)
+        table = self._states.get(tunables.name)
+        return MISS if table is None else table.get(key, MISS)
 
     def key(self, tunables: TunableSet, args: Args) -> Key:
         """The autotune key of a call, memoised on the key function's raw answer."""
@@ -120,12 +116,12 @@ class Tuner:
         While the key is Pending (a tune in the event loop, or in another thread), the set's
         fallback runs instead.
         """
-        key = self.key(tunables, args)
+        key = self.keys.key(tunables, args)
         state = self.fastest(tunables, key)
         if state.__class__ is not Hit:
             state = self.check_tune(tunables, key, args)
         index = state.index if state.__class__ is Hit else self.pipelines.fallback(tunables)
-        pipeline = self.pipelines.get(tunables.name, index)
+        pipeline = self._compiled.get((tunables.name, index))
         if pipeline is None:
             index, pipeline = self._pipeline_for_call(tunables, key, args, index)
         kernel = tunables.candidates[index]
@@ -195,18 +191,9 @@ class Tuner:
         return await self._tune(tunables, key, args, time.perf_counter())
 
     def _claim(self, tunables: TunableSet, key: Key) -> TuneState | None:
-        if not self.cache.knows(tunables):
+        if self._sets.get(tunables.name) is not tunables:
             self._adopt(tunables)
-        pinned = self.config.pin_for(tunables.name, key)
-        index = None
-        if pinned is not None:
-            index = tunables.index_of.get(pinned)
-            if index is None:
-                raise ConfigError(
-                    f"pin for {tunables.name} [{key}] names {pinned!r}, which is not a candidate; "
-                    f"candidates: {', '.join(tunables.index_of)}"
-                )
-        return self.cache.claim(tunables, key, index)
+        return self.cache.claim(tunables, key, self.config.pinned_index(tunables, key))
 
     def _adopt(self, tunables: TunableSet) -> None:
         if self.cache.adopt(tunables):
@@ -219,9 +206,11 @@ class Tuner:
     async def _tune(self, tunables: TunableSet, key: Key, args: Args, missed_at: float) -> TuneState:
         log = TuneLog(self.config.log_level, tunables.name, key)
         try:
-            outcome = await self._measure(tunables, key, args, log)
+            self._emit(TuneStarted(tunables.name, key, len(tunables)))
+            outcome = await measure_key(self.device, self.pipelines, self.config, tunables, key, args,
+                                        self._emit, log.step)
         except BaseException as error:
-            failure = _failure_of(tunables, key, error)
+            failure = tune_failure(tunables.name, key, error)
             # The failure is kept; the benchmark buffers its frames' locals hold need not be.
             traceback.clear_frames(error.__traceback__)
             self.cache.fail(tunables.name, key, failure)
@@ -237,30 +226,6 @@ class Tuner:
         log.finish(outcome)
         self._emit(TuneFinished(outcome))
         return Hit(outcome.winner)
-
-    async def _measure(self, tunables: TunableSet, key: Key, args: Args, log: TuneLog) -> TuneOutcome:
-        """Measure the key's candidates with the configured policy and rank them."""
-        device, config = self.device, self.config
-        self._emit(TuneStarted(tunables.name, key, len(tunables)))
-        # Errors of work submitted before the tune must not be blamed on its candidates.
-        await device.sync()
-        floor = sample_floor(await clock_grain(device), config)
-        bench_args = tunables.input_gen(device, key, args) if tunables.input_gen else clone_args(device, args)
-        plan = Plan(tunables.candidates, key)
-        check = None
-        if config.checks and tunables.outputs and not config.dry_run:
-            check = OutputCheck(device, tunables, bench_args, self.pipelines, skipped=plan.skipped)
-
-        def on_trial(index: int, result: Result, wall: float) -> None:
-            self._emit(TrialFinished(tunables.name, key, index, result, wall))
-
-        bench = Bench(device, tunables, bench_args, config, lambda i: self.pipelines.compile(tunables, i), floor,
-                      check, log.step)
-        sampled = await POLICIES[config.policy](bench, plan, on_trial, short_circuit_limit(tunables, key))
-        outcome = decide(tunables, key, plan, sampled, config)
-        if outcome is None:
-            raise NoValidKernelFound(tunables.name, key, tuple(sampled.all_results(tunables, plan)))
-        return outcome
 
     def _store(self, outcome: TuneOutcome) -> bool:
         """Keep the winner in the store; a dry run measured nothing and keeps nothing."""
@@ -306,15 +271,3 @@ class Tuner:
             except Exception as error:  # a broken progress bar must not break a tune
                 logger.warning("tune observer failed: %s", error)
 
-
-def _failure_of(tunables: TunableSet, key: Key, error: BaseException) -> BaseException:
-    """What a failed tune reports: wgtune's own errors as they are, anything else as TuneFailed.
-
-    A KernelError here did not come from one candidate (those are values) but from the device as
-    a whole, before the tune (work submitted earlier) or around it.
-    """
-    if isinstance(error, GeneratorExit):  # closed mid-tune: run_inline met a device that suspends
-        return RuntimeError("the tune was stopped before it finished: its coroutine was closed")
-    if not isinstance(error, Exception) or (isinstance(error, WgtuneError) and not isinstance(error, KernelError)):
-        return error
-    return TuneFailed(f"tune of {tunables.name} [{key}] failed: {type(error).__name__}: {error}")

@@ -1,14 +1,16 @@
-"""One core: the core's own unit tests (tests/test_core_*.py on the fake device) run inside Pyodide.
+"""One core: the core's own unit tests (marked ``core``: the fake device, no wgpu) run inside
+Pyodide.
 
 The page installs the wgtune wheel; this test hands it pytest's wheels (pinned in
-e2e/pyodide-requirements.txt, downloaded by ``make setup-browser`` into build/pyodide-wheels)
-through Playwright routing, since the page fetches nothing from the network and ``wgtune serve``
-serves only its own files. It writes tests/fakes.py and every tests/test_core_*.py into Pyodide's
-file system, runs pytest there, and asserts that every test natively collected ran and passed,
-except exactly the ones listed in EXCLUDED (real threads, which Pyodide has not; a loop-less
-caller, which Pyodide cannot be), skipped there by their own ``skipif`` with the listed reason.
-The tests that drive the event loop with ``asyncio.run`` run too: Pyodide runs it on its WebLoop
-through JSPI (stack switching), which Chromium has.
+e2e/pyodide-requirements.txt, downloaded by ``make setup-browser`` into build/pyodide-wheels) through
+Playwright routing, since the page fetches nothing from the network and ``wgtune serve`` serves
+only its own files. It writes tests/fakes.py and every test file with a test marked ``core``
+into Pyodide's file system, runs pytest there on the tests so marked, and asserts that every
+test natively collected ran and passed, except exactly the ones listed in EXCLUDED (real
+threads, which Pyodide has not; a loop-less caller, which Pyodide cannot be), skipped there by
+their own ``skipif`` with the listed reason. The tests that drive the event loop with
+``asyncio.run`` run too: Pyodide runs it on its WebLoop through JSPI (stack switching), which
+Chromium has.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class Outcomes:
         # Which wgtune the tests ran against: the files of the wgtune modules and objects that fakes
         # and every test module imported.
         for name, module in list(sys.modules.items()):
-            if name != "fakes" and not name.startswith("test_core_"):
+            if name != "fakes" and (getattr(module, "__file__", None) or "").rsplit("/", 1)[0] != WORKDIR:
                 continue
             used = set()
             for value in vars(module).values():
@@ -87,8 +89,8 @@ class Outcomes:
 
 outcomes = Outcomes()
 started = time.perf_counter()
-code = pytest.main([WORKDIR, "-p", "no:cacheprovider", "-q", "-o", "addopts=", "--rootdir", WORKDIR],
-                   plugins=[outcomes])
+code = pytest.main([WORKDIR, "-p", "no:cacheprovider", "-q", "-o", "addopts=", "--rootdir", WORKDIR,
+                    "-m", "core", "-W", "ignore::pytest.PytestUnknownMarkWarning"], plugins=[outcomes])
 seconds = time.perf_counter() - started
 
 import importlib.metadata
@@ -183,20 +185,22 @@ def pinned_wheels() -> list[Path]:
     return wheels
 
 
-def core_test_files() -> dict[str, str]:
-    files = {path.name: path.read_text() for path in sorted(TESTS.glob("test_core_*.py"))}
-    assert len(files) >= 6, f"expected the core's test files in {TESTS}"
-    files["fakes.py"] = (TESTS / "fakes.py").read_text()
-    return files
-
-
 def native_core_test_ids() -> set[str]:
-    """Every core test's id as pytest names it in WORKDIR (``file::test[params]``), collected natively."""
+    """Every test marked ``core``, as pytest names it in WORKDIR (``file::test[params]``), collected natively."""
     command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-               "--rootdir", str(TESTS), *(str(path) for path in sorted(TESTS.glob("test_core_*.py")))]
+               "-m", "core", "--rootdir", str(TESTS), str(TESTS)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"collecting the core's tests natively failed:\n{done.stdout}{done.stderr}"
-    return {line for line in done.stdout.splitlines() if line.startswith("test_core_") and "::" in line}
+    return {line for line in done.stdout.splitlines() if line.startswith("test_") and "::" in line}
+
+
+def core_test_files(test_ids: set[str]) -> dict[str, str]:
+    """fakes.py and every test file that holds a test marked ``core``."""
+    names = sorted({test_id.split("::", 1)[0] for test_id in test_ids})
+    assert len(names) >= 6, f"expected the core's test files in {TESTS}, found {names}"
+    files = {name: (TESTS / name).read_text() for name in names}
+    files["fakes.py"] = (TESTS / "fakes.py").read_text()
+    return files
 
 
 def load_pytest(page, wheels: list[Path]) -> None:
@@ -225,8 +229,8 @@ def canonical(name: str) -> str:
 
 def test_the_core_unit_tests_pass_in_pyodide(browser, artifacts, capsys):
     wheels = pinned_wheels()
-    files = core_test_files()
     expected = native_core_test_ids()
+    files = core_test_files(expected)
     page, log = browser.open()
     try:
         started = time.perf_counter()

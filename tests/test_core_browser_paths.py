@@ -11,6 +11,9 @@ from fakes import FakeDevice, call, make_set, make_tuner, quiet, stored_results
 from wgtune import MISS, Hit, Key, MemoryStore, StoredEntry, TuneFailedEvent, clock_grain, run_inline, spawn_task
 from wgtune.measure import GRAIN_MULTIPLE
 
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
+
 
 @pytest.mark.parametrize("policy", ["adaptive", "fixed"])
 def test_a_coarse_clock_makes_each_sample_last_fifty_of_its_grains(policy):

@@ -13,8 +13,11 @@ from fakes import FakeDevice
 
 import wgtune
 from wgtune import Config, KernelError, clock_grain, grain_of, measure_clock_grain, run_inline
-from wgtune.measure import sample_floor
 from wgtune.clock import EMPTY_PASSES
+from wgtune.measure import sample_floor
+
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
 
 TICK = 100e-6  # a browser's timestamp quantum, as Chrome's docs state it
 DAWN_TICK = 65_536e-9  # what Dawn's mask of the low 16 bits makes of it

@@ -22,6 +22,9 @@ from wgtune import (
     spawn_task,
 )
 
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
+
 EVERY_ASYNC_METHOD = {"compile", "profile", "resolve", "sync", "read_buffer"}
 
 

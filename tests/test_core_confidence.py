@@ -11,6 +11,9 @@ from wgtune import Key, StoredEntry, StoreError, TuneRecord
 from wgtune.confidence import Confidence, bootstrap_ratio, median
 from wgtune.record import Trial
 
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
+
 
 def test_identical_samples_give_a_ratio_of_one_and_no_spread():
     interval = bootstrap_ratio([1e-3] * 6, [1e-3] * 6)

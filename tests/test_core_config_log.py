@@ -14,6 +14,9 @@ import wgtune
 from wgtune import Config, ConfigError, Hit, Key, LogLevel, MemoryStore, Pin, StoredEntry
 from wgtune.config import DEFAULT_MIN_SAMPLE, DEFAULT_SAMPLES, DEFAULT_WARMUPS
 
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
+
 CORE = Path(wgtune.__file__).parent
 
 

@@ -26,6 +26,9 @@ from wgtune import (
 from wgtune.checks import compare
 from wgtune.runner import spawn_task
 
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
+
 
 def tune_expecting_failure(tuner, tunables, args) -> NoValidKernelFound:
     with pytest.raises(NoValidKernelFound) as failure:

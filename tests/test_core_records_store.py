@@ -11,8 +11,8 @@ from wgtune import (
     Hit,
     Key,
     Launch,
-    MemoryStore,
     Measured,
+    MemoryStore,
     RecordEffect,
     StoredEntry,
     StoreError,
@@ -23,6 +23,9 @@ from wgtune import (
 from wgtune.record import envelope
 from wgtune.results import result_from_json, result_to_json
 from wgtune.store import decode_document, decode_export, encode_document, encode_export
+
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
 
 
 def scripted_device():

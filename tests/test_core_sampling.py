@@ -1,5 +1,5 @@
 """The sampling policies on the fake device with scripted noise: the adaptive policy (the default)
-against the seed's fixed one, early elimination, budgets, short circuit and the confidence kept."""
+against the fixed one (CubeCL's), early elimination, budgets, short circuit and the confidence kept."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import pytest
 from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
 
 from wgtune import MISS, Config, ConfigError, Group, Key, TuneRecord
-from wgtune.config import Policy
 from wgtune.adaptive import MIN_SAMPLES, elimination_margin
+from wgtune.config import Policy
+
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
 
 
 class Machine:
@@ -67,7 +70,7 @@ def test_the_adaptive_policy_finds_the_best_in_a_later_priority_group():
     device.script("safe", duration=2e-3)
     device.script("bold", duration=1e-3)
     tunables = make_set(kernel("safe", group=Group("likely", 2)), kernel("bold", group=Group("unlikely", 1)))
-    assert tune(device, tunables, policy="fixed")[1] == "safe"  # the seed never looks past the first batch
+    assert tune(device, tunables, policy="fixed")[1] == "safe"  # the fixed policy never looks past the first batch
     device = FakeDevice()
     device.script("safe", duration=2e-3)
     device.script("bold", duration=1e-3)

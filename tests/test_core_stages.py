@@ -7,6 +7,9 @@ from fakes import FakeDevice, call, kernel, make_set, make_tuner, stored_results
 
 from wgtune import ConfigError, Kernel, TunableSet
 
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
+
 
 def test_a_stage_changes_the_candidates_fingerprint_and_so_the_sets_checksum():
     plain = kernel("a")

@@ -22,8 +22,8 @@ from wgtune import (
     KernelError,
     Key,
     Launch,
-    MemoryStore,
     Measured,
+    MemoryStore,
     Pin,
     Skip,
     StoredEntry,
@@ -33,6 +33,9 @@ from wgtune import (
 )
 from wgtune.ranking import rank
 from wgtune.results import Stats
+
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
 
 # -- cache states ----------------------------------------------------------------------------
 

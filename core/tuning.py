@@ -1,0 +1,70 @@
+"""One tune of one key, from the call to its :class:`~wgtune.outcome.TuneOutcome`.
+
+What a tune does, in order: wait for work submitted before it (its errors are not the
+candidates'), learn the clock's grain (``clock.py``), make the benchmark's inputs (copies of the
+call's buffers, or the set's ``input_gen``), plan the key's candidates (``plan.py``), set up the
+output checks if asked for (``checks.py``), sample with the configured policy (``adaptive.py``
+or ``fixed.py``) and rank what was measured (``ranking.py``). What the tune's answer then
+changes (the tune cache, the store, the record, the events) is the tuner's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .adaptive import sample_adaptively
+from .checks import OutputCheck
+from .clock import clock_grain
+from .config import Config, Policy
+from .device import Device
+from .errors import NoValidKernelFound
+from .events import TrialFinished
+from .fixed import sample_fixed
+from .key import Key
+from .measure import Bench, clone_args, sample_floor
+from .outcome import TuneOutcome
+from .pipelines import PipelineCache
+from .plan import Plan
+from .ranking import decide
+from .results import Result
+from .sampling import SamplingPolicy, short_circuit_limit
+from .tunable import Args, TunableSet
+
+__all__ = ["POLICIES", "measure_key"]
+
+POLICIES: dict[Policy, SamplingPolicy] = {Policy.ADAPTIVE: sample_adaptively, Policy.FIXED: sample_fixed}
+
+
+async def measure_key(
+    device: Device,
+    pipelines: PipelineCache,
+    config: Config,
+    tunables: TunableSet,
+    key: Key,
+    args: Args,
+    emit: Callable[[object], None],
+    step: Callable[[str], None],
+) -> TuneOutcome:
+    """Measure ``key``'s candidates on a copy of the call ``args`` and rank them (see the module
+    doc). Each candidate's result is emitted as a TrialFinished event as it comes; ``step``
+    receives the log's steps. Raises NoValidKernelFound when no candidate was measured."""
+    await device.sync()
+    floor = sample_floor(await clock_grain(device), config)
+    bench_args = tunables.input_gen(device, key, args) if tunables.input_gen else clone_args(device, args)
+    plan = Plan(tunables.candidates, key)
+    check = None
+    if config.checks and tunables.outputs and not config.dry_run:
+        check = OutputCheck(device, tunables, bench_args, pipelines, skipped=plan.skipped)
+
+    def on_trial(index: int, result: Result, wall: float) -> None:
+        emit(TrialFinished(tunables.name, key, index, result, wall))
+
+    async def pipeline(index: int) -> object:
+        return await pipelines.compile(tunables, index)
+
+    bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step)
+    sampled = await POLICIES[config.policy](bench, plan, on_trial, short_circuit_limit(tunables, key))
+    outcome = decide(tunables, key, plan, sampled, config)
+    if outcome is None:
+        raise NoValidKernelFound(tunables.name, key, tuple(sampled.all_results(tunables, plan)))
+    return outcome
