@@ -5,6 +5,11 @@
 - :mod:`wgtune.kernels.bandwidth`: ``out = alpha * x + b``, a memory-bound stream (set ``"fma"``).
 - :mod:`wgtune.kernels.demo`: the suite ``wgtune tune`` and the page run, with input builders.
 
+The WGSL generators of the bigger families are modules of their own (:mod:`~wgtune.kernels.matmul_wgsl`
+and :mod:`~wgtune.kernels.matmul_vector`, :mod:`~wgtune.kernels.reduction_wgsl`). Shared helpers:
+:mod:`~wgtune.kernels.common` (ceiling division, the 2-D grid) and :mod:`~wgtune.kernels.inputs`
+(deterministic pseudo-random inputs).
+
 Standard library only, like the core: the same code runs natively and in Pyodide.
 """
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from wgtune import Args, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
+from .common import ceil_div, wrapped_grid
+
 __all__ = [
     "FMA_VARIANTS",
     "FmaVariant",
@@ -39,13 +41,7 @@ __all__ = [
     "widest_vector",
 ]
 
-# Workgroups along x before the grid wraps onto y (WebGPU's per-dimension limit is 65535).
-GRID_ROW = 32768
 VECTOR_WIDTHS = (4, 2, 1)
-
-
-def _ceil_div(numerator: int, denominator: int) -> int:
-    return -(-numerator // denominator)
 
 
 def widest_vector(n: int) -> int:
@@ -114,13 +110,10 @@ def _vector_priority(width: int):
 
 
 def fma_kernel(variant: FmaVariant) -> Kernel:
-    """The candidate for ``variant``, with a grid that wraps onto y past ``GRID_ROW`` workgroups."""
+    """The candidate for ``variant``, on a grid that wraps onto y past ``common.GRID_ROW`` workgroups."""
 
     def grid(args: Args) -> tuple[int, int, int]:
-        groups = _ceil_div(args.params[0], variant.elements_per_workgroup)
-        if groups <= GRID_ROW:
-            return (groups, 1, 1)
-        return (GRID_ROW, _ceil_div(groups, GRID_ROW), 1)
+        return wrapped_grid(ceil_div(args.params[0], variant.elements_per_workgroup))
 
     return Kernel(
         variant.name,

@@ -9,12 +9,13 @@ Two sets:
 - ``matmul`` (:func:`matmul_set`): f32 buffers. Candidate 0, :func:`naive_matmul_kernel`, is
   one output per invocation straight from global memory: the safe default and the reference of
   the output checks. The others are tiled (:class:`MatmulTile`, WGSL from
-  :mod:`wgtune.kernels.matmul_wgsl`): block tiles from 16x16 to 256x128, K steps of 8 and 16,
-  register tiles from 1x1 to 16x8 (which fix the workgroup shape: 64 to 512 invocations), the A
-  tile transposed in workgroup memory and optionally padded, double buffering, a swizzled
-  workgroup order, a subgroup variant, and each tile of the vector layout twice: with vec4
-  global loads and stores, and with scalar ones. On an NVIDIA H200 (Vulkan) the best reach
-  about 86% of PyTorch's fp32 at 4096^3 (44 of 51 TFLOP/s) and 92% at 1024^3.
+  :mod:`wgtune.kernels.matmul_wgsl` and :mod:`wgtune.kernels.matmul_vector`): block tiles from
+  16x16 to 256x128, K steps of 8 and 16, register tiles from 1x1 to 16x8 (which fix the
+  workgroup shape: 64 to 512 invocations), the A tile transposed in workgroup memory and
+  optionally padded, double buffering, a swizzled workgroup order, a subgroup variant, and each
+  tile of the vector layout twice: with vec4 global loads and stores, and with scalar ones. On
+  an NVIDIA H200 (Vulkan) the best reach about 86% of PyTorch's fp32 at 4096^3 (44 of 51
+  TFLOP/s) and 92% at 1024^3.
 - ``matmul_f16`` (:func:`matmul_f16_set`): f16 buffers (``features=("shader-f16",)``), f32
   arithmetic, a smaller space from the same generator.
 
@@ -48,15 +49,16 @@ from dataclasses import replace
 from wgtune import Args, Group, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
-from .matmul_wgsl import MAX_INVOCATIONS, MAX_WORKGROUP_STORAGE, MatmulTile, naive_wgsl, tiled_wgsl
+from .common import ceil_div
+from .matmul_vector import vector_wgsl
+from .matmul_wgsl import DTYPES, MatmulTile, scalar_wgsl
+from .matmul_wgsl import naive_wgsl as naive_matmul_wgsl
 
 __all__ = [
     "F16_TOLERANCE",
     "MATMUL_F16_TILES",
     "MATMUL_GROUPS",
     "MATMUL_TILES",
-    "MAX_INVOCATIONS",
-    "MAX_WORKGROUP_STORAGE",
     "MatmulTile",
     "matmul_f16_reference",
     "matmul_f16_set",
@@ -80,10 +82,6 @@ SMALL, MEDIUM, LARGE = "small", "medium", "large"
 _ORDER = {SMALL: (SMALL, MEDIUM, LARGE), MEDIUM: (MEDIUM, LARGE, SMALL), LARGE: (LARGE, MEDIUM, SMALL)}
 
 
-def _ceil_div(numerator: int, denominator: int) -> int:
-    return -(-numerator // denominator)
-
-
 def _sizes(args: Args) -> tuple[int, int, int]:
     m, n, k = args.params[:3]
     return m, n, k
@@ -92,14 +90,12 @@ def _sizes(args: Args) -> tuple[int, int, int]:
 # -- kernels -------------------------------------------------------------------------------------
 
 
-def naive_matmul_wgsl(wg_x: int = 16, wg_y: int = 16, dtype: str = "f32") -> str:
-    """One output per invocation (column ``x``, row ``y``), reading A and B from global memory."""
-    return naive_wgsl(wg_x, wg_y, dtype)
-
-
 def tiled_matmul_wgsl(tile: MatmulTile, dtype: str = "f32") -> str:
-    """WGSL for one tiled candidate (see :mod:`wgtune.kernels.matmul_wgsl`)."""
-    return tiled_wgsl(tile, dtype)
+    """WGSL for one tiled candidate with ``dtype`` buffers: the vector layout where the register
+    tile is made of vec4 (``tile.vector``), else the scalar one (see :mod:`wgtune.kernels.matmul_wgsl`)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
+    return vector_wgsl(tile, dtype) if tile.vector else scalar_wgsl(tile, dtype)
 
 
 def _features(dtype: str, subgroup: bool = False) -> tuple[str, ...]:
@@ -111,7 +107,7 @@ def naive_matmul_kernel(wg_x: int = 16, wg_y: int = 16, dtype: str = "f32", **op
 
     def grid(args: Args) -> tuple[int, int, int]:
         m, n, _ = _sizes(args)
-        return (_ceil_div(n, wg_x), _ceil_div(m, wg_y), 1)
+        return (ceil_div(n, wg_x), ceil_div(m, wg_y), 1)
 
     return Kernel(
         f"naive_wg{wg_x}x{wg_y}",
@@ -129,7 +125,7 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
 
     def grid(args: Args) -> tuple[int, int, int]:
         m, n, _ = _sizes(args)
-        return (_ceil_div(n, tile.bn), _ceil_div(m, tile.bm), 1)
+        return (ceil_div(n, tile.bn), ceil_div(m, tile.bm), 1)
 
     options.setdefault("priority", _priority(tile))
     return Kernel(

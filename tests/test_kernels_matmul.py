@@ -250,7 +250,7 @@ def test_tile_rejects_what_it_cannot_generate():
         MatmulTile(bm=64, bn=64, bk=8, tm=4, tn=4, subgroup=True)
     tile = MatmulTile(bm=128, bn=128, bk=16, tm=8, tn=8, vec4=True, pad=4, double=True)
     assert tile.workgroup_storage == 4 * 2 * 16 * (132 + 128) <= HARD_MAX_STORAGE
-    assert not tile.fits_webgpu_defaults
+    assert check_limits(matmul.tiled_matmul_kernel(tile), wgtune.DeviceLimits()) is not None  # past the defaults
     assert tile.name == "tile128x128_k16_reg8x8_v4_pad_db"
 
 

@@ -1,4 +1,4 @@
-"""One import root, `wgtune`, mapped onto the design card's folders, the same in the wheel."""
+"""One import root, `wgtune`, mapped onto the top-level folders (core, backends, kernels, cli), in the wheel too."""
 
 from __future__ import annotations
 

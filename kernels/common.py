@@ -1,0 +1,31 @@
+"""Small facts every kernel family shares: ceiling division, the 2-D grid, f32 size, a directive.
+
+Pure Python (standard library), as everything in ``wgtune.kernels``: it also runs in Pyodide.
+"""
+
+from __future__ import annotations
+
+__all__ = ["F32_BYTES", "GRID_ROW", "SUBGROUPS_DIRECTIVE", "ceil_div", "wrapped_grid"]
+
+F32_BYTES = 4
+
+# Workgroups along x before a grid wraps onto y (WebGPU's per-dimension limit is 65535).
+GRID_ROW = 32768
+
+# WGSL requires this directive before subgroup builtins (browsers enforce it); naga as shipped
+# with wgpu-py 0.32 rejects it but accepts the builtins, so the native backend drops it.
+SUBGROUPS_DIRECTIVE = "enable subgroups;\n"
+
+
+def ceil_div(numerator: int, denominator: int) -> int:
+    """``ceil(numerator / denominator)`` in integers (a positive ``denominator``)."""
+    return -(-numerator // denominator)
+
+
+def wrapped_grid(groups: int) -> tuple[int, int, int]:
+    """A grid of ``groups`` workgroups laid out row-major, wrapped onto y past ``GRID_ROW`` on x
+    (a kernel numbers its workgroup ``wid.y * num_workgroups.x + wid.x``; the last row may
+    dispatch a few past ``groups``, which the kernel must skip)."""
+    if groups <= GRID_ROW:
+        return (groups, 1, 1)
+    return (GRID_ROW, ceil_div(groups, GRID_ROW), 1)
