@@ -14,7 +14,7 @@ from wgtune.errors import StoreError
 from wgtune.log import format_seconds
 from wgtune.runner import run_inline
 
-from . import wide_console
+from .console import wide_console
 
 
 def _cache(args):

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from wgtune.log import format_seconds
 
-from . import wide_console
+from .console import wide_console
 
 
 def run_records(args) -> int:

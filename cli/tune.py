@@ -17,7 +17,7 @@ from wgtune.key import Key
 from wgtune.log import format_seconds
 from wgtune.state import Hit
 
-from . import configure_logging, wide_console
+from .console import configure_logging, wide_console
 
 
 @dataclass

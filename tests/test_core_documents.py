@@ -19,6 +19,8 @@ from wgtune.documents import DocumentStore, InlineStore
 from wgtune.runner import run_inline
 from wgtune.store import canonical_namespace, document_text, encode_document, encode_export
 
+pytestmark = pytest.mark.core
+
 LAPTOP = {"wgtune": "0.1.0", "device": {"vendor": "v", "device": "laptop"}, "tuner": "default"}
 SERVER = {"wgtune": "0.1.0", "device": {"vendor": "v", "device": "server"}, "tuner": "default"}
 
