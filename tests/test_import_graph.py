@@ -40,7 +40,12 @@ cycle ``wgtune.store -> wgtune -> wgtune.store``, because ``wgtune/__init__`` im
 ``wgtune.store`` (and at that moment ``__version__`` may not be set yet). Such a submodule should
 import from the sibling that defines the name (``from .version import __version__``). Reducing
 ``from wgtune import X`` to the submodule that defines ``X`` instead would hide exactly this
-cycle, so the rule does not.
+cycle, so the rule does not. The same goes for a package that imports its submodules only inside
+a function (a command line dispatching to one module per command): if those submodules take
+helpers from the package's ``__init__``, the two depend on each other, and the helpers belong in
+a module of their own that both import. A module of another package taking names from
+``wgtune`` (``from wgtune import Args`` in ``wgtune.kernels.demo``) is an edge to ``wgtune`` as
+well, and no cycle as long as nothing ``wgtune/__init__`` imports leads back to it.
 
 The JavaScript graph
 --------------------
