@@ -16,7 +16,7 @@ Prints three figures against their targets:
   was not scheduled at all.
 
 Usage: ``make bench-page`` (or ``python bench/page.py --loads 3``; ``--settings policy=fixed``
-tunes with the seed's fixed policy, for the tuning time side by side).
+tunes with the fixed policy (CubeCL's), for the tuning time side by side).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ then:
   - ``cubecl``: 3 warmups and 10 single-dispatch samples, score ``0.8 * min + 0.2 * median``;
   - ``kernel-tuner``: 7 single-dispatch runs, mean;
   - ``wgtune``: wgtune's tuner as it ships (the adaptive policy), on a fresh tuner with no cache;
-  - ``wgtune-fixed``: the same tuner with ``policy="fixed"`` (the seed's: the plan's first batch,
+  - ``wgtune-fixed``: the same tuner with ``policy="fixed"`` (CubeCL's: the plan's first batch,
     10 calibrated samples each, ``0.8 * min + 0.2 * median``).
 
 Every policy gets the same compiled pipelines: the tuners' compiles are answered from them, so

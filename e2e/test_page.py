@@ -198,7 +198,7 @@ def test_the_seeds_fixed_policy_is_a_url_setting_away(browser):
     done = settle(page, "fma", "262144")
     assert done["state"] == "Hit" and done["policy"] == "fixed"
     measured = [r for r in done["results"] if "median" in r]
-    assert measured and all(len(r["samples"]) == 10 for r in measured)  # the seed's 10 samples each
+    assert measured and all(len(r["samples"]) == 10 for r in measured)  # the fixed policy's 10 samples each
     page.evaluate("window.wgtune.clearCache()")
     assert log.errors == []
     page.close()
