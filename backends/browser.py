@@ -14,9 +14,9 @@ is cross-origin isolated, 100 us when not, and every wall-clock reading pays for
 a promise), so the core measures the clock's grain with ``time_empty_pass`` (see
 ``wgtune.clock``) and repeats dispatches inside each timed pass until a sample is long against it.
 
-Validation errors in WebGPU are asynchronous: every call that can cause one (making a buffer or
-a bind group, writing a buffer, submitting) runs inside an error scope whose result the shim
-collects, and the device's ``sync`` raises the first as a KernelError. Nothing becomes an
+Validation errors in WebGPU are asynchronous: the calls that a kernel or a call's buffers can make
+fail (binding the buffers, submitting the work) run inside an error scope whose result the shim
+collects, and the device's ``sync`` raises the first as a KernelError. None of those becomes an
 "uncaptured error" in the console.
 
 Importable only in Pyodide (it imports ``js`` and ``pyodide.ffi``).
@@ -34,7 +34,7 @@ from wgtune.device import DeviceIdentity, DeviceLimits
 from wgtune.errors import KernelError
 from wgtune.tunable import Kernel
 
-from .webgpu import ComputePass, WebGPUDevice
+from .webgpu import WebGPUDevice
 
 __all__ = ["BrowserDevice", "BrowserShim", "identity_of", "limits_of"]
 
@@ -54,6 +54,13 @@ def _message(error: BaseException | Any) -> str:
     return str(text).strip() or type(error).__name__
 
 
+def _unbound(interface: Any, name: str) -> Any:
+    """WebGPU's method ``name`` of ``interface`` as a plain JS function of (object, *args):
+    ``Function.prototype.call`` bound to the method. Calling it from Python is one call into JS,
+    with no Python frame and no look-up of the method on the object."""
+    return js.Function.prototype.call.bind(getattr(interface.prototype, name))
+
+
 class BrowserShim:
     """The WebGPU calls :class:`~wgtune.backends.webgpu.WebGPUDevice` makes, on a browser's
     ``GPUDevice`` (see :class:`~wgtune.backends.webgpu.GPUShim` for what each one does)."""
@@ -70,6 +77,11 @@ class BrowserShim:
         self.QUERY_RESOLVE = int(usage.QUERY_RESOLVE)
         self.create_command_encoder = gpu_device.createCommandEncoder
         self._plain_pass = _js({})  # the descriptor of a pass without timestamps, made once
+        compute_pass = js.GPUComputePassEncoder
+        self.set_pipeline = _unbound(compute_pass, "setPipeline")
+        self.set_bind_group = _unbound(compute_pass, "setBindGroup")
+        self.dispatch_workgroups = _unbound(compute_pass, "dispatchWorkgroups")
+        self.end = _unbound(compute_pass, "end")
         # Each error scope reports here; reported_error() answers the first and clears them.
         # A callback rather than a list of promises: calls that never sync keep nothing alive.
         self._errors: list[str] = []
@@ -99,24 +111,23 @@ class BrowserShim:
 
     # -- buffers ----------------------------------------------------------------------------
 
+    # Buffers and writes are not scoped: wgtune sizes and aligns them itself, and a scope costs a
+    # promise and a call back into Python (a read_buffer makes one buffer, a timed sample one).
+
     def create_buffer(self, size: int, usage: int) -> Any:
-        self._push_scope()
-        try:
-            return self.gpu.createBuffer(_js({"size": size, "usage": usage}))
-        finally:
-            self._pop_scope()
+        return self.gpu.createBuffer(_js({"size": size, "usage": usage}))
 
     def write_buffer(self, buffer: Any, offset: int, data: bytes | memoryview) -> None:
-        self._push_scope()
-        try:
-            self.queue.writeBuffer(buffer, offset, to_js(memoryview(data)))
-        finally:
-            self._pop_scope()
+        self.queue.writeBuffer(buffer, offset, to_js(memoryview(data)))
 
     def destroy_buffer(self, buffer: Any) -> None:
         buffer.destroy()
 
     async def map_read(self, buffer: Any) -> bytes:
+        # All submitted work first, not only the work writing this buffer: on a software GPU
+        # (SwiftShader) the passes still queued, timed ones included, share the CPU with the page,
+        # so the page waits idle rather than run on and slow them.
+        await self.queue.onSubmittedWorkDone()
         try:
             await buffer.mapAsync(js.GPUMapMode.READ)
             data = buffer.getMappedRange().to_bytes()
@@ -165,9 +176,8 @@ class BrowserShim:
 
     # -- commands ---------------------------------------------------------------------------
 
-    def begin_compute_pass(self, encoder: Any, timestamp_writes: Any) -> ComputePass:
-        compute = encoder.beginComputePass(self._plain_pass if timestamp_writes is None else timestamp_writes)
-        return compute.setPipeline, compute.setBindGroup, compute.dispatchWorkgroups, compute.end
+    def begin_compute_pass(self, encoder: Any, *, timestamp_writes: Any = None) -> Any:
+        return encoder.beginComputePass(self._plain_pass if timestamp_writes is None else timestamp_writes)
 
     def copy_buffer_to_buffer(
         self, encoder: Any, source: Any, source_offset: int, destination: Any, destination_offset: int, size: int

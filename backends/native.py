@@ -27,7 +27,7 @@ from wgtune.device import DeviceIdentity, DeviceLimits
 from wgtune.errors import KernelError
 from wgtune.tunable import Kernel
 
-from .webgpu import ComputePass, WebGPUDevice
+from .webgpu import WebGPUDevice
 
 __all__ = ["NativeDevice", "WgpuShim"]
 
@@ -52,8 +52,19 @@ class WgpuShim:
     def __init__(self, device: wgpu.GPUDevice) -> None:
         self.device = device
         self.queue = device.queue
-        # wgpu-py's own bound method: a dispatch calls it with no frame of ours in between.
+        # wgpu-py's own functions, so that encoding a dispatch runs through no frame of ours: the
+        # device's bound method, and the encoder's and the pass's methods as plain functions of
+        # the object, taken from the classes this device's objects really are.
         self.create_command_encoder = device.create_command_encoder
+        encoder = device.create_command_encoder()
+        compute = encoder.begin_compute_pass()
+        compute.end()
+        encoder_type, pass_type = type(encoder), type(compute)
+        self.begin_compute_pass = encoder_type.begin_compute_pass  # (encoder, *, timestamp_writes=None)
+        self.set_pipeline = pass_type.set_pipeline
+        self.set_bind_group = pass_type.set_bind_group
+        self.dispatch_workgroups = pass_type.dispatch_workgroups
+        self.end = pass_type.end
         # Read back to wait for the queue (see the module's docstring).
         self._sync_buffer = device.create_buffer(size=16, usage=self.STORAGE | self.COPY_SRC | self.COPY_DST)
 
@@ -116,10 +127,6 @@ class WgpuShim:
             raise KernelError(_clean(error)) from None
 
     # -- commands ---------------------------------------------------------------------------
-
-    def begin_compute_pass(self, encoder: Any, timestamp_writes: dict | None) -> ComputePass:
-        compute = encoder.begin_compute_pass(timestamp_writes=timestamp_writes)
-        return compute.set_pipeline, compute.set_bind_group, compute.dispatch_workgroups, compute.end
 
     def copy_buffer_to_buffer(
         self, encoder: Any, source: Any, source_offset: int, destination: Any, destination_offset: int, size: int

@@ -23,16 +23,10 @@ from wgtune.device import CompiledKernel, Device, Timing
 from wgtune.errors import KernelError
 from wgtune.tunable import Args, Grid, Kernel, pack_params
 
-__all__ = ["ComputePass", "GPUShim", "TimedPass", "WebGPUDevice"]
+__all__ = ["GPUShim", "TimedPass", "WebGPUDevice"]
 
 TIMESTAMPS_BYTES = 16  # the two u64 timestamps written at the beginning and the end of a pass
 NO_GRID: Grid = (0, 0, 0)
-
-ComputePass = tuple[Callable[..., None], Callable[..., None], Callable[..., None], Callable[[], None]]
-"""An open compute pass as its four commands, bound to it: ``set_pipeline(pipeline)``,
-``set_bind_group(index, group)``, ``dispatch_workgroups(x, y, z)`` and ``end()``. Plain callables
-rather than the pass object, so that each launch calls the GPU with no name to look up or
-translate (a pass of many repeats calls them thousands of times)."""
 
 
 class GPUShim(Protocol):
@@ -64,7 +58,9 @@ class GPUShim(Protocol):
         """Free ``buffer``'s memory now, without waiting for the garbage collector."""
 
     async def map_read(self, buffer: Any) -> bytes:
-        """The contents of a MAP_READ buffer, once the work writing it is done (map, copy, unmap)."""
+        """The contents of a MAP_READ buffer, once the work writing it is done (map, copy, unmap).
+        A shim may wait for all submitted work first: the browser's does, natively it would cost a
+        readback per timed sample."""
 
     def create_query_set(self, count: int) -> Any:
         """A set of ``count`` timestamp queries."""
@@ -84,9 +80,21 @@ class GPUShim(Protocol):
     def create_command_encoder(self) -> Any:
         """A new command encoder."""
 
-    def begin_compute_pass(self, encoder: Any, timestamp_writes: Any) -> ComputePass:
-        """Begin a compute pass on ``encoder`` (writing timestamps where ``timestamp_writes``, as
-        :meth:`timestamp_writes` made it, is not None) and answer its commands."""
+    def begin_compute_pass(self, encoder: Any, *, timestamp_writes: Any = None) -> Any:
+        """A compute pass begun on ``encoder``, writing timestamps where ``timestamp_writes`` (as
+        :meth:`timestamp_writes` made it) is given."""
+
+    # A compute pass's commands, as plain functions of the pass rather than methods of the shim:
+    # natively wgpu-py's own functions, in the browser JS's, so that a launch (a pass of many
+    # repeats makes thousands) reaches the GPU through no Python frame of wgtune's.
+    set_pipeline: Callable[[Any, Any], None]
+    """``set_pipeline(compute_pass, pipeline)``"""
+    set_bind_group: Callable[[Any, int, Any], None]
+    """``set_bind_group(compute_pass, index, bind_group)``"""
+    dispatch_workgroups: Callable[[Any, int, int, int], None]
+    """``dispatch_workgroups(compute_pass, x, y, z)``"""
+    end: Callable[[Any], None]
+    """``end(compute_pass)``"""
 
     def copy_buffer_to_buffer(
         self, encoder: Any, source: Any, source_offset: int, destination: Any, destination_offset: int, size: int
@@ -137,9 +145,11 @@ class WebGPUDevice(Device):
         self.timestamps = timestamps
         self.timing = Timing.GPU_TIMESTAMP if timestamps else Timing.WALL_CLOCK
         self._storage_usage = shim.STORAGE | shim.COPY_SRC | shim.COPY_DST
-        # Bound once: every dispatch calls these, and a bound method made per call costs.
+        # Looked up once: every dispatch calls these, and a lookup (or a bound method) per call costs.
         self._create_command_encoder = shim.create_command_encoder
         self._begin_compute_pass = shim.begin_compute_pass
+        self._pass_commands = (shim.set_pipeline, shim.set_bind_group, shim.dispatch_workgroups)
+        self._end_pass = shim.end
         self._submit = shim.submit
         self._timestamp_writes: Any = None
         if timestamps:
@@ -232,13 +242,17 @@ class WebGPUDevice(Device):
         ordered); with no ``kernel``, the same pass empty (what :meth:`time_empty_pass` times)."""
         steps = kernel.steps(args, grid, self._bind_group) if kernel is not None else ()
         encoder = self._create_command_encoder()
-        set_pipeline, set_bind_group, dispatch_workgroups, end = self._begin_compute_pass(encoder, timestamp_writes)
+        if timestamp_writes is None:
+            compute = self._begin_compute_pass(encoder)
+        else:
+            compute = self._begin_compute_pass(encoder, timestamp_writes=timestamp_writes)
+        set_pipeline, set_bind_group, dispatch_workgroups = self._pass_commands
         for _ in range(repeats):
             for pipeline, group, (x, y, z) in steps:
-                set_pipeline(pipeline)
-                set_bind_group(0, group)
-                dispatch_workgroups(x, y, z)
-        end()
+                set_pipeline(compute, pipeline)
+                set_bind_group(compute, 0, group)
+                dispatch_workgroups(compute, x, y, z)
+        self._end_pass(compute)
         return encoder
 
     def dispatch(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int = 1) -> None:

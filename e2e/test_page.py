@@ -7,6 +7,7 @@ found again (a Hit, nothing benchmarked) after a reload and after a browser rest
 from __future__ import annotations
 
 import base64
+import decimal
 import json
 import math
 import subprocess
@@ -17,6 +18,14 @@ import pytest
 from harness import ROOT
 
 from wgtune.kernels.demo import FMA_ALPHA, make_fma_args, make_matmul_args
+
+
+def to_fixed(value: float, digits: int) -> str:
+    """``value`` as JavaScript's ``toFixed(digits)`` writes it: an exact tie rounds up, where
+    Python's format rounds to even (p = 250/400 is 0.63 on the page, 0.62 in an f-string)."""
+    exact = decimal.Decimal(value)  # the float's exact binary value, as toFixed sees it
+    return str(exact.quantize(decimal.Decimal(1).scaleb(-digits), rounding=decimal.ROUND_HALF_UP))
+
 
 TUNE_MS = 180_000  # a whole tune on SwiftShader, 2 CPU cores shared with the test itself
 
@@ -271,7 +280,8 @@ def test_check_on_a_new_key_is_pending_and_execute_runs_the_fallback_correctly_m
     assert records[0]["record"]["confidence"] == sure and records[0]["record"]["policy"] == "adaptive"
     finished = [e for e in events if e["type"] == "finished" and e["key"] == "100003"]
     assert finished[-1]["confidence"] == sure
-    shown = f"{sure['ratio']:.3f}x [{sure['low']:.3f}, {sure['high']:.3f}] p={sure['p_faster']:.2f}"
+    shown = (f"{to_fixed(sure['ratio'], 3)}x [{to_fixed(sure['low'], 3)}, {to_fixed(sure['high'], 3)}] "
+             f"p={to_fixed(sure['p_faster'], 2)}")
     page.wait_for_function("() => document.querySelector('#records tbody tr .confidence')")
     assert page.locator("#records tbody tr .confidence").first.inner_text() == shown
     assert f"confidence vs {sure['runner_up']}: {shown}" in page.locator("#progress").inner_text()

@@ -95,15 +95,26 @@ class RecordingShim:
         self._call("create_command_encoder")
         return Encoder()
 
-    def begin_compute_pass(self, encoder: Encoder, timestamp_writes):
-        commands: list[tuple] = []
+    def begin_compute_pass(self, encoder: Encoder, *, timestamp_writes=None) -> list[tuple]:
+        commands: list[tuple] = []  # the pass: its commands, recorded
         encoder.commands.append(("pass", timestamp_writes, commands))
-        return (
-            lambda pipeline: commands.append(("set_pipeline", pipeline)),
-            lambda index, group: commands.append(("set_bind_group", index, group)),
-            lambda x, y, z: commands.append(("dispatch_workgroups", x, y, z)),
-            lambda: commands.append(("end",)),
-        )
+        return commands
+
+    @staticmethod
+    def set_pipeline(compute_pass: list, pipeline) -> None:
+        compute_pass.append(("set_pipeline", pipeline))
+
+    @staticmethod
+    def set_bind_group(compute_pass: list, index: int, group) -> None:
+        compute_pass.append(("set_bind_group", index, group))
+
+    @staticmethod
+    def dispatch_workgroups(compute_pass: list, x: int, y: int, z: int) -> None:
+        compute_pass.append(("dispatch_workgroups", x, y, z))
+
+    @staticmethod
+    def end(compute_pass: list) -> None:
+        compute_pass.append(("end",))
 
     def copy_buffer_to_buffer(self, encoder, source, source_offset, destination, destination_offset, size) -> None:
         encoder.commands.append(("copy", source, source_offset, destination, destination_offset, size))
