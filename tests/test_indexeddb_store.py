@@ -49,9 +49,6 @@ class FakeIdb:
         self.calls.append("remove")
         self.data.pop(key, None)
 
-    async def clear(self):
-        self.data.clear()
-
     async def entries(self):
         return [[key, text] for key, text in self.data.items()]
 

@@ -36,7 +36,6 @@ export async function openDocuments(name = "wgtune") {
     get: (key) => done(db.transaction(STORE, "readonly").objectStore(STORE).get(key)),
     put: (key, text) => write((store) => store.put(text, key)),
     remove: (key) => write((store) => store.delete(key)),
-    clear: () => write((store) => store.clear()),
     /** Every [key, text] pair. */
     entries: async () => {
       const store = db.transaction(STORE, "readonly").objectStore(STORE);
