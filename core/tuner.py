@@ -43,7 +43,7 @@ from .outcome import TuneOutcome
 from .pipelines import PipelineCache
 from .record import RecordSink
 from .runner import Spawner, default_spawner
-from .state import MISS, Hit, TuneState
+from .state import MISS, Hit, TuneState, Unchecked
 from .store import Store
 from .tunable import Args, Kernel, TunableSet
 from .tuning import measure_key
@@ -193,7 +193,11 @@ class Tuner:
     def _claim(self, tunables: TunableSet, key: Key) -> TuneState | None:
         if self._sets.get(tunables.name) is not tunables:
             self._adopt(tunables)
-        return self.cache.claim(tunables, key, self.config.pinned_index(tunables, key))
+        stored = isinstance(self.cache.state(tunables.name, key), Unchecked)
+        state = self.cache.claim(tunables, key, self.config.pinned_index(tunables, key))
+        if stored and state is None and self.config.log_level is not LogLevel.DISABLED:
+            logger.info("stored winner for %s [%s] is for other candidates: tuning again", tunables.name, key)
+        return state
 
     def _adopt(self, tunables: TunableSet) -> None:
         if self.cache.adopt(tunables):
