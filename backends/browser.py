@@ -158,8 +158,10 @@ class BrowserShim:
         ]
         if errors or not _absent(problem):
             raise KernelError("\n".join(errors) or _message(problem))
-        descriptor = {"layout": "auto", "compute": {"module": module, "entryPoint": kernel.entry_point},
-                      "label": kernel.name}
+        compute = {"module": module, "entryPoint": kernel.entry_point}
+        if kernel.constants:  # GPUPipelineConstantValue is a double
+            compute["constants"] = {name: float(value) for name, value in kernel.constants.items()}
+        descriptor = {"layout": "auto", "compute": compute, "label": kernel.name}
         try:
             pipeline = await gpu.createComputePipelineAsync(_js(descriptor))
         except JsException as error:  # a GPUPipelineError: the pipeline's own validation failed

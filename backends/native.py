@@ -110,9 +110,10 @@ class WgpuShim:
     async def compile_module(self, kernel: Kernel) -> tuple[Any, Any]:
         try:
             module = self.device.create_shader_module(code=_for_naga(kernel.wgsl), label=kernel.name)
-            pipeline = self.device.create_compute_pipeline(
-                layout="auto", compute={"module": module, "entry_point": kernel.entry_point}, label=kernel.name
-            )
+            compute = {"module": module, "entry_point": kernel.entry_point}
+            if kernel.constants:
+                compute["constants"] = {name: float(value) for name, value in kernel.constants.items()}
+            pipeline = self.device.create_compute_pipeline(layout="auto", compute=compute, label=kernel.name)
             return pipeline, pipeline.get_bind_group_layout(0)
         except Exception as error:  # wgpu-py raises GPUValidationError and friends synchronously
             raise KernelError(_clean(error)) from None

@@ -12,6 +12,8 @@ at the next binding. Key functions read the numbers; the core never looks into b
 from __future__ import annotations
 
 import hashlib
+import math
+import numbers
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +53,12 @@ class Kernel:
     ``then`` are further stages, each a Kernel with its own WGSL and grid, dispatched after this
     one in the same pass on the same buffers (a two-pass reduction, say): one candidate, timed
     as a whole.
+    ``constants`` are the values of the WGSL's pipeline-overridable constants (``override
+    wg_size: u32;``), by name (or by numeric ``@id``), as WebGPU's ``constants`` of a compute
+    stage: a kernel written with overrides is tuned as it is, each candidate one set of values.
+    They are part of the candidate's identity: other values, another checksum. A
+    ``@workgroup_size`` that reads an override must still be declared as ``workgroup_size`` with
+    the value the candidate gives it (wgtune checks the device's limits before compiling).
     """
 
     name: str
@@ -63,6 +71,7 @@ class Kernel:
     group: Group | None = None
     features: tuple[str, ...] = ()
     then: tuple[Kernel, ...] = ()
+    constants: Mapping[str, int | float | bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -80,6 +89,7 @@ class Kernel:
         for stage in self.then:
             if not isinstance(stage, Kernel):
                 raise ConfigError(f"kernel {self.name!r}: each stage in then must be a Kernel, got {stage!r}")
+        object.__setattr__(self, "constants", _checked_constants(self.name, self.constants))
 
     @property
     def invocations(self) -> int:
@@ -96,8 +106,27 @@ class Kernel:
         parts = [self.name, self.entry_point, repr(self.workgroup_size), str(self.workgroup_storage), self.wgsl]
         if self.features:
             parts.append(",".join(sorted(self.features)))
+        if self.constants:  # absent when empty: kernels without overrides keep their checksums
+            parts.append("constants:" + ",".join(f"{name}={value!r}" for name, value in sorted(self.constants.items())))
         parts.extend(stage.fingerprint() for stage in self.then)
         return "\x1f".join(parts)
+
+
+def _checked_constants(kernel: str, constants: object) -> dict[str, int | float | bool]:
+    """A kernel's pipeline constants as a plain dict, or a ConfigError naming what is wrong."""
+    if not isinstance(constants, Mapping):
+        raise ConfigError(f"kernel {kernel!r}: constants must be a mapping of override name to number")
+    checked: dict[str, int | float | bool] = {}
+    for name, value in constants.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"kernel {kernel!r}: constant names must be non-empty strings, got {name!r}")
+        if not isinstance(value, numbers.Real) or not math.isfinite(value):  # numpy's scalars are Real too
+            raise ConfigError(f"kernel {kernel!r}: constant {name} = {value!r}; give a finite number or a bool")
+        if isinstance(value, bool):
+            checked[name] = value
+        else:
+            checked[name] = int(value) if isinstance(value, numbers.Integral) else float(value)
+    return checked
 
 
 def pack_params(params: Sequence[int | float]) -> bytes:

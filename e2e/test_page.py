@@ -60,6 +60,47 @@ await window.wgtune.session.add_case(DemoCase(tunables, ((1024,),), make_fma_arg
 '''
 
 
+# A kernel written with pipeline-overridable constants, as WebGPU libraries write theirs: the
+# workgroup size is an override (with a default) that also sizes a workgroup array, the scale an
+# override without a default. Each candidate is the same source with its own values.
+OVERRIDES_SET = r'''
+import struct
+from js import window
+from wgtune import Args, Kernel, TunableSet
+from wgtune.kernels.demo import DemoCase
+
+SOURCE = """
+override WORKGROUP_SIZE: u32 = 64u;
+override scale: f32;
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> n: vec4<u32>;
+var<workgroup> tile: array<f32, WORKGROUP_SIZE>;
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    var value = 0.0;
+    if (gid.x < n.x) { value = x[gid.x]; }
+    tile[lid] = value;
+    workgroupBarrier();
+    if (gid.x < n.x) { y[gid.x] = scale * tile[lid]; }
+}
+"""
+
+def candidate(wg):
+    return Kernel(f"wg{wg}", SOURCE, grid=lambda args, wg=wg: ((args.params[0] + wg - 1) // wg, 1, 1),
+                  workgroup_size=(wg, 1, 1), workgroup_storage=4 * wg,
+                  constants={"WORKGROUP_SIZE": wg, "scale": 3.0})
+
+def make_args(device, size):
+    (n,) = size
+    return Args((device.create_buffer(struct.pack(f"{n}f", *range(n))), device.create_buffer(size=4 * n)), (n,))
+
+tunables = TunableSet("overrides", [candidate(wg) for wg in (32, 64, 128)], key=lambda args: {"n": args.params[0]},
+                      outputs=(1,))
+await window.wgtune.session.add_case(DemoCase(tunables, ((1000,),), make_args))
+'''
+
+
 class _Recorder:
     """Stands in for a device in the demo's make_args: keeps the inputs' bytes."""
 
@@ -373,6 +414,20 @@ def test_a_tune_that_fails_puts_the_key_back_to_miss_and_shows_why(browser):
     failure = page.locator('tr[data-key="hopeless/1024"] .failure')
     failure.wait_for()
     assert "65535" in failure.inner_text()
+    assert log.errors == []
+    page.close()
+
+
+def test_a_kernel_with_override_constants_tunes_in_the_page_as_written(browser):
+    page, log = browser.open()
+    page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)", OVERRIDES_SET)
+    assert state(page, "overrides", "1000")["state"] == "Pending"
+    done = settle(page, "overrides", "1000")
+    assert done["state"] == "Hit" and done["winner"] in {"wg32", "wg64", "wg128"}
+    assert all("median" in result for result in done["results"]), done["results"]  # every one compiled and ran
+    ran = execute(page, "overrides", "1000")
+    assert ran["ran"] == done["winner"]
+    np.testing.assert_array_equal(output_of(ran), 3.0 * np.arange(1000, dtype=np.float32))
     assert log.errors == []
     page.close()
 

@@ -1,4 +1,4 @@
-"""The README's example runs verbatim and does what it says."""
+"""The README's examples run verbatim and do what they say."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def python_blocks() -> list[str]:
 
 
 def test_readme_example_runs_verbatim_and_tunes_then_hits(tmp_path):
-    (example,) = python_blocks()
+    example = python_blocks()[0]
     script = tmp_path / "example.py"
     script.write_text(example)
     env = {**os.environ, "WGTUNE_CACHE_DIR": str(tmp_path / "cache"), "WGTUNE_RECORDS": str(tmp_path / "r.jsonl")}
@@ -27,3 +27,18 @@ def test_readme_example_runs_verbatim_and_tunes_then_hits(tmp_path):
     assert second.returncode == 0, second.stderr
     records = (tmp_path / "r.jsonl").read_text().splitlines()
     assert len(records) == 1, "the second run is a cache hit: no new tune, no new record"
+
+
+def test_the_override_constants_example_runs_verbatim_and_computes_with_its_values(tmp_path):
+    (example,) = [block for block in python_blocks() if "override WORKGROUP_SIZE" in block]
+    script = tmp_path / "overrides.py"
+    script.write_text(example)
+    env = {**os.environ, "WGTUNE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"ran scale_wg(64|128|256) \{'WORKGROUP_SIZE': \d+, 'scale': 3\.0\} \(0\.0, 3\.0, 6\.0\)",
+                     done.stdout), done.stdout
+
+
+def test_every_python_block_of_the_readme_is_run_by_a_test():
+    assert len(python_blocks()) == 2, "a new README example needs its test here"
