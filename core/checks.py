@@ -1,15 +1,20 @@
 """Output checks (``Config.checks``): candidates run on identical inputs, compared with a reference.
 
-The reference is the first candidate, in the set's order, that fits the device, compiles
+The reference is the set's ``reference`` function when it has one: the expected outputs computed
+on the host from the call's inputs, so every candidate, the first one too, is held to it (a race
+in the first candidate cannot disqualify the correct ones). Without one, the reference is the
+first candidate, in the set's order, that fits the device, compiles
 (:meth:`PipelineCache.usable`, the same answer that picks the fallback) and runs: a set's first
 candidate is its trusted default. Candidates the plan skips for this key are passed over: they
 may not handle the call at all.
+
+Outputs are compared as values of each output's type (f16 too), within its tolerance.
 """
 
 from __future__ import annotations
 
 import math
-from array import array
+import struct
 from collections.abc import Collection
 from typing import Any
 
@@ -54,6 +59,10 @@ class OutputCheck:
     async def ensure_reference(self) -> None:
         if self.reference is not None:
             return
+        if self.tunables.reference is not None:
+            self.reference = await self._expected()
+            self.reference_name = "the reference"
+            return
         async for index, pipeline in self.pipelines.usable(self.tunables, exclude=self.skipped):
             try:
                 self.reference = await self._outputs(index, pipeline)
@@ -63,28 +72,65 @@ class OutputCheck:
             return
         raise TuneFailed(f"output checks of {self.tunables.name}: no candidate could produce reference outputs")
 
+    async def _expected(self) -> list[bytes]:
+        """The set's reference function's outputs for the pristine inputs, as bytes of each
+        output's type; a TuneFailed naming what is wrong with them (the whole tune depends on them)."""
+        name = self.tunables.name
+        inputs = [await self.device.read_buffer(buffer) for buffer in self.pristine.buffers]
+        try:
+            produced = list(self.tunables.reference(inputs, self.pristine.params))
+        except Exception as error:
+            raise TuneFailed(f"the reference of {name} raised {type(error).__name__}: {error}") from error
+        if len(produced) != len(self.tunables.outputs):
+            raise TuneFailed(f"the reference of {name} gave {len(produced)} outputs; "
+                             f"the set has {len(self.tunables.outputs)} ({self.tunables.outputs})")
+        try:
+            types = [typecode for typecode, _atol, _rtol in self.tunables.tolerances]
+            return [as_bytes(value, typecode) for value, typecode in zip(produced, types, strict=True)]
+        except (TypeError, ValueError, struct.error) as error:
+            raise TuneFailed(f"the reference of {name} gave an output that is not values: {error}") from None
+
     async def mismatch(self, index: int) -> Mismatch | None:
         """Why candidate ``index``'s outputs disagree with the reference's, or None."""
         await self.ensure_reference()
         name = self.tunables.candidates[index].name
         outputs = await self._outputs(index, await self.pipelines.compile(self.tunables, index))
         for slot, (got, want) in enumerate(zip(outputs, self.reference, strict=True)):
-            problem = compare(got, want, self.tunables.output_type, self.tunables.atol, self.tunables.rtol)
+            typecode, atol, rtol = self.tunables.tolerances[slot]
+            problem = compare(got, want, typecode, atol, rtol)
             if problem:
                 output = self.tunables.outputs[slot]
                 return Mismatch(name, f"output buffer {output} disagrees with {self.reference_name}: {problem}")
         return None
 
 
+# numpy's little-endian dtypes of the typecodes, for a reference that returns numpy arrays.
+_NUMPY_DTYPES = {"e": "<f2", "f": "<f4", "d": "<f8", "b": "i1", "B": "u1", "h": "<i2", "H": "<u2", "i": "<i4",
+                 "I": "<u4"}
+
+
+def as_bytes(value: Any, typecode: str) -> bytes:
+    """An expected output as the bytes a kernel writes: bytes as they are, an array (numpy's or
+    the ``array`` module's) converted to ``typecode``'s type, or a sequence of numbers packed."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if hasattr(value, "astype"):  # numpy, without importing it: the dtype the kernel writes
+        return value.astype(_NUMPY_DTYPES[typecode]).tobytes()
+    values = list(value)
+    return struct.pack(f"<{len(values)}{typecode}", *values)
+
+
 def compare(got: bytes, want: bytes, typecode: str, atol: float, rtol: float) -> str | None:
-    """Why two outputs differ beyond tolerance, or None."""
+    """Why two outputs differ beyond tolerance, or None. Both are read as little-endian values of
+    ``typecode`` (struct's: ``"e"`` is f16); floats agree within ``atol + rtol * |want|`` (NaN
+    with NaN), integers exactly."""
     if len(got) != len(want):
         return f"{len(got)} bytes, reference has {len(want)}"
-    a, b = array(typecode), array(typecode)
-    usable = len(got) - len(got) % a.itemsize
-    a.frombytes(got[:usable])
-    b.frombytes(want[:usable])
-    exact = typecode not in "fd"
+    size = struct.calcsize(typecode)
+    count = len(got) // size
+    a = struct.unpack(f"<{count}{typecode}", got[: count * size])
+    b = struct.unpack(f"<{count}{typecode}", want[: count * size])
+    exact = typecode not in "efd"
     bad = 0
     first = None
     for i, (x, y) in enumerate(zip(a, b, strict=True)):

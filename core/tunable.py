@@ -22,7 +22,7 @@ from typing import Any
 from .errors import ConfigError
 from .key import Key
 
-__all__ = ["Args", "Group", "Kernel", "TunableSet", "pack_params"]
+__all__ = ["OUTPUT_TYPES", "Args", "Group", "Kernel", "TunableSet", "pack_params"]
 
 Grid = tuple[int, int, int]
 Priority = int | Callable[[Key], int]
@@ -172,6 +172,34 @@ class Args:
 
 
 KeyFunction = Callable[[Args], Mapping[str, object]]
+# (the call's buffers as bytes, its params) -> one expected value per output buffer.
+Reference = Callable[[list[bytes], tuple], Sequence[Any]]
+# The typecodes output checks read values as (struct's): floats within tolerance, integers exactly.
+OUTPUT_TYPES = ("e", "f", "d", "b", "B", "h", "H", "i", "I")
+
+
+def _tolerances(
+    name: str, outputs: tuple[int, ...], output_type: object, atol: object, rtol: object
+) -> tuple[tuple[str, float, float], ...]:
+    """``(typecode, atol, rtol)`` for each output, from one value or one per output; a ConfigError
+    naming what is wrong."""
+
+    def per_output(value: object, what: str) -> list:
+        if isinstance(value, (str, int, float)):
+            return [value] * len(outputs)
+        values = list(value)  # type: ignore[call-overload]
+        if len(values) != len(outputs):
+            raise ConfigError(f"tunable set {name!r}: {what} gives {len(values)} values for {len(outputs)} outputs")
+        return values
+
+    types, atols, rtols = per_output(output_type, "output_type"), per_output(atol, "atol"), per_output(rtol, "rtol")
+    for typecode in types if outputs else [output_type]:
+        if typecode not in OUTPUT_TYPES:
+            raise ConfigError(f"tunable set {name!r}: output_type {typecode!r} is not one of {', '.join(OUTPUT_TYPES)}")
+    for tolerance in atols + rtols:
+        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
+            raise ConfigError(f"tunable set {name!r}: tolerances must be numbers >= 0, got {tolerance!r}")
+    return tuple((t, float(a), float(r)) for t, a, r in zip(types, atols, rtols, strict=True))
 InputGenerator = Callable[[Any, Key, Args], Args]
 
 
@@ -179,9 +207,16 @@ class TunableSet:
     """Candidates that compute the same thing, tuned per key.
 
     ``key`` makes the autotune key of a call (use :func:`~wgtune.anchor` to bucket sizes).
-    ``outputs`` are the indices of the buffers the kernels write: the output checks compare them,
-    as ``output_type`` values (an ``array`` typecode: ``"f"`` for f32, exact for integer codes)
-    within ``atol + rtol * |reference|``.
+    ``outputs`` are the indices of the buffers the kernels write: the output checks
+    (``Config.checks``) compare them, as ``output_type`` values (a typecode: ``"f"`` f32, ``"e"``
+    f16, ``"d"`` f64, and integer codes, compared exactly) within ``atol + rtol * |reference|``.
+    Each of the three may be one value for every output or a sequence with one per output.
+    ``reference(inputs, params)``, if given, says what the outputs should be: it receives the
+    call's buffers as bytes (before any kernel ran) and its params, and returns one value per
+    output (bytes, anything with ``tobytes()`` such as a numpy array, or a sequence of numbers).
+    With it, every candidate, the first one too, is checked against it; without it the outputs
+    are compared with the first candidate that runs (a race in that one would disqualify the
+    correct ones).
     ``input_gen(device, key, args)`` makes the benchmark's inputs; by default every buffer is
     copied, so benchmarks never write the caller's buffers and in-place kernels tune safely.
     The first candidate must be a safe default that handles every call of the set: it is the
@@ -200,9 +235,10 @@ class TunableSet:
         *,
         outputs: Sequence[int] = (),
         input_gen: InputGenerator | None = None,
-        output_type: str = "f",
-        atol: float = 1e-4,
-        rtol: float = 1e-4,
+        output_type: str | Sequence[str] = "f",
+        atol: float | Sequence[float] = 1e-4,
+        rtol: float | Sequence[float] = 1e-4,
+        reference: Reference | None = None,
         short_circuit: Callable[[Key], float | None] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
@@ -222,11 +258,13 @@ class TunableSet:
         self.key_function = key
         self.outputs = tuple(outputs)
         self.input_gen = input_gen
-        if output_type not in ("f", "d", "i", "I", "h", "H", "b", "B"):
-            raise ConfigError(f"tunable set {name!r}: output_type {output_type!r} is not an array typecode")
         self.output_type = output_type
         self.atol = atol
         self.rtol = rtol
+        self.tolerances = _tolerances(name, self.outputs, output_type, atol, rtol)
+        if reference is not None and not callable(reference):
+            raise ConfigError(f"tunable set {name!r}: reference must be a function of (inputs, params)")
+        self.reference = reference
         if short_circuit is not None and not callable(short_circuit):
             raise ConfigError(f"tunable set {name!r}: short_circuit must be a function of the key")
         self.short_circuit = short_circuit

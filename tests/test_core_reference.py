@@ -1,0 +1,105 @@
+"""Output checks against a reference function, per-output tolerances, and f16 compared as values."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from fakes import FakeDevice, call, double_into, floats, make_set, make_tuner, quiet
+
+from wgtune import ConfigError, NoValidKernelFound, TuneFailed
+from wgtune.checks import as_bytes, compare
+
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
+
+
+def racy_first_device() -> FakeDevice:
+    """Candidate a (the set's first) has a race that corrupts one value; b and c are correct."""
+    device = FakeDevice()
+    device.script("a", kernel=double_into, wrong=True, duration=1e-3)
+    device.script("b", kernel=double_into, duration=2e-3)
+    device.script("c", kernel=double_into, duration=3e-3)
+    return device
+
+
+def doubled(inputs: list[bytes], params: tuple) -> list[list[float]]:
+    return [[2 * x for x in floats(inputs[0])]]
+
+
+def results_of(tuner, tunables) -> dict[str, dict]:
+    entry = tuner.cache.entry(tunables, tuner.key(tunables, call(FakeDevice(), [1.0], [0.0])))
+    return {result["name"]: result for result in entry.results}
+
+
+def test_without_a_reference_a_racy_first_candidate_disqualifies_the_correct_ones():
+    device = racy_first_device()
+    tunables = make_set("a", "b", "c", outputs=(1,))
+    tuner = make_tuner(device, config=quiet(checks=True))
+    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "a"
+    results = results_of(tuner, tunables)
+    assert results["b"]["error"] == "Mismatch" and "disagrees with a" in results["b"]["reason"]
+
+
+def test_a_reference_function_catches_the_racy_first_candidate_and_the_correct_one_wins():
+    device = racy_first_device()
+    tunables = make_set("a", "b", "c", outputs=(1,), reference=doubled)
+    tuner = make_tuner(device, config=quiet(checks=True))
+    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "b"
+    results = results_of(tuner, tunables)
+    assert results["a"]["error"] == "Mismatch" and "disagrees with the reference" in results["a"]["reason"]
+    assert "median" in results["b"] and "median" in results["c"]
+
+
+def test_the_reference_sees_the_inputs_before_any_kernel_ran_and_may_return_bytes():
+    seen = []
+
+    def reference(inputs, params):
+        seen.append((floats(inputs[0]), floats(inputs[1]), params))
+        return [struct.pack("<2f", 2.0, 4.0)]
+
+    device = racy_first_device()
+    tunables = make_set("a", "b", outputs=(1,), reference=reference)
+    make_tuner(device, config=quiet(checks=True)).execute(tunables, call(device, [1.0, 2.0], [7.0, 7.0]))
+    assert seen == [([1.0, 2.0], [7.0, 7.0], (4,))]
+
+
+def test_a_reference_that_raises_or_gives_the_wrong_count_fails_the_tune_and_says_why():
+    def broken(inputs, params):
+        raise ZeroDivisionError("oops")
+
+    device = racy_first_device()
+    tuner = make_tuner(device, config=quiet(checks=True))
+    with pytest.raises(TuneFailed, match="reference of fake raised ZeroDivisionError: oops"):
+        tuner.execute(make_set("a", "b", outputs=(1,), reference=broken), call(device, [1.0], [0.0]))
+    with pytest.raises(TuneFailed, match="gave 2 outputs; the set has 1"):
+        tuner.execute(make_set("a", "b", name="other", outputs=(1,), reference=lambda i, p: [[2.0], [2.0]]),
+                      call(device, [1.0], [0.0]))
+
+
+def test_when_every_candidate_disagrees_with_the_reference_no_kernel_is_found():
+    device = racy_first_device()
+    tunables = make_set("a", "b", outputs=(1,), reference=lambda inputs, params: [[-1.0, -1.0]])
+    with pytest.raises(NoValidKernelFound, match="disagrees with the reference"):
+        make_tuner(device, config=quiet(checks=True)).execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0]))
+
+
+def test_f16_outputs_are_compared_as_values_within_tolerance():
+    one_ulp = struct.pack("<e", 1.0), struct.pack("<e", 1.0009765625)  # 1.0 and the next f16 up
+    assert compare(one_ulp[0], one_ulp[1], "H", 0.0, 0.0) is not None  # bits differ
+    assert compare(one_ulp[0], one_ulp[1], "e", 0.0, 1e-3) is None  # values agree within 0.1%
+    assert "first at [0]: 1.0 vs 1.5" in compare(struct.pack("<e", 1.0), struct.pack("<e", 1.5), "e", 0.0, 1e-3)
+    assert as_bytes([1.0, 0.5], "e") == struct.pack("<2e", 1.0, 0.5)
+
+
+def test_tolerances_and_types_may_differ_per_output_and_must_match_the_outputs():
+    tunables = make_set("a", outputs=(1, 2), output_type=("f", "I"), atol=(1e-3, 0), rtol=1e-2)
+    assert tunables.tolerances == (("f", 1e-3, 1e-2), ("I", 0.0, 1e-2))
+    with pytest.raises(ConfigError, match="atol gives 3 values for 2 outputs"):
+        make_set("a", outputs=(1, 2), atol=(0, 0, 0))
+    with pytest.raises(ConfigError, match="output_type 'q' is not one of"):
+        make_set("a", outputs=(1,), output_type="q")
+    with pytest.raises(ConfigError, match="tolerances must be numbers >= 0"):
+        make_set("a", outputs=(1,), rtol=-1.0)
+    with pytest.raises(ConfigError, match="reference must be a function"):
+        make_set("a", outputs=(1,), reference=[1.0])
