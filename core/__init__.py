@@ -32,6 +32,7 @@ from .plan import Plan
 from .record import MemoryRecords, RecordEffect, Trial, TuneRecord
 from .results import Measured, Stats
 from .runner import run_inline, spawn_task
+from .space import Space
 from .state import MISS, PENDING, Hit, Miss, Pending, TuneState, Unchecked
 from .store import MemoryStore, StoredEntry
 from .tunable import Args, Group, Kernel, TunableSet
@@ -68,6 +69,7 @@ __all__ = [
     "Plan",
     "RecordEffect",
     "Skip",
+    "Space",
     "Stats",
     "StoreError",
     "StoredEntry",

@@ -40,5 +40,16 @@ def test_the_override_constants_example_runs_verbatim_and_computes_with_its_valu
                      done.stdout), done.stdout
 
 
+def test_the_parameter_space_example_runs_verbatim_and_tunes_its_candidates(tmp_path):
+    (example,) = [block for block in python_blocks() if "wgtune.Space(" in block]
+    script = tmp_path / "space.py"
+    script.write_text(example)
+    env = {**os.environ, "WGTUNE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^8 candidates; ran axpy\[WG=\d+,PER_THREAD=\d\] \(1\.0, 3\.0, 5\.0\)$", done.stdout, re.M), (
+        done.stdout)
+
+
 def test_every_python_block_of_the_readme_is_run_by_a_test():
-    assert len(python_blocks()) == 2, "a new README example needs its test here"
+    assert len(python_blocks()) == 3, "a new README example needs its test here"
