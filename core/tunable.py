@@ -132,12 +132,14 @@ def _checked_constants(kernel: str, constants: object) -> dict[str, int | float 
 def pack_params(params: Sequence[int | float]) -> bytes:
     """Pack numbers as the uniform buffer a kernel reads: ints as u32 (i32 if negative), floats as f32.
 
-    Padded to a multiple of 16 bytes, as uniform buffers require.
+    numpy's scalars count as what they are (``np.uint32`` an int, ``np.float32`` a float). Padded
+    to a multiple of 16 bytes, as uniform buffers require.
     """
     out = bytearray()
     for index, value in enumerate(params):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ConfigError(f"param {index} is {value!r}: params must be ints or floats")
+        value = int(value) if isinstance(value, numbers.Integral) else float(value)
         if isinstance(value, float):
             out += struct.pack("<f", value)
         elif 0 <= value < 2**32:
