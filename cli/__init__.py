@@ -3,7 +3,7 @@
 ::
 
     wgtune tune [--cache-dir DIR] [--records FILE] [--json] [--dry-run] [--checks] [--log-level L]
-    wgtune cache list | show | clear | export FILE | import FILE   [--cache-dir DIR]
+    wgtune cache list | show [--json] [--candidates] | clear | export FILE | import FILE   [--cache-dir DIR]
     wgtune records FILE [--json]
     wgtune serve [--host H] [--port P]
 
@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     actions = cache.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("list", parents=[after], help="one line per device namespace")
     show = actions.add_parser("show", parents=[after], help="every stored winner")
-    show.add_argument("--json", action="store_true", help="print the entries as JSON")
+    show.add_argument("--json", action="store_true", help="print the entries as JSON (with every candidate's result)")
+    show.add_argument("--candidates", action="store_true",
+                      help="also a table per entry of every candidate: median, min - max, samples, failures' reasons")
     actions.add_parser("clear", parents=[after], help="forget every stored winner")
     export = actions.add_parser("export", parents=[after], help="write every namespace to one JSON document")
     export.add_argument("file", help="output file, or - for standard output")

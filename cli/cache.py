@@ -6,13 +6,17 @@ import json
 import sys
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
+from wgtune.adaptive import MIN_SAMPLES
 from wgtune.config import Config
 from wgtune.documents import DocumentStore
-from wgtune.errors import StoreError
+from wgtune.errors import Skip, StoreError
 from wgtune.log import format_seconds
+from wgtune.results import Measured, Result
 from wgtune.runner import run_inline
+from wgtune.store import StoredEntry
 
 from .console import wide_console
 
@@ -30,6 +34,70 @@ def _winner_median(entry) -> float | None:
         if result.get("name") == entry.winner_name and "median" in result:
             return result["median"]
     return None
+
+
+EARLY_MARK = "~"
+EARLY_FOOTNOTE = (
+    f"{EARLY_MARK} eliminated early, after fewer than {MIN_SAMPLES} samples: it lost clearly, "
+    "but its median is unreliable (one sample may have been descheduled)"
+)
+
+
+def _shown_order(results: tuple[Result, ...], winner: int) -> list[int]:
+    """The winner first, then the other measured candidates by median, then the failed ones,
+    then those not run (in the set's order within each)."""
+    def rank(index: int) -> tuple:
+        result = results[index]
+        if index == winner:
+            return (0, 0.0, index)
+        if isinstance(result, Measured):
+            return (1, result.stats.median if result.stats is not None else float("inf"), index)
+        return (3 if isinstance(result, Skip) else 2, 0.0, index)
+
+    return sorted(range(len(results)), key=rank)
+
+
+def candidates_table(namespace: dict, entry: StoredEntry, results: tuple[Result, ...]) -> tuple[Table, bool]:
+    """One entry's candidates as a table (median, min-max, samples, or the failure's reason), and
+    whether a median in it is marked as eliminated early."""
+    device = namespace.get("device", {}).get("device", "?")
+    title = escape(f"{entry.set_name} [{entry.key}] on {device}: {len(results)} candidates")
+    table = Table(title=title, title_justify="left")
+    for column, justify in (("#", "right"), ("candidate", "left"), ("median", "right"), ("min - max", "right"),
+                            ("samples", "right"), ("note", "left")):
+        table.add_column(column, justify=justify)
+    marked = False
+    for index in _shown_order(results, entry.winner):
+        result = results[index]
+        name = f"{result.name} (winner)" if index == entry.winner else result.name
+        if isinstance(result, Measured) and result.stats is not None:
+            stats, early = result.stats, result.eliminated_early
+            marked = marked or early
+            median = f"{EARLY_MARK}{format_seconds(stats.median)}" if early else format_seconds(stats.median)
+            spread = f"{format_seconds(stats.min)} - {format_seconds(stats.max)}"
+            note = "eliminated early" if early else ""
+            table.add_row(str(index), escape(name), median, spread, str(len(stats.samples)), note)
+        elif isinstance(result, Measured):
+            table.add_row(str(index), escape(name), "-", "-", "0", "dry run: compiled, not measured")
+        else:
+            table.add_row(str(index), escape(name), "-", "-", "-", escape(f"{type(result).__name__}: {result.reason}"))
+    return table, marked
+
+
+def _print_candidates(console, rows: list[tuple[dict, StoredEntry]]) -> None:
+    """``cache show --candidates``: a table per entry of every candidate's result."""
+    marked = False
+    for namespace, entry in rows:
+        try:
+            results = entry.decoded_results()
+        except StoreError as error:
+            print(f"wgtune: cannot show the candidates of {error}", file=sys.stderr)
+            continue
+        table, early = candidates_table(namespace, entry, results)
+        marked = marked or early
+        console.print(table)
+    if marked:
+        console.print(EARLY_FOOTNOTE)
 
 
 def run_cache(args) -> int:
@@ -80,6 +148,8 @@ def run_cache(args) -> int:
                           f"{entry.winner_name} (#{entry.winner})", format_seconds(median) if median else "-",
                           sure, str(len(entry.results)), entry.checksum[:12])
         console.print(table if rows else f"no stored winners in {directory}")
+        if args.candidates:
+            _print_candidates(console, rows)
         return 0
     if args.action == "clear":
         removed = run_inline(documents.clear_all())

@@ -23,6 +23,10 @@ The rounds stop when one candidate is left, when every finalist has ``Config.max
 samples, or when they have spent ``Config.budget`` seconds; the winner is the candidate with
 the lowest median.
 
+A candidate dropped by the margin before it had ``MIN_SAMPLES`` samples (at screening, with its
+one sample, or in an early round) comes out as ``Measured(..., eliminated_early=True)``: it
+lost clearly, but its median says little about by how much.
+
 In both policies, a candidate whose median is within the set's short-circuit limit for the key
 (see :class:`~wgtune.tunable.TunableSet`) ends the tune at once and wins.
 """
@@ -31,12 +35,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
+from dataclasses import replace
 
 from .confidence import bootstrap_ratio, median
 from .errors import Skip, candidate_failure
 from .measure import Arm, Bench, prepare_candidate
 from .plan import Plan
-from .results import Result
+from .results import Measured, Result
 from .sampling import OnTrial, Sampled
 
 __all__ = ["MIN_SAMPLES", "elimination_margin", "sample_adaptively"]
@@ -65,14 +70,18 @@ class _Adaptive:
         self.sampled = Sampled()
         self.alive: list[Arm] = []
 
-    def _leave(self, arm: Arm, why: str) -> None:
-        """``arm`` stops being sampled; its result is final."""
+    def _leave(self, arm: Arm, why: str, eliminated: bool = False) -> None:
+        """``arm`` stops being sampled; its result is final. ``eliminated``: it lost by the margin
+        (not settled by the bootstrap), so with few samples its median is marked unreliable."""
         self.alive = [other for other in self.alive if other is not arm]
-        self._settle_result(arm)
+        self._settle_result(arm, early=eliminated and len(arm.samples) < MIN_SAMPLES)
         self.step(f"{arm.name}: out after {len(arm.samples)} samples ({why})")
 
-    def _settle_result(self, arm: Arm) -> None:
-        self._record(arm.index, arm.result(self.device.timing), arm.wall, len(arm.samples))
+    def _settle_result(self, arm: Arm, early: bool = False) -> None:
+        result = arm.result(self.device.timing)
+        if early and isinstance(result, Measured):
+            result = replace(result, eliminated_early=True)
+        self._record(arm.index, result, arm.wall, len(arm.samples))
 
     def _record(self, index: int, result: Result, wall: float, samples: int) -> None:
         self.sampled.record(index, result, wall, samples)
@@ -108,7 +117,8 @@ class _Adaptive:
         for arm in list(self.alive):
             margin = elimination_margin(len(arm.samples), self.config.tolerance)
             if arm is not leader and min(arm.samples) > best * (1 + margin):
-                self._leave(arm, f"fastest {min(arm.samples):.3g}s > {1 + margin:.3g} x leader {best:.3g}s")
+                self._leave(arm, f"fastest {min(arm.samples):.3g}s > {1 + margin:.3g} x leader {best:.3g}s",
+                            eliminated=True)
 
     def _settle(self) -> None:
         """Drop the finalists the bootstrap shows to be no better than the leader within tolerance."""

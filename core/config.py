@@ -134,6 +134,9 @@ class Config:
     """How a tuner behaves. ``Config.from_env()`` reads the ``WGTUNE_*`` variables."""
 
     log_level: LogLevel = LogLevel.MINIMAL
+    log_to_stderr: bool = False
+    """Show the tune log on standard error when nobody configured logging (``log.py``): on when
+    ``WGTUNE_LOG`` is set, so that asking for a log is enough to see it."""
     cache: bool = True
     cache_dir: str | None = None
     records: str | None = None
@@ -185,6 +188,7 @@ class Config:
             raise ConfigError(f"WGTUNE_POLICY={policy!r}: use adaptive or fixed")
         config = cls(
             log_level=LogLevel(log),
+            log_to_stderr=bool(env.get("WGTUNE_LOG")),
             policy=Policy(policy),
             budget=_number(env, "WGTUNE_BUDGET", DEFAULT_BUDGET, float, 0.0),
             max_samples=_number(env, "WGTUNE_MAX_SAMPLES", DEFAULT_MAX_SAMPLES, int, 1),

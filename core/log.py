@@ -2,21 +2,74 @@
 
 Three levels (``Config.log_level`` or ``WGTUNE_LOG``): ``disabled``; ``minimal``, one line per
 tune with the winner and the top-3 medians; ``full``, that line plus every step and every
-candidate's result. Messages go out at INFO: attach a handler (the CLI does) to see them.
+candidate's result. Messages go out at INFO.
+
+They show by themselves when asked for (``WGTUNE_LOG`` set, or ``Config(log_to_stderr=True)``):
+when such a tuner is built with ``minimal`` or ``full`` and nobody has configured logging (no
+handler on the ``wgtune`` logger nor on the root logger), :func:`show_log_on_stderr` attaches
+one handler of wgtune's own that writes the lines to standard error (the browser's console in
+Pyodide). A caller who configures logging, before or after, gets no extra handler: wgtune's
+stands aside as soon as another is there (the CLI's, say).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import threading
 
 from .config import LogLevel
 from .key import Key
 from .outcome import TuneOutcome
 from .results import Measured, Result
 
-__all__ = ["TuneLog", "format_seconds", "logger"]
+__all__ = ["TuneLog", "describe", "format_seconds", "logger", "show_log_on_stderr"]
 
 logger = logging.getLogger("wgtune")
+
+
+def _configured_elsewhere() -> bool:
+    """Whether someone else shows wgtune's lines: a handler on the root logger, or another
+    handler on ``wgtune`` (then the auto handler drops the record, so no line shows twice)."""
+    return bool(logging.getLogger().handlers) or any(handler is not _AUTO_HANDLER for handler in logger.handlers)
+
+
+class _StandardError(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a message comes (a test may have swapped it)."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+        self.addFilter(lambda _record: not _configured_elsewhere())
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+
+_AUTO_HANDLER = _StandardError()
+_AUTO_HANDLER.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+_AUTO_LOCK = threading.Lock()
+
+
+def show_log_on_stderr(level: LogLevel) -> bool:
+    """Make a tune's log lines show on standard error when nobody configured logging; True if
+    this call attached wgtune's handler.
+
+    Python drops INFO lines of a logger without handlers, so ``WGTUNE_LOG=minimal`` would print
+    nothing until the caller set logging up. At ``minimal`` or ``full``, with no handler on the
+    ``wgtune`` logger nor on the root logger, this attaches wgtune's own (once per process,
+    however many tuners are built) and lets INFO through, unless the logger has a level of its
+    own. ``disabled`` attaches nothing.
+    """
+    if level is LogLevel.DISABLED:
+        return False
+    with _AUTO_LOCK:
+        if logger.handlers or logging.getLogger().handlers:
+            return False
+        logger.addHandler(_AUTO_HANDLER)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+        return True
 
 
 def format_seconds(seconds: float) -> str:
@@ -28,13 +81,19 @@ def format_seconds(seconds: float) -> str:
 
 
 def describe(result: Result) -> str:
+    """One candidate's result in a line: its timing, or its failure with the reason."""
     if isinstance(result, Measured):
         if result.stats is None:
             return f"{result.name}: compiled (dry run, not measured)"
         stats = result.stats
+        count = len(stats.samples)
+        early = (
+            f" (eliminated early after {count} sample{'' if count == 1 else 's'}: median unreliable)"
+            if result.eliminated_early else ""
+        )
         return (
             f"{result.name}: median {format_seconds(stats.median)}, min {format_seconds(stats.min)}, "
-            f"max {format_seconds(stats.max)}, {len(stats.samples)} samples ({stats.timing})"
+            f"max {format_seconds(stats.max)}, {len(stats.samples)} samples ({stats.timing}){early}"
         )
     return f"{result.name}: {type(result).__name__}: {result.reason}"
 

@@ -57,11 +57,15 @@ class Measured:
     """A candidate that ran: its index in the set, name, and measured statistics.
 
     ``stats`` is None in a dry run, where the candidate compiled but nothing was measured.
+    ``eliminated_early`` is True when the adaptive policy dropped the candidate as hopeless
+    before it had ``adaptive.MIN_SAMPLES`` samples: it lost clearly, but a median of one or two
+    samples is no measure of how much (one may have been descheduled), so do not quote it.
     """
 
     name: str
     index: int
     stats: Stats | None
+    eliminated_early: bool = False
 
     @property
     def score(self) -> float:
@@ -72,11 +76,13 @@ Result = Measured | CandidateError
 
 
 def result_to_json(result: Result) -> dict:
+    """A result as the store, the records and the page carry it: a timing's statistics and
+    samples, a dry run's mark, or a failure's kind and reason."""
     if isinstance(result, Measured):
         if result.stats is None:
             return {"name": result.name, "index": result.index, "dry_run": True}
         stats = result.stats
-        return {
+        encoded = {
             "name": result.name,
             "index": result.index,
             "timing": stats.timing,
@@ -88,13 +94,19 @@ def result_to_json(result: Result) -> dict:
             "score": stats.score,
             "samples": list(stats.samples),
         }
+        if result.eliminated_early:  # only when set: documents of results without it stay as they were
+            encoded["eliminated_early"] = True
+        return encoded
     return {"name": result.name, "error": type(result).__name__, "reason": result.reason}
 
 
 def result_from_json(obj: dict, index: int) -> Result:
+    """Read back what :func:`result_to_json` wrote for candidate ``index`` (absent fields of older
+    documents take their defaults)."""
     if "error" in obj:
         return error_from_json(obj)
     if obj.get("dry_run"):
         return Measured(str(obj["name"]), index, None)
     samples = tuple(float(s) for s in obj["samples"])
-    return Measured(str(obj["name"]), index, Stats(samples, str(obj.get("timing", "unknown"))))
+    stats = Stats(samples, str(obj.get("timing", "unknown")))
+    return Measured(str(obj["name"]), index, stats, eliminated_early=obj.get("eliminated_early") is True)

@@ -24,6 +24,7 @@ from .confidence import Confidence
 from .device import DeviceIdentity
 from .errors import StoreError
 from .key import Key
+from .results import Result, result_from_json
 from .version import __version__
 
 __all__ = [
@@ -134,6 +135,19 @@ class StoredEntry:
             raise StoreError(f"entry lacks the field {missing}") from None
         except (TypeError, ValueError) as bad:
             raise StoreError(f"entry is malformed: {bad}") from None
+
+    def decoded_results(self) -> tuple[Result, ...]:
+        """Every candidate's result as a value (``Measured`` or a failure), in the set's order.
+
+        ``results`` stays JSON so that an entry keeps what it read (newer fields too); this
+        decodes it. Raises StoreError for a result that cannot be read.
+        """
+        try:
+            return tuple(result_from_json(result, index) for index, result in enumerate(self.results))
+        except StoreError as bad:
+            raise StoreError(f"{self.set_name} [{self.key}]: {bad}") from None
+        except (AttributeError, KeyError, TypeError, ValueError) as bad:
+            raise StoreError(f"{self.set_name} [{self.key}]: a stored result is malformed: {bad!r}") from None
 
     @property
     def slot(self) -> tuple[str, Key]:

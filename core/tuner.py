@@ -38,10 +38,11 @@ from .device import Device
 from .errors import KernelError, WgtuneError, tune_failure
 from .events import TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key, KeyMemo
-from .log import TuneLog, logger
+from .log import TuneLog, logger, show_log_on_stderr
 from .outcome import TuneOutcome
 from .pipelines import PipelineCache
 from .record import RecordSink
+from .results import Result
 from .runner import Spawner, default_spawner
 from .state import MISS, Hit, TuneState, Unchecked
 from .store import Store
@@ -66,6 +67,8 @@ class Tuner:
     ) -> None:
         self.device = device
         self.config = config if config is not None else Config.from_env()
+        if self.config.log_to_stderr:  # WGTUNE_LOG set: its lines show without a logging setup
+            show_log_on_stderr(self.config.log_level)
         self.store = store if self.config.cache else None
         self.records = records
         self.observer = observer
@@ -263,6 +266,19 @@ class Tuner:
     def states(self, tunables: TunableSet | str) -> dict[Key, TuneState]:
         """A copy of every known key's state for a set."""
         return self.cache.states(tunables if isinstance(tunables, str) else tunables.name)
+
+    def results(self, tunables: TunableSet, key: Key) -> tuple[Result, ...] | None:
+        """Every candidate's result for a decided key, in the set's order: ``Measured`` (its
+        ``stats``: samples, median, min, max, mean; ``eliminated_early`` when the adaptive
+        policy dropped it after too few samples for its median to mean much) or a failure with
+        its ``reason`` (``Launch``, ``Mismatch``, ``Skip``...).
+
+        None when no tune with the set's current candidates decided the key (in this process or
+        in the store): never tuned, pinned, or tuned with other candidates. Raises StoreError
+        when the stored results cannot be read.
+        """
+        entry = self.cache.entry(tunables, key)
+        return entry.decoded_results() if entry is not None else None
 
     def forget(self, tunables: TunableSet, key: Key) -> None:
         """Drop what this process knows of a key (the store keeps its entry)."""

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
+from fakes import FakeDevice, call, make_set, make_tuner, quiet
 
 from wgtune import TunableSet
+from wgtune.backends.file_store import FileStore
 from wgtune.backends.records import read_records
 from wgtune.cli import main
 from wgtune.kernels import demo
+from wgtune.store import namespace_for
 
 
 @pytest.fixture(autouse=True)
@@ -164,3 +170,45 @@ def test_unknown_set_and_bad_environment_are_clear_errors(tmp_path, capsys, monk
     monkeypatch.setenv("WGTUNE_SAMPLES", "many")
     assert main(["tune", "--cache-dir", str(tmp_path)]) == 2
     assert "WGTUNE_SAMPLES" in capsys.readouterr().err
+
+
+def test_cache_show_candidates_lists_every_candidate_and_marks_an_early_median(tmp_path, capsys):
+    device = FakeDevice()
+    for name, seconds in {"best": 1.0e-3, "close": 1.05e-3, "hopeless": 10e-3}.items():
+        device.script(name, duration=seconds)
+    device.script("broken", compile_error="bad [wgsl]")
+    cache = tmp_path / "cache"
+    store = FileStore(cache, namespace_for(device.identity))
+    make_tuner(device, store=store, config=quiet()).execute(make_set("best", "close", "hopeless", "broken"),
+                                                            call(device, [1.0]))
+
+    assert main(["cache", "--cache-dir", str(cache), "show"]) == 0
+    default = capsys.readouterr().out
+    assert "best (#0)" in default and "hopeless" not in default and "eliminated early" not in default
+
+    assert main(["cache", "--cache-dir", str(cache), "show", "--candidates"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith(default.rstrip("\n"))  # the summary table as it was, then the candidates
+    assert "fake [n=4] on fake-gpu: 4 candidates" in shown
+    candidates = shown.split("fake [n=4] on fake-gpu: 4 candidates", 1)[1]
+    rows = {line.split("│")[2].strip(): line for line in candidates.splitlines() if line.count("│") > 5}
+    assert list(rows) == ["best (winner)", "close", "hopeless", "broken"]  # winner, by median, failures
+    assert "1.000 ms" in rows["best (winner)"] and "~" not in rows["best (winner)"]
+    assert "~10.000 ms" in rows["hopeless"] and "eliminated early" in rows["hopeless"]
+    assert " 1 " in rows["hopeless"].split("│")[5]  # one sample
+    assert "Launch: compile failed: bad [wgsl]" in rows["broken"]
+    assert "~ eliminated early, after fewer than 5 samples" in shown
+
+
+def test_the_cli_prints_each_log_line_once():
+    """The CLI's own handler shows the tune log; wgtune's stderr handler must not print it again."""
+    env = {**os.environ, "WGTUNE_SAMPLES": "3", "WGTUNE_WARMUPS": "1"}
+    command = "import sys; from wgtune.cli import main; sys.exit(main())"
+    tuned = subprocess.run(
+        [sys.executable, "-c", command, "tune", "--only", "fma", "--no-cache", "--log-level", "minimal"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert tuned.returncode == 0, tuned.stderr
+    lines = [line for line in tuned.stderr.splitlines() if "fastest for fma [" in line]
+    keys = {line.split("]")[0] for line in lines}
+    assert lines and len(lines) == len(keys), tuned.stderr  # one line per key tuned

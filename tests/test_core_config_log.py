@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 import logging
 import sys
 from pathlib import Path
@@ -245,6 +247,91 @@ def test_disabled_logging_stays_silent_when_a_stored_winner_is_stale(caplog):
         tunables, Key({"n": 4}), call(device, [1.0])
     ) == Hit(0)
     assert [r.getMessage() for r in caplog.records if r.name == "wgtune"] == []
+
+
+# -- the log shows by itself -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def nothing_configured():
+    """No handler on the root or the ``wgtune`` logger (pytest's own are on root while a test
+    runs), standard error swapped for a buffer; every handler and level restored after."""
+    root, wgtune_logger = logging.getLogger(), logging.getLogger("wgtune")
+    saved = (root.handlers[:], wgtune_logger.handlers[:], wgtune_logger.level, sys.stderr)
+    root.handlers.clear()
+    wgtune_logger.handlers.clear()
+    wgtune_logger.setLevel(logging.NOTSET)
+    sys.stderr = io.StringIO()
+    try:
+        yield sys.stderr
+    finally:
+        root.handlers[:], wgtune_logger.handlers[:] = saved[0], saved[1]
+        wgtune_logger.setLevel(saved[2])
+        sys.stderr = saved[3]
+
+
+def tune_quietly_configured(level: str) -> None:
+    device = FakeDevice()
+    device.script("a", duration=1e-3)
+    device.script("b", duration=2e-3)
+    config = quiet(log_level=level, log_to_stderr=True)
+    make_tuner(device, config=config).execute(make_set("a", "b"), call(device, [1.0]))
+
+
+def test_with_nothing_configured_a_tunes_line_goes_to_stderr_through_one_handler():
+    with nothing_configured() as stderr:
+        tune_quietly_configured("minimal")
+        tune_quietly_configured("full")  # a second tuner attaches nothing more
+        assert len(logging.getLogger("wgtune").handlers) == 1
+    lines = stderr.getvalue().splitlines()
+    summaries = [line for line in lines if line.startswith("wgtune: fastest for fake [n=4]: a; ")]
+    assert len(summaries) == 2, lines  # one per tune, each once
+    assert "top 3 medians: a=1.000 ms, b=2.000 ms" in summaries[0]
+    assert any(line.startswith("wgtune:   result: b: median 2.000 ms") for line in lines), "full: every result"
+
+
+def test_a_callers_handler_on_root_gets_the_lines_and_no_handler_is_added():
+    records = []
+    with nothing_configured() as stderr:
+        caller = logging.Handler()
+        caller.emit = records.append
+        logging.getLogger().addHandler(caller)
+        logging.getLogger("wgtune").setLevel(logging.INFO)
+        tune_quietly_configured("minimal")
+        assert logging.getLogger("wgtune").handlers == []
+    assert stderr.getvalue() == ""
+    assert ["fastest for fake" in record.getMessage() for record in records] == [True]
+
+
+def test_without_asking_for_the_log_nothing_is_attached_or_printed():
+    with nothing_configured() as stderr:
+        device = FakeDevice()
+        make_tuner(device, config=quiet(log_level="minimal")).execute(make_set("a", "b"), call(device, [1.0]))
+        assert logging.getLogger("wgtune").handlers == []
+    assert stderr.getvalue() == ""
+
+
+def test_setting_wgtune_log_asks_for_the_log_on_stderr():
+    assert Config.from_env({"WGTUNE_LOG": "minimal"}).log_to_stderr
+    assert not Config.from_env({}).log_to_stderr
+
+
+def test_disabled_attaches_nothing_and_prints_nothing():
+    with nothing_configured() as stderr:
+        tune_quietly_configured("disabled")
+        assert logging.getLogger("wgtune").handlers == []
+    assert stderr.getvalue() == ""
+
+
+def test_the_auto_handler_stands_aside_once_the_caller_configures_logging_later():
+    records = []
+    with nothing_configured() as stderr:
+        tune_quietly_configured("minimal")  # attaches wgtune's handler
+        caller = logging.Handler()
+        caller.emit = records.append
+        logging.getLogger().addHandler(caller)  # the caller sets logging up afterwards
+        tune_quietly_configured("minimal")
+    assert len(records) == 1 and stderr.getvalue().count("fastest for") == 1  # each line shown once
 
 
 # -- the core stays pure ---------------------------------------------------------------------

@@ -1,10 +1,12 @@
 // The candidates chart, and only the chart: one SVG row per candidate, drawn by hand (the page
 // loads nothing from outside). A bar is the candidate's median time, a whisker its min..max
-// spread; a failed candidate is a marked row with its error type and reason. What to draw comes
+// spread; a candidate eliminated early (after a sample or two) has a pale dashed bar and a "~"
+// median, since so few samples only say it lost; a failed candidate is a marked row with its
+// error type and reason. What to draw comes
 // in as a model (candidates.js builds it), so this file knows nothing of keys, tunes or state;
 // the wording of times and failures is format.js's, shared with the panels.
 
-import { failureText, formatNumber, formatSeconds, unitFor } from "/format.js";
+import { earlyText, failureText, formatNumber, formatSeconds, unitFor } from "/format.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -124,7 +126,8 @@ function drawSvg(results, winner, label) {
   });
   svg.append(drawGrid(ticks, unit, x, height));
   results.forEach((result, row) => svg.append(drawRow(result, winner, x, TOP + row * ROW_HEIGHT)));
-  svg.append(drawAxis(ticks, unit, x, TOP + results.length * ROW_HEIGHT));
+  const anyEarly = timed.some((result) => result.eliminated_early);
+  svg.append(drawAxis(ticks, unit, x, TOP + results.length * ROW_HEIGHT, anyEarly));
   return svg;
 }
 
@@ -137,7 +140,7 @@ function drawGrid(ticks, unit, x, height) {
   return grid;
 }
 
-function drawAxis(ticks, unit, x, y) {
+function drawAxis(ticks, unit, x, y, anyEarly) {
   const axis = el("g", { class: "axis" });
   axis.append(el("line", { x1: PLOT_LEFT, x2: PLOT_RIGHT, y1: y, y2: y }));
   for (const tick of ticks) {
@@ -146,7 +149,8 @@ function drawAxis(ticks, unit, x, y) {
     axis.append(el("text", { x: at, y: y + 18, "text-anchor": "middle" }, `${formatNumber(tick, 3)}`));
   }
   axis.append(el("text", { x: (PLOT_LEFT + PLOT_RIGHT) / 2, y: y + 38, "text-anchor": "middle", class: "axis-title" },
-    `time per run (${unit.name}): bar = median, whisker = min … max`));
+    `time per run (${unit.name}): bar = median, whisker = min … max` +
+    (anyEarly ? "; dashed bar, ~ = eliminated early: median unreliable" : "")));
   return axis;
 }
 
@@ -174,8 +178,11 @@ function drawRow(result, winner, x, y) {
 
 function drawTiming(row, result, x, middle) {
   const start = x(0);
+  const early = earlyText(result);
+  if (early) row.classList.add("early");
   row.append(el("rect", {
-    class: "bar", x: start, y: middle - 7, width: Math.max(1, x(result.median) - start), height: 14, rx: 2,
+    class: early ? "bar early" : "bar", x: start, y: middle - 7, width: Math.max(1, x(result.median) - start),
+    height: 14, rx: 2,
   }));
   if (Number.isFinite(result.min) && Number.isFinite(result.max)) {
     const [low, high] = [x(result.min), x(result.max)];
@@ -185,10 +192,12 @@ function drawTiming(row, result, x, middle) {
     whisker.append(el("line", { x1: high, x2: high, y1: middle - 5, y2: middle + 5 }));
     row.append(whisker);
   }
-  row.append(el("text", { class: "value", x: PLOT_RIGHT + 8, y: middle + 4 }, formatSeconds(result.median)));
+  const median = formatSeconds(result.median);
+  row.append(el("text", { class: "value", x: PLOT_RIGHT + 8, y: middle + 4 }, early ? `~${median}` : median));
   const samples = result.samples?.length ? `, ${result.samples.length} samples` : "";
-  row.append(el("title", {}, `${result.name}: median ${formatSeconds(result.median)}, ` +
-    `min ${formatSeconds(result.min)}, max ${formatSeconds(result.max)}${samples} (${result.timing ?? "?"} timing)`));
+  row.append(el("title", {}, `${result.name}: median ${median}, ` +
+    `min ${formatSeconds(result.min)}, max ${formatSeconds(result.max)}${samples} (${result.timing ?? "?"} timing)` +
+    (early ? `; ${early}` : "")));
 }
 
 function drawFailure(row, result, middle) {

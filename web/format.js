@@ -62,6 +62,16 @@ export function keyText(key) {
   return Object.entries(key).map(([field, value]) => `${field}=${value}`).join(", ");
 }
 
+/**
+ * Why a timed candidate's median is not to be quoted, or null when it may be: the adaptive policy
+ * dropped it as hopeless after a sample or two (`eliminated_early` in its result), so it lost
+ * clearly, but by how much its median does not say.
+ */
+export function earlyText(result) {
+  if (!result?.eliminated_early) return null;
+  return `eliminated early after ${plural(result.samples?.length ?? 0, "sample")}: its median is unreliable`;
+}
+
 /** "Launch: compile failed: …": a failed candidate's error type and reason. */
 export function failureText(result) {
   return result.reason ? `${result.error}: ${result.reason}` : String(result.error);
