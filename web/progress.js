@@ -3,7 +3,7 @@
 // calls `showProgress` as the tune's events arrive.
 
 import { $ } from "/dom.js";
-import { failureText, formatSeconds, phaseText } from "/format.js";
+import { earlyText, failureText, formatSeconds, phaseText, plural } from "/format.js";
 import { ui } from "/state.js";
 
 /** Redraw the panel if it describes the key `id` (a tune of another key leaves it as it is). */
@@ -35,8 +35,12 @@ function trialItem(result, winner) {
     value.textContent = failureText(result);
   } else {
     value.className = "trial-time";
-    const samples = result.samples ? ` (${result.samples.length} samples)` : "";
-    value.textContent = Number.isFinite(result.median) ? `median ${formatSeconds(result.median)}${samples}` : "not timed";
+    const samples = result.samples ? ` (${plural(result.samples.length, "sample")})` : "";
+    const early = earlyText(result);
+    // A median from one or two samples of a hopeless candidate: marked as the chart marks it.
+    const median = `${early ? "~" : ""}${formatSeconds(result.median)}`;
+    value.textContent = Number.isFinite(result.median) ? `median ${median}${samples}` : "not timed";
+    if (early) value.title = early;
   }
   item.classList.toggle("winner", result.name === winner);
   item.append(name, ": ", value);
