@@ -21,7 +21,8 @@ from typing import Any, Protocol
 
 from wgtune.device import CompiledKernel, Device, Timing
 from wgtune.errors import KernelError
-from wgtune.tunable import Args, Grid, Kernel, pack_params
+from wgtune.tunable import Args, Grid, Kernel
+from wgtune.uniforms import uniform_bytes
 
 __all__ = ["GPUShim", "TimedPass", "WebGPUDevice"]
 
@@ -218,16 +219,17 @@ class WebGPUDevice(Device):
         return group
 
     def _create_bind_group(self, stage: CompiledKernel, args: Args) -> Any:
-        """The call's buffers in order, then its params (if any) as a uniform at the next binding.
-        The uniform is made once per ``args`` and shared by every stage."""
+        """The call's buffers in order, then its params (if any) as a uniform at the next binding,
+        packed as the stage's WGSL declares that uniform (``uniforms.py``). Stages whose uniforms
+        pack alike share one buffer per ``args``."""
         buffers = list(args.buffers)
         if args.params:
-            uniform = args.cache.get("params")
+            data = uniform_bytes(stage.kernel, args.params, len(buffers))
+            uniform = args.cache.get(("params", data))
             if uniform is None:
-                data = pack_params(args.params)
                 uniform = self.shim.create_buffer(len(data), self.shim.UNIFORM | self.shim.COPY_DST)
                 self.shim.write_buffer(uniform, 0, data)
-                args.cache["params"] = uniform
+                args.cache[("params", data)] = uniform
             buffers.append(uniform)
         try:
             return self.shim.create_bind_group(stage.layout, buffers)

@@ -66,3 +66,16 @@ def test_a_templated_space_with_an_override_tunes_and_every_candidate_agrees():
     assert all("median" in result for result in results), [r.get("reason") for r in results]
     got = struct.unpack(f"{N}f", device.read_buffer_sync(y))
     assert list(got) == pytest.approx([2.0 * i + 1.0 for i in range(N)])
+
+
+def test_an_int_given_for_an_f32_field_of_the_params_struct_is_that_number():
+    # alpha = 2 (an int, as a JavaScript 2.0 arrives in Python): the struct says f32, so 2.0.
+    kernel = wgtune.Kernel("axpy", render({"PER_THREAD": 1}), workgroup_size=(64, 1, 1),
+                           grid=lambda args: (-(-args.params[0] // 64), 1, 1))
+    device = NativeDevice.open()
+    x = device.create_buffer(struct.pack(f"{N}f", *range(N)))
+    y = device.create_buffer(struct.pack(f"{N}f", *([1.0] * N)))
+    pipeline = wgtune.run_inline(device.compile(kernel))
+    args = Args((x, y), (N, 2))
+    device.dispatch(pipeline, args, kernel.grid(args))
+    assert list(struct.unpack(f"{N}f", device.read_buffer_sync(y))) == pytest.approx([2.0 * i + 1.0 for i in range(N)])

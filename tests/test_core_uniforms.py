@@ -1,0 +1,73 @@
+"""A call's params packed as the kernel's WGSL declares its uniform: struct fields by type."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from fakes import kernel
+
+from wgtune import ConfigError
+from wgtune.uniforms import uniform_bytes
+
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
+
+# The way softmax-style kernels of WebGPU runtimes declare their sizes and factors: a struct of
+# mixed u32 and f32 fields, a vec3 forcing padding, at the binding after the buffers.
+SOURCE = """
+struct Uniforms {
+    rows: u32,
+    cols: u32,
+    scale: f32,
+    offset: vec3<f32>,
+    eps: f32,
+}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> uniforms: Uniforms;
+@compute @workgroup_size(64) fn main() {}
+"""
+
+
+class Scalar:
+    """Stands in for a numpy scalar (these tests run where numpy is not)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def item(self):
+        return self.value
+
+
+def test_struct_fields_are_packed_by_their_types_at_their_offsets():
+    packed = uniform_bytes(kernel("k", wgsl=SOURCE), (4, Scalar(1024), 2, (0, 1, 2), 1e-5), binding=2)
+    # rows, cols, scale at 0, 4, 8; offset (vec3, align 16) at 16; eps right after it at 28.
+    assert packed == struct.pack("<IIf4x3ff", 4, 1024, 2.0, 0.0, 1.0, 2.0, 1e-5)
+
+
+def test_an_int_for_a_float_field_is_that_float_not_its_bits():
+    packed = uniform_bytes(kernel("k", wgsl=SOURCE), (1, 1, 2, (0, 0, 0), 0), binding=2)
+    assert struct.unpack_from("<f", packed, 8) == (2.0,)  # packed by Python type it would read 2.8e-45
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ((-1, 1, 1.0, (0, 0, 0), 0.0), "rows"),
+        ((1.5, 1, 1.0, (0, 0, 0), 0.0), "rows"),
+        ((1, 1, 1.0), "expects 5 values, got 3"),
+        ((1, 1, "x", (0, 0, 0), 0.0), "scale"),
+    ],
+)
+def test_params_that_do_not_fit_the_struct_are_an_error_naming_the_field(params, problem):
+    with pytest.raises(ConfigError, match=f"k: params for uniforms: .*{problem}"):
+        uniform_bytes(kernel("k", wgsl=SOURCE), params, binding=2)
+
+
+def test_a_uniform_that_is_no_struct_or_a_source_beyond_reflection_packs_by_python_type():
+    vector = SOURCE.replace("var<uniform> uniforms: Uniforms", "var<uniform> n: vec4<u32>")
+    assert uniform_bytes(kernel("v", wgsl=vector), (7, 1.5), binding=2) == struct.pack("<If8x", 7, 1.5)
+    assert uniform_bytes(kernel("u", wgsl="this is not WGSL {"), (7,), binding=2) == struct.pack("<I12x", 7)
+    # No uniform at that binding (the call has another number of buffers): the plain rule too.
+    assert uniform_bytes(kernel("k", wgsl=SOURCE), (7,), binding=5) == struct.pack("<I12x", 7)
