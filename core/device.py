@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .shaders import ShapeError, workgroup_shape
 from .tunable import Args, Grid, Kernel
 
 __all__ = ["CompiledKernel", "Device", "DeviceIdentity", "DeviceLimits", "Timing", "check_grid", "check_limits"]
@@ -68,17 +69,22 @@ def _check_stage(kernel: Kernel, limits: DeviceLimits, features: frozenset[str] 
         missing = [name for name in kernel.features if name not in features]
         if missing:
             return f"needs the device feature {', '.join(missing)}, which this device lacks"
-    if kernel.workgroup_storage > limits.max_workgroup_storage:
+    try:
+        workgroup_size, storage = workgroup_shape(kernel)
+    except ShapeError as error:
+        return str(error)
+    if storage > limits.max_workgroup_storage:
         return (
-            f"exceeds a device limit: {kernel.workgroup_storage} bytes of workgroup storage, "
+            f"exceeds a device limit: {storage} bytes of workgroup storage, "
             f"the device allows {limits.max_workgroup_storage}"
         )
-    if kernel.invocations > limits.max_invocations:
+    invocations = workgroup_size[0] * workgroup_size[1] * workgroup_size[2]
+    if invocations > limits.max_invocations:
         return (
-            f"exceeds a device limit: workgroup {kernel.workgroup_size} has {kernel.invocations} "
+            f"exceeds a device limit: workgroup {workgroup_size} has {invocations} "
             f"invocations, the device allows {limits.max_invocations}"
         )
-    for axis, size, allowed in zip("xyz", kernel.workgroup_size, limits.max_workgroup_size, strict=True):
+    for axis, size, allowed in zip("xyz", workgroup_size, limits.max_workgroup_size, strict=True):
         if size > allowed:
             return f"exceeds a device limit: workgroup size {axis} = {size}, the device allows {allowed}"
     return None

@@ -73,9 +73,9 @@ class Space:
     ``params`` maps each parameter's name to the values it takes. ``default`` is one value per
     parameter: candidate 0 (it need not be in the lists, but must pass the restrictions).
     ``restrict`` is a function of a configuration (or a sequence of them) that says whether it is
-    valid. ``workgroup_size``, ``workgroup_storage`` and ``grid`` say, per configuration, what a
-    :class:`Kernel` declares (``grid`` also takes the call's Args); each may be a fixed value
-    instead. ``features`` and ``entry_point`` are every candidate's.
+    valid. ``grid`` gives a configuration's workgroups for a call's Args. ``workgroup_size`` and
+    ``workgroup_storage`` are read from the WGSL unless given (per configuration, or one value for
+    all), as for any :class:`Kernel`. ``features`` and ``entry_point`` are every candidate's.
     """
 
     name: str
@@ -85,8 +85,8 @@ class Space:
     source: str | None = None
     render: Callable[[Params], str] | None = None
     restrict: Restriction | Sequence[Restriction] = ()
-    workgroup_size: Grid | Callable[[Params], Sequence[int]] = (64, 1, 1)
-    workgroup_storage: int | Callable[[Params], int] = 0
+    workgroup_size: Grid | Callable[[Params], Sequence[int]] | None = None
+    workgroup_storage: int | Callable[[Params], int] | None = None
     constants: Callable[[Params], Mapping[str, int | float | bool]] | None = None
     features: tuple[str, ...] = ()
     entry_point: str = "main"
@@ -197,7 +197,9 @@ class Space:
         return params
 
 
-def _three(size: Sequence[int]) -> tuple[int, ...]:
+def _three(size: Sequence[int] | None) -> tuple[int, ...] | None:
     """A workgroup size of one to three dimensions as three (``(64,)`` is ``(64, 1, 1)``)."""
+    if size is None:
+        return None
     size = tuple(size)
     return size + (1,) * (3 - len(size)) if 1 <= len(size) <= 3 else size

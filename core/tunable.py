@@ -44,9 +44,12 @@ class Kernel:
     """One WGSL candidate.
 
     ``grid`` maps the call's :class:`Args` to the number of workgroups to dispatch.
-    ``workgroup_size`` and ``workgroup_storage`` (bytes of ``var<workgroup>``) are declared so that
-    the core can check them against the device's limits before compiling: some drivers accept a
-    kernel over the storage limit and fail later, or never.
+    ``workgroup_size`` and ``workgroup_storage`` (bytes of ``var<workgroup>``) are read from the
+    WGSL (with ``constants``) and checked against the device's limits before compiling: some
+    drivers accept a kernel over the storage limit and fail later, or never. Declare them only
+    where the WGSL cannot tell (a size written in expressions wgtune's reflection does not
+    evaluate); a declaration that disagrees with the WGSL fails the candidate with both values
+    (``shaders.py``).
     ``priority`` orders candidates within their group (higher first; negative skips).
     ``features`` are the WebGPU device features the WGSL needs (``"shader-f16"``, ``"subgroups"``):
     on a device without one, the candidate is refused before compiling, with the reason.
@@ -56,16 +59,14 @@ class Kernel:
     ``constants`` are the values of the WGSL's pipeline-overridable constants (``override
     wg_size: u32;``), by name (or by numeric ``@id``), as WebGPU's ``constants`` of a compute
     stage: a kernel written with overrides is tuned as it is, each candidate one set of values.
-    They are part of the candidate's identity: other values, another checksum. A
-    ``@workgroup_size`` that reads an override must still be declared as ``workgroup_size`` with
-    the value the candidate gives it (wgtune checks the device's limits before compiling).
+    They are part of the candidate's identity: other values, another checksum.
     """
 
     name: str
     wgsl: str
     grid: Callable[[Args], Grid]
-    workgroup_size: Grid = (64, 1, 1)
-    workgroup_storage: int = 0
+    workgroup_size: Grid | None = None
+    workgroup_storage: int | None = None
     entry_point: str = "main"
     priority: Priority = 0
     group: Group | None = None
@@ -80,10 +81,14 @@ class Kernel:
             raise ConfigError(f"kernel {self.name!r}: wgsl must be a str")
         if not callable(self.grid):
             raise ConfigError(f"kernel {self.name!r}: grid must be a function of the call's Args")
-        size = tuple(self.workgroup_size)
-        if len(size) != 3 or any(not isinstance(n, int) or n < 1 for n in size):
-            raise ConfigError(f"kernel {self.name!r}: workgroup_size must be three ints >= 1, got {size}")
-        object.__setattr__(self, "workgroup_size", size)
+        if self.workgroup_size is not None:
+            size = tuple(self.workgroup_size)
+            if len(size) != 3 or any(not isinstance(n, int) or n < 1 for n in size):
+                raise ConfigError(f"kernel {self.name!r}: workgroup_size must be three ints >= 1, got {size}")
+            object.__setattr__(self, "workgroup_size", size)
+        storage = self.workgroup_storage
+        if storage is not None and (isinstance(storage, bool) or not isinstance(storage, int) or storage < 0):
+            raise ConfigError(f"kernel {self.name!r}: workgroup_storage must be bytes >= 0, got {storage!r}")
         object.__setattr__(self, "features", tuple(self.features))
         object.__setattr__(self, "then", tuple(self.then))
         for stage in self.then:
@@ -92,18 +97,17 @@ class Kernel:
         object.__setattr__(self, "constants", _checked_constants(self.name, self.constants))
 
     @property
-    def invocations(self) -> int:
-        x, y, z = self.workgroup_size
-        return x * y * z
-
-    @property
     def stages(self) -> tuple[Kernel, ...]:
         """This kernel and the stages after it, in dispatch order."""
         return (self, *self.then)
 
     def fingerprint(self) -> str:
         """What identifies this candidate's code: any change here invalidates stored winners."""
-        parts = [self.name, self.entry_point, repr(self.workgroup_size), str(self.workgroup_storage), self.wgsl]
+        # An undeclared size or storage reads as the old defaults: the declarations do not change the
+        # code, so candidates that gave none keep the checksums their stored winners have.
+        size = self.workgroup_size if self.workgroup_size is not None else (64, 1, 1)
+        storage = self.workgroup_storage if self.workgroup_storage is not None else 0
+        parts = [self.name, self.entry_point, repr(size), str(storage), self.wgsl]
         if self.features:
             parts.append(",".join(sorted(self.features)))
         if self.constants:  # absent when empty: kernels without overrides keep their checksums

@@ -12,30 +12,17 @@ as ``f32``.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 
+from .shaders import shader_of
 from .tunable import Kernel, pack_params
-from .wgsl import ShaderModule, WgslError, pack_struct, reflect
+from .wgsl import ShaderModule, WgslError, pack_struct
 
 __all__ = ["uniform_bytes"]
 
-# Each kernel's reflection, made on first use: a source is read once however often it binds.
-_SHADERS: weakref.WeakKeyDictionary[Kernel, ShaderModule | None] = weakref.WeakKeyDictionary()
-
-
-def _shader(kernel: Kernel) -> ShaderModule | None:
-    if kernel not in _SHADERS:
-        try:
-            _SHADERS[kernel] = reflect(kernel.wgsl)
-        except WgslError:  # a source beyond the reflection: the plain packing serves it
-            _SHADERS[kernel] = None
-    return _SHADERS[kernel]
-
-
 def uniform_bytes(kernel: Kernel, params: Sequence[int | float], binding: int) -> bytes:
     """The bytes of the uniform ``kernel`` reads ``params`` from at ``@group(0) @binding(binding)``."""
-    shader = _shader(kernel)
+    shader = shader_of(kernel)
     uniform = None
     if shader is not None:
         uniform = next((b for b in shader.bindings if (b.group, b.binding) == (0, binding)), None)

@@ -30,7 +30,8 @@ def to_fixed(value: float, digits: int) -> str:
 TUNE_MS = 180_000  # a whole tune on SwiftShader, 2 CPU cores shared with the test itself
 
 # A set of the embedding kind, registered from Python inside the page: one good candidate and
-# two that fail in different ways (a WGSL error, and more workgroup storage than any device has).
+# two that fail in different ways (a WGSL error, and a workgroup array of 1 GiB, more workgroup
+# storage than any device has).
 BROKEN_SET = r'''
 from js import window
 from wgtune import Kernel, TunableSet
@@ -39,7 +40,7 @@ from wgtune.kernels.demo import DemoCase, make_fma_args
 
 good = fma_kernel(FMA_VARIANTS[0])
 broken = Kernel("broken_wgsl", good.wgsl.replace("fn main", "fn main(oops"), good.grid, good.workgroup_size)
-greedy = Kernel("too_much_storage", good.wgsl, good.grid, good.workgroup_size, workgroup_storage=1 << 30)
+greedy = Kernel("too_much_storage", "var<workgroup> scratch: array<f32, 268435456>;\n" + good.wgsl, good.grid)
 tunables = TunableSet("embedded", [good, broken, greedy], key=fma_key, outputs=(2,))
 await window.wgtune.session.add_case(DemoCase(tunables, ((4096,),), make_fma_args))
 '''

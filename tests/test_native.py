@@ -79,12 +79,19 @@ def test_timed_samples_are_positive_in_both_timing_modes(device):
         assert 0 < seconds < 5
 
 
+def too_much_shared(storage: int) -> Kernel:
+    """A correct kernel whose workgroup array (read from its WGSL) is ``storage`` bytes."""
+    plain = scale_kernel("too_much_shared")
+    wgsl = f"var<workgroup> scratch: array<f32, {storage // 4}>;\n{plain.wgsl}"
+    return Kernel(plain.name, wgsl, plain.grid, plain.workgroup_size)
+
+
 def test_tune_survives_invalid_wgsl_a_device_limit_and_wrong_output(device):
     over_limit = device.limits.max_workgroup_storage * 4
     tunables = scale_set(
         scale_kernel("wg64"),
         Kernel("bad_wgsl", "fn main( {", grid=lambda a: (1, 1, 1)),
-        scale_kernel("too_much_shared", workgroup_storage=over_limit),
+        too_much_shared(over_limit),
         scale_kernel("wrong", factor="2.0"),
         scale_kernel("wg128", wg=128),
     )
