@@ -168,8 +168,8 @@ class BrowserShim:
             raise KernelError(_message(error)) from None
         return pipeline, pipeline.getBindGroupLayout(0)
 
-    def create_bind_group(self, layout: Any, buffers: Sequence[Any]) -> Any:
-        entries = [{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(buffers)]
+    def create_bind_group(self, layout: Any, buffers: Sequence[tuple[int, Any]]) -> Any:
+        entries = [{"binding": i, "resource": {"buffer": b}} for i, b in buffers]
         self._push_scope()  # a binding error surfaces here, collected by reported_error()
         try:
             return self.gpu.createBindGroup(_js({"layout": layout, "entries": entries}))

@@ -118,10 +118,8 @@ class WgpuShim:
         except Exception as error:  # wgpu-py raises GPUValidationError and friends synchronously
             raise KernelError(_clean(error)) from None
 
-    def create_bind_group(self, layout: Any, buffers: Sequence[Any]) -> Any:
-        entries = [
-            {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate(buffers)
-        ]
+    def create_bind_group(self, layout: Any, buffers: Sequence[tuple[int, Any]]) -> Any:
+        entries = [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in buffers]
         try:
             return self.device.create_bind_group(layout=layout, entries=entries)
         except Exception as error:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from wgtune.device import CompiledKernel, Device, Timing
 from wgtune.errors import KernelError
+from wgtune.shaders import declared_bindings
 from wgtune.tunable import Args, Grid, Kernel
 from wgtune.uniforms import uniform_bytes
 
@@ -70,8 +71,8 @@ class GPUShim(Protocol):
         """What :meth:`begin_compute_pass` takes to write the pass's begin and end timestamps into
         ``query_set`` at those indices. Made once and reused for every timed pass."""
 
-    def create_bind_group(self, layout: Any, buffers: Sequence[Any]) -> Any:
-        """A bind group of ``layout`` with ``buffers`` whole, at bindings 0, 1, ... in order."""
+    def create_bind_group(self, layout: Any, buffers: Sequence[tuple[int, Any]]) -> Any:
+        """A bind group of ``layout`` with each ``(binding, buffer)`` pair bound whole."""
 
     async def compile_module(self, kernel: Kernel) -> tuple[Any, Any]:
         """``kernel``'s WGSL compiled to a compute pipeline (entry point ``kernel.entry_point``,
@@ -219,20 +220,24 @@ class WebGPUDevice(Device):
         return group
 
     def _create_bind_group(self, stage: CompiledKernel, args: Args) -> Any:
-        """The call's buffers in order, then its params (if any) as a uniform at the next binding,
-        packed as the stage's WGSL declares that uniform (``uniforms.py``). Stages whose uniforms
-        pack alike share one buffer per ``args``."""
-        buffers = list(args.buffers)
-        if args.params:
-            data = uniform_bytes(stage.kernel, args.params, len(buffers))
+        """The call's buffers at bindings 0, 1, ... of group 0, then its params (if any) as a
+        uniform at the next binding, packed as the stage's WGSL declares that uniform
+        (``uniforms.py``). A stage binds only the bindings its WGSL declares (each stage of a
+        multi-pass candidate its own; all of them where its source cannot be read). Stages whose
+        uniforms pack alike share one buffer per ``args``."""
+        declared = declared_bindings(stage.kernel)
+        entries = [(i, b) for i, b in enumerate(args.buffers) if declared is None or i in declared]
+        params_at = len(args.buffers)
+        if args.params and (declared is None or params_at in declared):
+            data = uniform_bytes(stage.kernel, args.params, params_at)
             uniform = args.cache.get(("params", data))
             if uniform is None:
                 uniform = self.shim.create_buffer(len(data), self.shim.UNIFORM | self.shim.COPY_DST)
                 self.shim.write_buffer(uniform, 0, data)
                 args.cache[("params", data)] = uniform
-            buffers.append(uniform)
+            entries.append((params_at, uniform))
         try:
-            return self.shim.create_bind_group(stage.layout, buffers)
+            return self.shim.create_bind_group(stage.layout, entries)
         except KernelError as error:
             raise KernelError(f"cannot bind the call's buffers: {error}") from None
 

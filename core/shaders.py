@@ -21,7 +21,7 @@ import weakref
 from .tunable import Grid, Kernel
 from .wgsl import ShaderModule, WgslError, reflect
 
-__all__ = ["ShapeError", "shader_of", "workgroup_shape"]
+__all__ = ["ShapeError", "declared_bindings", "shader_of", "workgroup_shape"]
 
 _SHADERS: weakref.WeakKeyDictionary[Kernel, ShaderModule | None] = weakref.WeakKeyDictionary()
 _SHAPES: weakref.WeakKeyDictionary[Kernel, tuple[Grid, int] | WgslError] = weakref.WeakKeyDictionary()
@@ -41,6 +41,19 @@ def shader_of(kernel: Kernel) -> ShaderModule | None:
         except WgslError:
             _SHADERS[kernel] = None
     return _SHADERS[kernel]
+
+
+def declared_bindings(kernel: Kernel) -> frozenset[int] | None:
+    """The bindings of group 0 that ``kernel``'s WGSL declares (a call binds buffer ``i`` at
+    binding ``i``, its params at the next one); None where the source cannot be read (no compute
+    entry point was found in it), or declares resources in other groups: then every binding is
+    bound, as before reflection."""
+    shader = shader_of(kernel)
+    if shader is None or not any(entry.stage == "compute" for entry in shader.entry_points):
+        return None
+    if any(binding.group != 0 for binding in shader.bindings):
+        return None
+    return frozenset(binding.binding for binding in shader.bindings)
 
 
 def workgroup_shape(kernel: Kernel) -> tuple[Grid, int]:

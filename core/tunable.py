@@ -54,8 +54,8 @@ class Kernel:
     ``features`` are the WebGPU device features the WGSL needs (``"shader-f16"``, ``"subgroups"``):
     on a device without one, the candidate is refused before compiling, with the reason.
     ``then`` are further stages, each a Kernel with its own WGSL and grid, dispatched after this
-    one in the same pass on the same buffers (a two-pass reduction, say): one candidate, timed
-    as a whole.
+    one in the same pass on the call's buffers (a two-pass reduction, say): one candidate, timed
+    as a whole. Each stage binds only what its WGSL declares (buffer ``i`` at binding ``i``).
     ``constants`` are the values of the WGSL's pipeline-overridable constants (``override
     wg_size: u32;``), by name (or by numeric ``@id``), as WebGPU's ``constants`` of a compute
     stage: a kernel written with overrides is tuned as it is, each candidate one set of values.

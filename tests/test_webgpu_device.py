@@ -87,9 +87,11 @@ class RecordingShim:
         self._call("compile_module", kernel.name)
         return f"pipeline:{kernel.name}", f"layout:{kernel.name}"
 
-    def create_bind_group(self, layout: str, buffers) -> tuple:
-        self._call("create_bind_group", layout, tuple(buffers))
-        return ("group", layout, tuple(buffers))
+    def create_bind_group(self, layout: str, entries) -> tuple:
+        buffers = tuple(buffer for _binding, buffer in entries)
+        assert [binding for binding, _ in entries] == list(range(len(buffers)))  # this fake's stages bind all
+        self._call("create_bind_group", layout, buffers)
+        return ("group", layout, buffers)
 
     def create_command_encoder(self) -> Encoder:
         self._call("create_command_encoder")
