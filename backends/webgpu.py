@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from wgtune.device import CompiledKernel, Device, Timing
-from wgtune.errors import KernelError
-from wgtune.shaders import declared_bindings
+from wgtune.errors import ConfigError, KernelError
+from wgtune.shaders import binding_plan
 from wgtune.tunable import Args, Grid, Kernel
 from wgtune.uniforms import uniform_bytes
 
@@ -206,11 +206,16 @@ class WebGPUDevice(Device):
     # -- kernels ----------------------------------------------------------------------------
 
     async def compile(self, kernel: Kernel) -> CompiledKernel:
-        """``kernel`` and each stage of its ``then``, compiled; KernelError with the compiler's
-        message for the first that fails."""
-        then = tuple([await self.compile(stage) for stage in kernel.then])
-        pipeline, layout = await self.shim.compile_module(kernel)
-        return CompiledKernel(kernel, pipeline, layout, then)
+        """``kernel`` and each stage of its ``then``, compiled, each with what it binds
+        (``shaders.binding_plan``); KernelError with the compiler's message for the first that
+        fails."""
+        plan = binding_plan(kernel)
+        compiled = []
+        for index, stage in enumerate(kernel.stages):
+            pipeline, layout = await self.shim.compile_module(stage)
+            compiled.append(CompiledKernel(stage, pipeline, layout, (), plan[index] if plan else None))
+        first, *then = compiled
+        return CompiledKernel(kernel, first.pipeline, first.layout, tuple(then), first.bindings)
 
     def _bind_group(self, stage: CompiledKernel, args: Args) -> Any:
         """``stage``'s bind group for ``args``, made on first use and kept in ``args.cache``."""
@@ -220,15 +225,22 @@ class WebGPUDevice(Device):
         return group
 
     def _create_bind_group(self, stage: CompiledKernel, args: Args) -> Any:
-        """The call's buffers at bindings 0, 1, ... of group 0, then its params (if any) as a
-        uniform at the next binding, packed as the stage's WGSL declares that uniform
-        (``uniforms.py``). A stage binds only the bindings its WGSL declares (each stage of a
-        multi-pass candidate its own; all of them where its source cannot be read). Stages whose
-        uniforms pack alike share one buffer per ``args``."""
-        declared = declared_bindings(stage.kernel)
-        entries = [(i, b) for i, b in enumerate(args.buffers) if declared is None or i in declared]
-        params_at = len(args.buffers)
-        if args.params and (declared is None or params_at in declared):
+        """The call's buffers and params where the stage's WGSL declares them (``stage.bindings``,
+        see ``shaders.binding_plan``; without a plan, buffer ``i`` at binding ``i`` and the params
+        right after). The params uniform is packed as the stage declares it (``uniforms.py``);
+        stages whose uniforms pack alike share one buffer per ``args``."""
+        plan = stage.bindings
+        if plan is None:
+            entries = list(enumerate(args.buffers))
+            params_at = len(args.buffers)
+        else:
+            missing = [binding for binding, index in plan.buffers if index >= len(args.buffers)]
+            if missing:
+                raise ConfigError(f"{stage.kernel.name} binds storage at {missing} of group 0: the call has "
+                                  f"{len(args.buffers)} buffers, for storage bindings in binding order")
+            entries = [(binding, args.buffers[index]) for binding, index in plan.buffers]
+            params_at = plan.params_at
+        if args.params and params_at is not None:
             data = uniform_bytes(stage.kernel, args.params, params_at)
             uniform = args.cache.get(("params", data))
             if uniform is None:
@@ -237,7 +249,7 @@ class WebGPUDevice(Device):
                 args.cache[("params", data)] = uniform
             entries.append((params_at, uniform))
         try:
-            return self.shim.create_bind_group(stage.layout, entries)
+            return self.shim.create_bind_group(stage.layout, sorted(entries, key=lambda entry: entry[0]))
         except KernelError as error:
             raise KernelError(f"cannot bind the call's buffers: {error}") from None
 

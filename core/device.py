@@ -104,12 +104,14 @@ def check_grid(grid: Grid, limits: DeviceLimits) -> str | None:
 @dataclass(frozen=True, eq=False)
 class CompiledKernel:
     """A kernel as a backend compiled it: its pipeline and bind-group layout (the backend's own
-    objects), and its further stages, compiled likewise."""
+    objects), its further stages, compiled likewise, and what it binds (``shaders.StageBindings``;
+    None: the call's buffers at bindings 0, 1, ..., its params right after)."""
 
     kernel: Kernel
     pipeline: Any
     layout: Any
     then: tuple[CompiledKernel, ...] = ()
+    bindings: Any = None
 
     def steps(self, args: Args, grid: Grid, bind: Callable[[CompiledKernel, Args], Any]) -> list[tuple[Any, Any, Grid]]:
         """What one launch dispatches, in order: each stage's pipeline, bind group (``bind``) and

@@ -1,4 +1,5 @@
-"""Workgroup size and storage read from a candidate's WGSL; a declaration that disagrees fails it."""
+"""What a candidate's WGSL decides: workgroup size and storage (a declaration that disagrees
+fails it), and what each stage binds."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from fakes import FakeDevice, call, make_tuner, quiet
 
 from wgtune import DeviceLimits, Kernel, Launch, TunableSet
 from wgtune.device import check_limits
-from wgtune.shaders import ShapeError, workgroup_shape
+from wgtune.shaders import ShapeError, StageBindings, binding_plan, workgroup_shape
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
@@ -72,3 +73,43 @@ def test_where_the_wgsl_cannot_tell_the_declaration_or_the_old_default_serves():
 def test_undeclared_shapes_keep_the_checksums_of_kernels_that_declared_the_old_defaults():
     assert Kernel("k", REDUCE, grid).fingerprint() == Kernel(
         "k", REDUCE, grid, workgroup_size=(64, 1, 1), workgroup_storage=0).fingerprint()
+
+
+# -- what each stage binds ---------------------------------------------------------------------
+
+UNIFORM_FIRST = """
+struct Uniforms { rows: u32, cols: u32, scale: f32 }
+@group(0) @binding(0) var<uniform> uniforms: Uniforms;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64) fn main() { y[0] = x[0] * uniforms.scale; }
+"""
+
+USUAL = """
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> scratch: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<uniform> n: vec4<u32>;
+@compute @workgroup_size(64) fn main() {}
+"""
+
+
+def test_buffers_bind_in_binding_order_past_a_uniform_at_binding_zero():
+    (plan,) = binding_plan(Kernel("k", UNIFORM_FIRST, grid))
+    assert plan == StageBindings(buffers=((1, 0), (2, 1)), params_at=0)
+
+
+def test_each_stage_binds_only_what_it_declares_buffer_i_at_binding_i():
+    first = Kernel("a", USUAL.replace("@group(0) @binding(2) var<storage, read_write> out: array<f32>;\n", ""), grid)
+    second = Kernel("b", USUAL.replace("@group(0) @binding(0) var<storage, read> x: array<f32>;\n", "")
+                    .replace("@group(0) @binding(3) var<uniform> n: vec4<u32>;\n", ""), grid)
+    plans = binding_plan(Kernel(first.name, first.wgsl, grid, then=(second,)))
+    assert plans == (StageBindings(((0, 0), (1, 1)), 3), StageBindings(((1, 1), (2, 2)), None))
+
+
+def test_a_source_beyond_the_reflection_or_uniforms_at_odd_places_bind_as_before():
+    assert binding_plan(Kernel("opaque", "// generated elsewhere\n", grid)) is None
+    two_groups = USUAL.replace("@group(0) @binding(3)", "@group(1) @binding(0)")
+    assert binding_plan(Kernel("groups", two_groups, grid)) is None
+    other_uniform = Kernel("b", UNIFORM_FIRST.replace("@binding(0) var<uniform>", "@binding(3) var<uniform>"), grid)
+    assert binding_plan(Kernel("mixed", UNIFORM_FIRST, grid, then=(other_uniform,))) is None

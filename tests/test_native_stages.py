@@ -3,6 +3,7 @@ kernels of WebGPU libraries are written: bound by what each stage's WGSL declare
 
 from __future__ import annotations
 
+import math
 import struct
 
 import pytest
@@ -64,3 +65,72 @@ def test_each_stage_binds_only_what_its_wgsl_declares_and_both_forms_agree():
     results = tuner.results(tunables, tuner.key(tunables, args))
     assert all(isinstance(result, Measured) for result in results), results  # both ran and agreed
     assert list(struct.unpack(f"{N}f", device.read_buffer_sync(out))) == pytest.approx([3.0 * i + 1 for i in range(N)])
+
+
+# A row softmax written as WebGPU runtimes write theirs: its uniform, a struct of mixed u32 and f32
+# fields, at binding 0, the input and output after it; one workgroup a row, a shared-memory tree.
+SOFTMAX = """
+struct Uniforms {
+    rows: u32,
+    cols: u32,
+    scale: f32,
+    padding: u32,
+}
+@group(0) @binding(0) var<uniform> uniforms: Uniforms;
+@group(0) @binding(1) var<storage, read> input: array<f32>;
+@group(0) @binding(2) var<storage, read_write> output: array<f32>;
+
+const WG: u32 = 64u;
+var<workgroup> shared_max: array<f32, WG>;
+var<workgroup> shared_sum: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x;
+    let base = row * uniforms.cols;
+    var local_max = -3.0e38;
+    for (var c = lid; c < uniforms.cols; c += WG) {
+        local_max = max(local_max, uniforms.scale * input[base + c]);
+    }
+    shared_max[lid] = local_max;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if (lid < s) { shared_max[lid] = max(shared_max[lid], shared_max[lid + s]); }
+        workgroupBarrier();
+    }
+    let row_max = shared_max[0];
+    var local_sum = 0.0;
+    for (var c = lid; c < uniforms.cols; c += WG) {
+        local_sum += exp(uniforms.scale * input[base + c] - row_max);
+    }
+    shared_sum[lid] = local_sum;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if (lid < s) { shared_sum[lid] = shared_sum[lid] + shared_sum[lid + s]; }
+        workgroupBarrier();
+    }
+    let total = shared_sum[0];
+    for (var c = lid; c < uniforms.cols; c += WG) {
+        output[base + c] = exp(uniforms.scale * input[base + c] - row_max) / total;
+    }
+}
+"""
+
+
+def test_a_softmax_with_its_uniform_struct_at_binding_zero_binds_and_computes():
+    rows, cols = 3, 100
+    kernel = Kernel("softmax", SOFTMAX, grid=lambda args: (args.params[0], 1, 1))
+    device = NativeDevice.open()
+    values = [math.sin(i) for i in range(rows * cols)]
+    x = device.create_buffer(struct.pack(f"{rows * cols}f", *values))
+    y = device.create_buffer(size=4 * rows * cols)
+    tunables = TunableSet("softmax", [kernel, Kernel("softmax_again", SOFTMAX + "\n", kernel.grid)],
+                          key=lambda a: {"rows": a.params[0], "cols": a.params[1]}, outputs=(1,))
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled", checks=True, samples=3, warmups=1))
+    tuner.execute(tunables, Args((x, y), (rows, cols, 2, 0)))  # scale 2 (an int): the f32 2.0
+    got = struct.unpack(f"{rows * cols}f", device.read_buffer_sync(y))
+    for r in range(rows):
+        row = [2.0 * v for v in values[r * cols:(r + 1) * cols]]
+        top = max(row)
+        total = sum(math.exp(v - top) for v in row)
+        assert list(got[r * cols:(r + 1) * cols]) == pytest.approx([math.exp(v - top) / total for v in row], rel=1e-5)
