@@ -102,6 +102,39 @@ await window.wgtune.session.add_case(DemoCase(tunables, ((1000,),), make_args))
 '''
 
 
+# A kernel whose uniform struct (mixed u32 and f32 fields) is at binding 0, its buffers after it,
+# as several WebGPU runtimes write theirs; its scale is given as the int 2, which must arrive as
+# the f32 2.0 its struct declares (a JavaScript 2.0 reaches Python as an int).
+UNIFORM_FIRST_SET = r'''
+import struct
+from js import window
+from wgtune import Args, Kernel, TunableSet
+from wgtune.kernels.demo import DemoCase
+
+SOURCE = """
+struct Uniforms { n: u32, scale: f32 }
+@group(0) @binding(0) var<uniform> uniforms: Uniforms;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x < uniforms.n) { y[gid.x] = uniforms.scale * x[gid.x]; }
+}
+"""
+
+def candidate(wg):
+    return Kernel(f"wg{wg}", SOURCE.replace("WG", str(wg)), grid=lambda args, wg=wg: (-(-args.params[0] // wg), 1, 1))
+
+def make_args(device, size):
+    (n,) = size
+    return Args((device.create_buffer(struct.pack(f"{n}f", *range(n))), device.create_buffer(size=4 * n)), (n, 2))
+
+tunables = TunableSet("uniform_first", [candidate(64), candidate(128)], key=lambda args: {"n": args.params[0]},
+                      outputs=(1,))
+await window.wgtune.session.add_case(DemoCase(tunables, ((1000,),), make_args))
+'''
+
+
 class _Recorder:
     """Stands in for a device in the demo's make_args: keeps the inputs' bytes."""
 
@@ -429,6 +462,18 @@ def test_a_kernel_with_override_constants_tunes_in_the_page_as_written(browser):
     ran = execute(page, "overrides", "1000")
     assert ran["ran"] == done["winner"]
     np.testing.assert_array_equal(output_of(ran), 3.0 * np.arange(1000, dtype=np.float32))
+    assert log.errors == []
+    page.close()
+
+
+def test_a_uniform_struct_at_binding_zero_binds_and_packs_by_its_fields_in_the_page(browser):
+    page, log = browser.open()
+    page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)", UNIFORM_FIRST_SET)
+    page.evaluate("window.wgtune.check('uniform_first', '1000')")
+    done = settle(page, "uniform_first", "1000")
+    assert done["state"] == "Hit" and all("median" in result for result in done["results"]), done
+    ran = execute(page, "uniform_first", "1000")
+    np.testing.assert_array_equal(output_of(ran), 2.0 * np.arange(1000, dtype=np.float32))
     assert log.errors == []
     page.close()
 
