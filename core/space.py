@@ -22,7 +22,8 @@ reference of output checks unless the set has a ``reference``). Candidates are n
 values (``scale[WG=64,PER_THREAD=1]``), so a stored winner says what it is.
 
 The WGSL comes either from ``source``, whose ``override`` declarations receive the parameters
-of the same names as pipeline constants (``Kernel.constants``), or from ``render(params)``, a
+of the same names as pipeline constants (``Kernel.constants``, keyed as WebGPU keys them: by the
+``@id`` of an override that has one), or from ``render(params)``, a
 function that returns the WGSL for one configuration: any template engine (``string.Template``,
 Jinja, a C-preprocessor-style renderer) fits behind it. ``constants(params)`` overrides either
 choice of constants.
@@ -34,13 +35,14 @@ configurations that pass the restrictions; a larger one is refused with a messag
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .errors import ConfigError
 from .tunable import Args, Grid, Kernel
+from .wgsl import WgslError, reflect
 
 __all__ = ["MAX_CANDIDATES", "Space"]
 
@@ -49,22 +51,6 @@ MAX_CANDIDATES = 10_000
 
 Params = Mapping[str, Any]
 Restriction = Callable[[Params], bool]
-
-# An `override` declaration's name, with an optional @id before it (what the WGSL spec allows a
-# pipeline constant to be keyed by). Module-scope declarations only are looked for.
-_OVERRIDE = re.compile(r"(?:@id\(\s*(\d+)\s*\)\s*)?\boverride\s+([A-Za-z_][A-Za-z0-9_]*)")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-
-
-def override_names(wgsl: str) -> frozenset[str]:
-    """The names (and numeric ``@id`` keys) of the ``override`` declarations of a WGSL source."""
-    names: set[str] = set()
-    for numeric_id, name in _OVERRIDE.findall(_COMMENT.sub("", wgsl)):
-        names.add(name)
-        if numeric_id:
-            names.add(numeric_id)
-    return frozenset(names)
-
 
 @dataclass(frozen=True)
 class Space:
@@ -189,12 +175,21 @@ class Space:
             return dict(self.constants(params))
         if self.render is not None:
             return {}  # a renderer bakes the values into the source
-        declared = override_names(wgsl)
-        unused = sorted(name for name in params if name not in declared)
+        keys = self._override_keys  # WebGPU keys an override with an @id by that id
+        unused = sorted(name for name in params if name not in keys)
         if unused:
             raise ConfigError(f"{label}: the source declares no override {', '.join(unused)}; name each parameter "
                               "after an `override` of the source, or give constants=")
-        return params
+        return {keys[name]: value for name, value in params.items()}
+
+    @cached_property
+    def _override_keys(self) -> dict[str, str]:
+        """Each ``override`` of the source by name, with the key WebGPU's ``constants`` take for it."""
+        try:
+            shader = reflect(self.source)
+        except WgslError as error:
+            raise ConfigError(f"space {self.name!r}: its source cannot be read for its overrides: {error}") from None
+        return {override.name: override.key for override in shader.overrides}
 
 
 def _three(size: Sequence[int] | None) -> tuple[int, ...] | None:

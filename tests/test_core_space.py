@@ -8,7 +8,6 @@ import pytest
 from fakes import FakeDevice, call, make_tuner, quiet
 
 from wgtune import ConfigError, Space, TunableSet
-from wgtune.space import override_names
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
@@ -27,8 +26,16 @@ def grid(params, args):
     return (max(1, args.params[0] // params["TILE"]), 1, 1)
 
 
-def test_override_names_are_read_from_the_source_comments_aside():
-    assert override_names(OVERRIDES) == {"TILE", "UNROLL", "7"}
+def test_an_override_with_an_id_receives_its_parameter_under_that_id_as_webgpu_keys_it():
+    space = Space("mm", params={"TILE": [8], "UNROLL": [2]}, default={"TILE": 8, "UNROLL": 2}, source=OVERRIDES,
+                  grid=grid)
+    assert space.candidates()[0].constants == {"TILE": 8, "7": 2}  # UNROLL is @id(7)
+
+
+def test_an_override_only_in_a_comment_is_no_override():
+    space = Space("mm", params={"COMMENTED_OUT": [1]}, default={"COMMENTED_OUT": 1}, source=OVERRIDES, grid=grid)
+    with pytest.raises(ConfigError, match="declares no override COMMENTED_OUT"):
+        space.candidates()
 
 
 def test_the_default_is_candidate_zero_then_every_admitted_combination_in_order():
@@ -39,7 +46,7 @@ def test_the_default_is_candidate_zero_then_every_admitted_combination_in_order(
     assert names == ["mm[TILE=16,UNROLL=1]", "mm[TILE=8,UNROLL=1]", "mm[TILE=8,UNROLL=2]", "mm[TILE=16,UNROLL=2]",
                      "mm[TILE=32,UNROLL=1]"]
     first = space.candidates()[0]
-    assert first.constants == {"TILE": 16, "UNROLL": 1}  # the overrides receive their parameters
+    assert first.constants == {"TILE": 16, "7": 1}  # the overrides receive their parameters (UNROLL is @id(7))
     assert first.workgroup_size == (16, 16, 1) and first.wgsl == OVERRIDES
     assert first.grid(call(FakeDevice(), [1.0], n=64)) == (4, 1, 1)
 
