@@ -58,8 +58,9 @@ class Kernel:
     as a whole. Each stage binds only what its WGSL declares (buffer ``i`` at binding ``i``).
     ``constants`` are the values of the WGSL's pipeline-overridable constants (``override
     wg_size: u32;``), keyed as WebGPU's ``constants`` of a compute stage are: by the override's
-    name, or by its numeric ``@id`` where it has one: a kernel written with overrides is tuned as it is, each candidate one set of values.
-    They are part of the candidate's identity: other values, another checksum.
+    name, or by its numeric ``@id`` where it has one. A kernel written with overrides is tuned
+    as it is, each candidate one set of values. They are part of the candidate's identity: other
+    values, another checksum.
     """
 
     name: str
