@@ -48,10 +48,6 @@ class TuneOutcome:
     def winner(self) -> int:
         return self.order[0]
 
-    @property
-    def winner_result(self) -> Result:
-        return self.results[self.winner]
-
     def ranked(self) -> list[Measured]:
         """The measured candidates, fastest first."""
         return [

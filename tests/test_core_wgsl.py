@@ -556,30 +556,6 @@ def test_entry_points_of_other_stages_and_lookups():
     assert "no binding named 'x'" in error(module.binding, "x")
 
 
-def test_the_readme_override_kernel_declares_what_reflection_finds():
-    source = """
-override WORKGROUP_SIZE: u32 = 64u;
-override scale: f32;
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@group(0) @binding(2) var<uniform> n: vec4<u32>;
-var<workgroup> tile: array<f32, WORKGROUP_SIZE>;
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    var value = 0.0;
-    if (gid.x < n.x) { value = x[gid.x]; }
-    tile[lid] = value;
-    workgroupBarrier();
-    if (gid.x < n.x) { y[gid.x] = scale * tile[lid]; }
-}"""
-    module = reflect(source)
-    for wg in (64, 128, 256):
-        constants = {"WORKGROUP_SIZE": wg, "scale": 3.0}
-        assert module.entry_point().workgroup_size_with(constants) == (wg, 1, 1)
-        assert module.workgroup_storage_with(constants) == 4 * wg  # the README's workgroup_storage
-    assert pack_struct(module, module.binding("n").type, [100_000, 0, 0, 0]) == struct.pack("<4I", 100_000, 0, 0, 0)
-
-
 def test_every_kernel_wgtune_ships_reflects_to_what_it_declares():
     """The kernel families' generated WGSL (matmul f32 and f16, row reductions, fma), every stage:
     the reflected workgroup size and workgroup storage are what the tuner checks the limits

@@ -29,26 +29,26 @@ def test_readme_example_runs_verbatim_and_tunes_then_hits(tmp_path):
     assert len(records) == 1, "the second run is a cache hit: no new tune, no new record"
 
 
-def test_the_override_constants_example_runs_verbatim_and_computes_with_its_values(tmp_path):
-    (example,) = [block for block in python_blocks() if "override WORKGROUP_SIZE" in block]
-    script = tmp_path / "overrides.py"
+def run_block(tmp_path, marker: str) -> str:
+    """The README's one Python block that contains ``marker``, run as a script; its output."""
+    (example,) = [block for block in python_blocks() if marker in block]
+    script = tmp_path / "example.py"
     script.write_text(example)
     env = {**os.environ, "WGTUNE_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert re.search(r"ran scale_wg(64|128|256) \{'WORKGROUP_SIZE': \d+, 'scale': 3\.0\} \(0\.0, 3\.0, 6\.0\)",
-                     done.stdout), done.stdout
+    return done.stdout
+
+
+def test_the_override_constants_example_runs_verbatim_and_computes_with_its_values(tmp_path):
+    out = run_block(tmp_path, "override WORKGROUP_SIZE")
+    ran = r"ran scale_wg(64|128|256) \{'WORKGROUP_SIZE': \d+, 'scale': 3\.0\} \(0\.0, 3\.0, 6\.0\)"
+    assert re.search(ran, out), out
 
 
 def test_the_parameter_space_example_runs_verbatim_and_tunes_its_candidates(tmp_path):
-    (example,) = [block for block in python_blocks() if "wgtune.Space(" in block]
-    script = tmp_path / "space.py"
-    script.write_text(example)
-    env = {**os.environ, "WGTUNE_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert re.search(r"^8 candidates; ran axpy\[WG=\d+,PER_THREAD=\d\] \(1\.0, 3\.0, 5\.0\)$", done.stdout, re.M), (
-        done.stdout)
+    out = run_block(tmp_path, "wgtune.Space(")
+    assert re.search(r"^8 candidates; ran axpy\[WG=\d+,PER_THREAD=\d\] \(1\.0, 3\.0, 5\.0\)$", out, re.M), out
 
 
 def test_every_python_block_of_the_readme_is_run_by_a_test():
