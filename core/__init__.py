@@ -32,6 +32,7 @@ from .plan import Plan
 from .record import MemoryRecords, RecordEffect, Trial, TuneRecord
 from .results import Measured, Stats
 from .runner import run_inline, spawn_task
+from .search import Search
 from .space import Space
 from .state import MISS, PENDING, Hit, Miss, Pending, TuneState, Unchecked
 from .store import MemoryStore, StoredEntry
@@ -68,6 +69,7 @@ __all__ = [
     "Pin",
     "Plan",
     "RecordEffect",
+    "Search",
     "Skip",
     "Space",
     "Stats",

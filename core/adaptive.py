@@ -43,8 +43,9 @@ from .measure import Arm, Bench, prepare_candidate
 from .plan import Plan
 from .results import Measured, Result
 from .sampling import OnTrial, Sampled
+from .search import BATCH, Search
 
-__all__ = ["MIN_SAMPLES", "elimination_margin", "sample_adaptively"]
+__all__ = ["MIN_SAMPLES", "elimination_margin", "sample_adaptively", "search_adaptively"]
 
 # Samples each finalist has before the bootstrap judges it.
 MIN_SAMPLES = 5
@@ -204,6 +205,17 @@ class _Adaptive:
             self._settle()
         self.step(f"{rounds} rounds in {time.perf_counter() - started:.3f}s; {len(self.alive)} left")
 
+    def observed(self, index: int) -> float | None:
+        """What screening candidate ``index`` showed: its median so far in seconds per dispatch,
+        or None when it failed (or was never run)."""
+        for arm in self.alive:
+            if arm.index == index:
+                return median(arm.samples) if arm.samples else None
+        result = self.sampled.results.get(index)
+        if isinstance(result, Measured) and result.stats is not None:
+            return result.stats.median
+        return None
+
     def finish(self) -> Sampled:
         for arm in list(self.alive):
             self._settle_result(arm)
@@ -223,4 +235,36 @@ async def sample_adaptively(bench: Bench, plan: Plan, on_trial: OnTrial, limit: 
     policy = _Adaptive(bench, on_trial, limit)
     if not await policy.screen(plan.order(), first):
         await policy.rounds()
+    return policy.finish()
+
+
+async def search_adaptively(
+    search: Search, bench: Bench, plan: Plan, on_trial: OnTrial, limit: float | None = None
+) -> Sampled:
+    """Measure a budget of the plan's candidates chosen by ``search``'s strategy (``search.py``),
+    then settle the survivors as :func:`sample_adaptively` does.
+
+    The plan's first candidate (the set's default, unless the plan skips it) is screened first:
+    it sets the bar. Then the strategy proposes batches until the budget of candidates is
+    screened, ``search.seconds`` have passed, or a candidate short-circuits the tune.
+    """
+    pool = plan.order()
+    budget = search.budget(len(pool))
+    candidates = bench.tunables.candidates
+    strategy = search.strategy_for(pool, [kernel.configuration for kernel in candidates])
+    policy = _Adaptive(bench, on_trial, limit)
+    observed: dict[int, float | None] = {}
+    started = time.perf_counter()
+    batch = pool[:1]
+    while batch:
+        if await policy.screen(batch, first=batch):
+            return policy.finish()
+        observed.update((index, policy.observed(index)) for index in batch)
+        if search.seconds is not None and time.perf_counter() - started >= search.seconds:
+            bench.step(f"search: {search.seconds}s spent after {len(observed)} candidates")
+            break
+        batch = strategy.propose(observed, min(BATCH, budget - len(observed)))
+    bench.step(f"search ({search.strategy}): screened {len(observed)} of {len(pool)} candidates")
+    policy.sampled.not_chosen = f"not run: the search ({search.strategy}) measured {len(observed)} of {len(pool)}"
+    await policy.rounds()
     return policy.finish()

@@ -40,6 +40,7 @@ class Sampled:
     samples: dict[int, int] = field(default_factory=dict)
     order: list[int] = field(default_factory=list)  # in the order candidates first ran
     short_circuit: int | None = None
+    not_chosen: str | None = None  # why candidates never run were not (a search's budget), if not the default
 
     def record(self, index: int, result: Result, wall: float, samples: int) -> None:
         """Candidate ``index``'s result so far (a later one replaces it), its cost and samples."""
@@ -47,10 +48,14 @@ class Sampled:
         self.walls[index] = wall
         self.samples[index] = samples
 
+    def _not_run(self, name: str) -> Skip:
+        return Skip(name, self.not_chosen) if self.not_chosen else Skip(name)
+
     def all_results(self, tunables: TunableSet, plan: Plan) -> list[Result]:
         """A result for every candidate of the set: sampled, skipped by the plan, or never run."""
         results: list[Result] = [
-            self.results.get(index, Skip(kernel.name)) for index, kernel in enumerate(tunables.candidates)
+            self.results[index] if index in self.results else self._not_run(kernel.name)
+            for index, kernel in enumerate(tunables.candidates)
         ]
         for index in plan.skipped:
             results[index] = Skip(tunables.candidates[index].name, "skipped by the plan: negative priority")

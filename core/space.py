@@ -138,6 +138,7 @@ class Space:
             entry_point=self.entry_point,
             features=self.features,
             constants=self._constants(label, wgsl, params),
+            configuration=params,
         )
 
     def candidates(self, limit: int = MAX_CANDIDATES) -> list[Kernel]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .key import Key
+from .search import Search
 
 __all__ = ["OUTPUT_TYPES", "Args", "Group", "Kernel", "TunableSet", "pack_params"]
 
@@ -61,6 +62,9 @@ class Kernel:
     name, or by its numeric ``@id`` where it has one. A kernel written with overrides is tuned
     as it is, each candidate one set of values. They are part of the candidate's identity: other
     values, another checksum.
+    ``configuration`` is the point of a parameter space this candidate is (parameter name ->
+    value), set by :class:`~wgtune.space.Space`: a search's model learns from it (``search.py``).
+    It describes the candidate and is not part of its identity (its name and code are).
     """
 
     name: str
@@ -74,6 +78,7 @@ class Kernel:
     features: tuple[str, ...] = ()
     then: tuple[Kernel, ...] = ()
     constants: Mapping[str, int | float | bool] = field(default_factory=dict)
+    configuration: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -232,6 +237,8 @@ class TunableSet:
     ``short_circuit(key)`` may give a time in seconds per dispatch (a roofline bound for the key,
     say) or None: the first candidate whose median meets it ends the tune and wins, and the tune
     record names it.
+    ``search`` (a :class:`~wgtune.search.Search`) makes a tune measure only a budget of the
+    candidates, chosen by a strategy: for sets too large to measure whole (``search.py``).
     """
 
     def __init__(
@@ -247,6 +254,7 @@ class TunableSet:
         rtol: float | Sequence[float] = 1e-4,
         reference: Reference | None = None,
         short_circuit: Callable[[Key], float | None] | None = None,
+        search: Search | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a tunable set needs a non-empty name, got {name!r}")
@@ -275,6 +283,9 @@ class TunableSet:
         if short_circuit is not None and not callable(short_circuit):
             raise ConfigError(f"tunable set {name!r}: short_circuit must be a function of the key")
         self.short_circuit = short_circuit
+        if search is not None and not isinstance(search, Search):
+            raise ConfigError(f"tunable set {name!r}: search must be a wgtune.Search, got {search!r}")
+        self.search = search
         self.index_of = {candidate.name: index for index, candidate in enumerate(candidates)}
         digest = hashlib.sha256()
         for candidate in candidates:

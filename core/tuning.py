@@ -4,15 +4,16 @@ What a tune does, in order: wait for work submitted before it (its errors are no
 candidates'), learn the clock's grain (``clock.py``), make the benchmark's inputs (copies of the
 call's buffers, or the set's ``input_gen``), plan the key's candidates (``plan.py``), set up the
 output checks if asked for (``checks.py``), sample with the configured policy (``adaptive.py``
-or ``fixed.py``) and rank what was measured (``ranking.py``). What the tune's answer then
-changes (the tune cache, the store, the record, the events) is the tuner's business.
+or ``fixed.py``) or the set's search (``search.py``, over the adaptive sampling), and rank what
+was measured (``ranking.py``). What the tune's answer then changes (the tune cache, the store,
+the record, the events) is the tuner's business.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .adaptive import sample_adaptively
+from .adaptive import sample_adaptively, search_adaptively
 from .checks import OutputCheck
 from .clock import clock_grain
 from .config import Config, Policy
@@ -63,7 +64,11 @@ async def measure_key(
         return await pipelines.compile(tunables, index)
 
     bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step)
-    sampled = await POLICIES[config.policy](bench, plan, on_trial, short_circuit_limit(tunables, key))
+    limit = short_circuit_limit(tunables, key)
+    if tunables.search is not None:
+        sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)
+    else:
+        sampled = await POLICIES[config.policy](bench, plan, on_trial, limit)
     outcome = decide(tunables, key, plan, sampled, config)
     if outcome is None:
         raise NoValidKernelFound(tunables.name, key, tuple(sampled.all_results(tunables, plan)))
