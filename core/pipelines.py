@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 from .device import Device, check_limits
-from .errors import CandidateError, Launch, NoValidKernelFound, candidate_failure
+from .errors import CandidateError, ConfigError, Launch, NoValidKernelFound, candidate_failure
 from .runner import Spawner, run_inline
 from .tunable import TunableSet
 
@@ -93,7 +93,13 @@ class PipelineCache:
     def fallback(self, tunables: TunableSet) -> int:
         """The first candidate, in the set's order, that fits the device and compiles."""
         index = self._fallbacks.get(tunables.name)
-        return index if index is not None else run_inline(self.prepare(tunables))
+        if index is not None:
+            return index
+        try:
+            return run_inline(self.prepare(tunables))
+        except RuntimeError as error:  # the compile suspended: on the event loop it must be awaited
+            raise ConfigError(f"the fallback of {tunables.name!r} is not compiled yet: await tuner.prepare() "
+                              "for it before a call on the event loop") from error
 
     def compile_for_call(
         self, tunables: TunableSet, index: int, on_broken: Callable[[BaseException], None]

@@ -239,12 +239,16 @@ class TunableSet:
     record names it.
     ``search`` (a :class:`~wgtune.search.Search`) makes a tune measure only a budget of the
     candidates, chosen by a strategy: for sets too large to measure whole (``search.py``).
+    ``candidates`` may also be a function that makes them from a key's fields (a dict, the
+    key function's answer): for kernels whose sizes a template bakes into the source. Each key
+    then gets a set of its own (:meth:`for_key`), which the tuner tunes, compiles and stores
+    like any other.
     """
 
     def __init__(
         self,
         name: str,
-        candidates: Sequence[Kernel],
+        candidates: Sequence[Kernel] | Callable[[dict[str, Any]], Sequence[Kernel]],
         key: KeyFunction,
         *,
         outputs: Sequence[int] = (),
@@ -258,6 +262,14 @@ class TunableSet:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a tunable set needs a non-empty name, got {name!r}")
+        self.specialize: Callable[[dict[str, Any]], Sequence[Kernel]] | None = None
+        if callable(candidates):  # made per key: each key's candidates are a set of their own
+            self.name, self.key_function, self.specialize = name, key, candidates
+            self.candidates, self.checksum, self.index_of, self.search = (), "", {}, search
+            self._children: dict[Key, TunableSet] = {}
+            self._options = {"outputs": outputs, "input_gen": input_gen, "output_type": output_type, "atol": atol,
+                             "rtol": rtol, "reference": reference, "short_circuit": short_circuit, "search": search}
+            return
         candidates = tuple(candidates)
         if not candidates:
             raise ConfigError(f"tunable set {name!r} has no candidates")
@@ -293,10 +305,31 @@ class TunableSet:
             digest.update(b"\x1e")
         self.checksum = digest.hexdigest()[:32]
 
+    def for_key(self, key: Key) -> TunableSet:
+        """The set that tunes ``key``: this one, or for a set whose candidates are made per key,
+        the set of the key's candidates, named ``name[key]``, made on the key's first call and
+        kept (its checksum covers the candidates as made for the key, so a stored winner stands
+        for exactly that source). A ConfigError names the key when they cannot be made."""
+        if self.specialize is None:
+            return self
+        found = self._children.get(key)
+        if found is None:
+            try:
+                made = self.specialize(key.as_dict())
+            except ConfigError:
+                raise
+            except Exception as error:
+                raise ConfigError(f"tunable set {self.name!r}: its candidates for [{key}] could not be made: "
+                                  f"{type(error).__name__}: {error}") from error
+            found = self._children[key] = TunableSet(f"{self.name}[{key}]", made, self.key_function, **self._options)
+        return found
+
     def __len__(self) -> int:
         return len(self.candidates)
 
     def __repr__(self) -> str:
+        if self.specialize is not None:
+            return f"TunableSet({self.name!r}, candidates made per key)"
         return f"TunableSet({self.name!r}, {len(self.candidates)} candidates)"
 
     def key(self, args: Args) -> Key:

@@ -35,7 +35,7 @@ from typing import Any
 from .cache import TuneCache
 from .config import Config, LogLevel
 from .device import Device
-from .errors import KernelError, WgtuneError, tune_failure
+from .errors import ConfigError, KernelError, WgtuneError, tune_failure
 from .events import TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key, KeyMemo
 from .log import TuneLog, logger, show_log_on_stderr
@@ -104,6 +104,8 @@ class Tuner:
 
     def fastest(self, tunables: TunableSet, key: Key) -> TuneState:
         """The key's state in this process: Hit, Miss, Pending or Unchecked. A dict lookup."""
+        if tunables.specialize is not None:
+            tunables = tunables.for_key(key)
         if self._sets.get(tunables.name) is not tunables:
             self._adopt(tunables)
         table = self._states.get(tunables.name)
@@ -120,6 +122,8 @@ class Tuner:
         fallback runs instead.
         """
         key = self.keys.key(tunables, args)
+        if tunables.specialize is not None:
+            tunables = tunables.for_key(key)
         state = self.fastest(tunables, key)
         if state.__class__ is not Hit:
             state = self.check_tune(tunables, key, args)
@@ -173,6 +177,7 @@ class Tuner:
         Natively the tune runs inline and this returns Hit (or raises NoValidKernelFound);
         with the browser's spawner it returns Pending at once.
         """
+        tunables = tunables.for_key(key)
         state = self._claim(tunables, key)
         if state is not None:
             return state
@@ -188,6 +193,7 @@ class Tuner:
     async def tune_async(self, tunables: TunableSet, args: Args, key: Key | None = None) -> TuneState:
         """Like :meth:`check_tune`, awaiting the tune in the caller's event loop; answers Hit or Pending."""
         key = key if key is not None else self.key(tunables, args)
+        tunables = tunables.for_key(key)
         state = self._claim(tunables, key)
         if state is not None:
             return state
@@ -255,13 +261,21 @@ class Tuner:
 
     # -- the fallback, inspection -------------------------------------------------------------
 
-    async def prepare(self, tunables: TunableSet) -> int:
-        """Compile the set's fallback ahead of time (the browser does this before any call)."""
-        return await self.pipelines.prepare(tunables)
+    async def prepare(self, tunables: TunableSet, key: Key | None = None) -> int:
+        """Compile the set's fallback ahead of time (the browser does this before any call); for
+        a set whose candidates are made per key, the ``key``'s."""
+        return await self.pipelines.prepare(self._for_key(tunables, key))
 
-    def fallback(self, tunables: TunableSet) -> int:
-        """The first candidate, in the set's order, that fits the device and compiles."""
-        return self.pipelines.fallback(tunables)
+    def fallback(self, tunables: TunableSet, key: Key | None = None) -> int:
+        """The first candidate, in the set's order, that fits the device and compiles (of the
+        ``key``'s candidates, for a set that makes them per key)."""
+        return self.pipelines.fallback(self._for_key(tunables, key))
+
+    @staticmethod
+    def _for_key(tunables: TunableSet, key: Key | None) -> TunableSet:
+        if tunables.specialize is not None and key is None:
+            raise ConfigError(f"tunable set {tunables.name!r} makes its candidates per key: name the key")
+        return tunables if key is None else tunables.for_key(key)
 
     def states(self, tunables: TunableSet | str) -> dict[Key, TuneState]:
         """A copy of every known key's state for a set."""
@@ -277,12 +291,12 @@ class Tuner:
         in the store): never tuned, pinned, or tuned with other candidates. Raises StoreError
         when the stored results cannot be read.
         """
-        entry = self.cache.entry(tunables, key)
+        entry = self.cache.entry(tunables.for_key(key), key)
         return entry.decoded_results() if entry is not None else None
 
     def forget(self, tunables: TunableSet, key: Key) -> None:
         """Drop what this process knows of a key (the store keeps its entry)."""
-        self.cache.forget(tunables.name, key)
+        self.cache.forget(tunables.for_key(key).name, key)
 
     def _emit(self, event: object) -> None:
         if self.observer is not None:
