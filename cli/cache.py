@@ -31,7 +31,7 @@ def _cache(args):
 
 def _winner_median(entry) -> float | None:
     for result in entry.results:
-        if result.get("name") == entry.winner_name and "median" in result:
+        if result is not None and result.get("name") == entry.winner_name and "median" in result:
             return result["median"]
     return None
 
@@ -67,8 +67,13 @@ def candidates_table(namespace: dict, entry: StoredEntry, results: tuple[Result,
                             ("samples", "right"), ("note", "left")):
         table.add_column(column, justify=justify)
     marked = False
+    never_run = [index for index, result in enumerate(results) if isinstance(result, Skip) and not result.name]
     for index in _shown_order(results, entry.winner):
         result = results[index]
+        if index in never_run[:1]:  # stored without names (a search's unchosen): one row for them all
+            table.add_row("", f"{len(never_run)} others", "-", "-", "-", escape(f"Skip: {entry.not_run}"))
+        if isinstance(result, Skip) and not result.name:
+            continue
         name = f"{result.name} (winner)" if index == entry.winner else result.name
         if isinstance(result, Measured) and result.stats is not None:
             stats, early = result.stats, result.eliminated_early

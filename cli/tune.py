@@ -59,7 +59,7 @@ def summarize(
     set_name: str, key: Key, status: str, winner: str, results: list[dict], first: str,
     confidence: Confidence | None = None,
 ) -> KeySummary:
-    measured = [r for r in results if "median" in r]
+    measured = [r for r in results if r is not None and "median" in r]
     medians = {r["name"]: r["median"] for r in measured}
     ranked = [r["name"] for r in sorted(measured, key=lambda r: r["median"])]
     runner_up = confidence.runner_up if confidence is not None else next((n for n in ranked if n != winner), None)

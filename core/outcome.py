@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .confidence import Confidence
+from .errors import Skip
 from .key import Key
 from .record import Trial, TuneRecord
 from .results import Measured, Result, result_to_json
@@ -43,6 +44,7 @@ class TuneOutcome:
     dry_run: bool
     wall: float = 0.0
     stored: bool = False
+    not_run: str | None = None
 
     @property
     def winner(self) -> int:
@@ -63,10 +65,17 @@ class TuneOutcome:
             self.checksum,
             self.winner,
             self.winner_name,
-            tuple(result_to_json(result) for result in self.results),
+            tuple(None if self._never_run(result) else result_to_json(result) for result in self.results),
             self.confidence,
             self.policy,
+            self.not_run or "",
         )
+
+    def _never_run(self, result: Result) -> bool:
+        """Whether ``result`` is a candidate the search never chose: the entry keeps it as null
+        under its ``not_run`` reason, not as a result of its own (a search of thousands measures
+        a few dozen)."""
+        return self.not_run is not None and isinstance(result, Skip) and result.reason == self.not_run
 
     def record(self) -> TuneRecord:
         """The tune's account for a records sink."""

@@ -53,7 +53,8 @@ def decide(tunables: TunableSet, key: Key, plan: Plan, sampled: Sampled, config:
     results = sampled.all_results(tunables, plan)
     if not any(isinstance(result, Measured) for result in sampled.results.values()):
         return None
-    order = rank(results, "median" if config.policy is Policy.ADAPTIVE else "score")
+    search = tunables.search
+    order = rank(results, "median" if config.policy is Policy.ADAPTIVE or search is not None else "score")
     short_circuit = None
     if sampled.short_circuit is not None:
         order = [sampled.short_circuit, *(i for i in order if i != sampled.short_circuit)]
@@ -72,6 +73,7 @@ def decide(tunables: TunableSet, key: Key, plan: Plan, sampled: Sampled, config:
         confidence=winner_confidence(results, order, config.confidence),
         short_circuit=short_circuit,
         trials=trials,
-        policy=config.policy.value,
+        policy=f"search:{search.strategy}" if search is not None else config.policy.value,
         dry_run=config.dry_run,
+        not_run=sampled.not_chosen,
     )

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from .confidence import Confidence
 from .device import DeviceIdentity
-from .errors import StoreError
+from .errors import Skip, StoreError
 from .key import Key
 from .results import Result, result_from_json
 from .version import __version__
@@ -88,9 +88,10 @@ class StoredEntry:
     checksum: str
     winner: int
     winner_name: str
-    results: tuple[dict, ...] = ()
+    results: tuple[dict | None, ...] = ()
     confidence: Confidence | None = None
     policy: str = ""
+    not_run: str = ""
 
     def to_json(self) -> dict:
         return {
@@ -102,6 +103,7 @@ class StoredEntry:
             "results": list(self.results),
             "policy": self.policy,
             "confidence": self.confidence.to_json() if self.confidence is not None else None,
+            **({"not_run": self.not_run} if self.not_run else {}),
         }
 
     @classmethod
@@ -115,6 +117,9 @@ class StoredEntry:
             results = obj.get("results", [])
             if not isinstance(results, list):
                 raise StoreError("entry results must be a list")
+            not_run = obj.get("not_run") or ""
+            if not isinstance(not_run, str) or (not not_run and None in results):
+                raise StoreError("entry results may be null only under a not_run reason (a string)")
             confidence = obj.get("confidence")
             if confidence is not None:
                 try:
@@ -130,6 +135,7 @@ class StoredEntry:
                 results=tuple(results),
                 confidence=confidence,
                 policy=str(obj.get("policy") or ""),
+                not_run=not_run,
             )
         except KeyError as missing:
             raise StoreError(f"entry lacks the field {missing}") from None
@@ -140,10 +146,14 @@ class StoredEntry:
         """Every candidate's result as a value (``Measured`` or a failure), in the set's order.
 
         ``results`` stays JSON so that an entry keeps what it read (newer fields too); this
-        decodes it. Raises StoreError for a result that cannot be read.
+        decodes it. A candidate the tune never ran for the entry's ``not_run`` reason (a search
+        that measured a few of thousands) is stored as null, not as a result naming it: it comes
+        back as ``Skip`` with that reason and no name (the set knows it). Raises StoreError for a
+        result that cannot be read.
         """
         try:
-            return tuple(result_from_json(result, index) for index, result in enumerate(self.results))
+            return tuple(Skip("", self.not_run) if result is None else result_from_json(result, index)
+                         for index, result in enumerate(self.results))
         except StoreError as bad:
             raise StoreError(f"{self.set_name} [{self.key}]: {bad}") from None
         except (AttributeError, KeyError, TypeError, ValueError) as bad:

@@ -11,6 +11,7 @@ at the next binding. Key functions read the numbers; the core never looks into b
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import math
 import numbers
@@ -213,6 +214,9 @@ def _tolerances(
             raise ConfigError(f"tunable set {name!r}: tolerances must be numbers >= 0, got {tolerance!r}")
     return tuple((t, float(a), float(r)) for t, a, r in zip(types, atols, rtols, strict=True))
 InputGenerator = Callable[[Any, Key, Args], Args]
+EXHAUSTIVE_LIMIT = 10_000
+"""The most candidates a set without a search has: a tune measures every one (a compile and a
+benchmark each)."""
 
 
 class TunableSet:
@@ -277,7 +281,7 @@ class TunableSet:
             if not isinstance(candidate, Kernel):
                 raise ConfigError(f"tunable set {name!r}: {candidate!r} is not a Kernel")
         names = [candidate.name for candidate in candidates]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
+        duplicates = sorted(n for n, count in collections.Counter(names).items() if count > 1)
         if duplicates:
             raise ConfigError(f"tunable set {name!r}: candidate names repeat: {', '.join(duplicates)}")
         self.name = name
@@ -297,6 +301,9 @@ class TunableSet:
         self.short_circuit = short_circuit
         if search is not None and not isinstance(search, Search):
             raise ConfigError(f"tunable set {name!r}: search must be a wgtune.Search, got {search!r}")
+        if search is None and len(candidates) > EXHAUSTIVE_LIMIT:
+            raise ConfigError(f"tunable set {name!r} has {len(candidates)} candidates, more than a tune measures "
+                              f"one by one ({EXHAUSTIVE_LIMIT}): give it search=wgtune.Search(...)")
         self.search = search
         self.index_of = {candidate.name: index for index, candidate in enumerate(candidates)}
         digest = hashlib.sha256()

@@ -291,8 +291,12 @@ class Tuner:
         in the store): never tuned, pinned, or tuned with other candidates. Raises StoreError
         when the stored results cannot be read.
         """
-        entry = self.cache.entry(tunables.for_key(key), key)
-        return entry.decoded_results() if entry is not None else None
+        tunables = tunables.for_key(key)
+        entry = self.cache.entry(tunables, key)
+        if entry is None:
+            return None
+        return tuple(result if result.name else replace(result, name=tunables.candidates[index].name)
+                     for index, result in enumerate(entry.decoded_results()))
 
     def forget(self, tunables: TunableSet, key: Key) -> None:
         """Drop what this process knows of a key (the store keeps its entry)."""

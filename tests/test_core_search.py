@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 from fakes import FakeDevice, call, make_set, make_tuner, quiet
 
-from wgtune import ConfigError, Kernel, Search, Space, TunableSet
+from wgtune import ConfigError, Kernel, Search, Skip, Space, StoredEntry, StoreError, TunableSet
 from wgtune.search import ModelStrategy, RandomStrategy
 from wgtune.surrogate import AdditiveModel
 
@@ -139,3 +140,32 @@ def test_a_set_without_configurations_is_searched_at_random_and_a_short_circuit_
     reached = order.index(99) < 29  # the default, then 29 proposals
     assert len(device.compiles) == (2 + order.index(99) if reached else 30)
     assert (tuner.fastest(tunables, tunables.key(call(device, [1.0]))).index == 99) == reached
+
+
+def test_the_entry_keeps_the_unchosen_as_nulls_under_one_reason_and_reads_back_named():
+    tunables, _space = tile_space(candidates=20)
+    device = FakeDevice()
+    scripted(device, tunables)
+    tuner = make_tuner(device)
+    tuner.execute(tunables, call(device, [1.0]))
+    key = tunables.key(call(device, [1.0]))
+    (entry,) = tuner.store.load()
+    assert entry.policy == "search:model" and entry.not_run == "not run: the search (model) measured 20 of 256"
+    assert sum(result is None for result in entry.results) == 236
+    text = json.dumps(entry.to_json())
+    assert len(text) < 20_000  # a Skip result naming each of 236 candidates would take ~25 kB
+    again = StoredEntry.from_json(json.loads(text))
+    assert again == entry
+    fresh = make_tuner(device, store=tuner.store)
+    results = fresh.results(tunables, key)
+    assert [r.name for r in results] == [k.name for k in tunables.candidates]
+    assert sum(isinstance(r, Skip) and r.reason == entry.not_run for r in results) == 236
+    with pytest.raises(StoreError, match="null only under a not_run reason"):
+        StoredEntry.from_json({**json.loads(text), "not_run": None})
+
+
+def test_a_set_too_large_to_measure_one_by_one_needs_a_search():
+    candidates = [Kernel(f"k{i}", "// k\n", grid=lambda args: (1, 1, 1)) for i in range(10_001)]
+    with pytest.raises(ConfigError, match="10001 candidates, more than a tune measures one by one"):
+        TunableSet("huge", candidates, lambda args: {"n": 1})
+    assert len(TunableSet("huge", candidates, lambda args: {"n": 1}, search=Search())) == 10_001
