@@ -256,7 +256,7 @@ def replay(options: argparse.Namespace) -> int:
             results = []
             for seed in range(options.seeds):
                 count = Search(strategy, candidates=budget).budget(len(rows))
-                pool = list(range(1, len(rows)))
+                pool = list(range(len(rows)))  # as in a tune: the default is screened first, then proposals
                 chooser = (ModelStrategy(pool, points, count, seed) if strategy == "model"
                            else RandomStrategy(pool, seed))
                 observed: dict[int, float | None] = {0: truth.get(0)}

@@ -14,9 +14,11 @@ per dispatch, or None for a candidate that failed). Strategies never touch a dev
 are tested, and compared on recorded timings (``bench/search.py``), without one.
 
 - ``"random"``: candidates in a seeded random order.
-- ``"model"`` (the default): a random start, then the candidates an additive model of the
-  timings (``surrogate.py``, fitted to what was measured) predicts fastest, with one random
-  proposal in each batch so the model keeps learning about the rest of the space. It needs the
+- ``"model"`` (the default): a start that covers every parameter value early (random, each next
+  one chosen to show values not yet measured), then the candidates an additive model of the
+  timings (``surrogate.py``, fitted to what was measured) predicts fastest: most of each batch
+  among the current leader's neighbours (one parameter one step away), the rest in the whole
+  space, and one random proposal so the model keeps learning about the rest of the space. It needs the
   candidates' parameters (``Kernel.params``, which :class:`~wgtune.space.Space` sets); a set
   without them is searched at random.
 """
@@ -45,6 +47,8 @@ FAILURE_PENALTY = 4.0
 LEADERS = 1
 # The share of a batch taken from the leader's neighbours (the rest from the whole space).
 LOCAL_SHARE = 0.75
+# Candidates, in the random order, among which the start picks those that cover unseen values.
+COVER_WINDOW = 300
 # The fewest candidates a search measures, whatever its fraction.
 MIN_BUDGET = 16
 
@@ -113,7 +117,7 @@ class RandomStrategy:
 
 
 class ModelStrategy:
-    """A random start, then what the additive model of the timings predicts fastest."""
+    """A covering start, then what the additive model of the timings predicts fastest."""
 
     def __init__(
         self, pool: Sequence[int], parameters: Sequence[Mapping[str, Any] | None], budget: int, seed: int = 0
@@ -132,7 +136,7 @@ class ModelStrategy:
     def propose(self, observed: Mapping[int, float | None], count: int) -> list[int]:
         measured = {index: seconds for index, seconds in observed.items() if seconds is not None and seconds > 0}
         if len(observed) < self.warmup or len(measured) < 2 or count < 1:
-            return self.start.propose(observed, count)
+            return self._covering(observed, count)
         slowest = max(measured.values())
         times = {index: observed[index] or slowest * FAILURE_PENALTY for index in observed if index in self.points}
         model = AdditiveModel(self.dimensions).fit([self.points[i] for i in times], list(times.values()))
@@ -150,6 +154,20 @@ class ModelStrategy:
         rest = [index for index in ranked if index not in chosen]
         if len(chosen) < count and rest:  # one exploring proposal, so the model learns the rest too
             chosen.append(self.random.choice(rest))
+        return chosen
+
+
+    def _covering(self, observed: Mapping[int, float | None], count: int) -> list[int]:
+        """The start: in a random order, each next the one that shows the model the most
+        parameter values it has not seen yet, so that every value's effect is learnt early."""
+        seen = {cell for index in observed if index in self.points for cell in enumerate(self.points[index])}
+        window = self.start.propose(observed, COVER_WINDOW)
+        chosen: list[int] = []
+        while window and len(chosen) < count:
+            best = max(window, key=lambda index: sum(cell not in seen for cell in enumerate(self.points[index])))
+            chosen.append(best)
+            window.remove(best)
+            seen.update(enumerate(self.points[best]))
         return chosen
 
 
