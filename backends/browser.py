@@ -168,6 +168,13 @@ class BrowserShim:
             raise KernelError(_message(error)) from None
         return pipeline, pipeline.getBindGroupLayout(0)
 
+    def bind_group_layout(self, pipeline: Any, index: int) -> Any:
+        self._push_scope()  # an index the pipeline lacks surfaces here, collected by reported_error()
+        try:
+            return pipeline.getBindGroupLayout(index)
+        finally:
+            self._pop_scope()
+
     def create_bind_group(self, layout: Any, buffers: Sequence[tuple[int, Any]]) -> Any:
         entries = [{"binding": i, "resource": {"buffer": b}} for i, b in buffers]
         self._push_scope()  # a binding error surfaces here, collected by reported_error()

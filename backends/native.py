@@ -118,6 +118,12 @@ class WgpuShim:
         except Exception as error:  # wgpu-py raises GPUValidationError and friends synchronously
             raise KernelError(_clean(error)) from None
 
+    def bind_group_layout(self, pipeline: Any, index: int) -> Any:
+        try:
+            return pipeline.get_bind_group_layout(index)
+        except Exception as error:
+            raise KernelError(_clean(error)) from None
+
     def create_bind_group(self, layout: Any, buffers: Sequence[tuple[int, Any]]) -> Any:
         entries = [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in buffers]
         try:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wgtune import Config, LogLevel
+from wgtune.bindings import output_indices
 from wgtune.clock import clock_grain as measure_grain
 from wgtune.errors import ConfigError, WgtuneError
 from wgtune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
@@ -172,7 +173,8 @@ class PageSession:
             answer["winner"] = problem.tunables.candidates[state.index].name
             entry = self.tuner.cache.entry(problem.tunables, problem.key)
             if entry is not None:
-                answer["results"] = list(entry.results)  # what the chart shows after a reload
+                # What the chart shows after a reload: the candidates a search never ran are not drawn.
+                answer["results"] = [result for result in entry.results if result is not None]
                 answer["policy"] = entry.policy
                 answer["confidence"] = entry.confidence.to_json() if entry.confidence is not None else None
         failure = self.tuner.failures.get((problem.tunables.name, problem.key))
@@ -229,7 +231,7 @@ class PageSession:
                   "fallback": fallback}
         if with_output:
             await self.device.sync()
-            outputs = problem.tunables.outputs or (len(problem.args.buffers) - 1,)
+            outputs = output_indices(problem.tunables, problem.args) or (len(problem.args.buffers) - 1,)
             data = await self.device.read_buffer(problem.args.buffers[outputs[0]])
             answer["output"] = base64.b64encode(data).decode("ascii")
         return json.dumps(answer)

@@ -2,8 +2,9 @@
 
 Natively (wgpu-py) and in the browser (``navigator.gpu`` through Pyodide) a device does the same
 things in the same order: it binds a call's buffers (and its params, as a uniform) once per
-pipeline, encodes one compute pass of repeated launches, times a pass with GPU timestamps or the
-wall clock, reads timestamps and buffers back, and compiles kernels with their later stages. Only
+pipeline, one bind group per group the stage's WGSL declares (``wgtune.bindings``), encodes one
+compute pass of repeated launches, times a pass with GPU timestamps or the wall clock, reads
+timestamps and buffers back, and compiles kernels with their later stages. Only
 the spelling of the GPU calls differs (``create_bind_group`` against ``createBindGroup``, errors
 raised at the call against errors collected in error scopes), so :class:`WebGPUDevice` holds the
 algorithm and each backend hands it a *shim*: a small object whose thin methods are named after
@@ -19,9 +20,9 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from wgtune.bindings import PARAMS, binding_plan, params_of, stage_entries
 from wgtune.device import CompiledKernel, Device, Timing
-from wgtune.errors import ConfigError, KernelError
-from wgtune.shaders import binding_plan
+from wgtune.errors import KernelError
 from wgtune.tunable import Args, Grid, Kernel
 from wgtune.uniforms import uniform_bytes
 
@@ -78,6 +79,9 @@ class GPUShim(Protocol):
         """``kernel``'s WGSL compiled to a compute pipeline (entry point ``kernel.entry_point``,
         layout "auto"): the pipeline and its bind group layout 0. Raises KernelError with the
         compiler's message."""
+
+    def bind_group_layout(self, pipeline: Any, index: int) -> Any:
+        """The pipeline's bind group layout ``index`` (asked for groups other than 0 only)."""
 
     def create_command_encoder(self) -> Any:
         """A new command encoder."""
@@ -207,7 +211,7 @@ class WebGPUDevice(Device):
 
     async def compile(self, kernel: Kernel) -> CompiledKernel:
         """``kernel`` and each stage of its ``then``, compiled, each with what it binds
-        (``shaders.binding_plan``); KernelError with the compiler's message for the first that
+        (``bindings.binding_plan``); KernelError with the compiler's message for the first that
         fails."""
         plan = binding_plan(kernel)
         compiled = []
@@ -217,41 +221,54 @@ class WebGPUDevice(Device):
         first, *then = compiled
         return CompiledKernel(kernel, first.pipeline, first.layout, tuple(then), first.bindings)
 
-    def _bind_group(self, stage: CompiledKernel, args: Args) -> Any:
-        """``stage``'s bind group for ``args``, made on first use and kept in ``args.cache``."""
-        group = args.cache.get(stage)
-        if group is None:
-            group = args.cache[stage] = self._create_bind_group(stage, args)
-        return group
+    def _bind_groups(self, stage: CompiledKernel, args: Args) -> tuple[int, Any, tuple[tuple[int, Any], ...]]:
+        """``stage``'s bind groups for ``args``, made on first use and kept in ``args.cache``: the
+        first group's index and bind group, and ``(index, bind group)`` of any further ones (kept
+        apart so that the pass loop sets the usual single group with no loop of its own)."""
+        groups = args.cache.get(stage)
+        if groups is None:
+            (index, group), *more = self._create_bind_groups(stage, args)
+            groups = args.cache[stage] = (index, group, tuple(more))
+        return groups
 
-    def _create_bind_group(self, stage: CompiledKernel, args: Args) -> Any:
-        """The call's buffers and params where the stage's WGSL declares them (``stage.bindings``,
-        see ``shaders.binding_plan``; without a plan, buffer ``i`` at binding ``i`` and the params
-        right after). The params uniform is packed as the stage declares it (``uniforms.py``);
-        stages whose uniforms pack alike share one buffer per ``args``."""
-        plan = stage.bindings
-        if plan is None:
-            entries = list(enumerate(args.buffers))
-            params_at = len(args.buffers)
-        else:
-            missing = [binding for binding, index in plan.buffers if index >= len(args.buffers)]
-            if missing:
-                raise ConfigError(f"{stage.kernel.name} binds storage at {missing} of group 0: the call has "
-                                  f"{len(args.buffers)} buffers, for storage bindings in binding order")
-            entries = [(binding, args.buffers[index]) for binding, index in plan.buffers]
-            params_at = plan.params_at
-        if args.params and params_at is not None:
-            data = uniform_bytes(stage.kernel, args.params, params_at)
-            uniform = args.cache.get(("params", data))
-            if uniform is None:
-                uniform = self.shim.create_buffer(len(data), self.shim.UNIFORM | self.shim.COPY_DST)
-                self.shim.write_buffer(uniform, 0, data)
-                args.cache[("params", data)] = uniform
-            entries.append((params_at, uniform))
+    def _create_bind_groups(self, stage: CompiledKernel, args: Args) -> tuple[tuple[int, Any], ...]:
+        """One ``(index, bind group)`` per group the stage binds, with the call's buffers and
+        params where the stage's WGSL declares them (``bindings.stage_entries``; without a plan,
+        buffer ``i`` at binding ``i`` of group 0 and the params right after), and an empty one for
+        each group below the highest that it leaves out (its layout has them, empty). The params
+        uniform holds the stage's own ``params`` or the call's, packed as the stage declares it
+        (``uniforms.py``); stages whose uniforms pack alike share one buffer per ``args``."""
+        by_group: dict[int, list[tuple[int, Any]]] = {}
+        params = None
+        for group, binding, buffer in stage_entries(stage.bindings, args, stage.kernel.name):
+            if buffer is PARAMS:
+                params = params_of(stage.kernel, args) if params is None else params
+                if not params:
+                    continue
+                buffer = self._uniform(stage.kernel, params, group, binding, args)
+            by_group.setdefault(group, []).append((binding, buffer))
+        for index in range(max(by_group, default=0) + 1):
+            by_group.setdefault(index, [])
         try:
-            return self.shim.create_bind_group(stage.layout, sorted(entries, key=lambda entry: entry[0]))
+            return tuple(
+                (index, self.shim.create_bind_group(
+                    stage.layout if index == 0 else self.shim.bind_group_layout(stage.pipeline, index),
+                    sorted(entries, key=lambda entry: entry[0])))
+                for index, entries in sorted(by_group.items())
+            )
         except KernelError as error:
             raise KernelError(f"cannot bind the call's buffers: {error}") from None
+
+    def _uniform(self, kernel: Kernel, params: tuple, group: int, binding: int, args: Args) -> Any:
+        """The uniform buffer of ``params`` as ``kernel`` reads them there, one per packed value
+        and ``args``."""
+        data = uniform_bytes(kernel, params, binding, group)
+        uniform = args.cache.get(("params", data))
+        if uniform is None:
+            uniform = self.shim.create_buffer(len(data), self.shim.UNIFORM | self.shim.COPY_DST)
+            self.shim.write_buffer(uniform, 0, data)
+            args.cache[("params", data)] = uniform
+        return uniform
 
     def _encode(
         self, kernel: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int, timestamp_writes: Any
@@ -259,7 +276,7 @@ class WebGPUDevice(Device):
         """An encoder holding one compute pass of ``repeats`` launches of ``kernel`` (each launch
         every stage in order, each seeing the previous one's writes: dispatches in a pass are
         ordered); with no ``kernel``, the same pass empty (what :meth:`time_empty_pass` times)."""
-        steps = kernel.steps(args, grid, self._bind_group) if kernel is not None else ()
+        steps = kernel.steps(args, grid, self._bind_groups) if kernel is not None else ()
         encoder = self._create_command_encoder()
         if timestamp_writes is None:
             compute = self._begin_compute_pass(encoder)
@@ -267,9 +284,12 @@ class WebGPUDevice(Device):
             compute = self._begin_compute_pass(encoder, timestamp_writes=timestamp_writes)
         set_pipeline, set_bind_group, dispatch_workgroups = self._pass_commands
         for _ in range(repeats):
-            for pipeline, group, (x, y, z) in steps:
+            for pipeline, (index, group, more), (x, y, z) in steps:
                 set_pipeline(compute, pipeline)
-                set_bind_group(compute, 0, group)
+                set_bind_group(compute, index, group)
+                if more:  # the groups past the first, for a stage that binds several
+                    for more_index, more_group in more:
+                        set_bind_group(compute, more_index, more_group)
                 dispatch_workgroups(compute, x, y, z)
         self._end_pass(compute)
         return encoder

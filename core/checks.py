@@ -8,7 +8,10 @@ first candidate, in the set's order, that fits the device, compiles
 candidate is its trusted default. Candidates the plan skips for this key are passed over: they
 may not handle the call at all.
 
-Outputs are compared as values of each output's type (f16 too), within its tolerance.
+Outputs are compared as values of each output's type (f16 too), within its tolerance. Which of
+the call's buffers they are is the set's ``outputs`` (indices, or names and ``(group, binding)``
+slots found through the first candidate's bindings, ``bindings.output_indices``); by default the
+buffers the first candidate's WGSL declares ``read_write``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import struct
 from collections.abc import Collection
 from typing import Any
 
+from .bindings import output_indices
 from .device import Device
 from .errors import ConfigError, Mismatch, TuneFailed
 from .measure import clone_args
@@ -37,11 +41,12 @@ class OutputCheck:
     def __init__(
         self, device: Device, tunables: TunableSet, args: Args, pipelines: PipelineCache, skipped: Collection[int] = ()
     ) -> None:
-        bad = [index for index in tunables.outputs if not 0 <= index < len(args.buffers)]
+        bad = [index for index in tunables.outputs if isinstance(index, int) and not 0 <= index < len(args.buffers)]
         if bad:
             raise ConfigError(
                 f"tunable set {tunables.name!r}: outputs {bad} are not buffers of a call with {len(args.buffers)}"
             )
+        self.indices = output_indices(tunables, args)
         self.device = device
         self.skipped = frozenset(skipped)
         self.tunables = tunables
@@ -54,7 +59,7 @@ class OutputCheck:
         kernel = self.tunables.candidates[index]
         args = clone_args(self.device, self.pristine)
         self.device.dispatch(pipeline, args, tuple(kernel.grid(args)))
-        return [await self.device.read_buffer(args.buffers[i]) for i in self.tunables.outputs]
+        return [await self.device.read_buffer(args.buffers[i]) for i in self.indices]
 
     async def ensure_reference(self) -> None:
         if self.reference is not None:
@@ -100,7 +105,8 @@ class OutputCheck:
             problem = compare(got, want, typecode, atol, rtol)
             if problem:
                 output = self.tunables.outputs[slot]
-                return Mismatch(name, f"output buffer {output} disagrees with {self.reference_name}: {problem}")
+                what = output if isinstance(output, int) else f"{output!r} ({self.indices[slot]})"
+                return Mismatch(name, f"output buffer {what} disagrees with {self.reference_name}: {problem}")
         return None
 
 

@@ -103,8 +103,8 @@ def check_grid(grid: Grid, limits: DeviceLimits) -> str | None:
 
 @dataclass(frozen=True, eq=False)
 class CompiledKernel:
-    """A kernel as a backend compiled it: its pipeline and bind-group layout (the backend's own
-    objects), its further stages, compiled likewise, and what it binds (``shaders.StageBindings``;
+    """A kernel as a backend compiled it: its pipeline and bind-group layout 0 (the backend's own
+    objects), its further stages, compiled likewise, and what it binds (``bindings.StageBindings``;
     None: the call's buffers at bindings 0, 1, ..., its params right after)."""
 
     kernel: Kernel
@@ -114,7 +114,7 @@ class CompiledKernel:
     bindings: Any = None
 
     def steps(self, args: Args, grid: Grid, bind: Callable[[CompiledKernel, Args], Any]) -> list[tuple[Any, Any, Grid]]:
-        """What one launch dispatches, in order: each stage's pipeline, bind group (``bind``) and
+        """What one launch dispatches, in order: each stage's pipeline, bind groups (``bind``) and
         grid. ``grid`` is the first stage's, which the caller has already computed."""
         return [
             (stage.pipeline, bind(stage, args), grid if stage is self else tuple(stage.kernel.grid(args)))

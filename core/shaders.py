@@ -17,12 +17,11 @@ undeclared kernel is taken as 64 x 1 x 1 with no workgroup storage.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 
 from .tunable import Grid, Kernel
 from .wgsl import ShaderModule, WgslError, reflect
 
-__all__ = ["ShapeError", "StageBindings", "binding_plan", "shader_of", "workgroup_shape"]
+__all__ = ["ShapeError", "shader_of", "workgroup_shape"]
 
 _SHADERS: weakref.WeakKeyDictionary[Kernel, ShaderModule | None] = weakref.WeakKeyDictionary()
 _SHAPES: weakref.WeakKeyDictionary[Kernel, tuple[Grid, int] | WgslError] = weakref.WeakKeyDictionary()
@@ -42,50 +41,6 @@ def shader_of(kernel: Kernel) -> ShaderModule | None:
         except WgslError:
             _SHADERS[kernel] = None
     return _SHADERS[kernel]
-
-
-@dataclass(frozen=True)
-class StageBindings:
-    """What one stage binds: ``(binding, index of the call's buffer)`` for each storage binding it
-    declares, and the binding of its params uniform (None when it declares none)."""
-
-    buffers: tuple[tuple[int, int], ...]
-    params_at: int | None
-
-
-def binding_plan(candidate: Kernel) -> tuple[StageBindings, ...] | None:
-    """How each stage of ``candidate`` binds a call, from what the stages' WGSL declares in group 0.
-
-    The call's buffers are bound in binding order, the params uniform's binding skipped: buffer
-    ``i`` at binding ``i``, or at ``i + 1`` past a uniform declared before it. So the usual layout
-    (buffers at 0, 1, ..., the uniform after them) binds as it always did, and a uniform at
-    binding 0 with storage at 1 and 2 takes the params at 0 and the buffers at 1 and 2. Each stage
-    binds only what it declares, so the stages of a multi-pass candidate declare just the buffers
-    they use. None where a stage's source cannot be read (no compute entry point) or declares
-    another group or more than one uniform, or where the stages put their uniform at different
-    bindings: then every stage binds buffer ``i`` at binding ``i`` and the params right after, as
-    before reflection.
-    """
-    declared = []
-    for stage in candidate.stages:
-        shader = shader_of(stage)
-        if shader is None or not any(entry.stage == "compute" for entry in shader.entry_points):
-            return None
-        if any(binding.group != 0 for binding in shader.bindings):
-            return None
-        uniforms = [b.binding for b in shader.bindings if b.address_space == "uniform"]
-        if len(uniforms) > 1:
-            return None
-        storage = sorted(b.binding for b in shader.bindings if b.address_space == "storage")
-        declared.append((storage, uniforms[0] if uniforms else None))
-    uniforms = {uniform for _, uniform in declared if uniform is not None}
-    if len(uniforms) > 1:
-        return None
-    params_at = uniforms.pop() if uniforms else None  # the candidate's one params binding skips a buffer
-    return tuple(
-        StageBindings(tuple((b, b - (params_at is not None and params_at < b)) for b in storage), uniform)
-        for storage, uniform in declared
-    )
 
 
 def workgroup_shape(kernel: Kernel) -> tuple[Grid, int]:

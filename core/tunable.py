@@ -4,9 +4,10 @@ A :class:`Kernel` is one candidate: WGSL source plus how to launch it. A :class:
 is the candidates that compute the same thing, with the key function that buckets a call into
 an autotune key and the checksum that ties stored winners to this exact candidate list.
 
-Calls hand a set their inputs as :class:`Args`: device buffers bound in order at
-``@group(0) @binding(0..)``, and small numbers (sizes) that go to the kernel in a uniform buffer
-at the next binding. Key functions read the numbers; the core never looks into buffers.
+Calls hand a set their inputs as :class:`Args`: device buffers, in order or by the names (or
+``(group, binding)`` slots) the WGSL gives them, and small numbers (sizes) that go to the kernel
+in its uniform buffer. Where each buffer binds is read from each stage's WGSL
+(``bindings.py``). Key functions read the numbers; the core never looks into buffers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .buffer_names import BufferName, Output, checked_names, checked_outputs, written_by
 from .errors import ConfigError
 from .key import Key
 from .search import Search
@@ -57,7 +59,7 @@ class Kernel:
     on a device without one, the candidate is refused before compiling, with the reason.
     ``then`` are further stages, each a Kernel with its own WGSL and grid, dispatched after this
     one in the same pass on the call's buffers (a two-pass reduction, say): one candidate, timed
-    as a whole. Each stage binds only what its WGSL declares (buffer ``i`` at binding ``i``).
+    as a whole. Each stage binds only what its WGSL declares (``bindings.py``).
     ``constants`` are the values of the WGSL's pipeline-overridable constants (``override
     wg_size: u32;``), keyed as WebGPU's ``constants`` of a compute stage are: by the override's
     name, or by its numeric ``@id`` where it has one. A kernel written with overrides is tuned
@@ -66,6 +68,11 @@ class Kernel:
     ``configuration`` is the point of a parameter space this candidate is (parameter name ->
     value), set by :class:`~wgtune.space.Space`: a search's model learns from it (``search.py``).
     It describes the candidate and is not part of its identity (its name and code are).
+    ``params``, a function of the call's :class:`Args`, gives this stage's own uniform values
+    (pass 2 of a reduction reading how many partials pass 1 wrote, say); without it the stage
+    reads the call's ``params``. A function cannot be compared by value, so only the fact that a
+    stage has one is part of its identity: change what it computes and rename the candidate (or
+    change its WGSL), or stored winners keep standing for the old one.
     """
 
     name: str
@@ -80,6 +87,7 @@ class Kernel:
     then: tuple[Kernel, ...] = ()
     constants: Mapping[str, int | float | bool] = field(default_factory=dict)
     configuration: Mapping[str, Any] | None = field(default=None, compare=False)
+    params: Callable[[Args], Sequence[int | float]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -88,6 +96,8 @@ class Kernel:
             raise ConfigError(f"kernel {self.name!r}: wgsl must be a str")
         if not callable(self.grid):
             raise ConfigError(f"kernel {self.name!r}: grid must be a function of the call's Args")
+        if self.params is not None and not callable(self.params):
+            raise ConfigError(f"kernel {self.name!r}: params must be a function of the call's Args")
         if self.workgroup_size is not None:
             size = tuple(self.workgroup_size)
             if len(size) != 3 or any(not isinstance(n, int) or n < 1 for n in size):
@@ -119,6 +129,8 @@ class Kernel:
             parts.append(",".join(sorted(self.features)))
         if self.constants:  # absent when empty: kernels without overrides keep their checksums
             parts.append("constants:" + ",".join(f"{name}={value!r}" for name, value in sorted(self.constants.items())))
+        if self.params is not None:  # only its presence: a function has no value to fingerprint
+            parts.append("params:function")
         parts.extend(stage.fingerprint() for stage in self.then)
         return "\x1f".join(parts)
 
@@ -165,23 +177,52 @@ def pack_params(params: Sequence[int | float]) -> bytes:
 
 @dataclass(frozen=True, eq=False)
 class Args:
-    """A call's inputs: buffers bound in order, then ``params`` as a uniform buffer (if any).
+    """A call's inputs: its buffers, and ``params`` for the kernel's uniform (if any).
 
-    ``cache`` is the backend's scratch space for this call's bind groups and uniform buffer, so
+    Buffers are given in order (a sequence: bound in ``(group, binding)`` order, the params
+    uniform's binding skipped) or by name (a mapping from the WGSL variable's name, or from a
+    ``(group, binding)`` pair, to the buffer: ``{"x": x, "out": out}``). Either way ``buffers``
+    is the tuple of buffers in the order given and ``names`` holds what each was named by (None:
+    in order), so the core indexes buffers alike in both forms (``TunableSet.outputs``, the
+    reference, ``input_gen``). Where each one binds is read per stage from its WGSL
+    (``bindings.py``).
+
+    ``cache`` is the backend's scratch space for this call's bind groups and uniform buffers, so
     that running the same Args again costs no new GPU objects.
     """
 
     buffers: tuple[Any, ...]
     params: tuple[int | float, ...] = ()
     cache: dict = field(default_factory=dict, repr=False)
+    names: tuple[BufferName, ...] | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "buffers", tuple(self.buffers))
+        buffers, names = self.buffers, self.names
+        if isinstance(buffers, Mapping):
+            if names is not None:
+                raise ConfigError("Args: buffers given by name take no separate names")
+            names, buffers = tuple(buffers.keys()), tuple(buffers.values())
+        object.__setattr__(self, "buffers", tuple(buffers))
         object.__setattr__(self, "params", tuple(self.params))
+        if names is not None:
+            object.__setattr__(self, "names", checked_names(names, len(self.buffers)))
 
-    def with_buffers(self, buffers: Sequence[Any]) -> Args:
-        """The same call on other buffers (the benchmark's copies, say)."""
-        return Args(tuple(buffers), self.params)
+    def buffer(self, name: BufferName | int) -> Any:
+        """The buffer named ``name`` (as the call named it), or at index ``name`` of ``buffers``."""
+        if isinstance(name, int) and not isinstance(name, bool):
+            return self.buffers[name]
+        key = name if isinstance(name, str) else tuple(name)
+        if self.names is None or key not in self.names:
+            given = "buffers in order" if self.names is None else ", ".join(map(repr, self.names))
+            raise KeyError(f"the call names no buffer {key!r} (it gives {given})")
+        return self.buffers[self.names.index(key)]
+
+    def with_buffers(self, buffers: Sequence[Any] | Mapping[BufferName, Any]) -> Args:
+        """The same call on other buffers (the benchmark's copies, say): a sequence takes this
+        call's names in order, a mapping names its own."""
+        if isinstance(buffers, Mapping):
+            return Args(buffers, self.params)
+        return Args(tuple(buffers), self.params, names=self.names)
 
 
 KeyFunction = Callable[[Args], Mapping[str, object]]
@@ -192,16 +233,16 @@ OUTPUT_TYPES = ("e", "f", "d", "b", "B", "h", "H", "i", "I")
 
 
 def _tolerances(
-    name: str, outputs: tuple[int, ...], output_type: object, atol: object, rtol: object
+    name: str, outputs: tuple[Output, ...] | None, output_type: object, atol: object, rtol: object
 ) -> tuple[tuple[str, float, float], ...]:
     """``(typecode, atol, rtol)`` for each output, from one value or one per output; a ConfigError
-    naming what is wrong."""
+    naming what is wrong. ``outputs`` None (not known yet): the values are checked, not counted."""
 
     def per_output(value: object, what: str) -> list:
         if isinstance(value, (str, int, float)):
-            return [value] * len(outputs)
+            return [value] * (len(outputs) if outputs is not None else 1)
         values = list(value)  # type: ignore[call-overload]
-        if len(values) != len(outputs):
+        if outputs is not None and len(values) != len(outputs):
             raise ConfigError(f"tunable set {name!r}: {what} gives {len(values)} values for {len(outputs)} outputs")
         return values
 
@@ -212,7 +253,11 @@ def _tolerances(
     for tolerance in atols + rtols:
         if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
             raise ConfigError(f"tunable set {name!r}: tolerances must be numbers >= 0, got {tolerance!r}")
+    if outputs is None:
+        return ()
     return tuple((t, float(a), float(r)) for t, a, r in zip(types, atols, rtols, strict=True))
+
+
 InputGenerator = Callable[[Any, Key, Args], Args]
 EXHAUSTIVE_LIMIT = 10_000
 """The most candidates a set without a search has: a tune measures every one (a compile and a
@@ -223,10 +268,14 @@ class TunableSet:
     """Candidates that compute the same thing, tuned per key.
 
     ``key`` makes the autotune key of a call (use :func:`~wgtune.anchor` to bucket sizes).
-    ``outputs`` are the indices of the buffers the kernels write: the output checks
-    (``Config.checks``) compare them, as ``output_type`` values (a typecode: ``"f"`` f32, ``"e"``
-    f16, ``"d"`` f64, and integer codes, compared exactly) within ``atol + rtol * |reference|``.
-    Each of the three may be one value for every output or a sequence with one per output.
+    ``outputs`` are the buffers the kernels write, each an index into the call's buffers, a WGSL
+    variable's name (``"out"``) or a ``(group, binding)``: the output checks (``Config.checks``)
+    compare them, as ``output_type`` values (a typecode: ``"f"`` f32, ``"e"`` f16, ``"d"`` f64,
+    and integer codes, compared exactly) within ``atol + rtol * |reference|``. Each of the three
+    may be one value for every output or a sequence with one per output. Not given, they are the
+    ``var<storage, read_write>`` bindings of the first candidate, less scratch that a later stage
+    only reads (``buffer_names.written_by``); give them where that candidate writes other scratch,
+    and ``outputs=()`` for no checks at all.
     ``reference(inputs, params)``, if given, says what the outputs should be: it receives the
     call's buffers as bytes (before any kernel ran) and its params, and returns one value per
     output (bytes, anything with ``tobytes()`` such as a numpy array, or a sequence of numbers).
@@ -255,7 +304,7 @@ class TunableSet:
         candidates: Sequence[Kernel] | Callable[[dict[str, Any]], Sequence[Kernel]],
         key: KeyFunction,
         *,
-        outputs: Sequence[int] = (),
+        outputs: Sequence[Output] | None = None,
         input_gen: InputGenerator | None = None,
         output_type: str | Sequence[str] = "f",
         atol: float | Sequence[float] = 1e-4,
@@ -287,12 +336,12 @@ class TunableSet:
         self.name = name
         self.candidates = candidates
         self.key_function = key
-        self.outputs = tuple(outputs)
+        self._outputs = None if outputs is None else checked_outputs(name, outputs)
         self.input_gen = input_gen
         self.output_type = output_type
         self.atol = atol
         self.rtol = rtol
-        self.tolerances = _tolerances(name, self.outputs, output_type, atol, rtol)
+        self._tolerances = _tolerances(name, self._outputs, output_type, atol, rtol)
         if reference is not None and not callable(reference):
             raise ConfigError(f"tunable set {name!r}: reference must be a function of (inputs, params)")
         self.reference = reference
@@ -311,6 +360,22 @@ class TunableSet:
             digest.update(candidate.fingerprint().encode())
             digest.update(b"\x1e")
         self.checksum = digest.hexdigest()[:32]
+
+    @property
+    def outputs(self) -> tuple[Output, ...]:
+        """The outputs the checks compare: as given, or (read from the first candidate's WGSL on
+        first use, since sets are built by the hundred and reading costs) its written bindings."""
+        if self._outputs is None:
+            written = written_by([stage.wgsl for stage in self.candidates[0].stages])
+            self._tolerances = _tolerances(self.name, written, self.output_type, self.atol, self.rtol)
+            self._outputs = written
+        return self._outputs
+
+    @property
+    def tolerances(self) -> tuple[tuple[str, float, float], ...]:
+        """``(typecode, atol, rtol)`` of each output."""
+        self.outputs  # noqa: B018 (derives them, and their tolerances, on first use)
+        return self._tolerances
 
     def for_key(self, key: Key) -> TunableSet:
         """The set that tunes ``key``: this one, or for a set whose candidates are made per key,

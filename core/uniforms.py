@@ -1,7 +1,7 @@
 """How a call's params become the uniform buffer its kernel reads.
 
-The kernel's WGSL says what it reads: when the uniform at the params' binding (group 0, the
-binding after the call's buffers) is a struct, the params are its fields in order, each packed as
+The kernel's WGSL says what it reads: when the uniform at the params' binding (the one uniform
+a stage declares, ``bindings.py``) is a struct, the params are its fields in order, each packed as
 the field's type, at the field's offset (WGSL's layout rules, ``wgsl_layout.py``). So an ``f32``
 field given the int ``2`` (a JavaScript ``2.0`` arrives so) gets ``2.0``, a ``u32`` field given
 a negative number or a fraction is an error naming the field, and numpy's scalars work. A source
@@ -20,12 +20,12 @@ from .wgsl import ShaderModule, WgslError, pack_struct
 
 __all__ = ["uniform_bytes"]
 
-def uniform_bytes(kernel: Kernel, params: Sequence[int | float], binding: int) -> bytes:
-    """The bytes of the uniform ``kernel`` reads ``params`` from at ``@group(0) @binding(binding)``."""
+def uniform_bytes(kernel: Kernel, params: Sequence[int | float], binding: int, group: int = 0) -> bytes:
+    """The bytes of the uniform ``kernel`` reads ``params`` from at ``@group(group) @binding(binding)``."""
     shader = shader_of(kernel)
     uniform = None
     if shader is not None:
-        uniform = next((b for b in shader.bindings if (b.group, b.binding) == (0, binding)), None)
+        uniform = next((b for b in shader.bindings if (b.group, b.binding) == (group, binding)), None)
     if uniform is None or uniform.address_space != "uniform" or not _is_struct(shader, uniform.type):
         return pack_params(params)
     try:

@@ -135,6 +135,41 @@ await window.wgtune.session.add_case(DemoCase(tunables, ((1000,),), make_args))
 '''
 
 
+# A layer as runtimes that keep weights in a bind group of their own write it, its buffers given
+# by name; no outputs given: the checks compare y, the one read_write binding.
+TWO_GROUPS_SET = r'''
+import struct
+from js import window
+from wgtune import Args, Kernel, TunableSet
+from wgtune.kernels.demo import DemoCase
+
+SOURCE = """
+struct Uniforms { n: u32, scale: f32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> uniforms: Uniforms;
+@group(1) @binding(0) var<storage, read> weight: array<f32>;
+@group(1) @binding(1) var<storage, read> bias: array<f32>;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x < uniforms.n) { y[gid.x] = uniforms.scale * weight[gid.x] * x[gid.x] + bias[gid.x]; }
+}
+"""
+
+def candidate(wg):
+    return Kernel(f"wg{wg}", SOURCE.replace("WG", str(wg)), grid=lambda args, wg=wg: (-(-args.params[0] // wg), 1, 1))
+
+def make_args(device, size):
+    (n,) = size
+    data = lambda values: device.create_buffer(struct.pack(f"{n}f", *values))
+    return Args({"weight": data([2.0] * n), "bias": data([1.0] * n), "x": data(range(n)),
+                 "y": device.create_buffer(size=4 * n)}, (n, 0.5))
+
+tunables = TunableSet("two_groups", [candidate(64), candidate(128)], key=lambda args: {"n": args.params[0]})
+await window.wgtune.session.add_case(DemoCase(tunables, ((1000,),), make_args))
+'''
+
+
 class _Recorder:
     """Stands in for a device in the demo's make_args: keeps the inputs' bytes."""
 
@@ -474,6 +509,18 @@ def test_a_uniform_struct_at_binding_zero_binds_and_packs_by_its_fields_in_the_p
     assert done["state"] == "Hit" and all("median" in result for result in done["results"]), done
     ran = execute(page, "uniform_first", "1000")
     np.testing.assert_array_equal(output_of(ran), 2.0 * np.arange(1000, dtype=np.float32))
+    assert log.errors == []
+    page.close()
+
+
+def test_a_kernel_over_two_bind_groups_with_named_buffers_tunes_and_computes_in_the_page(browser):
+    page, log = browser.open()
+    page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)", TWO_GROUPS_SET)
+    page.evaluate("window.wgtune.check('two_groups', '1000')")
+    done = settle(page, "two_groups", "1000")
+    assert done["state"] == "Hit" and all("median" in result for result in done["results"]), done
+    ran = execute(page, "two_groups", "1000")
+    np.testing.assert_array_equal(output_of(ran), np.arange(1000, dtype=np.float32) + 1.0)  # y, found by name
     assert log.errors == []
     page.close()
 

@@ -265,6 +265,7 @@ def reduction_set(op: str, variants: Sequence[ReductionVariant] = REDUCTION_VARI
         for index, variant in enumerate(variants)
     ]
     exact = spec.zero is None  # max returns an element of the row: every candidate agrees exactly
+    # outputs given: the scratch buffer is read_write too, and its contents differ by candidate.
     return TunableSet(
         f"row_{op}", candidates, key=reduction_key(op), outputs=(1,),
         atol=0.0 if exact else SUM_ATOL, rtol=0.0 if exact else SUM_RTOL,

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from fakes import FakeDevice, call, make_tuner, quiet
 
-from wgtune import DeviceLimits, Kernel, Launch, TunableSet
+from wgtune import Args, DeviceLimits, Kernel, Launch, TunableSet
+from wgtune.bindings import PARAMS, binding_plan, stage_entries
 from wgtune.device import check_limits
-from wgtune.shaders import ShapeError, StageBindings, binding_plan, workgroup_shape
+from wgtune.shaders import ShapeError, workgroup_shape
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
@@ -94,22 +95,28 @@ USUAL = """
 """
 
 
+def placed(kernel, count=3):
+    """Where each stage of ``kernel`` binds a call of ``count`` buffers in order (named b0, b1, ...):
+    ``(group, binding, buffer name or PARAMS)``."""
+    args = Args(tuple(f"b{i}" for i in range(count)), (1,))
+    return [stage_entries(plan, args, "stage") for plan in binding_plan(kernel)]
+
+
 def test_buffers_bind_in_binding_order_past_a_uniform_at_binding_zero():
-    (plan,) = binding_plan(Kernel("k", UNIFORM_FIRST, grid))
-    assert plan == StageBindings(buffers=((1, 0), (2, 1)), params_at=0)
+    assert placed(Kernel("k", UNIFORM_FIRST, grid), 2) == [[(0, 0, PARAMS), (0, 1, "b0"), (0, 2, "b1")]]
 
 
 def test_each_stage_binds_only_what_it_declares_buffer_i_at_binding_i():
     first = Kernel("a", USUAL.replace("@group(0) @binding(2) var<storage, read_write> out: array<f32>;\n", ""), grid)
     second = Kernel("b", USUAL.replace("@group(0) @binding(0) var<storage, read> x: array<f32>;\n", "")
                     .replace("@group(0) @binding(3) var<uniform> n: vec4<u32>;\n", ""), grid)
-    plans = binding_plan(Kernel(first.name, first.wgsl, grid, then=(second,)))
-    assert plans == (StageBindings(((0, 0), (1, 1)), 3), StageBindings(((1, 1), (2, 2)), None))
+    assert placed(Kernel(first.name, first.wgsl, grid, then=(second,))) == [
+        [(0, 0, "b0"), (0, 1, "b1"), (0, 3, PARAMS)], [(0, 1, "b1"), (0, 2, "b2")]]
 
 
 def test_a_source_beyond_the_reflection_or_uniforms_at_odd_places_bind_as_before():
     assert binding_plan(Kernel("opaque", "// generated elsewhere\n", grid)) is None
-    two_groups = USUAL.replace("@group(0) @binding(3)", "@group(1) @binding(0)")
-    assert binding_plan(Kernel("groups", two_groups, grid)) is None
+    before = [(0, 0, "b0"), (0, 1, "b1"), (0, 2, "b2"), (0, 3, PARAMS)]  # buffer i at binding i, params after
+    assert stage_entries(None, Args(("b0", "b1", "b2"), (1,)), "opaque") == before
     other_uniform = Kernel("b", UNIFORM_FIRST.replace("@binding(0) var<uniform>", "@binding(3) var<uniform>"), grid)
-    assert binding_plan(Kernel("mixed", UNIFORM_FIRST, grid, then=(other_uniform,))) is None
+    assert placed(Kernel("mixed", UNIFORM_FIRST, grid, then=(other_uniform,))) == [before, before]

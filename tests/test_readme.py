@@ -47,9 +47,14 @@ def test_the_override_constants_example_runs_verbatim_and_computes_with_its_valu
 
 
 def test_the_parameter_space_example_runs_verbatim_and_tunes_its_candidates(tmp_path):
-    out = run_block(tmp_path, "wgtune.Space(")
+    out = run_block(tmp_path, "axpy = wgtune.TunableSet")
     assert re.search(r"^8 candidates; ran axpy\[WG=\d+,PER_THREAD=\d\] \(1\.0, 3\.0, 5\.0\)$", out, re.M), out
 
 
+def test_the_per_key_search_example_runs_verbatim_and_measures_its_budget(tmp_path):
+    out = run_block(tmp_path, "wgtune.Search(")
+    assert re.search(r"^ran scale\[WG=\d+,PER_THREAD=\d\]: 10 of 30 measured; \(0\.0, 3\.0, 6\.0\)$", out, re.M), out
+
+
 def test_every_python_block_of_the_readme_is_run_by_a_test():
-    assert len(python_blocks()) == 3, "a new README example needs its test here"
+    assert len(python_blocks()) == 4, "a new README example needs its test here"

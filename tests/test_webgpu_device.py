@@ -87,6 +87,10 @@ class RecordingShim:
         self._call("compile_module", kernel.name)
         return f"pipeline:{kernel.name}", f"layout:{kernel.name}"
 
+    def bind_group_layout(self, pipeline: str, index: int) -> str:
+        self._call("bind_group_layout", pipeline, index)
+        return f"layout{index}:{pipeline.removeprefix('pipeline:')}"
+
     def create_bind_group(self, layout: str, entries) -> tuple:
         buffers = tuple(buffer for _binding, buffer in entries)
         assert [binding for binding, _ in entries] == list(range(len(buffers)))  # this fake's stages bind all
@@ -199,10 +203,10 @@ def test_later_stages_are_compiled_and_dispatched_in_order_with_their_own_grids_
     args = Args((device.create_buffer(size=4),))
     device.dispatch(kernel, args, (3, 1, 1), repeats=2)
     (commands,) = shim.passes
+    (_, first_group, _), (_, second_group, _) = args.cache[kernel], args.cache[kernel.then[0]]  # (index, group, more)
     one_launch = [
-        ("set_pipeline", "pipeline:first"), ("set_bind_group", 0, args.cache[kernel]), ("dispatch_workgroups", 3, 1, 1),
-        ("set_pipeline", "pipeline:second"), ("set_bind_group", 0, args.cache[kernel.then[0]]),
-        ("dispatch_workgroups", 7, 1, 1),
+        ("set_pipeline", "pipeline:first"), ("set_bind_group", 0, first_group), ("dispatch_workgroups", 3, 1, 1),
+        ("set_pipeline", "pipeline:second"), ("set_bind_group", 0, second_group), ("dispatch_workgroups", 7, 1, 1),
     ]
     assert commands == one_launch * 2 + [("end",)]
     assert shim.names().count("submit") == 1
@@ -289,3 +293,86 @@ def test_buffers_are_padded_to_whole_words_read_back_and_cloned_only_when_copyab
     stand_in = device.clone_buffer(storage_only)
     assert (stand_in.size, stand_in.usage) == (8, shim.STORAGE | shim.COPY_SRC | shim.COPY_DST)
     assert stand_in.data == bytearray(8)  # nobody can copy it: zero-filled
+
+
+# A layer as runtimes that keep weights in a bind group of their own write it.
+LAYER = """
+struct Uniforms { n: u32, scale: f32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> uniforms: Uniforms;
+@group(1) @binding(0) var<storage, read> weight: array<f32>;
+@group(1) @binding(1) var<storage, read> bias: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x < uniforms.n) { y[gid.x] = uniforms.scale * weight[gid.x] * x[gid.x] + bias[gid.x]; }
+}
+"""
+
+
+def test_each_group_the_wgsl_declares_gets_its_bind_group_made_once_and_set_in_every_launch():
+    shim = RecordingShim()
+    device = device_on(shim, timestamps=False)
+    layer = run_inline(device.compile(Kernel("layer", LAYER, grid=lambda args: (1, 1, 1))))
+    x, y, weight, bias = (device.create_buffer(size=16) for _ in range(4))
+    args = Args({"x": x, "y": y, "weight": weight, "bias": bias}, (4, 0.5))
+    device.dispatch(layer, args, (1, 1, 1), repeats=2)
+    groups = [call for call in shim.calls if call[0] == "create_bind_group"]
+    packed = (0, struct.pack("<If8x", 4, 0.5))  # n and scale, packed as the struct declares them
+    (uniform,) = [call[1] for call in shim.calls if call[0] == "write_buffer" and call[2:] == packed]
+    assert groups == [("create_bind_group", "layout:layer", (x, y, uniform)),
+                      ("create_bind_group", "layout1:layer", (weight, bias))]
+    made = len(shim.calls)
+    device.dispatch(layer, args, (1, 1, 1), repeats=2)
+    assert shim.names()[made:] == ["create_command_encoder", "submit"]  # nothing new on a repeat call
+    one_launch = [("set_pipeline", "pipeline:layer"), ("set_bind_group", 0, ("group", "layout:layer", (x, y, uniform))),
+                  ("set_bind_group", 1, ("group", "layout1:layer", (weight, bias))), ("dispatch_workgroups", 1, 1, 1)]
+    assert shim.passes == [one_launch * 2 + [("end",)]] * 2
+
+
+PARTIALS = """
+struct Params { n: u32 }
+@group(0) @binding(0) var<storage, read> input: array<f32>;
+@group(0) @binding(1) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(2) var<uniform> params: Params;
+@compute @workgroup_size(64) fn main(@builtin(workgroup_id) wid: vec3<u32>) { partials[wid.x] = input[0]; }
+"""
+
+TOTAL = """
+struct Params { count: u32 }
+@group(0) @binding(0) var<storage, read> partials: array<f32>;
+@group(0) @binding(1) var<storage, read_write> output: array<f32>;
+@group(0) @binding(2) var<uniform> params: Params;
+@compute @workgroup_size(64) fn main() { output[0] = partials[params.count - 1u]; }
+"""
+
+
+def test_a_stage_with_its_own_params_gets_a_uniform_of_its_own_and_equal_values_share_one():
+    shim = RecordingShim()
+    device = device_on(shim, timestamps=False)
+    partials = lambda args: (-(-args.params[0] // 64),)  # noqa: E731
+    two_pass = Kernel("partials", PARTIALS, grid=lambda args: partials(args), then=(
+        Kernel("total", TOTAL, grid=lambda args: (1, 1, 1), params=partials),
+        Kernel("again", TOTAL, grid=lambda args: (1, 1, 1), params=lambda args: (1000,)),
+    ))
+    kernel = run_inline(device.compile(two_pass))
+    args = Args({"input": device.create_buffer(size=4000), "partials": device.create_buffer(size=64),
+                 "output": device.create_buffer(size=4)}, (1000,))
+    device.dispatch(kernel, args, (16, 1, 1))
+    device.dispatch(kernel, args, (16, 1, 1))
+    written = [call[3] for call in shim.calls if call[0] == "write_buffer"]
+    assert written == [struct.pack("<I12x", 1000), struct.pack("<I12x", 16)]  # "again" shares the call's uniform
+    assert len([call for call in shim.calls if call[0] == "create_bind_group"]) == 3
+
+
+def test_a_group_below_the_highest_that_a_stage_leaves_out_is_bound_empty_as_its_layout_is():
+    shim = RecordingShim()
+    device = device_on(shim, timestamps=False)
+    no_group_zero = LAYER.replace("@group(0)", "@group(2)")  # groups 1 and 2: group 0 is in its layout, empty
+    kernel = run_inline(device.compile(Kernel("late", no_group_zero, grid=lambda args: (1, 1, 1))))
+    x, y, weight, bias = (device.create_buffer(size=16) for _ in range(4))
+    device.dispatch(kernel, Args({"x": x, "y": y, "weight": weight, "bias": bias}, (4, 0.5)), (1, 1, 1))
+    groups = [call[1:] for call in shim.calls if call[0] == "create_bind_group"]
+    assert [(layout, len(buffers)) for layout, buffers in groups] == [("layout:late", 0), ("layout1:late", 2),
+                                                                      ("layout2:late", 3)]
+    assert [command[1] for command in shim.passes[0] if command[0] == "set_bind_group"] == [0, 1, 2]
