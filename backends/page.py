@@ -48,8 +48,11 @@ def label_of(size: tuple[int, ...]) -> str:
 
 @dataclass
 class _Problem:
-    """One key of the page: its set, its size, the call it is tuned and run on."""
+    """One key of the page: its set as the page names it, the set that tunes the key (the same,
+    or the key's own for a set that makes its candidates per key), its size, the call it is
+    tuned and run on."""
 
+    set_name: str
     tunables: TunableSet
     label: str
     args: Args
@@ -145,17 +148,18 @@ class PageSession:
     async def add_case(self, case: DemoCase) -> None:
         """Offer ``case``'s keys on the page (an embedding page's own sets come in this way).
 
-        The set's fallback is compiled now: a call on a Pending key runs it without waiting.
+        The set's fallback is compiled now (each key's, for a set that makes its candidates per
+        key): a call on a Pending key runs it without waiting.
         """
         self.cases = [known for known in self.cases if known.tunables.name != case.tunables.name] + [case]
         for size in case.sizes:
             args = case.make_args(self.device, size)
             label = label_of(size)
-            self.problems[(case.tunables.name, label)] = _Problem(
-                case.tunables, label, args, self.tuner.key(case.tunables, args)
-            )
+            key = self.tuner.key(case.tunables, args)
+            problem = _Problem(case.tunables.name, case.tunables.for_key(key), label, args, key)
+            self.problems[(case.tunables.name, label)] = problem
+            await self.tuner.prepare(problem.tunables)  # once per set: the pipeline cache keeps it
             await asyncio.sleep(0)  # building inputs is work: let the page breathe between keys
-        await self.tuner.prepare(case.tunables)
 
     # -- the JSON API -------------------------------------------------------------------------
 
@@ -168,7 +172,7 @@ class PageSession:
 
     def _state(self, problem: _Problem) -> dict:
         state = self.tuner.cache.answer(problem.tunables, problem.key)
-        answer = {"set": problem.tunables.name, "key": problem.label, "state": type(state).__name__}
+        answer = {"set": problem.set_name, "key": problem.label, "state": type(state).__name__}
         if isinstance(state, Hit):
             answer["winner"] = problem.tunables.candidates[state.index].name
             entry = self.tuner.cache.entry(problem.tunables, problem.key)
@@ -187,12 +191,13 @@ class PageSession:
         device = self.device
         sets = []
         for case in self.cases:
-            tunables = case.tunables
+            problems = [self.problems[(case.tunables.name, label_of(size))] for size in case.sizes]
+            tunables = problems[0].tunables  # per key, the candidates of its first key
             sets.append({
-                "name": tunables.name,
+                "name": case.tunables.name,
                 "candidates": [kernel.name for kernel in tunables.candidates],
                 "fallback": tunables.candidates[self.tuner.fallback(tunables)].name,
-                "keys": [self._state(self.problems[(tunables.name, label_of(size))]) for size in case.sizes],
+                "keys": [self._state(problem) for problem in problems],
             })
         return json.dumps({
             "identity": device.identity.as_dict(),
@@ -214,7 +219,7 @@ class PageSession:
         if not isinstance(state, Hit):
             state = self.tuner.check_tune(problem.tunables, problem.key, problem.args)
             if isinstance(state, Pending):
-                self._notify({"type": "pending", "set": problem.tunables.name, "key": problem.label})
+                self._notify({"type": "pending", "set": problem.set_name, "key": problem.label})
         return json.dumps(self._state(problem))
 
     async def execute(self, set_name: str, label: str, with_output: bool = False) -> str:
@@ -275,29 +280,35 @@ class PageSession:
 
     # -- progress -----------------------------------------------------------------------------
 
+    def _page_key(self, set_name: str, key: Key) -> tuple[str, str]:
+        """The set's name on the page and the key's label for a tuned set's name and key (a set
+        that makes its candidates per key tunes each key as its own set, ``name[key]``)."""
+        for problem in self.problems.values():
+            if problem.tunables.name == set_name and problem.key == key:
+                return problem.set_name, problem.label
+        return set_name, str(key)
+
     def _label(self, set_name: str, key: Key) -> str:
-        for (name, label), problem in self.problems.items():
-            if name == set_name and problem.key == key:
-                return label
-        return str(key)
+        return self._page_key(set_name, key)[1]
 
     def _observe(self, event: object) -> None:
         if isinstance(event, TuneStarted):
-            self._notify({"type": "started", "set": event.set_name, "key": self._label(event.set_name, event.key),
-                          "candidates": event.candidates})
+            name, label = self._page_key(event.set_name, event.key)
+            self._notify({"type": "started", "set": name, "key": label, "candidates": event.candidates})
         elif isinstance(event, TrialFinished):
-            self._notify({"type": "trial", "set": event.set_name, "key": self._label(event.set_name, event.key),
-                          "index": event.index, "result": result_to_json(event.result), "wall": event.wall})
+            name, label = self._page_key(event.set_name, event.key)
+            self._notify({"type": "trial", "set": name, "key": label, "index": event.index,
+                          "result": result_to_json(event.result), "wall": event.wall})
         elif isinstance(event, TuneFinished):
             outcome = event.outcome
             confidence = outcome.confidence.to_json() if outcome.confidence is not None else None
-            label = self._label(outcome.set_name, outcome.key)
-            self._notify({"type": "finished", "set": outcome.set_name, "key": label,
+            name, label = self._page_key(outcome.set_name, outcome.key)
+            self._notify({"type": "finished", "set": name, "key": label,
                           "winner": outcome.winner_name, "stored": outcome.stored, "confidence": confidence,
                           "short_circuit": outcome.short_circuit})
         elif isinstance(event, TuneFailedEvent):
-            self._notify({"type": "failed", "set": event.set_name, "key": self._label(event.set_name, event.key),
-                          "reason": event.reason})
+            name, label = self._page_key(event.set_name, event.key)
+            self._notify({"type": "failed", "set": name, "key": label, "reason": event.reason})
 
     def _notify(self, message: dict) -> None:
         self._notify_js(json.dumps(message))

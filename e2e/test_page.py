@@ -170,6 +170,43 @@ await window.wgtune.session.add_case(DemoCase(tunables, ((1000,),), make_args))
 '''
 
 
+# A space rendered per key (the length baked into the source, as runtimes that generate WGSL per
+# shape write it) and searched: each key's 30 configurations are its own set, 6 of them measured.
+PER_KEY_SEARCH_SET = r'''
+import string
+import struct
+from js import window
+from wgtune import Args, Search, Space, TunableSet
+from wgtune.kernels.demo import DemoCase
+
+SCALE = string.Template("""
+const N: u32 = ${N}u;
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    for (var i = 0u; i < ${PER_THREAD}u; i++) {
+        let j = gid.x * ${PER_THREAD}u + i;
+        if (j < N) { y[j] = 3.0 * x[j]; }
+    }
+}""")
+
+def candidates_for(key):
+    return Space("scale", params={"WG": [16, 32, 64, 128, 256], "PER_THREAD": [1, 2, 3, 4, 6, 8]},
+                 default={"WG": 64, "PER_THREAD": 1}, render=lambda p: SCALE.substitute(p, N=key["n"]),
+                 grid=lambda p, args: (-(-key["n"] // (p["WG"] * p["PER_THREAD"])), 1, 1)).candidates()
+
+def make_args(device, size):
+    (n,) = size
+    return Args({"x": device.create_buffer(struct.pack(f"{n}f", *range(n))), "y": device.create_buffer(size=4 * n)},
+                (n,))
+
+tunables = TunableSet("scale_baked", candidates_for, key=lambda args: {"n": args.params[0]},
+                      search=Search(candidates=6))
+await window.wgtune.session.add_case(DemoCase(tunables, ((1000,), (3000,)), make_args))
+'''
+
+
 class _Recorder:
     """Stands in for a device in the demo's make_args: keeps the inputs' bytes."""
 
@@ -526,6 +563,27 @@ def test_a_kernel_over_two_bind_groups_with_named_buffers_tunes_and_computes_in_
 
 
 # -- the cache moves between the page and the native side ------------------------------------------
+
+
+def test_a_space_rendered_per_key_and_searched_tunes_each_shape_with_its_own_source_in_the_page(browser, artifacts):
+    page, log = browser.open()
+    page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)", PER_KEY_SEARCH_SET)
+    for n in (1000, 3000):
+        assert state(page, "scale_baked", str(n))["state"] == "Pending"
+        done = settle(page, "scale_baked", str(n))
+        assert done["state"] == "Hit" and done["policy"] == "search:model", done
+        assert len(done["results"]) == 6 and all("median" in result for result in done["results"]), done
+        ran = execute(page, "scale_baked", str(n))
+        assert ran["ran"] == done["winner"]
+        np.testing.assert_array_equal(output_of(ran), 3.0 * np.arange(n, dtype=np.float32))
+    records = page.evaluate("() => window.wgtune.records()")
+    tuned = {item["record"]["table"]: len(item["record"]["trials"]) for item in records}
+    assert tuned == {"scale_baked[n=1000]": 6, "scale_baked[n=3000]": 6}  # each key its own set, 6 measured
+    page.wait_for_function("document.querySelector('.panel-cache').textContent.includes('2 winners')")
+    assert "6 of 30" in page.locator(".panel-cache").inner_text()  # results run of the candidates stored
+    page.screenshot(path=str(artifacts / "page-per-key-search.png"), full_page=True)
+    assert log.errors == []
+    page.close()
 
 
 def test_a_native_export_imports_in_the_page_and_a_page_export_imports_natively(browser, tmp_path):

@@ -58,7 +58,7 @@ function namespaceBlock(namespace) {
     const tr = document.createElement("tr");
     for (const [text, className] of [
       [entry.table, "set"], [keyText(entry.key), "key"], [entry.winner_name, "winner"],
-      [formatConfidence(entry.confidence), "confidence"], [String(entry.results?.length ?? ""), "num"],
+      [formatConfidence(entry.confidence), "confidence"], [resultCount(entry), "num"],
     ]) {
       const td = document.createElement("td");
       td.className = className;
@@ -71,4 +71,11 @@ function namespaceBlock(namespace) {
   table.append(body);
   block.append(heading, about, table);
   return block;
+}
+
+/** How many candidates an entry has results for: a search's never-run ones are stored as null. */
+function resultCount(entry) {
+  if (!entry.results) return "";
+  const run = entry.results.filter((result) => result !== null).length;
+  return run === entry.results.length ? String(run) : `${run} of ${entry.results.length}`;
 }
