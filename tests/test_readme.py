@@ -56,5 +56,10 @@ def test_the_per_key_search_example_runs_verbatim_and_measures_its_budget(tmp_pa
     assert re.search(r"^ran scale\[WG=\d+,PER_THREAD=\d\]: 10 of 30 measured; \(0\.0, 3\.0, 6\.0\)$", out, re.M), out
 
 
+def test_the_bindings_example_runs_verbatim_and_every_two_pass_candidate_meets_the_reference(tmp_path):
+    out = run_block(tmp_path, "two_pass_sum")
+    assert re.search(r"^ran sum_wg\d+ 500000\.0 \['Measured', 'Measured', 'Measured'\]$", out, re.M), out
+
+
 def test_every_python_block_of_the_readme_is_run_by_a_test():
-    assert len(python_blocks()) == 4, "a new README example needs its test here"
+    assert len(python_blocks()) == 5, "a new README example needs its test here"
