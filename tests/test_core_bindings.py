@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from fakes import FakeDevice, f32, floats, make_tuner, quiet
+from wgsl_samples import LAYER
 
 from wgtune import Args, ConfigError, Kernel, KernelError, Measured, Mismatch, TunableSet
 from wgtune.bindings import PARAMS, binding_plan, output_indices, params_of, stage_entries
@@ -37,20 +38,6 @@ struct Params { count: u32 }
 @compute @workgroup_size(64) fn main() { output[0] = partials[params.count - 1u]; }
 """
 
-# A layer as runtimes that keep weights in a bind group of their own write it: activations and
-# sizes in group 0, the weights and bias in group 1.
-LAYER = """
-struct Uniforms { n: u32, scale: f32 }
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@group(0) @binding(2) var<uniform> uniforms: Uniforms;
-@group(1) @binding(0) var<storage, read> weight: array<f32>;
-@group(1) @binding(1) var<storage, read> bias: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x < uniforms.n) { y[gid.x] = uniforms.scale * weight[gid.x] * x[gid.x] + bias[gid.x]; }
-}
-"""
 
 
 def two_pass() -> Kernel:

@@ -8,6 +8,7 @@ import math
 import struct
 
 import pytest
+from wgsl_samples import layer
 
 from wgtune import Args, Config, Kernel, Launch, Measured, Mismatch, TunableSet, Tuner
 from wgtune.backends.native import NativeDevice
@@ -82,24 +83,11 @@ def test_buffers_by_name_bind_wherever_each_candidate_declares_them(device):
 
 # -- two bind groups ----------------------------------------------------------------------------
 
-# A layer as runtimes that keep weights in a bind group of their own write it.
-LAYER = """
-struct Uniforms { n: u32, scale: f32 }
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@group(0) @binding(2) var<uniform> uniforms: Uniforms;
-@group(1) @binding(0) var<storage, read> weight: array<f32>;
-@group(1) @binding(1) var<storage, read> bias: array<f32>;
-@compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x < uniforms.n) { y[gid.x] = uniforms.scale * weight[gid.x] * x[gid.x] + bias[gid.x]; }
-}
-"""
 
 
 @pytest.mark.parametrize("named", [False, True], ids=["in-order", "by-name"])
 def test_a_kernel_over_two_bind_groups_tunes_and_computes(device, named):
-    tunables = TunableSet("layer", [Kernel(f"wg{wg}", LAYER.replace("WG", str(wg)), blocks(wg)) for wg in (64, 256)],
+    tunables = TunableSet("layer", [Kernel(f"wg{wg}", layer(wg), blocks(wg)) for wg in (64, 256)],
                           key=lambda args: {"n": args.params[0]})
     x, weight, bias = (device.create_buffer(struct.pack(f"{N}f", *(f(i) for i in range(N))))
                        for f in (float, lambda i: i % 3, lambda i: -i))

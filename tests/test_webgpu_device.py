@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from wgsl_samples import LAYER
 
 from wgtune import Args, Kernel, KernelError, Timing, run_inline
 from wgtune.backends.webgpu import WebGPUDevice
@@ -295,19 +296,6 @@ def test_buffers_are_padded_to_whole_words_read_back_and_cloned_only_when_copyab
     assert stand_in.data == bytearray(8)  # nobody can copy it: zero-filled
 
 
-# A layer as runtimes that keep weights in a bind group of their own write it.
-LAYER = """
-struct Uniforms { n: u32, scale: f32 }
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@group(0) @binding(2) var<uniform> uniforms: Uniforms;
-@group(1) @binding(0) var<storage, read> weight: array<f32>;
-@group(1) @binding(1) var<storage, read> bias: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x < uniforms.n) { y[gid.x] = uniforms.scale * weight[gid.x] * x[gid.x] + bias[gid.x]; }
-}
-"""
 
 
 def test_each_group_the_wgsl_declares_gets_its_bind_group_made_once_and_set_in_every_launch():
