@@ -7,7 +7,8 @@ leaves; a transition asked of the wrong state is a bug in wgtune and raises
 :class:`~wgtune.errors.IllegalTransition`::
 
     load/reload      (store)      -> Unchecked     (a Pending key keeps its running tune)
-    claim            Unchecked    -> Hit | Miss    (checksum and index checked)
+    claim            Unchecked    -> Hit | Miss    (checksum and index checked; with checks on, a
+                                                   winner stored unchecked is a Miss: tuned again)
                      Miss         -> Pending       (the caller now runs the tune)
                      any but Pending -> Hit        (a pin, or a set of one candidate)
     finish           Pending      -> Hit           (the tune's winner)
@@ -107,18 +108,22 @@ class TuneCache:
                     table[key] = Unchecked(state.index, known.checksum)
             return True
 
-    def claim(self, tunables: TunableSet, key: Key, pinned: int | None = None) -> TuneState | None:
+    def claim(
+        self, tunables: TunableSet, key: Key, pinned: int | None = None, require_checked: bool = False
+    ) -> TuneState | None:
         """The key's answer, or None when the caller is to tune it (the key is Pending from now).
 
         An Unchecked key is checked against the set's checksum first: Hit when it matches, else a
-        Miss. A Pending key answers Pending (another caller's tune runs). Otherwise ``pinned`` (a
-        candidate's index the configuration pins) is a Hit; so is candidate 0 of a set of one.
+        Miss; with ``require_checked`` (the caller runs output checks) also a Miss when its winner
+        was stored by a tune without them, so that a tune with them verifies it, once. A Pending
+        key answers Pending (another caller's tune runs). Otherwise ``pinned`` (a candidate's
+        index the configuration pins) is a Hit; so is candidate 0 of a set of one.
         """
         with self._lock:
             table = self.states_by_set.setdefault(tunables.name, {})
             state = table.get(key, MISS)
             if isinstance(state, Unchecked):
-                state = table[key] = self._checked(tunables, key, state)
+                state = table[key] = self._checked(tunables, key, require_checked)
             if isinstance(state, Pending):
                 return state
             if pinned is not None:
@@ -132,8 +137,8 @@ class TuneCache:
             table[key] = PENDING
             return None
 
-    def _checked(self, tunables: TunableSet, key: Key, state: Unchecked) -> TuneState:
-        answer = self.answer(tunables, key)
+    def _checked(self, tunables: TunableSet, key: Key, require_checked: bool) -> TuneState:
+        answer = self.answer(tunables, key, require_checked)
         if answer is MISS:
             self._entries.pop((tunables.name, key), None)  # its results are of other candidates
         return answer
@@ -186,14 +191,21 @@ class TuneCache:
 
     # -- inspection ---------------------------------------------------------------------------
 
-    def answer(self, tunables: TunableSet, key: Key) -> TuneState:
+    def answer(self, tunables: TunableSet, key: Key, require_checked: bool = False) -> TuneState:
         """The key's state, an Unchecked one as the Hit or Miss that :meth:`claim` would make of
         it: what a caller would be told. Changes nothing."""
         state = self.state(tunables.name, key)
         if isinstance(state, Unchecked):
             valid = state.checksum == tunables.checksum and state.winner < len(tunables)
+            if valid and require_checked:
+                valid = not self.unchecked(tunables.name, key)
             return Hit(state.winner) if valid else MISS
         return state
+
+    def unchecked(self, set_name: str, key: Key) -> bool:
+        """Whether the key's stored winner was stored by a tune without output checks."""
+        entry = self._entries.get((set_name, key))
+        return entry is not None and not entry.checked
 
     def states(self, set_name: str) -> dict[Key, TuneState]:
         """A copy of every known key's state of a set."""

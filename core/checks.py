@@ -23,7 +23,7 @@ from typing import Any
 
 from .bindings import output_indices
 from .device import Device
-from .errors import ConfigError, Mismatch, TuneFailed
+from .errors import CandidateError, ConfigError, Mismatch, TuneFailed, candidate_failure
 from .measure import clone_args
 from .pipelines import PipelineCache
 from .tunable import Args, TunableSet
@@ -68,14 +68,18 @@ class OutputCheck:
             self.reference = await self._expected()
             self.reference_name = "the reference"
             return
-        async for index, pipeline in self.pipelines.usable(self.tunables, exclude=self.skipped):
+        failures: list[CandidateError] = []
+        async for index, pipeline in self.pipelines.usable(self.tunables, exclude=self.skipped, failures=failures):
+            name = self.tunables.candidates[index].name
             try:
                 self.reference = await self._outputs(index, pipeline)
-            except Exception:  # a would-be reference that cannot run: try the next candidate
+            except Exception as error:  # a would-be reference that cannot run: try the next candidate
+                failures.append(candidate_failure(name, error, "launch"))
                 continue
-            self.reference_name = self.tunables.candidates[index].name
+            self.reference_name = name
             return
-        raise TuneFailed(f"output checks of {self.tunables.name}: no candidate could produce reference outputs")
+        raise TuneFailed(f"output checks of {self.tunables.name}: no candidate could produce reference outputs; "
+                         + _why(failures))
 
     async def _expected(self) -> list[bytes]:
         """The set's reference function's outputs for the pristine inputs, as bytes of each
@@ -108,6 +112,15 @@ class OutputCheck:
                 what = output if isinstance(output, int) else f"{output!r} ({self.indices[slot]})"
                 return Mismatch(name, f"output buffer {what} disagrees with {self.reference_name}: {problem}")
         return None
+
+
+def _why(failures: list[CandidateError]) -> str:
+    """The candidates' reasons, once when they all say the same (the call itself is wrong then:
+    its buffers, its params), else each with its candidate."""
+    reasons = {failure.reason for failure in failures}
+    if len(reasons) == 1:
+        return f"every candidate failed on this call: {reasons.pop()}"
+    return "; ".join(f"{failure.name}: {failure.reason}" for failure in failures) or "no candidate to run"
 
 
 # numpy's little-endian dtypes of the typecodes, for a reference that returns numpy arrays.

@@ -15,7 +15,9 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 
-__all__ = ["KEY_MEMO_SIZE", "Key", "KeyMemo", "Scalar", "anchor"]
+from .errors import ConfigError
+
+__all__ = ["KEY_MEMO_SIZE", "Key", "KeyMemo", "Scalar", "anchor", "key_error", "make_key"]
 
 Scalar = int | float | str | bool | None
 
@@ -116,17 +118,35 @@ class KeyMemo:
         self._memo: dict[str, dict[tuple, Key]] = {}
 
     def key(self, tunables, args) -> Key:
-        """The key of ``args`` in ``tunables`` (a TunableSet and its Args)."""
-        raw = tuple(tunables.key_function(args).items())
+        """The key of ``args`` in ``tunables`` (a TunableSet and its Args); a ConfigError naming
+        the set when its key function fails on the call or answers what is not a key."""
+        try:
+            raw = tuple(tunables.key_function(args).items())
+        except Exception as error:
+            raise key_error(tunables.name, error) from error
         memo = self._memo.get(tunables.name)
         if memo is None:
             memo = self._memo[tunables.name] = {}
         try:
             key = memo.get(raw)
         except TypeError:  # an unhashable value: let Key say which field is wrong
-            return Key(raw)
+            return make_key(tunables.name, raw)
         if key is None:
             if len(memo) >= KEY_MEMO_SIZE:
                 memo.clear()
-            key = memo[raw] = Key(raw)
+            key = memo[raw] = make_key(tunables.name, raw)
         return key
+
+
+def key_error(set_name: str, error: Exception) -> ConfigError:
+    """What a key function's failure on a call is: a ConfigError naming the set and the error."""
+    return ConfigError(f"tunable set {set_name!r}: its key function failed on this call: "
+                       f"{type(error).__name__}: {error}")
+
+
+def make_key(set_name: str, fields: Mapping[str, object] | Iterable[tuple[str, object]]) -> Key:
+    """A key function's answer as a Key; a ConfigError naming the set when it is not one."""
+    try:
+        return Key(fields)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"tunable set {set_name!r}: its key function gave no valid key: {error}") from None

@@ -152,6 +152,9 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
         problem = check_grid(stage_grid, device.limits)
         if problem:
             return Launch(name, problem if stage is kernel else f"stage {stage.name}: {problem}")
+    if all(0 in stage_grid for stage_grid in grids):  # it would do nothing, fast: unchecked, it would win
+        return Launch(name, f"grid {grids[0]!r} dispatches no workgroups" if len(grids) == 1
+                      else f"its stages' grids {grids!r} dispatch no workgroups")
     grid = grids[0]
     if config.dry_run:
         bench.step(f"{name}: compiled; dry run, not launched")

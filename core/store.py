@@ -77,7 +77,9 @@ def check_namespace(namespace: dict) -> dict:
 class StoredEntry:
     """A key's winner as stored: under the checksum of the candidate list it was tuned with,
     with every candidate's result, the policy that sampled them and how sure it was of the
-    winner (entries stored before confidence existed have none).
+    winner (entries stored before confidence existed have none). ``checked``: the tune ran the
+    output checks (``Config.checks``), so its winner agreed with the reference; an entry without
+    it is tuned again, once, by a tuner with checks on.
 
     ``set_name`` is the tunable set's name; its JSON field is ``"table"``, as documents have
     always named it.
@@ -92,6 +94,7 @@ class StoredEntry:
     confidence: Confidence | None = None
     policy: str = ""
     not_run: str = ""
+    checked: bool = False
 
     def to_json(self) -> dict:
         return {
@@ -104,6 +107,7 @@ class StoredEntry:
             "policy": self.policy,
             "confidence": self.confidence.to_json() if self.confidence is not None else None,
             **({"not_run": self.not_run} if self.not_run else {}),
+            **({"checked": True} if self.checked else {}),
         }
 
     @classmethod
@@ -136,6 +140,7 @@ class StoredEntry:
                 confidence=confidence,
                 policy=str(obj.get("policy") or ""),
                 not_run=not_run,
+                checked=obj.get("checked") is True,
             )
         except KeyError as missing:
             raise StoreError(f"entry lacks the field {missing}") from None

@@ -23,7 +23,7 @@ from typing import Any
 
 from .buffer_names import BufferName, Output, checked_names, checked_outputs, written_by
 from .errors import ConfigError
-from .key import Key
+from .key import Key, key_error, make_key
 from .search import Search
 
 __all__ = ["OUTPUT_TYPES", "Args", "Group", "Kernel", "TunableSet", "pack_params"]
@@ -405,5 +405,9 @@ class TunableSet:
         return f"TunableSet({self.name!r}, {len(self.candidates)} candidates)"
 
     def key(self, args: Args) -> Key:
-        """The autotune key of a call."""
-        return Key(self.key_function(args))
+        """The autotune key of a call; a ConfigError naming the set when its key function fails."""
+        try:
+            fields = self.key_function(args)
+        except Exception as error:
+            raise key_error(self.name, error) from error
+        return make_key(self.name, fields)

@@ -203,9 +203,12 @@ class Tuner:
         if self._sets.get(tunables.name) is not tunables:
             self._adopt(tunables)
         stored = isinstance(self.cache.state(tunables.name, key), Unchecked)
-        state = self.cache.claim(tunables, key, self.config.pinned_index(tunables, key))
+        verify = self.config.checks and not self.config.dry_run
+        unchecked = verify and stored and self.cache.unchecked(tunables.name, key)
+        state = self.cache.claim(tunables, key, self.config.pinned_index(tunables, key), require_checked=verify)
         if stored and state is None and self.config.log_level is not LogLevel.DISABLED:
-            logger.info("stored winner for %s [%s] is for other candidates: tuning again", tunables.name, key)
+            why = "was stored without output checks" if unchecked else "is for other candidates"
+            logger.info("stored winner for %s [%s] %s: tuning again", tunables.name, key, why)
         return state
 
     def _adopt(self, tunables: TunableSet) -> None:

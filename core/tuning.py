@@ -12,13 +12,14 @@ the record, the events) is the tuner's business.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from .adaptive import sample_adaptively, search_adaptively
 from .checks import OutputCheck
 from .clock import clock_grain
 from .config import Config, Policy
 from .device import Device
-from .errors import NoValidKernelFound
+from .errors import ConfigError, NoValidKernelFound
 from .events import TrialFinished
 from .fixed import sample_fixed
 from .key import Key
@@ -54,7 +55,11 @@ async def measure_key(
     bench_args = tunables.input_gen(device, key, args) if tunables.input_gen else clone_args(device, args)
     plan = Plan(tunables.candidates, key)
     check = None
-    if config.checks and tunables.outputs and not config.dry_run:
+    if config.checks and not config.dry_run:
+        if not tunables.outputs:
+            raise ConfigError(f"output checks are on, but tunable set {tunables.name!r} has no outputs to compare: "
+                              "its first candidate declares no var<storage, read_write> and the set gives no "
+                              "outputs= (give them, or tune it with checks off)")
         check = OutputCheck(device, tunables, bench_args, pipelines, skipped=plan.skipped)
 
     def on_trial(index: int, result: Result, wall: float) -> None:
@@ -72,4 +77,4 @@ async def measure_key(
     outcome = decide(tunables, key, plan, sampled, config)
     if outcome is None:
         raise NoValidKernelFound(tunables.name, key, tuple(sampled.all_results(tunables, plan)))
-    return outcome
+    return replace(outcome, checked=check is not None)

@@ -224,7 +224,7 @@ def test_benchmarks_never_write_the_callers_buffers():
     device = FakeDevice()
     device.script("a", kernel=add_one_in_place)
     device.script("b", kernel=add_one_in_place)
-    tunables = make_set("a", "b")
+    tunables = make_set("a", "b", outputs=(0,))
     tuner = make_tuner(device, config=quiet(checks=True))
     args = call(device, [1.0, 2.0])
     tuner.check_tune(tunables, tuner.key(tunables, args), args)
