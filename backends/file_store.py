@@ -12,7 +12,10 @@ What happens to documents (merging, damaged data, export, import) is the core's
   a :class:`filelock.FileLock` on a sibling ``.lock`` file;
 - a write replaces the file atomically (temp file in the same directory, fsync, ``os.replace``):
   a reader never sees half a document;
-- a damaged document is set aside as ``<name>.corrupt-<timestamp>`` (kept for a post-mortem).
+- a damaged document is set aside as ``<name>.corrupt-<timestamp>`` (kept for a post-mortem);
+  only the newest :data:`KEEP_CORRUPT` copies of each document are kept, so they cannot pile up;
+- a writer killed mid-save leaves its temp file: opening the directory removes temp files whose
+  writer is gone (its process, on this machine) or that are older than :data:`STALE_SECONDS`.
 
 An I/O failure (an unreadable directory, a full disk) raises :class:`OSError`.
 """
@@ -22,7 +25,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import socket
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -43,10 +48,24 @@ __all__ = [
     "document_name",
     "document_store",
     "namespace_for",
+    "remove_leftovers",
 ]
 
 LOCK_TIMEOUT = 60.0
 """Seconds a write waits for another process's lock; ``filelock.Timeout`` is an OSError."""
+STALE_SECONDS = 60.0
+"""A temp file this old is a dead writer's (a write takes milliseconds), whoever wrote it."""
+KEEP_CORRUPT = 5
+"""Set-aside copies kept per document: the newest; older ones are removed."""
+
+# A writer's temp file: ".<document>.<host>-<pid>.<random>.tmp" (see _write_atomic).
+_TEMP = re.compile(r"^\.(?P<document>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)\.[^.]+\.tmp$")
+_CORRUPT = re.compile(r"^(?P<document>.+\.json)\.corrupt-.+$")
+
+
+def _host_tag() -> str:
+    """This machine, in a temp file's name: whose processes a pid there names."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
 
 
 def default_cache_dir() -> Path:
@@ -84,7 +103,7 @@ def document_name(namespace: dict) -> str:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` all at once: temp file beside it, fsync, rename over."""
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.{_host_tag()}-{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -106,15 +125,73 @@ def _write_atomic(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def _writer_gone(pid: int) -> bool:
+    """Whether process ``pid`` of this machine has exited (False when that cannot be told)."""
+    if os.name != "posix":  # os.kill(pid, 0) is no probe on Windows
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's; or cannot tell
+        return False
+    return False
+
+
+def _is_stale_temp(path: Path, now: float, host: str) -> bool:
+    match = _TEMP.match(path.name)
+    if match is not None and match["host"] == host:
+        pid = int(match["pid"])
+        if pid == os.getpid():
+            return False  # this process's own write, in another thread
+        if _writer_gone(pid):
+            return True
+    try:
+        return now - path.stat().st_mtime > STALE_SECONDS
+    except OSError:  # gone meanwhile: its writer renamed it
+        return False
+
+
+def remove_leftovers(directory: Path) -> list[str]:
+    """Remove what dead writers and old damage left in ``directory``: temp files of writers gone
+    (see the module doc) and set-aside copies beyond the newest :data:`KEEP_CORRUPT` of each
+    document. Best effort (an entry that cannot be removed stays); the names removed."""
+    try:
+        paths = [path for path in directory.iterdir() if path.name.endswith(".tmp") or ".corrupt-" in path.name]
+    except OSError:  # no directory yet, or not one: nothing to tidy
+        return []
+    removed, now, host = [], time.time(), _host_tag()
+    copies: dict[str, list[Path]] = {}
+    for path in paths:
+        corrupt = _CORRUPT.match(path.name)
+        if corrupt is not None:
+            copies.setdefault(corrupt["document"], []).append(path)
+        elif path.name.startswith(".") and _is_stale_temp(path, now, host):
+            removed.append(path)
+    for kept in copies.values():
+        removed += sorted(kept, key=lambda path: path.name)[:-KEEP_CORRUPT]
+    names = []
+    for path in removed:
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        names.append(path.name)
+    return names
+
+
 class CacheDirectory:
     """The core's key-value store (:class:`~wgtune.documents.KeyValueStore`) over a directory:
     one ``.json`` file per document, named by :func:`document_name`. Its coroutines never suspend.
 
     ``directory`` None means :func:`default_cache_dir`. It is created at the first write.
+    Opening it removes dead writers' temp files and surplus set-aside copies
+    (:func:`remove_leftovers`).
     """
 
     def __init__(self, directory: str | os.PathLike | None) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
+        remove_leftovers(self.directory)
 
     def __repr__(self) -> str:
         return f"CacheDirectory({str(self.directory)!r})"
@@ -173,6 +250,7 @@ class CacheDirectory:
             aside.write_bytes(path.read_bytes())  # under the lock: the bytes just read
         else:
             os.replace(path, aside)  # every writer holds the lock: nobody rewrote it meanwhile
+        remove_leftovers(self.directory)  # the copies of damage that keeps coming back stay few
         return aside.name
 
 

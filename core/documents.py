@@ -22,7 +22,6 @@ with :func:`~wgtune.runner.run_inline` and offers the synchronous store protocol
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from .store import (
     encode_document,
     encode_export,
 )
+from .validate import parse_json
 
 __all__ = ["DocumentStore", "InlineStore", "KeyValueStore", "StoredDocument"]
 
@@ -129,11 +129,7 @@ class DocumentStore:
         text = await self.key_values.get(name)
         if text is None:
             return None
-        try:
-            obj = json.loads(text)
-        except ValueError as error:
-            raise StoreError(f"not JSON: {error}") from None
-        found, entries, problems = decode_document_leniently(obj)
+        found, entries, problems = decode_document_leniently(parse_json(text))
         if namespace is not None and canonical_namespace(found) != canonical_namespace(namespace):
             raise StoreError(f"the document is for namespace {canonical_namespace(found)}, not this one")
         return found, entries, problems
@@ -248,11 +244,16 @@ class DocumentStore:
 
     @staticmethod
     def check_import(text: str | bytes) -> object:
-        """Parse an import's text and check all of it; StoreError naming what is wrong."""
+        """Parse an import's text and check all of it; StoreError naming what is wrong.
+
+        The text is parsed with bounds (:func:`~wgtune.validate.parse_json`: depth, numbers,
+        duplicated keys) and every namespace and entry checked: what comes back is what
+        :meth:`import_document` takes.
+        """
         try:
-            obj = json.loads(text)
-        except (UnicodeDecodeError, ValueError) as error:
-            raise StoreError(f"the file is not JSON: {error}") from None
+            obj = parse_json(text)
+        except StoreError as error:
+            raise StoreError(f"the file is {error}") from None  # "not JSON: ...", "nested 900 levels deep ..."
         decode_export(obj)
         return obj
 

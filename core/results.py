@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .confidence import median
 from .errors import CandidateError, error_from_json
+from .validate import check_result
 
 __all__ = ["Measured", "Result", "Stats", "result_from_json", "result_to_json"]
 
@@ -100,13 +101,16 @@ def result_to_json(result: Result) -> dict:
     return {"name": result.name, "error": type(result).__name__, "reason": result.reason}
 
 
-def result_from_json(obj: dict, index: int) -> Result:
+def result_from_json(obj: object, index: int) -> Result:
     """Read back what :func:`result_to_json` wrote for candidate ``index`` (absent fields of older
-    documents take their defaults)."""
+    documents take their defaults). Checked first (:func:`~wgtune.validate.check_result`): a
+    result of the wrong shape, a failure of an unknown kind, a sample that is not a finite number
+    above 0 raise StoreError."""
+    check_result(obj, index)
     if "error" in obj:
         return error_from_json(obj)
     if obj.get("dry_run"):
-        return Measured(str(obj["name"]), index, None)
+        return Measured(obj["name"], index, None)
     samples = tuple(float(s) for s in obj["samples"])
-    stats = Stats(samples, str(obj.get("timing", "unknown")))
-    return Measured(str(obj["name"]), index, stats, eliminated_early=obj.get("eliminated_early") is True)
+    stats = Stats(samples, obj.get("timing", "unknown"))
+    return Measured(obj["name"], index, stats, eliminated_early=obj.get("eliminated_early") is True)

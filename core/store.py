@@ -10,7 +10,9 @@ tuner name, one wgtune version; so one GPU's winners never serve another. Its co
 
 The document format (JSON) is shared by the file store, the browser's IndexedDB store and the
 export/import of winners. New fields get defaults, so older documents still decode. The logic
-that keeps documents (merging, damaged data, export and import) is in ``documents.py``.
+that keeps documents (merging, damaged data, export and import) is in ``documents.py``; what is
+read is parsed and checked field by field by ``validate.py`` (parse with
+:func:`~wgtune.validate.parse_json`, then decode here), so nothing wrong is trusted.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from .device import DeviceIdentity
 from .errors import Skip, StoreError
 from .key import Key
 from .results import Result, result_from_json
+from .text import shown
+from .validate import Unreadable, check_namespace_fields, checked_entry
 from .version import __version__
 
 __all__ = [
@@ -65,11 +69,14 @@ def check_namespace(namespace: dict) -> dict:
     """``namespace`` as it will be stored (a JSON round trip: a copy the caller cannot mutate).
 
     Raises StoreError when a field is named like one of the document's own fields
-    (:data:`RESERVED_FIELDS`): the document puts the namespace's fields beside them.
+    (:data:`RESERVED_FIELDS`): the document puts the namespace's fields beside them; or when a
+    field is not a JSON scalar or a small object of scalars (see
+    :func:`~wgtune.validate.check_namespace_fields`): a document holding it would read as damaged.
     """
     clash = [name for name in RESERVED_FIELDS if name in namespace]
     if clash:
         raise StoreError(f"namespace fields {clash} clash with the document's own fields {list(RESERVED_FIELDS)}")
+    check_namespace_fields(namespace)
     return json.loads(canonical_namespace(namespace))
 
 
@@ -112,40 +119,13 @@ class StoredEntry:
 
     @classmethod
     def from_json(cls, obj: object) -> StoredEntry:
-        if not isinstance(obj, dict):
-            raise StoreError(f"an entry must be an object, got {type(obj).__name__}")
+        """An entry read back from its JSON (``obj`` as :func:`~wgtune.validate.parse_json` parsed
+        it), every field checked first (:func:`~wgtune.validate.checked_entry`): types, bounds, the
+        winner in range and named as its result. Raises StoreError naming what is wrong."""
         try:
-            winner = obj["winner"]
-            if isinstance(winner, bool) or not isinstance(winner, int) or winner < 0:
-                raise StoreError(f"entry winner must be an index >= 0, got {winner!r}")
-            results = obj.get("results", [])
-            if not isinstance(results, list):
-                raise StoreError("entry results must be a list")
-            not_run = obj.get("not_run") or ""
-            if not isinstance(not_run, str) or (not not_run and None in results):
-                raise StoreError("entry results may be null only under a not_run reason (a string)")
-            confidence = obj.get("confidence")
-            if confidence is not None:
-                try:
-                    confidence = Confidence.from_json(confidence)
-                except ValueError as bad:
-                    raise StoreError(f"entry confidence: {bad}") from None
-            return cls(
-                set_name=str(obj["table"]),
-                key=Key.from_json(obj["key"]),
-                checksum=str(obj["checksum"]),
-                winner=winner,
-                winner_name=str(obj.get("winner_name", "")),
-                results=tuple(results),
-                confidence=confidence,
-                policy=str(obj.get("policy") or ""),
-                not_run=not_run,
-                checked=obj.get("checked") is True,
-            )
-        except KeyError as missing:
-            raise StoreError(f"entry lacks the field {missing}") from None
-        except (TypeError, ValueError) as bad:
-            raise StoreError(f"entry is malformed: {bad}") from None
+            return cls(**checked_entry(obj))
+        except (TypeError, ValueError) as bad:  # not expected past the checks: still never a crash
+            raise StoreError(f"entry is malformed: {shown(bad, 200)}") from None
 
     def decoded_results(self) -> tuple[Result, ...]:
         """Every candidate's result as a value (``Measured`` or a failure), in the set's order.
@@ -226,16 +206,21 @@ def decode_document_leniently(obj: object) -> tuple[dict, list[StoredEntry], lis
     """Like :func:`decode_document`, but a damaged entry is skipped, not fatal.
 
     Returns the namespace, the entries that decode, and what was wrong with the others: one bad
-    entry must not cost every other winner of the device. A damaged document still raises.
+    entry must not cost every other winner of the device. A damaged document (not a wgtune
+    document, entries not a list, a namespace field that is not a scalar or a small object of
+    scalars) still raises StoreError.
     """
+    if isinstance(obj, Unreadable):
+        raise StoreError(f"the document is {obj.reason}")
     if not isinstance(obj, dict):
         raise StoreError(f"a wgtune cache document is a JSON object, got {type(obj).__name__}")
     if obj.get("format") != DOCUMENT_FORMAT:
-        raise StoreError(f"not a wgtune cache document (format {obj.get('format')!r}, want {DOCUMENT_FORMAT!r})")
+        raise StoreError(f"not a wgtune cache document (format {shown(obj.get('format'))}, want {DOCUMENT_FORMAT!r})")
     raw_entries = obj.get("entries", [])
     if not isinstance(raw_entries, list):
         raise StoreError("the document's entries must be a list")
-    namespace = {k: v for k, v in obj.items() if k not in ("format", "entries")}
+    namespace = {k: v for k, v in obj.items() if k not in RESERVED_FIELDS}
+    check_namespace_fields(namespace)
     entries, problems = [], []
     for position, raw in enumerate(raw_entries):
         try:
@@ -251,13 +236,23 @@ def encode_export(documents: Iterable[dict]) -> dict:
 
 
 def decode_export(obj: object) -> list[tuple[dict, list[StoredEntry]]]:
-    """Read an export document, or a single namespace document, checking every entry first."""
+    """Read an export document, or a single namespace document, checking every entry first.
+
+    ``obj`` as :func:`~wgtune.validate.parse_json` parsed it. Raises StoreError for the first
+    thing wrong: an import is taken whole or not at all.
+    """
     if isinstance(obj, dict) and obj.get("format") == DOCUMENT_FORMAT:
         return [decode_document(obj)]
     if not isinstance(obj, dict) or obj.get("format") != EXPORT_FORMAT:
         got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
-        raise StoreError(f"not a wgtune export (format {got!r}, want {EXPORT_FORMAT!r})")
+        raise StoreError(f"not a wgtune export (format {shown(got)}, want {EXPORT_FORMAT!r})")
     namespaces = obj.get("namespaces")
     if not isinstance(namespaces, list):
         raise StoreError("the export's namespaces must be a list")
-    return [decode_document(document) for document in namespaces]
+    decoded = []
+    for position, document in enumerate(namespaces):
+        try:
+            decoded.append(decode_document(document))
+        except StoreError as error:
+            raise StoreError(f"namespace {position} of the export: {error}") from None
+    return decoded

@@ -73,7 +73,7 @@ def test_a_malformed_confidence_is_a_value_error(bad):
 
 
 def entry_json(**fields) -> dict:
-    entry = StoredEntry("t", Key({"n": 1}), "sum", 0, "a", ({"name": "a"},), SURE, "adaptive")
+    entry = StoredEntry("t", Key({"n": 1}), "sum", 0, "a", ({"name": "a", "samples": [1e-3]},), SURE, "adaptive")
     return {**entry.to_json(), **fields}
 
 

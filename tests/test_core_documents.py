@@ -82,7 +82,8 @@ class MemoryKeyValues:
 
 
 def entry(n: int, winner: int = 1, set_name: str = "matmul") -> StoredEntry:
-    return StoredEntry(set_name, Key({"n": n}), "sum", winner, f"k{winner}", ({"name": "k0", "median": 1.0},))
+    return StoredEntry(set_name, Key({"n": n}), "sum", winner, f"k{winner}",
+                       tuple({"name": f"k{i}", "median": 1.0, "samples": [1.0]} for i in range(winner + 1)))
 
 
 def slots(entries) -> dict:

@@ -222,7 +222,8 @@ def test_the_memory_store_replaces_the_entry_of_the_same_table_and_key():
 
 def test_a_namespace_document_round_trips_with_entries_in_a_stable_order():
     entries = [
-        StoredEntry("t", Key({"n": 8}), "c1", 1, "b", ({"name": "a", "error": "Skip", "reason": "r"},)),
+        StoredEntry("t", Key({"n": 8}), "c1", 1, "b",
+                    ({"name": "a", "error": "Skip", "reason": "r"}, {"name": "b", "samples": [1e-3]})),
         StoredEntry("t", Key({"n": 2}), "c1", 0, "a"),
         StoredEntry("s", Key({"n": 8}), "c2", 0, "a"),
     ]

@@ -54,7 +54,8 @@ class FakeIdb:
 
 
 def entry(n: int, winner: int = 1) -> StoredEntry:
-    return StoredEntry("matmul", Key({"n": n}), "sum", winner, f"k{winner}", ({"name": "k0", "median": 1.0},))
+    return StoredEntry("matmul", Key({"n": n}), "sum", winner, f"k{winner}",
+                       tuple({"name": f"k{i}", "median": 1.0, "samples": [1.0]} for i in range(winner + 1)))
 
 
 def run(coro):
