@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from wgtune.documents import DocumentStore
 from wgtune.key import Key
-from wgtune.store import StoredEntry, canonical_namespace, check_namespace
+from wgtune.store import WRITE_PENDING, StoredEntry, canonical_namespace, check_namespace
 
 __all__ = ["IndexedDBRecords", "IndexedDBStore", "document_store"]
 
@@ -99,6 +99,9 @@ class IndexedDBStore:
         self._writer: asyncio.Task | None = None
         self.write_error: BaseException | None = None
         """The last background write that failed, if any (also logged as a warning)."""
+        self.on_written: Callable[[list[StoredEntry], BaseException | None], None] | None = None
+        """Told of each background write as it ends: the entries, and the error if it failed
+        (the page turns its records' "pending" into stored or not)."""
 
     @classmethod
     async def open(cls, idb: Any, namespace: dict) -> IndexedDBStore:
@@ -115,11 +118,13 @@ class IndexedDBStore:
         """The entry of one key, if stored."""
         return self._entries.get((set_name, key))
 
-    def save(self, entry: StoredEntry) -> None:
-        """Keep ``entry`` now; write it to IndexedDB in the background (needs a running loop)."""
+    def save(self, entry: StoredEntry) -> str:
+        """Keep ``entry`` now; write it to IndexedDB in the background (needs a running loop):
+        answers ``"pending"`` (``store.WRITE_PENDING``), and :attr:`on_written` hears the end."""
         self._entries[entry.slot] = entry
         self._unwritten[entry.slot] = entry
         self._start_writer()
+        return WRITE_PENDING
 
     def clear(self) -> None:
         """Forget every entry of the namespace (the record is deleted in the background)."""
@@ -151,9 +156,21 @@ class IndexedDBStore:
                 if not self._unwritten:
                     continue
                 unwritten, self._unwritten = self._unwritten, {}
-                await self.documents.save(self.namespace, unwritten.values())
+                try:
+                    await self.documents.save(self.namespace, unwritten.values())
+                except Exception as error:
+                    self._tell(list(unwritten.values()), error)
+                    raise
+                self._tell(list(unwritten.values()), None)
         except Exception as error:
             self.write_error = error
             logger.warning("could not write winners to IndexedDB: %s", error)
         finally:
             self._writer = None
+
+    def _tell(self, entries: list[StoredEntry], error: BaseException | None) -> None:
+        if self.on_written is not None:
+            try:
+                self.on_written(entries, error)
+            except Exception as failure:  # a broken listener must not lose the writes after it
+                logger.warning("the IndexedDB write listener failed: %s", failure)

@@ -32,7 +32,7 @@ from wgtune.key import Key
 from wgtune.record import TuneRecord, envelope
 from wgtune.results import result_to_json
 from wgtune.state import Hit, Pending
-from wgtune.store import namespace_for
+from wgtune.store import StoredEntry, namespace_for
 from wgtune.tunable import Args, TunableSet
 from wgtune.tuner import Tuner
 
@@ -139,6 +139,7 @@ class PageSession:
         """Read the stored winners (at open, and after an import or a clear): the tuner's cache
         takes them; a tune that is running goes on."""
         self.store = await indexeddb.IndexedDBStore.open(self.idb, self.namespace)
+        self.store.on_written = self._written
         if self.tuner is None:
             self.tuner = Tuner(self.device, store=self.store, records=self.records, config=self.config,
                                observer=self._observe)
@@ -290,6 +291,21 @@ class PageSession:
 
     def _label(self, set_name: str, key: Key) -> str:
         return self._page_key(set_name, key)[1]
+
+    def _written(self, entries: list[StoredEntry], error: BaseException | None) -> None:
+        """A background write to IndexedDB ended: the records of its entries that said "pending"
+        say stored (or not, with the reason), and the page hears it."""
+        for entry in entries:
+            name, label = self._page_key(entry.set_name, entry.key)
+            for item in reversed(self.records.items):
+                record = item["record"]
+                if record["table"] == entry.set_name and item["label"] == label and record["stored"] == "pending":
+                    record["stored"] = error is None
+                    if error is not None:
+                        item["effect"] = "observed"
+                    break
+            self._notify({"type": "stored", "set": name, "table": entry.set_name, "key": label,
+                          "ok": error is None, "reason": None if error is None else str(error)})
 
     def _observe(self, event: object) -> None:
         if isinstance(event, TuneStarted):

@@ -11,6 +11,9 @@ from wgtune.log import format_seconds
 
 from .console import wide_console
 
+# How a record's "stored" reads besides true and false (the page's background IndexedDB write).
+_STORED = {"pending": "store pending"}
+
 
 def run_records(args) -> int:
     from wgtune.backends.records import read_records
@@ -30,7 +33,8 @@ def run_records(args) -> int:
         effect = envelope.get("effect", record.effect.value)
         console.print(
             f"[bold]{when}  {escape(f'{record.set_name} [{record.key}]')}[/bold]  "
-            f"{effect} ({'stored' if record.stored else 'not stored'})  wall {format_seconds(record.wall)}"
+            f"{effect} ({_STORED.get(record.stored, 'stored') if record.stored else 'not stored'})  "
+            f"wall {format_seconds(record.wall)}"
             f"{'  [yellow]dry run[/yellow]' if record.dry_run else ''}"
         )
         console.print(

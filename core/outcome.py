@@ -28,9 +28,9 @@ class TuneOutcome:
     ``order`` ranks them, winner first; ``confidence`` says how sure the tune is of the winner
     over the runner-up; ``trials`` are the candidates that ran, in the order they ran, with their
     cost; ``wall`` is the time from the key's miss to this answer; ``stored`` whether the store
-    took it (a dry run or a cache that is off keeps it in this process only); ``checked`` whether
-    the candidates' outputs were checked (``Config.checks``); ``not_run`` why the candidates a
-    search never chose were not run.
+    took it (a dry run or a cache that is off keeps it in this process only; ``"pending"`` while
+    the store writes it in the background); ``checked`` whether the candidates' outputs were
+    checked (``Config.checks``); ``not_run`` why the candidates a search never chose were not run.
     """
 
     set_name: str
@@ -45,7 +45,7 @@ class TuneOutcome:
     policy: str
     dry_run: bool
     wall: float = 0.0
-    stored: bool = False
+    stored: bool | str = False
     not_run: str | None = None
     checked: bool = False
 

@@ -53,7 +53,7 @@ class TuneRecord:
     short_circuit: str | None
     wall: float
     dry_run: bool
-    stored: bool
+    stored: bool | str  # "pending": the store was still writing it in the background
     confidence: Confidence | None = None
     policy: str = ""
 
@@ -104,7 +104,7 @@ class TuneRecord:
             short_circuit=short_circuit,
             wall=float(obj["wall"]),
             dry_run=bool(obj.get("dry_run", False)),
-            stored=bool(obj.get("stored", False)),
+            stored=obj["stored"] if obj.get("stored") == "pending" else bool(obj.get("stored", False)),
             confidence=Confidence.from_json(confidence) if confidence is not None else None,
             policy=str(obj.get("policy") or ""),
         )

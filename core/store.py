@@ -34,6 +34,7 @@ from .version import __version__
 __all__ = [
     "DOCUMENT_FORMAT",
     "EXPORT_FORMAT",
+    "WRITE_PENDING",
     "MemoryStore",
     "Store",
     "StoredEntry",
@@ -150,14 +151,23 @@ class StoredEntry:
         return (self.set_name, self.key)
 
 
+WRITE_PENDING = "pending"
+"""What :meth:`Store.save` answers when the write goes on in the background (IndexedDB's)."""
+
+
 class Store(Protocol):
-    """Keeps the winners of one namespace."""
+    """Keeps the winners of one namespace.
+
+    ``save`` answers None once the entry is written, or :data:`WRITE_PENDING` when the write
+    goes on in the background: the tune's record then says so, and is not told "stored" until
+    the write has committed.
+    """
 
     namespace: dict
 
     def load(self) -> list[StoredEntry]: ...
 
-    def save(self, entry: StoredEntry) -> None: ...
+    def save(self, entry: StoredEntry) -> str | None: ...
 
     def clear(self) -> None: ...
 

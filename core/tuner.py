@@ -45,7 +45,7 @@ from .record import RecordSink
 from .results import Result
 from .runner import Spawner, default_spawner
 from .state import MISS, Hit, TuneState, Unchecked
-from .store import Store
+from .store import WRITE_PENDING, Store
 from .tunable import Args, Kernel, TunableSet
 from .tuning import measure_key
 
@@ -243,16 +243,17 @@ class Tuner:
         self._emit(TuneFinished(outcome))
         return Hit(outcome.winner)
 
-    def _store(self, outcome: TuneOutcome) -> bool:
-        """Keep the winner in the store; a dry run measured nothing and keeps nothing."""
+    def _store(self, outcome: TuneOutcome) -> bool | str:
+        """Keep the winner in the store: True once written, ``"pending"`` while the store writes
+        it in the background (IndexedDB), False when not kept (a dry run keeps nothing)."""
         if self.store is None or outcome.dry_run:
             return False
         try:
-            self.store.save(outcome.entry())
+            answer = self.store.save(outcome.entry())
         except Exception as error:
             logger.warning("could not store the winner of %s [%s]: %s", outcome.set_name, outcome.key, error)
             return False
-        return True
+        return WRITE_PENDING if answer == WRITE_PENDING else True
 
     def _write_record(self, outcome: TuneOutcome) -> None:
         if self.records is None:

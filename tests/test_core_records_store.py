@@ -12,6 +12,7 @@ from wgtune import (
     Key,
     Launch,
     Measured,
+    MemoryRecords,
     MemoryStore,
     RecordEffect,
     StoredEntry,
@@ -301,3 +302,19 @@ def test_namespace_fields_may_not_shadow_the_document_fields():
     for reserved in ("format", "entries"):
         with pytest.raises(StoreError):
             encode_document({reserved: "x"}, [])
+
+
+def test_a_store_that_writes_in_the_background_makes_the_record_say_pending_not_stored():
+    class Background(MemoryStore):
+        def save(self, entry):
+            super().save(entry)
+            return "pending"
+
+    device = FakeDevice()
+    records = MemoryRecords()
+    tuner = make_tuner(device, store=Background(), records=records)
+    tuner.execute(make_set("a", "b"), call(device, [1.0]))
+    (record,) = records.records
+    assert record.stored == "pending" and record.effect is RecordEffect.CHANGED
+    again = TuneRecord.from_json(json.loads(json.dumps(record.to_json())))
+    assert again.stored == "pending"

@@ -194,3 +194,22 @@ def test_clear_all_forgets_every_namespace():
     idb.data = {"a": "{}", "b": "{}"}
     assert run(indexeddb.document_store(idb).clear_all()) == 2
     assert idb.data == {}
+
+
+def test_a_save_is_pending_until_its_background_write_ends_and_the_listener_hears_how():
+    async def scenario():
+        idb = FakeIdb()
+        store = await indexeddb.IndexedDBStore.open(idb, NAMESPACE)
+        heard: list = []
+        store.on_written = lambda entries, error: heard.append(([e.key for e in entries], error))
+        assert store.save(entry(1)) == "pending"
+        assert heard == [] and "put" not in idb.calls  # nothing written yet: the record must not say stored
+        await store.flush()
+        assert heard == [([Key({"n": 1})], None)]
+        idb.fail_puts = True
+        store.save(entry(2))
+        with pytest.raises(RuntimeError, match="QuotaExceededError"):
+            await store.flush()
+        assert heard[1][0] == [Key({"n": 2})] and "QuotaExceededError" in str(heard[1][1])
+
+    asyncio.run(scenario())

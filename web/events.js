@@ -1,4 +1,4 @@
-// The tune events (pending, started, trial, finished, failed, record: what backends/page.py
+// The tune events (pending, started, trial, finished, failed, record, stored: what backends/page.py
 // sends through `notify`) and the one place that reacts to them: each event updates the shared
 // state (this page's account of the tune, in `ui.tunes`), then asks the panels it concerns to
 // redraw. Keeping every reaction here means a new panel is wired in one file, and no panel has
@@ -8,7 +8,7 @@ import { ui, idOf } from "/state.js";
 import { patchState } from "/keys.js";
 import { showProgress } from "/progress.js";
 import { scheduleChart } from "/candidates.js";
-import { addRecord } from "/records.js";
+import { addRecord, markStored } from "/records.js";
 import { refreshCacheSoon } from "/cache.js";
 import { refreshKeysSoon, selectKey } from "/sync.js";
 
@@ -74,6 +74,16 @@ const handlers = {
   },
   record(event) {
     addRecord(event.record);
+  },
+  stored(event) {
+    markStored(event);
+    const id = idOf(event.set, event.key);
+    const tune = ui.tunes.get(id);
+    if (tune?.stored === "pending") {
+      tune.stored = event.ok;
+      showProgress(id);
+    }
+    if (event.ok) refreshCacheSoon();
   },
 };
 

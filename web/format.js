@@ -90,7 +90,7 @@ export function phaseText(tune) {
       return tune.total ? `Pending: candidate ${Math.min(done + 1, tune.total)} of ${tune.total}` : "Pending";
     case "done":
       return `Winner: ${tune.winner} (${done} of ${tune.total ?? done} candidates tried; ` +
-        `${tune.stored ? "stored" : "not stored"})` +
+        `${tune.stored === "pending" ? "storing…" : tune.stored === true ? "stored" : "not stored"})` +
         (tune.shortCircuit ? `; it met the short-circuit limit` : "") +
         (tune.confidence ? `; confidence vs ${tune.confidence.runner_up}: ${formatConfidence(tune.confidence)}` : "");
     case "failed":

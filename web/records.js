@@ -17,6 +17,7 @@ export function addRecord(item) {
   const fields = keyText(record.entry?.key ?? record.key);
   const tr = document.createElement("tr");
   tr.dataset.table = record.table;
+  tr.dataset.label = item.label;
   const cells = [
     new Date(item.at * 1000).toLocaleTimeString(),
     record.table,
@@ -26,7 +27,7 @@ export function addRecord(item) {
     String(record.trials.length),
     formatSeconds(record.wall),
     item.effect,
-    record.stored ? "yes" : "no",
+    storedText(record.stored),
   ];
   const classes = ["time", "set", "key", "winner", "confidence", "trials num", "wall num", "effect", "stored"];
   cells.forEach((text, i) => {
@@ -38,5 +39,26 @@ export function addRecord(item) {
   tr.querySelector(".key").title = fields; // the key as the tuner sees it: its bucketed fields
   tr.querySelector(".confidence").title = describeConfidence(record.confidence);
   if (record.short_circuit) tr.querySelector(".winner").title = `${record.short_circuit} met the short-circuit limit`;
+  if (record.stored === "pending") tr.querySelector(".stored").title = "IndexedDB is still writing it";
   body.append(tr);
+}
+
+function storedText(stored) {
+  if (stored === "pending") return "pending…";
+  return stored ? "yes" : "no";
+}
+
+/**
+ * A background IndexedDB write ended ({table, key, ok, reason}, from backends/page.py): the
+ * newest row of that key still pending says whether the winner is stored.
+ */
+export function markStored(event) {
+  const rows = [...$("records").tBodies[0].rows].filter(
+    (tr) => tr.dataset.table === event.table && tr.dataset.label === event.key,
+  );
+  const cell = rows.reverse().find((tr) => tr.querySelector(".stored")?.textContent === "pending…")
+    ?.querySelector(".stored");
+  if (!cell) return;
+  cell.textContent = event.ok ? "yes" : "failed";
+  cell.title = event.ok ? "" : `not stored: ${event.reason}`;
 }
