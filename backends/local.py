@@ -1,4 +1,4 @@
-"""The native world assembled: a wgpu-py device, the file store, the records file.
+"""The native world assembled: a wgpu-py device, the SQLite store, the records file.
 
 :func:`open_tuner` is what a native user (and the CLI) calls: it reads the ``WGTUNE_*``
 environment through :class:`~wgtune.Config`, opens the default adapter unless handed a device,
@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from wgtune.config import Config
+from wgtune.errors import StoreError
+from wgtune.log import logger
+from wgtune.store import namespace_for
 from wgtune.tuner import Tuner
 
-from .file_store import FileStore, namespace_for
 from .native import NativeDevice
 from .records import JsonlRecords
+from .sqlite_store import SqliteStore
 
-__all__ = ["open_tuner"]
+__all__ = ["open_store", "open_tuner"]
 
 
 def open_tuner(
@@ -28,8 +31,11 @@ def open_tuner(
 ) -> Tuner:
     """A tuner on ``device`` (a NativeDevice, a ``wgpu.GPUDevice``, or None for the default adapter).
 
-    Winners go to the file store under ``config.cache_dir`` (default: the user cache directory)
-    unless the cache is off; records of every tune go to ``config.records`` when set.
+    Winners go to the SQLite store (``wgtune.sqlite3``) under ``config.cache_dir`` (default: the user
+    cache directory; old JSON documents there are migrated into it) unless the cache is off. A store
+    that cannot be opened (the directory is a file, the database is unreadable or of a newer wgtune)
+    is a warning on the ``wgtune`` logger, and the tuner keeps winners in this process only. Records
+    of every tune go to ``config.records`` when set.
     """
     config = config if config is not None else Config.from_env()
     if device is None:
@@ -38,6 +44,16 @@ def open_tuner(
         device = NativeDevice(device)
     store = None
     if config.cache:
-        store = FileStore(config.cache_dir, namespace_for(device.identity, name))
+        store = open_store(config.cache_dir, namespace_for(device.identity, name))
     records = JsonlRecords(config.records) if config.records else None
     return Tuner(device, store=store, records=records, config=config, observer=observer)
+
+
+def open_store(directory: str | None, namespace: dict) -> SqliteStore | None:
+    """The namespace's store in ``directory``, opened now; None (with a warning) when it cannot be used."""
+    store = SqliteStore(directory, namespace)
+    try:
+        return store.open()
+    except (OSError, StoreError) as error:
+        logger.warning("could not open the winners' store, keeping winners in this process only: %s", error)
+        return None

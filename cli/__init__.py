@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("file", help="output file, or - for standard output")
     imported = actions.add_parser("import", parents=[after], help="merge an exported document into the cache")
     imported.add_argument("file", help="a document written by export (native or browser)")
+    imported.add_argument("--max-bytes", type=int, help="refuse a larger file (default: 512 MiB)")
 
     records = commands.add_parser("records", help="show the tune records of a JSON Lines file")
     records.add_argument("file")

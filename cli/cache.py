@@ -1,4 +1,5 @@
-"""``wgtune cache``: list, show, clear, export and import the stored winners."""
+"""``wgtune cache``: list, show, clear, export and import the winners of the cache database
+(``wgtune.sqlite3`` in the cache directory; see ``wgtune.backends.sqlite_store``)."""
 
 from __future__ import annotations
 
@@ -11,22 +12,33 @@ from rich.table import Table
 
 from wgtune.adaptive import MIN_SAMPLES
 from wgtune.config import Config
-from wgtune.documents import DocumentStore
 from wgtune.errors import Skip, StoreError
 from wgtune.log import format_seconds
 from wgtune.results import Measured, Result
-from wgtune.runner import run_inline
 from wgtune.store import StoredEntry
+from wgtune.text import printable
 
 from .console import wide_console
 
 
-def _cache(args):
-    """The cache directory the command works on: ``--cache-dir``, else ``Config``'s (which reads
-    ``WGTUNE_CACHE_DIR``), else the platform's user cache directory."""
-    from wgtune.backends.file_store import CacheDirectory
+def _database(args):
+    """The cache database the command works on, in ``--cache-dir``, else ``Config``'s directory (which
+    reads ``WGTUNE_CACHE_DIR``), else the platform's user cache directory."""
+    from wgtune.backends.sqlite_store import CacheDatabase
 
-    return CacheDirectory(args.cache_dir or Config.from_env().cache_dir)
+    return CacheDatabase(args.cache_dir or Config.from_env().cache_dir)
+
+
+def _safe(text: object) -> str:
+    """Text read from the cache or an import, shown in a table: non-printable characters escaped
+    (``wgtune.text.printable``), Rich's markup escaped."""
+    return escape(printable(text))
+
+
+def _device_field(namespace: dict, field: str) -> str:
+    """A field of the namespace's device (``"?"`` when the namespace has no such field), printable."""
+    device = namespace.get("device")
+    return printable(device.get(field, "?")) if isinstance(device, dict) else "?"
 
 
 def _winner_median(entry) -> float | None:
@@ -60,8 +72,8 @@ def _shown_order(results: tuple[Result, ...], winner: int) -> list[int]:
 def candidates_table(namespace: dict, entry: StoredEntry, results: tuple[Result, ...]) -> tuple[Table, bool]:
     """One entry's candidates as a table (median, min-max, samples, or the failure's reason), and
     whether a median in it is marked as eliminated early."""
-    device = namespace.get("device", {}).get("device", "?")
-    title = escape(f"{entry.set_name} [{entry.key}] on {device}: {len(results)} candidates")
+    device = _device_field(namespace, "device")
+    title = _safe(f"{entry.set_name} [{entry.key}] on {device}: {len(results)} candidates")
     table = Table(title=title, title_justify="left")
     for column, justify in (("#", "right"), ("candidate", "left"), ("median", "right"), ("min - max", "right"),
                             ("samples", "right"), ("note", "left")):
@@ -71,7 +83,7 @@ def candidates_table(namespace: dict, entry: StoredEntry, results: tuple[Result,
     for index in _shown_order(results, entry.winner):
         result = results[index]
         if index in never_run[:1]:  # stored without names (a search's unchosen): one row for them all
-            table.add_row("", f"{len(never_run)} others", "-", "-", "-", escape(f"Skip: {entry.not_run}"))
+            table.add_row("", f"{len(never_run)} others", "-", "-", "-", _safe(f"Skip: {entry.not_run}"))
         if isinstance(result, Skip) and not result.name:
             continue
         name = f"{result.name} (winner)" if index == entry.winner else result.name
@@ -81,11 +93,11 @@ def candidates_table(namespace: dict, entry: StoredEntry, results: tuple[Result,
             median = f"{EARLY_MARK}{format_seconds(stats.median)}" if early else format_seconds(stats.median)
             spread = f"{format_seconds(stats.min)} - {format_seconds(stats.max)}"
             note = "eliminated early" if early else ""
-            table.add_row(str(index), escape(name), median, spread, str(len(stats.samples)), note)
+            table.add_row(str(index), _safe(name), median, spread, str(len(stats.samples)), note)
         elif isinstance(result, Measured):
-            table.add_row(str(index), escape(name), "-", "-", "0", "dry run: compiled, not measured")
+            table.add_row(str(index), _safe(name), "-", "-", "0", "dry run: compiled, not measured")
         else:
-            table.add_row(str(index), escape(name), "-", "-", "-", escape(f"{type(result).__name__}: {result.reason}"))
+            table.add_row(str(index), _safe(name), "-", "-", "-", _safe(f"{type(result).__name__}: {result.reason}"))
     return table, marked
 
 
@@ -96,7 +108,7 @@ def _print_candidates(console, rows: list[tuple[dict, StoredEntry]]) -> None:
         try:
             results = entry.decoded_results()
         except StoreError as error:
-            print(f"wgtune: cannot show the candidates of {error}", file=sys.stderr)
+            print(f"wgtune: cannot show the candidates of {printable(error)}", file=sys.stderr)
             continue
         table, early = candidates_table(namespace, entry, results)
         marked = marked or early
@@ -105,76 +117,106 @@ def _print_candidates(console, rows: list[tuple[dict, StoredEntry]]) -> None:
         console.print(EARLY_FOOTNOTE)
 
 
-def run_cache(args) -> int:
-    cache = _cache(args)
-    directory, documents = cache.directory, DocumentStore(cache)
-    console = wide_console()
-    if args.action == "list":
-        listed = run_inline(documents.documents())
-        if not listed:
-            console.print(f"no stored winners in {directory}")
-            return 0
-        table = Table(title=f"wgtune cache: {directory}")
-        for column in ("file", "device", "backend", "tuner", "wgtune", "entries"):
-            table.add_column(column)
-        for document in listed:
-            if document.damage is not None:
-                table.add_row(document.name, f"[red]unreadable: {document.damage}[/red]", "", "", "", "")
-                continue
-            namespace, count = document.namespace, str(len(document.entries))
-            if document.problems:
-                count += f" [red](+{len(document.problems)} unreadable)[/red]"
-            device = namespace.get("device", {})
-            table.add_row(document.name, str(device.get("device", "?")), str(device.get("backend", "?")),
-                          str(namespace.get("tuner", "?")), str(namespace.get("wgtune", "?")), count)
-        console.print(table)
-        return 0
-    if args.action == "show":
-        rows = []
-        for document in run_inline(documents.documents()):
-            if document.damage is not None:
-                print(f"wgtune: skipping an unreadable document: {document.where}: {document.damage}", file=sys.stderr)
-                continue
-            if document.problems:
-                print(f"wgtune: skipping {len(document.problems)} unreadable entries of {document.where}: "
-                      f"{document.problems[0]}", file=sys.stderr)
-            rows += [(document.namespace, entry) for entry in document.entries]
-        if args.json:
-            json.dump([{"device": ns.get("device"), **e.to_json()} for ns, e in rows], sys.stdout, indent=2)
-            print()
-            return 0
-        table = Table(title=f"stored winners: {directory}")
-        for column in ("device", "set", "key", "winner", "median", "confidence", "candidates", "checksum"):
-            table.add_column(column)
-        for namespace, entry in rows:
-            median = _winner_median(entry)
-            sure = f"{entry.confidence.short()} vs {entry.confidence.runner_up}" if entry.confidence else "-"
-            table.add_row(str(namespace.get("device", {}).get("device", "?")), entry.set_name, str(entry.key),
-                          f"{entry.winner_name} (#{entry.winner})", format_seconds(median) if median else "-",
-                          sure, str(len(entry.results)), entry.checksum[:12])
-        console.print(table if rows else f"no stored winners in {directory}")
-        if args.candidates:
-            _print_candidates(console, rows)
-        return 0
-    if args.action == "clear":
-        removed = run_inline(documents.clear_all())
-        console.print(f"removed {removed} document(s) from {directory}")
-        return 0
-    if args.action == "export":
-        document = run_inline(documents.export())
-        text = json.dumps(document, indent=2)
-        if args.file == "-":
-            print(text)
-        else:
-            Path(args.file).write_text(text + "\n")
-            count = sum(len(ns.get("entries", [])) for ns in document["namespaces"])
-            console.print(f"exported {count} winner(s) from {len(document['namespaces'])} namespace(s) to {args.file}")
-        return 0
-    # import
+def _list(console, database) -> None:
+    """``cache list``: the database, then one line per namespace with its entries."""
+    namespaces = database.namespaces()
+    if not namespaces:
+        console.print(f"no stored winners in {database.path}")
+        return
+    table = Table(title=f"wgtune cache: {database.path}")
+    for column in ("device", "backend", "driver", "tuner", "wgtune", "entries"):
+        table.add_column(column)
+    for summary in namespaces:
+        namespace, count = summary.namespace, str(summary.entries)
+        if summary.damaged:
+            count += f" [red](+{summary.damaged} damaged, kept aside)[/red]"
+        table.add_row(*(escape(_device_field(namespace, field)) for field in ("device", "backend", "driver")),
+                      _safe(namespace.get("tuner", "?")), _safe(namespace.get("wgtune", "?")), count)
+    console.print(table)
+
+
+def _show(console, database, args) -> None:
+    """``cache show``: every stored winner, as a table or as JSON."""
+    rows, problems = ([], []) if database.is_empty_cache() else database.entries()
+    if problems:
+        print(f"wgtune: skipping {len(problems)} unreadable entries of {database.path}: {printable(problems[0])}",
+              file=sys.stderr)
+    if args.json:
+        json.dump([{"device": ns.get("device"), **e.to_json()} for ns, e in rows], sys.stdout, indent=2)
+        print()
+        return
+    table = Table(title=f"stored winners: {database.path}")
+    for column in ("device", "set", "key", "winner", "median", "confidence", "candidates", "checksum"):
+        table.add_column(column)
+    for namespace, entry in rows:
+        median = _winner_median(entry)
+        sure = _safe(f"{entry.confidence.short()} vs {entry.confidence.runner_up}") if entry.confidence else "-"
+        table.add_row(escape(_device_field(namespace, "device")), _safe(entry.set_name),
+                      _safe(entry.key), _safe(f"{entry.winner_name} (#{entry.winner})"),
+                      format_seconds(median) if median else "-", sure, str(len(entry.results)),
+                      _safe(entry.checksum[:12]))
+    console.print(table if rows else f"no stored winners in {database.path}")
+    if args.candidates:
+        _print_candidates(console, rows)
+
+
+def _export(console, database, args) -> None:
+    """``cache export``: one ``wgtune.export/1`` document, written as the rows are read."""
+    from wgtune.backends.cache_transfer import export_cache
+
+    if args.file == "-":
+        export_cache(database, sys.stdout)
+        return
+    target = Path(args.file)
+    temp = target.with_name(f".{target.name}.partial")
     try:
-        document = json.loads(sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise StoreError(f"{args.file} is not JSON: {error}") from None
-    count = run_inline(documents.import_document(document))
-    console.print(f"imported {count} winner(s) into {directory}")
+        with temp.open("w", encoding="utf-8") as out:
+            count, namespaces = export_cache(database, out)
+        temp.replace(target)  # a failed export leaves no half file under the name asked for
+    finally:
+        temp.unlink(missing_ok=True)
+    console.print(f"exported {count} winner(s) from {namespaces} namespace(s) to {args.file}")
+
+
+def run_cache(args) -> int:
+    """``wgtune cache ACTION``: list, show, clear, export or import the cache database's winners."""
+    from wgtune.backends.cache_transfer import IMPORT_LIMIT, import_cache
+
+    console = wide_console()
+    with _database(args) as database:
+        if args.action in ("list", "show", "export") and database.is_empty_cache():
+            database = _Empty(database)  # nothing stored: reading creates nothing
+        if args.action == "list":
+            _list(console, database)
+        elif args.action == "show":
+            _show(console, database, args)
+        elif args.action == "export":
+            _export(console, database, args)
+        elif args.action == "clear":
+            namespaces, removed = database.clear_all() if not database.is_empty_cache() else (0, 0)
+            console.print(f"removed {removed} winner(s) of {namespaces} namespace(s) from {database.path}")
+        else:
+            source = sys.stdin.buffer if args.file == "-" else args.file
+            max_bytes = getattr(args, "max_bytes", None) or IMPORT_LIMIT
+            count = import_cache(database, source, max_bytes=max_bytes)
+            console.print(f"imported {count} winner(s) into {database.path}")
     return 0
+
+
+class _Empty:
+    """A cache with nothing stored, read without creating a database: no namespaces, no rows."""
+
+    def __init__(self, database) -> None:
+        self.path = database.path
+
+    def is_empty_cache(self) -> bool:
+        return True
+
+    def namespaces(self) -> list:
+        return []
+
+    def entries(self) -> tuple[list, list]:
+        return [], []
+
+    def reading(self):
+        raise AssertionError("an empty cache is not read")

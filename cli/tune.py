@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -121,6 +122,8 @@ def run_tune(args) -> int:
             seen[event.index] = event.result
 
     tuner = open_tuner(config=config, observer=observe)
+    if not args.json:
+        console.print(store_line(tuner, config), highlight=False)
     cases = [case for case in demo_suite() if not args.only or case.tunables.name in args.only]
     if args.only and len(cases) < len(set(args.only)):
         known = ", ".join(case.tunables.name for case in demo_suite())
@@ -157,7 +160,19 @@ def run_tune(args) -> int:
         print()
     else:
         print_table(wide_console(), tuner, summaries)
+        hits = sum(s.status == "hit" for s in summaries)
+        kept = "" if tuner.store is None or config.dry_run else f"; winners kept in {tuner.store.path}"
+        console.print(escape(f"{hits} hit(s), {len(summaries) - hits} tuned{kept}"), highlight=False)
     return 0
+
+
+def store_line(tuner, config: Config) -> str:
+    """Where this run reads and keeps winners, and how many it found (printed before tuning)."""
+    if tuner.store is None:
+        why = "the cache is off" if not config.cache else "the store could not be opened (see the warning)"
+        return f"winners: kept in this process only ({why})"
+    stored = sum(len(states) for states in tuner.cache.states_by_set.values())
+    return escape(f"winners: {tuner.store.path} ({stored} stored for this device)")
 
 
 def _time(seconds: float | None) -> str:
@@ -182,4 +197,4 @@ def print_table(console: Console, tuner, summaries: list[KeySummary]) -> None:
     )
 
 
-__all__ = ["KeySummary", "run_tune", "summarize"]
+__all__ = ["KeySummary", "run_tune", "store_line", "summarize"]

@@ -1,0 +1,321 @@
+"""Export and import of the cache database as ``wgtune.export/1`` JSON, in bounded memory.
+
+The format is the one the page and the old file store read and write (``store.encode_export``):
+``{"format": "wgtune.export/1", "namespaces": [{"format": "wgtune.cache/1", <namespace fields>,
+"entries": [...]}, ...]}``. A cache of hundreds of megabytes must not become one string or one tree
+of Python objects, so:
+
+- :func:`export_cache` writes the document to a file as it reads rows (one read transaction: a
+  consistent copy while writers go on), checking each row (a damaged one is skipped, logged);
+- :func:`import_cache` reads a file of at most ``max_bytes``. It parses it as a stream (the
+  document's structure by hand, each entry and namespace field with ``json``), checks each entry as
+  it comes and stages it in a temporary table; only when the whole file has been read and checked
+  does one write transaction merge the staged entries (each replaces the stored one of its set and
+  key). Anything the stream parser does not expect (a bad entry, an odd shape, repeated fields)
+  sends the file through the plain path instead (``DocumentStore.check_import`` and
+  ``store.decode_export`` on the whole text), which gives the exact error, or imports the odd but
+  valid file. Either way a bad file writes nothing.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, TextIO
+
+from wgtune.documents import DocumentStore
+from wgtune.errors import StoreError
+from wgtune.log import logger
+from wgtune.store import (
+    DOCUMENT_FORMAT,
+    EXPORT_FORMAT,
+    StoredEntry,
+    canonical_namespace,
+    check_namespace,
+    decode_export,
+)
+from wgtune.validate import parse_json
+
+from .sqlite_store import CacheDatabase, decode_row, entry_text
+
+__all__ = ["IMPORT_LIMIT", "export_cache", "import_cache"]
+
+IMPORT_LIMIT = 512 * 1024 * 1024
+"""The largest import read by default, in bytes (``wgtune cache import --max-bytes``)."""
+
+CHUNK = 1 << 20
+BATCH = 2000
+
+
+# -- export ---------------------------------------------------------------------------------------
+
+
+def export_cache(database: CacheDatabase, out: TextIO) -> tuple[int, int]:
+    """Write every namespace with entries to ``out`` as one ``wgtune.export/1`` document; (entries,
+    namespaces) written. Rows that do not decode are left out, with a warning."""
+    written = namespaces = skipped = 0
+    current = None
+    out.write(json.dumps({"format": EXPORT_FORMAT})[:-1] + ', "namespaces": [')
+    with database.reading() as connection:
+        for namespace, text in database.rows(connection):
+            try:
+                decode_row(text)
+            except StoreError as error:
+                skipped += 1
+                if skipped == 1:
+                    logger.warning("%s", f"not exporting a damaged entry of {database.path}: {error}")
+                continue
+            if namespace != current:
+                fields = json.dumps({"format": DOCUMENT_FORMAT, **json.loads(namespace)})
+                out.write(("\n]},\n" if current is not None else "\n") + fields[:-1] + ', "entries": [\n')
+                namespaces += 1
+            else:
+                out.write(",\n")
+            out.write(text)
+            written += 1
+            current = namespace
+    out.write("\n]}\n]}\n" if current is not None else "]}\n")
+    if skipped > 1:
+        logger.warning("%s", f"left {skipped} damaged entries of {database.path} out of the export")
+    return written, namespaces
+
+
+# -- import ---------------------------------------------------------------------------------------
+
+
+class _Unusual(Exception):
+    """The stream parser met something it does not handle: the plain path decides."""
+
+
+class _Stream:
+    """JSON text read in chunks: whitespace, single characters, and whole values by ``raw_decode``."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.buffer, self.pos, self.eof = "", 0, False
+        self.json = json.JSONDecoder()
+
+    def _fill(self, at_least: int = CHUNK) -> bool:
+        if self.eof:
+            return False
+        data = self.handle.read(max(at_least, CHUNK))
+        try:
+            text = self.decoder.decode(data, final=not data)
+        except UnicodeDecodeError:
+            raise _Unusual from None
+        self.eof = not data
+        self.buffer = self.buffer[self.pos:] + text
+        self.pos = 0
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not whitespace ('' at the end), not consumed."""
+        while True:
+            while self.pos < len(self.buffer) and self.buffer[self.pos] in " \t\n\r":
+                self.pos += 1
+            if self.pos < len(self.buffer):
+                return self.buffer[self.pos]
+            if not self._fill():
+                return ""
+
+    def take(self, expected: str) -> None:
+        if self.peek() != expected:
+            raise _Unusual
+        self.pos += 1
+
+    def value(self, *, checked: bool = True) -> object:
+        """The next JSON value; ``checked``: parsed as every import is (``validate.parse_json``: depth,
+        numbers, repeated keys). A value must end before the buffer does (a number cut at a chunk's
+        end would read short), so the buffer grows (doubling) until it does, or the file ends."""
+        self.peek()
+        while True:
+            try:
+                value, end = self.json.raw_decode(self.buffer, self.pos)
+                if end < len(self.buffer) or self.eof:
+                    break
+            except (RecursionError, ValueError):
+                if self.eof:
+                    raise _Unusual from None
+            self._fill(len(self.buffer) - self.pos)
+        start, self.pos = self.pos, end
+        if not checked:
+            return value
+        try:
+            return parse_json(self.buffer[start:end])
+        except StoreError:
+            raise _Unusual from None
+
+    def members(self) -> Iterator[str]:
+        """The keys of the object that starts here, each left for the caller to read its value."""
+        self.take("{")
+        if self.peek() == "}":
+            self.pos += 1
+            return
+        seen = set()
+        while True:
+            key = self.value(checked=False)
+            if not isinstance(key, str) or key in seen:
+                raise _Unusual
+            seen.add(key)
+            self.take(":")
+            yield key
+            if self.peek() == "}":
+                self.pos += 1
+                return
+            self.take(",")
+
+    def items(self) -> Iterator[None]:
+        """Once per element of the array that starts here, each left for the caller to read."""
+        self.take("[")
+        if self.peek() == "]":
+            self.pos += 1
+            return
+        while True:
+            yield
+            if self.peek() == "]":
+                self.pos += 1
+                return
+            self.take(",")
+
+
+class _Staging:
+    """Checked entries in temporary tables of the database's connection, before the one write."""
+
+    def __init__(self, connection) -> None:
+        self.connection = connection
+        self.batch: list[tuple[int, str, str, str]] = []
+        connection.execute("CREATE TEMP TABLE IF NOT EXISTS staged (seq INTEGER PRIMARY KEY, doc INTEGER, "
+                           "set_name TEXT, key TEXT, entry TEXT)")
+        connection.execute("CREATE TEMP TABLE IF NOT EXISTS staged_docs (doc INTEGER PRIMARY KEY, namespace TEXT)")
+        connection.execute("DELETE FROM temp.staged")
+        connection.execute("DELETE FROM temp.staged_docs")
+        connection.execute("BEGIN")  # writes only the temporary database: no lock on the cache's
+
+    def entries(self, stream: _Stream, doc: int) -> None:
+        for _ in stream.items():
+            try:
+                entry = StoredEntry.from_json(stream.value())
+            except StoreError:
+                raise _Unusual from None
+            self.batch.append((doc, entry.set_name, entry.key.to_json(), entry_text(entry)))
+            if len(self.batch) >= BATCH:
+                self.flush()
+
+    def flush(self) -> None:
+        self.connection.executemany(
+            "INSERT INTO temp.staged (doc, set_name, key, entry) VALUES (?, ?, ?, ?)", self.batch)
+        self.batch.clear()
+
+    def document(self, doc: int, fields: dict) -> None:
+        """A document's fields, read whole: it is a wgtune document, or the plain path decides."""
+        if fields.pop("format", None) != DOCUMENT_FORMAT:
+            raise _Unusual
+        self.connection.execute("INSERT INTO temp.staged_docs (doc, namespace) VALUES (?, ?)",
+                                (doc, canonical_namespace(check_namespace(fields))))
+
+    def close(self) -> None:
+        if self.connection.in_transaction:
+            self.connection.execute("COMMIT")
+        self.connection.execute("DROP TABLE IF EXISTS temp.staged")
+        self.connection.execute("DROP TABLE IF EXISTS temp.staged_docs")
+
+
+def _stage(stream: _Stream, staging: _Staging) -> None:
+    """Parse the whole file into ``staging``, raising _Unusual for anything but the usual shapes."""
+    top: dict = {}
+    for key in stream.members():
+        if key == "namespaces" and stream.peek() == "[":
+            top[key] = True
+            for doc, _ in enumerate(stream.items(), start=1):
+                fields: dict = {}
+                for field in stream.members():
+                    if field == "entries" and stream.peek() == "[":
+                        staging.entries(stream, doc)
+                    elif field == "entries":
+                        raise _Unusual
+                    else:
+                        fields[field] = stream.value()
+                staging.document(doc, fields)
+        elif key == "entries" and stream.peek() == "[":
+            staging.entries(stream, 0)  # the top level is a single document, or these are ignored
+        elif key in ("namespaces", "entries"):
+            raise _Unusual
+        else:
+            top[key] = stream.value()
+    if stream.peek() != "":
+        raise _Unusual
+    staging.flush()
+    if top.get("format") == DOCUMENT_FORMAT and "namespaces" not in top:
+        staging.document(0, top)
+    elif top.get("format") != EXPORT_FORMAT or "namespaces" not in top:
+        raise _Unusual
+    else:
+        staging.connection.execute("DELETE FROM temp.staged WHERE doc = 0")
+
+
+def _merge_staged(database: CacheDatabase, staging: _Staging) -> int:
+    staging.connection.execute("COMMIT")
+    with database.transaction(staging.connection) as connection:
+        connection.execute("INSERT INTO namespaces (namespace) SELECT DISTINCT namespace FROM temp.staged_docs "
+                           "WHERE true ON CONFLICT (namespace) DO NOTHING")
+        return connection.execute(
+            "INSERT INTO entries (namespace_id, set_name, key, entry) "
+            "SELECT n.id, s.set_name, s.key, s.entry FROM temp.staged s JOIN temp.staged_docs d ON d.doc = s.doc "
+            "JOIN namespaces n ON n.namespace = d.namespace WHERE true ORDER BY s.seq "
+            "ON CONFLICT (namespace_id, set_name, key) DO UPDATE SET entry = excluded.entry").rowcount
+
+
+def import_document(database: CacheDatabase, obj: object) -> int:
+    """Merge a decoded export (or one namespace document) in one transaction; the number of entries.
+    Everything is checked first (StoreError): a bad one writes nothing."""
+    decoded = [(check_namespace(namespace), entries) for namespace, entries in decode_export(obj)]
+    with database.transaction() as connection:
+        for namespace, entries in decoded:
+            database.put(connection, database.namespace_id(connection, namespace), entries)
+    return sum(len(entries) for _namespace, entries in decoded)
+
+
+def _size_checked(handle: BinaryIO, name: str, max_bytes: int) -> bytes:
+    data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise StoreError(f"{name} is larger than the import limit of {max_bytes} bytes (see --max-bytes)")
+    return data
+
+
+def import_cache(database: CacheDatabase, source: str | os.PathLike | BinaryIO, *,
+                 max_bytes: int = IMPORT_LIMIT) -> int:
+    """Merge the export in ``source`` (a path, or a binary file such as standard input) into the
+    database, all in one transaction after all of it was checked; the number of entries imported.
+    Raises StoreError for a file over ``max_bytes`` or one that is not a valid export."""
+    if not hasattr(source, "read"):
+        path = Path(source)
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise StoreError(f"{path} is {size} bytes, over the import limit of {max_bytes} (see --max-bytes)")
+        with path.open("rb") as handle:
+            return import_cache(database, handle, max_bytes=max_bytes)
+    handle: BinaryIO = source  # type: ignore[assignment]
+    name = getattr(handle, "name", "the input")
+    seekable = handle.seekable()
+    if not seekable:  # standard input: read it (within the limit) so the plain path can read it again
+        import io
+
+        handle = io.BytesIO(_size_checked(handle, str(name), max_bytes))
+    start = handle.tell()
+    with database.lock, database.errors():
+        staging = _Staging(database.connection())
+        try:
+            _stage(_Stream(handle), staging)
+            return _merge_staged(database, staging)
+        except _Unusual:
+            pass
+        finally:
+            if staging.connection.in_transaction:
+                staging.connection.execute("ROLLBACK")
+            staging.close()
+    handle.seek(start)
+    return import_document(database, DocumentStore.check_import(_size_checked(handle, str(name), max_bytes)))

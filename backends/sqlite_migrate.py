@@ -1,0 +1,134 @@
+"""Moving the old store's JSON documents into the cache database, once, losing nothing.
+
+Before the database, each namespace's winners were one ``wgtune.cache/1`` document, a ``.json``
+file of the cache directory (:class:`~wgtune.backends.file_store.CacheDirectory`). When a database
+is opened in a directory that still has such files, :func:`migrate_documents` merges them in:
+
+- in one write transaction (SQLite's lock: a second process opening at the same time waits, then
+  finds the files gone and migrates nothing twice), holding each document's old file lock (a
+  process of an older wgtune writing the document at that moment finishes first);
+- a stored row wins over the document's entry of the same set and key (the document is older
+  than anything written to the database); every other entry is added;
+- an entry the document holds but that does not decode goes to the ``damaged`` table; a document
+  that cannot be read at all is set aside as ``<name>.corrupt-<timestamp>``, as the file store did;
+- after the commit, each document is renamed ``<name>.migrated`` (never deleted: it stays for a
+  post-mortem or a downgrade). A crash before the renames only means the next open merges the
+  same entries again, which changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from contextlib import AbstractContextManager, ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from filelock import FileLock
+
+from wgtune.errors import StoreError
+from wgtune.log import logger
+from wgtune.store import StoredEntry, canonical_namespace, check_namespace, decode_document_leniently
+from wgtune.validate import parse_json
+
+from .file_store import LOCK_TIMEOUT
+
+__all__ = ["legacy_documents", "migrate_documents", "now"]
+
+
+class CacheDatabase(Protocol):
+    """What the migration uses of :class:`~wgtune.backends.sqlite_store.CacheDatabase` (which
+    imports this module: the protocol keeps the import one way)."""
+
+    directory: Path
+    path: Path
+
+    def transaction(self, connection: sqlite3.Connection | None = None) -> AbstractContextManager: ...
+
+    def namespace_id(self, connection: sqlite3.Connection, namespace: dict) -> int: ...
+
+    def put(self, connection: sqlite3.Connection, namespace_id: int, entries: list[StoredEntry], *,
+            replace: bool = True) -> None: ...
+
+
+def now() -> str:
+    """A timestamp for the ``damaged`` and ``migrated`` tables (UTC, ISO 8601)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def legacy_documents(directory: Path) -> list[Path]:
+    """The old store's documents in ``directory`` (what ``CacheDirectory.names`` lists), sorted."""
+    if not directory.is_dir():
+        return []
+    return sorted(path for path in directory.iterdir() if path.suffix == ".json" and path.is_file())
+
+
+def _unused(path: Path, suffix: str) -> Path:
+    """``path`` + ``suffix``, or with a timestamp too where that name is taken (never overwrite a copy)."""
+    target = path.with_name(path.name + suffix)
+    if target.exists():
+        target = path.with_name(f"{path.name}{suffix}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}")
+    return target
+
+
+def _read(path: Path) -> tuple[dict, list[StoredEntry], list[tuple[object, str]]]:
+    """The document's namespace, good entries and (raw entry, why) of the others; StoreError when
+    the document as a whole is damaged."""
+    obj = parse_json(path.read_bytes())
+    namespace, entries, problems = decode_document_leniently(obj)
+    namespace = check_namespace(namespace)
+    damaged = []
+    if problems:
+        for raw in obj["entries"]:
+            try:
+                StoredEntry.from_json(raw)
+            except StoreError as error:
+                damaged.append((raw, str(error)))
+    return namespace, entries, damaged
+
+
+def migrate_documents(database: CacheDatabase, connection: sqlite3.Connection) -> int:
+    """Merge the directory's old documents into the database (see the module doc); the number of
+    entries read from them. Raises OSError (the database or a file cannot be written)."""
+    if not legacy_documents(database.directory):
+        return 0
+    merged = 0
+    renames: list[tuple[Path, Path, str | None]] = []
+    notes: list[str] = []
+    with ExitStack() as locks:
+        with database.transaction(connection):
+            for path in legacy_documents(database.directory):  # again, under the lock: another may have moved them
+                locks.enter_context(FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT))
+                if not path.exists():
+                    continue
+                try:
+                    namespace, entries, damaged = _read(path)
+                except StoreError as error:
+                    renames.append((path, _unused(path, ".corrupt"), str(error)))
+                    continue
+                namespace_id = database.namespace_id(connection, namespace)
+                database.put(connection, namespace_id, entries, replace=False)
+                stamp = now()
+                namespace_text = canonical_namespace(namespace)
+                connection.executemany(
+                    "INSERT INTO damaged (namespace, set_name, key, entry, reason, at) VALUES (?, NULL, NULL, ?, ?, ?)",
+                    [(namespace_text, json.dumps(raw), f"{path.name}: {why}", stamp) for raw, why in damaged])
+                connection.execute("INSERT INTO migrated (file, entries, at) VALUES (?, ?, ?)",
+                                   (path.name, len(entries), stamp))
+                merged += len(entries)
+                renames.append((path, _unused(path, ".migrated"), None))
+                if damaged:
+                    notes.append(f"{len(damaged)} damaged entr{'y' if len(damaged) == 1 else 'ies'} of {path} "
+                                 f"({damaged[0][1]}): moved to the 'damaged' table of {database.path}")
+        for path, target, damage in renames:  # committed: the entries are safe in the database
+            os.replace(path, target)
+            if damage is not None:
+                logger.warning("%s", f"the cache document {path} is damaged ({damage}); kept it as {target.name}")
+    for note in notes:
+        logger.warning("%s", note)
+    migrated = sum(damage is None for _path, _target, damage in renames)
+    if migrated:
+        logger.info("%s", f"moved {merged} stored winner(s) from {migrated} JSON document(s) into {database.path}")
+    return merged

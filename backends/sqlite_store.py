@@ -1,0 +1,417 @@
+"""The native store: every namespace's winners as rows of one SQLite database in the cache directory.
+
+Why not one JSON document per namespace (``file_store.py``)? Every save there re-reads and
+rewrites the namespace's whole document under one exclusive lock, so saves and loads grow with
+the cache (13.8 MB documents, writers waiting a minute). Here one entry is one row: a save is a
+short transaction that writes that row and nothing else, and readers never wait for writers.
+
+The database is ``wgtune.sqlite3`` in the cache directory (``WGTUNE_CACHE_DIR``, or the user cache
+directory), in WAL mode (readers see the last commit while one writer writes), with a busy
+timeout (a writer waits for another's transaction instead of failing). Its schema::
+
+    meta(name PRIMARY KEY, value)              'schema' -> the schema version (SCHEMA_VERSION)
+    namespaces(id, namespace UNIQUE)            canonical_namespace() text of each namespace
+    entries(namespace_id, set_name, key, entry) one row per (namespace, set, key); entry is
+                                                StoredEntry.to_json() as JSON text, key Key.to_json()
+    damaged(namespace, set_name, key, entry, reason, at)   rows a load refused, kept for a post-mortem
+    migrated(file, entries, at)                 old JSON documents already imported
+
+A database of a newer schema than this code knows is refused (StoreError), never rewritten. Every
+write is one ``BEGIN IMMEDIATE`` transaction (an upsert per entry), so a process killed mid-write
+leaves the last commit whole and nothing behind. On first open, the old JSON documents of the
+directory are merged in (:mod:`wgtune.backends.sqlite_migrate`). Export and import are in
+:mod:`wgtune.backends.cache_transfer`.
+
+Database failures raise OSError (``StoreError`` only for a database that is not wgtune's or is newer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from wgtune.errors import StoreError
+from wgtune.log import logger
+from wgtune.store import StoredEntry, canonical_namespace, check_namespace
+from wgtune.text import shown
+
+from .file_store import default_cache_dir
+from .sqlite_migrate import migrate_documents, now
+
+__all__ = [
+    "DATABASE_NAME",
+    "SCHEMA_VERSION",
+    "CacheDatabase",
+    "NamespaceSummary",
+    "SqliteStore",
+    "decode_row",
+    "entry_text",
+]
+
+DATABASE_NAME = "wgtune.sqlite3"
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT = 60.0
+"""Seconds a writer waits for another process's transaction before failing (OSError)."""
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS namespaces (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL UNIQUE)",
+    "CREATE TABLE IF NOT EXISTS entries (namespace_id INTEGER NOT NULL REFERENCES namespaces(id), "
+    "set_name TEXT NOT NULL, key TEXT NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (namespace_id, set_name, key))",
+    "CREATE TABLE IF NOT EXISTS damaged (id INTEGER PRIMARY KEY, namespace TEXT, set_name TEXT, key TEXT, "
+    "entry TEXT NOT NULL, reason TEXT NOT NULL, at TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS migrated (id INTEGER PRIMARY KEY, file TEXT NOT NULL, entries INTEGER NOT NULL, "
+    "at TEXT NOT NULL)",
+)
+
+UPSERT = ("INSERT INTO entries (namespace_id, set_name, key, entry) VALUES (?, ?, ?, ?) "
+          "ON CONFLICT (namespace_id, set_name, key) DO UPDATE SET entry = excluded.entry")
+INSERT_IF_ABSENT = ("INSERT INTO entries (namespace_id, set_name, key, entry) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (namespace_id, set_name, key) DO NOTHING")
+
+T = TypeVar("T")
+
+
+def entry_text(entry: StoredEntry) -> str:
+    """An entry's row text: its JSON (``StoredEntry.to_json``), compact, non-ASCII kept."""
+    return json.dumps(entry.to_json(), separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_row(text: object) -> StoredEntry:
+    """A row's entry, every field checked (``StoredEntry.from_json``); StoreError naming what is wrong.
+
+    Rows are this store's own writes (``entry_text``), so the text is parsed with plain ``json``:
+    ``validate.parse_json``'s guards for outside text cost four times as much, and a load reads
+    every row of the namespace. What they guard against still cannot crash a load: nesting too deep
+    (RecursionError), a number too long (ValueError), a field of the wrong type or out of bounds
+    (``from_json``'s checks) each make the row damaged, skipped and kept aside."""
+    if not isinstance(text, str | bytes):
+        raise StoreError(f"the row holds {type(text).__name__}, not JSON text")
+    try:
+        obj = json.loads(text)
+    except (RecursionError, ValueError) as error:
+        raise StoreError(f"the row is not JSON: {shown(error, 200)}") from None
+    try:
+        return StoredEntry.from_json(obj)
+    except (RecursionError, TypeError, ValueError) as error:  # not expected past the checks: still a skip
+        raise StoreError(f"entry is malformed: {shown(error, 200)}") from None
+
+
+def _retry_while_locked(action: Callable[[], T], timeout: float) -> T:
+    """``action()``, again while the database is locked (switching to WAL takes a lock that the
+    busy handler does not always wait for), for at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
+@dataclass(frozen=True)
+class NamespaceSummary:
+    """One namespace as ``wgtune cache list`` shows it: its fields, its entries, its damaged rows."""
+
+    namespace: dict
+    entries: int
+    damaged: int
+
+
+class CacheDatabase:
+    """The cache directory's database: every namespace's entries (see the module doc).
+
+    ``directory`` None means :func:`~wgtune.backends.file_store.default_cache_dir`. The directory
+    and the database are made, and old JSON documents migrated, at the first use that needs the
+    database (:meth:`connection`). One connection per process (reopened after a fork), used under
+    a lock so threads may share the object.
+    """
+
+    def __init__(self, directory: str | os.PathLike | None, *, timeout: float = BUSY_TIMEOUT) -> None:
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self.path = self.directory / DATABASE_NAME
+        self.timeout = timeout
+        self._connection: sqlite3.Connection | None = None
+        self._pid = 0
+        self.lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"CacheDatabase({str(self.path)!r})"
+
+    def __enter__(self) -> CacheDatabase:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- the connection -----------------------------------------------------------------------
+
+    def is_empty_cache(self) -> bool:
+        """True when there is neither a database nor an old JSON document: nothing to read, and
+        reading should not create anything."""
+        if self.path.exists():
+            return False
+        return not self.directory.is_dir() or not any(self.directory.glob("*.json"))
+
+    def connection(self) -> sqlite3.Connection:
+        """The open connection: made (directory, database, schema, migration) on first use."""
+        with self.lock:
+            if self._connection is None or self._pid != os.getpid():
+                self._connection = None  # a parent's connection is not used (nor closed) across a fork
+                with self.errors():
+                    self._connection = self._open()
+                self._pid = os.getpid()
+            return self._connection
+
+    def close(self) -> None:
+        """Close the connection (the last one to close folds the WAL back into the database)."""
+        with self.lock:
+            if self._connection is not None and self._pid == os.getpid():
+                self._connection.close()
+            self._connection = None
+
+    def _open(self) -> sqlite3.Connection:
+        self.directory.mkdir(parents=True, exist_ok=True)  # a file in the way: OSError
+        connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        try:
+            mode = _retry_while_locked(lambda: connection.execute("PRAGMA journal_mode=WAL").fetchone(), self.timeout)
+            if mode is None or str(mode[0]).lower() != "wal":
+                logger.warning("%s", f"the cache database {self.path} is not in WAL mode ({mode}); writers may wait")
+            self._check_schema(connection)
+            migrate_documents(self, connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _schema_version(self, connection: sqlite3.Connection) -> int | None:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return None
+        if "meta" not in tables:
+            raise StoreError(f"{self.path} is not a wgtune cache database (it has no meta table); not touching it")
+        row = connection.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
+        try:
+            return int(row[0]) if row is not None else None
+        except ValueError:
+            raise StoreError(f"{self.path} has a schema version {row[0]!r} that is not a number") from None
+
+    def _check_schema(self, connection: sqlite3.Connection) -> None:
+        version = self._schema_version(connection)
+        if version is None:
+            with self.transaction(connection):
+                if self._schema_version(connection) is None:  # another process may have made it meanwhile
+                    for statement in SCHEMA:
+                        connection.execute(statement)
+                    connection.execute("INSERT INTO meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            version = self._schema_version(connection)
+        if version != SCHEMA_VERSION:
+            newer = "a newer wgtune" if version is not None and version > SCHEMA_VERSION else "another wgtune"
+            raise StoreError(
+                f"the cache database {self.path} has schema version {version}, this wgtune knows {SCHEMA_VERSION} "
+                f"(written by {newer}); not touching it: use that wgtune, or another cache directory"
+            )
+
+    @contextmanager
+    def errors(self) -> Iterator[None]:
+        """SQLite's errors as OSError naming the database (the tuner treats OSError as "no store")."""
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise OSError(f"the cache database {self.path}: {error}") from error
+
+    @contextmanager
+    def transaction(self, connection: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``: the write lock from the start, waiting up to the
+        busy timeout for another writer), committed on success, rolled back on any exception."""
+        with self.lock, self.errors():
+            connection = connection if connection is not None else self.connection()
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield connection
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every query inside sees the same commit (a consistent export)."""
+        with self.lock, self.errors():
+            connection = self.connection()
+            connection.execute("BEGIN")
+            try:
+                yield connection
+            finally:
+                if connection.in_transaction:
+                    connection.execute("COMMIT")
+
+    # -- namespaces and entries ---------------------------------------------------------------
+
+    @staticmethod
+    def namespace_id(connection: sqlite3.Connection, namespace: dict) -> int:
+        """The id of ``namespace``'s row, made if missing. Call inside a write transaction."""
+        text = canonical_namespace(namespace)
+        connection.execute("INSERT INTO namespaces (namespace) VALUES (?) ON CONFLICT (namespace) DO NOTHING", (text,))
+        return connection.execute("SELECT id FROM namespaces WHERE namespace = ?", (text,)).fetchone()[0]
+
+    @staticmethod
+    def put(connection: sqlite3.Connection, namespace_id: int, entries: Iterable[StoredEntry], *,
+            replace: bool = True) -> None:
+        """Write ``entries`` into namespace ``namespace_id``: each replaces the row of its set and key
+        (``replace=False``: only where there is none). Call inside a write transaction."""
+        rows = ((namespace_id, e.set_name, e.key.to_json(), entry_text(e)) for e in entries)
+        connection.executemany(UPSERT if replace else INSERT_IF_ABSENT, rows)
+
+    def save(self, namespace: dict, entries: Iterable[StoredEntry]) -> None:
+        """Keep ``entries`` under ``namespace`` in one short transaction; other rows are not touched."""
+        text_namespace = check_namespace(namespace)
+        with self.transaction() as connection:  # entries are read as they are written: any number
+            self.put(connection, self.namespace_id(connection, text_namespace), entries)
+
+    def load(self, namespace: dict) -> list[StoredEntry]:
+        """Every readable entry of ``namespace``. A row that does not decode is skipped with a warning
+        and moved to the ``damaged`` table (where the database can be written), never dropped silently."""
+        text = canonical_namespace(check_namespace(namespace))
+        entries, bad = [], []
+        with self.lock, self.errors():
+            rows = self.connection().execute(
+                "SELECT e.rowid, e.entry FROM entries e JOIN namespaces n ON n.id = e.namespace_id "
+                "WHERE n.namespace = ?", (text,))
+            for rowid, row in rows:
+                try:
+                    entries.append(decode_row(row))
+                except StoreError as error:
+                    bad.append((rowid, row, str(error)))
+        if bad:
+            self._set_aside(text, bad)
+        return entries
+
+    def _set_aside(self, namespace: str, bad: list[tuple[int, object, str]]) -> None:
+        """Move rows a load refused to ``damaged`` (each only if nobody rewrote it meanwhile)."""
+        count = len(bad)
+        what = f"{count} damaged entr{'y' if count == 1 else 'ies'} of {self.path} ({bad[0][2]})"
+        try:
+            with self.transaction() as connection:
+                stamp = now()
+                for rowid, row, reason in bad:
+                    moved = connection.execute(
+                        "INSERT INTO damaged (namespace, set_name, key, entry, reason, at) "
+                        "SELECT ?, set_name, key, entry, ?, ? FROM entries WHERE rowid = ? AND entry IS ?",
+                        (namespace, reason, stamp, rowid, row))
+                    if moved.rowcount:
+                        connection.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))
+        except OSError as error:
+            logger.warning("%s", f"skipped {what}; could not move them aside: {error}")
+            return
+        logger.warning("%s", f"skipped {what}; moved to its 'damaged' table")
+
+    def clear(self, namespace: dict) -> int:
+        """Forget every entry of ``namespace``; how many there were."""
+        text = canonical_namespace(check_namespace(namespace))
+        with self.transaction() as connection:
+            row = connection.execute("SELECT id FROM namespaces WHERE namespace = ?", (text,)).fetchone()
+            if row is None:
+                return 0
+            removed = connection.execute("DELETE FROM entries WHERE namespace_id = ?", row).rowcount
+            connection.execute("DELETE FROM namespaces WHERE id = ?", row)
+        return removed
+
+    def clear_all(self) -> tuple[int, int]:
+        """Forget every namespace's entries; (namespaces, entries) removed. Damaged rows are kept."""
+        with self.transaction() as connection:
+            namespaces = connection.execute(
+                "SELECT COUNT(*) FROM namespaces WHERE id IN (SELECT namespace_id FROM entries)").fetchone()[0]
+            removed = connection.execute("DELETE FROM entries").rowcount
+            connection.execute("DELETE FROM namespaces")
+        return namespaces, removed
+
+    def namespaces(self) -> list[NamespaceSummary]:
+        """Every namespace with entries or damaged rows, sorted by its canonical text."""
+        with self.lock, self.errors():
+            rows = self.connection().execute(
+                "SELECT namespace, SUM(entries), SUM(damaged) FROM ("
+                " SELECT n.namespace AS namespace, COUNT(e.rowid) AS entries, 0 AS damaged"
+                " FROM namespaces n LEFT JOIN entries e ON e.namespace_id = n.id GROUP BY n.id"
+                " UNION ALL SELECT namespace, 0, COUNT(*) FROM damaged GROUP BY namespace"
+                ") GROUP BY namespace HAVING SUM(entries) + SUM(damaged) > 0 ORDER BY namespace").fetchall()
+        return [NamespaceSummary(_namespace_of(text), entries, damaged) for text, entries, damaged in rows]
+
+    def rows(self, connection: sqlite3.Connection, namespace: str | None = None) -> Iterator[tuple[str, str]]:
+        """(canonical namespace, entry text) of every row (of ``namespace``), in export order:
+        namespace, set, key. A cursor: rows are read as they are consumed."""
+        query = ("SELECT n.namespace, e.entry FROM entries e JOIN namespaces n ON n.id = e.namespace_id"
+                 + (" WHERE n.namespace = ?" if namespace is not None else "")
+                 + " ORDER BY n.namespace, e.set_name, e.key")
+        yield from connection.execute(query, (namespace,) if namespace is not None else ())
+
+    def entries(self) -> tuple[list[tuple[dict, StoredEntry]], list[str]]:
+        """Every readable (namespace, entry) in export order, and what was wrong with the others
+        (left where they are: a listing moves nothing)."""
+        found, problems = [], []
+        with self.reading() as connection:
+            for namespace, text in self.rows(connection):
+                try:
+                    found.append((_namespace_of(namespace), decode_row(text)))
+                except StoreError as error:
+                    problems.append(str(error))
+        return found, problems
+
+
+def _namespace_of(text: str) -> dict:
+    try:
+        namespace = json.loads(text)
+    except ValueError:
+        namespace = None
+    return namespace if isinstance(namespace, dict) else {"unreadable": text}
+
+
+class SqliteStore:
+    """The tuner's store protocol for one namespace (``namespace``, ``load``, ``save``, ``save_many``,
+    ``clear``) over the cache directory's database (see the module doc).
+
+    ``database`` shares one :class:`CacheDatabase` (and its connection) between namespaces; else
+    one is made for ``directory``. Raises OSError when the database cannot be used.
+    """
+
+    def __init__(self, directory: str | os.PathLike | None, namespace: dict, *,
+                 database: CacheDatabase | None = None) -> None:
+        self.namespace: dict = check_namespace(namespace)
+        self.database = database if database is not None else CacheDatabase(directory)
+        self.directory = self.database.directory
+        self.path = self.database.path
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r})"
+
+    def open(self) -> SqliteStore:
+        """Open the database now (make it, migrate old documents): its errors surface here."""
+        self.database.connection()
+        return self
+
+    def load(self) -> list[StoredEntry]:
+        """Every readable entry of the namespace (see :meth:`CacheDatabase.load`)."""
+        return self.database.load(self.namespace)
+
+    def save(self, entry: StoredEntry) -> None:
+        """Keep ``entry``, replacing the one of the same set and key: one row, one transaction."""
+        self.database.save(self.namespace, [entry])
+
+    def save_many(self, entries: Iterable[StoredEntry]) -> None:
+        """Keep ``entries`` (a later one wins its slot) in one transaction."""
+        self.database.save(self.namespace, entries)
+
+    def clear(self) -> None:
+        """Forget every entry of the namespace."""
+        if not self.database.is_empty_cache():
+            self.database.clear(self.namespace)
