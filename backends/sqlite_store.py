@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from wgtune.errors import StoreError
+from wgtune.key import Key
 from wgtune.log import logger
 from wgtune.store import StoredEntry, canonical_namespace, check_namespace
 from wgtune.text import shown
@@ -297,6 +298,30 @@ class CacheDatabase:
             self._set_aside(text, bad)
         return entries
 
+    def lookup(self, namespace: str, set_name: str, key: Key) -> StoredEntry | None:
+        """The entry of one slot of ``namespace`` (its canonical text), or None: one indexed query,
+        what the tuner asks on a key's first miss instead of reading every row at open. A row that
+        does not decode is set aside as :meth:`load` does, and reads as None."""
+        with self.lock, self.errors():
+            row = self.connection().execute(
+                "SELECT e.rowid, e.entry FROM entries e JOIN namespaces n ON n.id = e.namespace_id "
+                "WHERE n.namespace = ? AND e.set_name = ? AND e.key = ?", (namespace, set_name, key.to_json())
+            ).fetchone()
+        if row is None:
+            return None
+        try:
+            return decode_row(row[1])
+        except StoreError as error:
+            self._set_aside(namespace, [(row[0], row[1], str(error))])
+            return None
+
+    def count(self, namespace: str) -> int:
+        """How many entries ``namespace`` (its canonical text) has."""
+        with self.lock, self.errors():
+            return self.connection().execute(
+                "SELECT COUNT(*) FROM entries e JOIN namespaces n ON n.id = e.namespace_id WHERE n.namespace = ?",
+                (namespace,)).fetchone()[0]
+
     def _set_aside(self, namespace: str, bad: list[tuple[int, object, str]]) -> None:
         """Move rows a load refused to ``damaged`` (each only if nobody rewrote it meanwhile)."""
         count = len(bad)
@@ -387,6 +412,7 @@ class SqliteStore:
     def __init__(self, directory: str | os.PathLike | None, namespace: dict, *,
                  database: CacheDatabase | None = None) -> None:
         self.namespace: dict = check_namespace(namespace)
+        self._namespace_text = canonical_namespace(self.namespace)
         self.database = database if database is not None else CacheDatabase(directory)
         self.directory = self.database.directory
         self.path = self.database.path
@@ -402,6 +428,15 @@ class SqliteStore:
     def load(self) -> list[StoredEntry]:
         """Every readable entry of the namespace (see :meth:`CacheDatabase.load`)."""
         return self.database.load(self.namespace)
+
+    def lookup(self, set_name: str, key: Key) -> StoredEntry | None:
+        """One entry, or None (see :meth:`CacheDatabase.lookup`): the tuner reads entries so, one
+        key at a time as calls miss, so that opening a cache of any size costs the same."""
+        return self.database.lookup(self._namespace_text, set_name, key)
+
+    def count(self) -> int:
+        """How many entries the namespace has."""
+        return self.database.count(self._namespace_text)
 
     def save(self, entry: StoredEntry) -> None:
         """Keep ``entry``, replacing the one of the same set and key: one row, one transaction."""

@@ -171,7 +171,8 @@ def store_line(tuner, config: Config) -> str:
     if tuner.store is None:
         why = "the cache is off" if not config.cache else "the store could not be opened (see the warning)"
         return f"winners: kept in this process only ({why})"
-    stored = sum(len(states) for states in tuner.cache.states_by_set.values())
+    count = getattr(tuner.store, "count", None)  # a store read key by key counts its own
+    stored = count() if count is not None else sum(len(states) for states in tuner.cache.states_by_set.values())
     return escape(f"winners: {tuner.store.path} ({stored} stored for this device)")
 
 

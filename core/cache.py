@@ -7,6 +7,8 @@ leaves; a transition asked of the wrong state is a bug in wgtune and raises
 :class:`~wgtune.errors.IllegalTransition`::
 
     load/reload      (store)      -> Unchecked     (a Pending key keeps its running tune)
+    (first claim)    (store)      -> Unchecked     (with a ``lookup``: one key's entry, read when
+                                                   the key is first claimed, not all at load)
     claim            Unchecked    -> Hit | Miss    (checksum and index checked; with checks on, a
                                                    winner stored unchecked is a Miss: tuned again)
                      Miss         -> Pending       (the caller now runs the tune)
@@ -31,10 +33,11 @@ that miss the same key start one tune.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from .errors import IllegalTransition
+from .errors import IllegalTransition, StoreError
 from .key import Key
+from .log import logger
 from .state import MISS, PENDING, Hit, Pending, TuneState, Unchecked
 from .store import StoredEntry
 from .tunable import TunableSet
@@ -52,6 +55,9 @@ class TuneCache:
         self.sets: dict[str, TunableSet] = {}
         """The set each name last meant in this process: read it, never write it."""
         self._entries: dict[tuple[str, Key], StoredEntry] = {}
+        self.lookup: Callable[[str, Key], StoredEntry | None] | None = None
+        """A store's way to find one key's entry (``SqliteStore.lookup``): with it, stored winners
+        are read one key at a time, on the key's first claim, not all at load."""
         self.failures: dict[tuple[str, Key], BaseException] = {}
         """Why the last tune of a key failed, until a tune of it succeeds."""
         self.load(entries)
@@ -121,7 +127,9 @@ class TuneCache:
         """
         with self._lock:
             table = self.states_by_set.setdefault(tunables.name, {})
-            state = table.get(key, MISS)
+            state = table.get(key)
+            if state is None:
+                state = self._looked_up(tunables.name, key, table)
             if isinstance(state, Unchecked):
                 state = table[key] = self._checked(tunables, key, require_checked)
             if isinstance(state, Pending):
@@ -136,6 +144,22 @@ class TuneCache:
                 return state
             table[key] = PENDING
             return None
+
+    def _looked_up(self, set_name: str, key: Key, table: dict[Key, TuneState]) -> TuneState:
+        """An unknown key's stored entry from :attr:`lookup`, as Unchecked; else a Miss. A store that
+        cannot be read is a miss (a tune), as at load."""
+        if self.lookup is None:
+            return MISS
+        try:
+            entry = self.lookup(set_name, key)
+        except (OSError, StoreError) as error:
+            logger.warning("could not read the stored winner of %s [%s]: %s", set_name, key, error)
+            return MISS
+        if entry is None:
+            return MISS
+        state = table[key] = Unchecked(entry.winner, entry.checksum)
+        self._entries[entry.slot] = entry
+        return state
 
     def _checked(self, tunables: TunableSet, key: Key, require_checked: bool) -> TuneState:
         answer = self.answer(tunables, key, require_checked)
@@ -216,4 +240,9 @@ class TuneCache:
         """The key's stored entry (every candidate's result, the confidence), when it was tuned
         with ``tunables``' current candidates."""
         entry = self._entries.get((tunables.name, key))
+        if entry is None and self.lookup is not None:  # never claimed here: ask the store
+            try:
+                entry = self.lookup(tunables.name, key)
+            except (OSError, StoreError):
+                entry = None
         return entry if entry is not None and entry.checksum == tunables.checksum else None

@@ -93,7 +93,9 @@ class Tuner:
         if store is not None and self.config.cache:
             self.store = store
         entries = []
-        if self.store is not None:
+        # A store that finds one key's entry (SQLite) is read key by key as calls miss; others whole.
+        self.cache.lookup = getattr(self.store, "lookup", None)
+        if self.store is not None and self.cache.lookup is None:
             try:
                 entries = self.store.load()
             except OSError as error:  # an unreadable cache is a miss, not a failure

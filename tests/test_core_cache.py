@@ -126,3 +126,33 @@ def test_an_import_in_a_running_process_reloads_the_cache_without_a_new_tuner():
     store.save(StoredEntry("fake", KEY, tunables.checksum, 1 - before.index, "x"))
     tuner.reload()
     assert tuner.check_tune(tunables, KEY, call(device, [1.0])) == Hit(1 - before.index)
+
+
+def test_a_store_that_finds_one_entry_is_read_key_by_key_as_calls_miss_not_whole_at_open():
+    tunables = make_set("a", "b")
+
+    class KeyByKey(MemoryStore):
+        def __init__(self):
+            super().__init__()
+            self.lookups: list[Key] = []
+
+        def load(self):
+            raise AssertionError("a store with lookup is not read whole")
+
+        def lookup(self, set_name, key):
+            self.lookups.append(key)
+            return self.entries.get((set_name, key))
+
+    store = KeyByKey()
+    store.save(entry(tunables))
+    device = FakeDevice()
+    tuner = make_tuner(device, store=store)
+    assert tuner.states(tunables) == {}  # nothing read at open
+    assert tuner.cache.entry(tunables, KEY).winner_name == "b"  # an entry is found without a claim too
+    assert tuner.check_tune(tunables, KEY, call(device, [1.0])) == Hit(1)
+    assert device.profile_count == 0 and store.lookups == [KEY, KEY]  # the stored winner: no tune
+    tuner.execute(tunables, call(device, [1.0]))
+    assert store.lookups == [KEY, KEY]  # a known key asks the store no more
+    other = Key({"n": 8})
+    tuner.execute(tunables, call(device, [1.0], n=8))  # not stored: looked up once, then tuned
+    assert store.lookups[-1] == other and tuner.fastest(tunables, other).__class__ is Hit
