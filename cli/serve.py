@@ -9,6 +9,15 @@ the right types for ``.wasm`` and ``.mjs``, which browsers insist on.
 The wheel is built from this checkout with pip (no network: ``--no-deps --no-build-isolation``)
 into ``build/web/``, once per state of the sources: the page installs the very code the native
 side runs.
+
+A page on another site, or a peer on the network, can still reach a local server, so this one
+holds to a few rules. A connection costs no thread while it is silent: one watcher thread holds
+every connection that has not sent a byte yet and closes it after ``idle_timeout`` seconds; a
+bounded pool of workers answers the requests (one per connection, HTTP/1.0). Only loopback names,
+and the name ``--host`` gives, are answered in ``Host``, and an ``Origin`` must be the page's own:
+a DNS-rebinding page gets a 403. Dotfiles and dot-directories are never served, and a malformed
+path (a NUL or other control character, bad percent-encoding, over 2048 characters) gets a 400
+or a 414, never a traceback. Binding beyond loopback prints a warning.
 """
 
 from __future__ import annotations
@@ -16,16 +25,22 @@ from __future__ import annotations
 import errno
 import hashlib
 import http.server
+import ipaddress
 import json
 import mimetypes
+import re
+import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import wgtune
 
-__all__ = ["build_wheel", "checkout_root", "make_server", "run_serve"]
+from .pooled_server import PooledHTTPServer
+
+__all__ = ["HostPolicy", "build_wheel", "checkout_root", "exposure_warning", "make_server", "run_serve"]
 
 # Types browsers require (WebAssembly streaming compilation, module scripts), and the rest.
 TYPES = {
@@ -51,6 +66,14 @@ ISOLATION_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-cache",
 }
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+MAX_PATH_LENGTH = 2048  # characters of the request target; a longer one gets a 414
+IDLE_TIMEOUT_S = 30.0  # a connection that sends nothing for this long is closed
+REQUEST_TIMEOUT_S = 15.0  # a request that stalls this long once it started is given up
+WORKERS = 16  # threads answering requests (Chromium opens at most 6 connections per host)
+BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 # What the wheel is built from: a change to any of these builds a new one.
 WHEEL_SOURCES = ("pyproject.toml", "core", "backends", "kernels", "cli")
@@ -88,36 +111,143 @@ def build_wheel(root: Path, out: Path) -> Path:
     return found[-1]
 
 
+def _host_name(host_header: str) -> str | None:
+    """The name of a ``Host`` value (``name``, ``name:port``, ``[v6]:port``), lower case; None if malformed."""
+    value = host_header.strip().lower()
+    name = value[: value.find("]") + 1] if value.startswith("[") else value.partition(":")[0]
+    rest = value[len(name):]
+    if not name or (rest and not (rest[0] == ":" and rest[1:].isascii() and rest[1:].isdigit())):
+        return None
+    return name
+
+
+def _is_ip_literal(name: str) -> bool:
+    """Whether a Host name is an address (``[v6]`` in brackets), which no DNS rebinding can produce."""
+    try:
+        address = ipaddress.ip_address(name[1:-1] if name.startswith("[") and name.endswith("]") else name)
+    except ValueError:
+        return False
+    return name.startswith("[") == (address.version == 6)
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps the server on this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """The ``Host`` names the server answers to: the guard against DNS rebinding.
+
+    A page of another site whose name the attacker points at 127.0.0.1 reaches the server with
+    its own name in ``Host``; refusing every name but ours keeps it from reading the page or the
+    wheel. An address (``192.168.1.7``) is accepted only where the server listens on every
+    interface: a rebinding attack needs a name it controls, never an address.
+    """
+
+    names: frozenset[str]
+    any_ip_literal: bool = False
+
+    @classmethod
+    def for_bind(cls, host: str) -> HostPolicy:
+        """Loopback names, the name or address ``host`` gives, or for a wildcard bind any address and this hostname."""
+        if host in WILDCARD_HOSTS:
+            return cls(LOOPBACK_NAMES | {socket.gethostname().lower()}, any_ip_literal=True)
+        return cls(LOOPBACK_NAMES | {f"[{host.lower()}]" if ":" in host else host.lower()})
+
+    def allows(self, host_header: str) -> bool:
+        """Whether a request with this ``Host`` value is answered."""
+        name = _host_name(host_header)
+        return name is not None and (name in self.names or (self.any_ip_literal and _is_ip_literal(name)))
+
+    @staticmethod
+    def same_origin(origin: str, host_header: str | None) -> bool:
+        """Whether an ``Origin`` is the page's own: ``http://`` and the very ``Host`` of the request."""
+        return host_header is not None and origin.strip().lower() == f"http://{host_header.strip().lower()}"
+
+
+class _BadPath(ValueError):
+    """A request target the server answers with ``status`` (400 or 414) and ``reason``, not a lookup."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def _request_path(target: str) -> str:
+    """The decoded path of a request target; raises ``_BadPath`` (400 or 414) for a malformed one."""
+    if len(target) > MAX_PATH_LENGTH:
+        raise _BadPath(414, f"request path longer than {MAX_PATH_LENGTH} characters")
+    try:
+        path = urlsplit(target).path or "/"
+    except ValueError:
+        raise _BadPath(400, "malformed request target") from None
+    if BAD_PERCENT.search(path):
+        raise _BadPath(400, "bad percent-encoding in path")
+    try:
+        decoded = unquote(path, errors="strict")
+    except UnicodeDecodeError:
+        raise _BadPath(400, "path is not UTF-8") from None
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in decoded):
+        raise _BadPath(400, "control character in path")
+    if not decoded.startswith("/"):
+        raise _BadPath(400, "path does not start with /")
+    return decoded
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "wgtune"
     # Set per server by make_server:
     web_dir: Path
     pyodide_dir: Path
     wheel: Path
+    hosts: HostPolicy
     quiet: bool = True
+    timeout = REQUEST_TIMEOUT_S  # the socket's timeout once a request started arriving
 
     def log_message(self, format: str, *args) -> None:
         if not self.quiet:
             super().log_message(format, *args)
 
+    def _refusal(self) -> tuple[int, str] | None:
+        """Why this request is refused whatever its path (a status and a reason), or None."""
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) > 1:
+            return 400, "more than one Host header"
+        host = hosts[0] if hosts else None
+        if host is not None and not self.hosts.allows(host):
+            return 403, (f"Host {host[:100]!r} is not served here (a guard against DNS rebinding): open the page at "
+                         "http://127.0.0.1:PORT/, or pass --host NAME")
+        origin = self.headers.get("Origin")
+        if origin is not None and not self.hosts.same_origin(origin, host):
+            return 403, f"cross-origin request from {origin[:100]!r} refused"
+        return None
+
     def _resolve(self, path: str) -> Path | None:
-        """The file a URL path names, or None: only inside the three served trees."""
-        if path in ("", "/"):
+        """The file a URL path names, or None: only inside the three served trees, never a dotfile."""
+        if path == "/":
             path = "/index.html"
-        if path == "/wgtune-config.json":
-            return None
-        if path.startswith("/pyodide/"):
-            base, rel = self.pyodide_dir, path[len("/pyodide/"):]
-        elif path == f"/wheels/{self.wheel.name}":
+        if path == f"/wheels/{self.wheel.name}":
             return self.wheel
+        segments = path.split("/")[1:]
+        if any(segment.startswith(".") for segment in segments):  # dotfiles, dot-directories, `.`, `..`
+            return None
+        if segments[0] == "pyodide":
+            base, rel = self.pyodide_dir.resolve(), segments[1:]
+        elif segments[0] in ("node_modules", "wheels", "wgtune-config.json"):
+            return None
         else:
-            base, rel = self.web_dir, path.lstrip("/")
-            first = rel.split("/", 1)[0]
-            if first == "node_modules" or first.startswith("."):
+            base, rel = self.web_dir.resolve(), segments
+        try:
+            candidate = base.joinpath(*rel).resolve()
+            if not candidate.is_relative_to(base) or not candidate.is_file():
                 return None
-        base = base.resolve()
-        candidate = (base / rel).resolve()
-        if not candidate.is_relative_to(base) or not candidate.is_file():
+        except (OSError, ValueError):  # a name too long for the file system, a symlink loop
+            return None
+        if any(part.startswith(".") for part in candidate.relative_to(base).parts):  # reached through a symlink
             return None
         return candidate
 
@@ -131,18 +261,33 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not head_only:
             self.wfile.write(body)
 
+    def _send_text(self, status: int, text: str, head_only: bool) -> None:
+        self._send(status, f"{text}\n".encode(), "text/plain; charset=utf-8", head_only)
+
     def _get(self, head_only: bool) -> None:
-        path = unquote(urlsplit(self.path).path)
+        refusal = self._refusal()
+        if refusal is not None:
+            self._send_text(*refusal, head_only)
+            return
+        try:
+            path = _request_path(self.path)
+        except _BadPath as bad:
+            self._send_text(bad.status, bad.reason, head_only)
+            return
         if path == "/wgtune-config.json":
             config = {"wheel": f"/wheels/{self.wheel.name}", "version": wgtune.__version__}
             self._send(200, json.dumps(config).encode(), TYPES[".json"], head_only)
             return
         file = self._resolve(path)
-        if file is None:
-            self._send(404, f"not found: {path}\n".encode(), "text/plain; charset=utf-8", head_only)
+        try:
+            body = file.read_bytes() if file is not None else None
+        except OSError:
+            body = None
+        if file is None or body is None:
+            self._send_text(404, f"not found: {path[:200]}", head_only)
             return
         content_type = TYPES.get(file.suffix) or mimetypes.guess_type(file.name)[0] or "application/octet-stream"
-        self._send(200, file.read_bytes(), content_type, head_only)
+        self._send(200, body, content_type, head_only)
 
     def do_GET(self) -> None:
         self._get(head_only=False)
@@ -151,26 +296,43 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._get(head_only=True)
 
 
-def make_server(host: str, port: int, web_dir: Path, wheel: Path, *, quiet: bool = True) -> http.server.HTTPServer:
-    """A threaded HTTP server for the page (port 0: any free port; see ``server_address``)."""
+def exposure_warning(host: str) -> str | None:
+    """The warning for a bind beyond loopback (``--host 0.0.0.0``), or None for a loopback one."""
+    if _is_loopback(host):
+        return None
+    where = "this machine" if host in WILDCARD_HOSTS else host
+    return (f"wgtune: warning: --host {host or '0.0.0.0'} exposes the server to the network: anyone who can reach "
+            f"{where} can load the page and the wheel. Leave out --host to serve on 127.0.0.1 only.")
+
+
+def make_server(host: str, port: int, web_dir: Path, wheel: Path, *, quiet: bool = True,
+                idle_timeout: float = IDLE_TIMEOUT_S, request_timeout: float = REQUEST_TIMEOUT_S,
+                workers: int = WORKERS) -> PooledHTTPServer:
+    """The page's HTTP server, bound (port 0: any free port; see ``server_address``); warns on stderr
+    when ``host`` is beyond loopback. Timeouts in seconds: silence before the first byte, then a
+    stalled request."""
     pyodide_dir = web_dir / "node_modules" / "pyodide"
     if not (pyodide_dir / "pyodide.mjs").is_file():
         raise OSError(f"Pyodide is not installed in {pyodide_dir}: run `make setup` (npm ci in web/)")
     if not (web_dir / "index.html").is_file():
         raise OSError(f"{web_dir} has no index.html: is it wgtune's web/ directory?")
     handler = type("Handler", (_Handler,), {"web_dir": web_dir, "pyodide_dir": pyodide_dir, "wheel": wheel,
-                                            "quiet": quiet})
+                                            "hosts": HostPolicy.for_bind(host), "quiet": quiet,
+                                            "timeout": request_timeout})
     try:
-        server = http.server.ThreadingHTTPServer((host, port), handler)
+        server = PooledHTTPServer((host, port), handler, idle_timeout=idle_timeout, workers=workers, quiet=quiet)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
             raise OSError(f"port {port} of {host} is in use: pass --port N (0 picks a free one)") from None
         raise
-    server.daemon_threads = True
+    warning = exposure_warning(host)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     return server
 
 
 def run_serve(args) -> int:
+    """``wgtune serve``: build the wheel unless given, then serve until Ctrl-C."""
     root = checkout_root()
     web_dir = Path(args.web_dir) if args.web_dir else root / "web"
     if args.wheel:
@@ -181,8 +343,9 @@ def run_serve(args) -> int:
         print("wgtune: building the wheel the page installs...", file=sys.stderr, flush=True)
         wheel = build_wheel(root, root / "build" / "web")
     server = make_server(args.host, args.port, web_dir, wheel, quiet=not args.verbose)
-    host, port = server.server_address[:2]
-    print(f"wgtune: serving the tuner page at http://{host}:{port}/  (Ctrl-C to stop)", flush=True)
+    port = server.server_address[1]
+    shown = "127.0.0.1" if args.host in WILDCARD_HOSTS else f"[{args.host}]" if ":" in args.host else args.host
+    print(f"wgtune: serving the tuner page at http://{shown}:{port}/  (Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -2,42 +2,66 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import selectors
+import socket
 import threading
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from wgtune.cli.serve import build_wheel, checkout_root, make_server
+from wgtune.cli.pooled_server import IdleConnections
+from wgtune.cli.serve import HostPolicy, build_wheel, checkout_root, exposure_warning, make_server
+
+WHEEL_NAME = "wgtune-0.1.0-py3-none-any.whl"
+
+
+def make_site(root: Path) -> tuple[Path, Path]:
+    """A web directory with Pyodide, files it must never serve, and a wheel: ``(web, wheel)``."""
+    web = root / "web"
+    pyodide = web / "node_modules" / "pyodide"
+    for folder in (pyodide / ".cache", web / "sub" / ".hidden-dir", web / ".git"):
+        folder.mkdir(parents=True, exist_ok=True)
+    (web / "index.html").write_text("<!doctype html><title>wgtune</title>")
+    (web / "app.js").write_text("export {};")
+    (web / "sub" / "page.js").write_text("export {};")
+    for secret in (web / ".secret", web / "sub" / ".env", web / "sub" / ".hidden-dir" / "x.js", web / ".git" / "config",
+                   pyodide / ".cache" / "x.js", web / "node_modules" / "left-pad.js", root / "outside.txt"):
+        secret.write_text("no")
+    (pyodide / "pyodide.mjs").write_text("export {};")
+    (pyodide / "pyodide.asm.wasm").write_bytes(b"\0asm")
+    wheel = root / "wheels" / WHEEL_NAME
+    wheel.parent.mkdir(exist_ok=True)
+    wheel.write_bytes(b"PK")
+    return web, wheel
+
+
+@contextlib.contextmanager
+def running(root: Path, host: str = "127.0.0.1", **options):
+    """A server on a free port for the block (its port), shut down and closed after it."""
+    server = make_server(host, 0, *make_site(root), **options)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture
 def site(tmp_path: Path):
-    web = tmp_path / "web"
-    (web / "node_modules" / "pyodide").mkdir(parents=True)
-    (web / "index.html").write_text("<!doctype html><title>wgtune</title>")
-    (web / "app.js").write_text("export {};")
-    (web / ".secret").write_text("no")
-    (web / "node_modules" / "left-pad.js").write_text("no")
-    (web / "node_modules" / "pyodide" / "pyodide.mjs").write_text("export {};")
-    (web / "node_modules" / "pyodide" / "pyodide.asm.wasm").write_bytes(b"\0asm")
-    (tmp_path / "outside.txt").write_text("no")
-    wheel = tmp_path / "wheels" / "wgtune-0.1.0-py3-none-any.whl"
-    wheel.parent.mkdir()
-    wheel.write_bytes(b"PK")
-    server = make_server("127.0.0.1", 0, web, wheel)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with running(tmp_path) as port:
+        yield port
 
 
-def get(port: int, path: str, method: str = "GET") -> tuple[int, dict, bytes]:
+def get(port: int, path: str, method: str = "GET", headers: dict | None = None) -> tuple[int, dict, bytes]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    connection.request(method, path)
+    connection.request(method, path, headers=headers or {})
     response = connection.getresponse()
     body = response.read()
     connection.close()
@@ -49,6 +73,7 @@ def get(port: int, path: str, method: str = "GET") -> tuple[int, dict, bytes]:
     [
         ("/", "text/html; charset=utf-8"),
         ("/app.js", "text/javascript"),
+        ("/sub/page.js", "text/javascript"),
         ("/pyodide/pyodide.mjs", "text/javascript"),
         ("/pyodide/pyodide.asm.wasm", "application/wasm"),
         ("/wheels/wgtune-0.1.0-py3-none-any.whl", "application/zip"),
@@ -75,6 +100,12 @@ def test_the_config_names_the_wheel_the_page_installs(site):
     [
         "/node_modules/left-pad.js",  # only Pyodide, under /pyodide/, comes from node_modules
         "/.secret",
+        "/sub/.env",  # dotfiles and dot-directories at any depth, in either tree
+        "/sub/.hidden-dir/x.js",
+        "/.git/config",
+        "/pyodide/.cache/x.js",
+        "/sub/%2eenv",
+        "/sub/./page.js",
         "/../outside.txt",
         "/%2e%2e/outside.txt",
         "/pyodide/../../outside.txt",
@@ -118,3 +149,157 @@ def test_a_port_in_use_is_a_clear_error(site, tmp_path):
     web = tmp_path / "web"
     with pytest.raises(OSError, match=rf"port {site} .* in use: pass --port"):
         make_server("127.0.0.1", site, web, tmp_path / "wheels" / "wgtune-0.1.0-py3-none-any.whl")
+
+
+def raw_exchange(port: int, request: bytes) -> bytes:
+    """Send raw bytes and read the whole answer, up to the server's orderly close (no reset)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_idle_connections_cost_no_thread_each_and_are_closed_after_the_idle_timeout(tmp_path):
+    idle_timeout = 1.0
+    with running(tmp_path, idle_timeout=idle_timeout) as port, contextlib.ExitStack() as stack:
+        opened_at = time.monotonic()
+        silent = [stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=10)) for _ in range(400)]
+        assert get(port, "/app.js")[0] == 200  # served meanwhile
+        assert threading.active_count() < 40
+        watcher = selectors.DefaultSelector()
+        for connection in silent:
+            watcher.register(connection, selectors.EVENT_READ)
+        closed_at = []
+        while len(closed_at) < len(silent) and time.monotonic() - opened_at < 10:
+            for key, _ in watcher.select(timeout=1):
+                assert key.fileobj.recv(1) == b""  # closed by the server, with nothing said
+                watcher.unregister(key.fileobj)
+                closed_at.append(time.monotonic())
+        watcher.close()
+        assert len(closed_at) == len(silent)
+        assert min(closed_at) - opened_at >= idle_timeout * 0.9
+
+
+def test_a_request_that_stalls_halfway_is_given_up_after_the_request_timeout(tmp_path):
+    with running(tmp_path, request_timeout=0.3) as port:
+        started = time.monotonic()
+        assert raw_exchange(port, b"GET /app.js HTTP/1.1\r\n") == b""  # no end of headers ever comes
+        assert time.monotonic() - started < 5
+        assert get(port, "/app.js")[0] == 200
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1.evil.example:{port}",
+                                  "localhost.evil.example", "192.168.1.7:{port}", "[::2]:{port}", "localhost:x",
+                                  "", "[::1"])
+def test_a_foreign_host_is_refused(site, host):
+    status, _, body = get(site, "/", headers={"Host": host.format(port=site)})
+    assert status in (400, 403)
+    assert b"wgtune" not in body
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "LocalHost:{port}", "[::1]:{port}",
+                                  "localhost"])
+def test_loopback_names_are_served(site, host):
+    assert get(site, "/", headers={"Host": host.format(port=site)})[0] == 200
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://localhost:{port}", "http://127.0.0.1:1",
+                                    "https://127.0.0.1:{port}"])
+def test_a_request_from_another_origin_is_refused(site, origin):
+    status, _, body = get(site, "/app.js", headers={"Origin": origin.format(port=site)})
+    assert status == 403 and body != b"export {};"
+
+
+def test_a_request_from_the_page_itself_is_served(site):
+    headers = {"Host": f"localhost:{site}", "Origin": f"http://localhost:{site}"}
+    assert get(site, "/app.js", headers=headers)[0] == 200
+
+
+def test_host_policy_admits_the_name_given_to_host_and_any_address_on_a_wildcard_bind():
+    named = HostPolicy.for_bind("tuner.lan")
+    assert named.allows("tuner.lan:8000") and named.allows("localhost:8000")
+    assert not named.allows("evil.example:8000") and not named.allows("192.168.1.7:8000")
+    assert HostPolicy.for_bind("::1").allows("[::1]:8000")
+    wildcard = HostPolicy.for_bind("0.0.0.0")
+    assert wildcard.allows("192.168.1.7:8000") and wildcard.allows("[fe80::1]:8000")
+    assert wildcard.allows(f"{socket.gethostname()}:8000")
+    assert not wildcard.allows("evil.example:8000") and not wildcard.allows("fe80::1")
+
+
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [
+        (b"/a\0b", 400),
+        (b"/a%00b", 400),
+        (b"/a%0ab", 400),
+        (b"/a%zzb", 400),
+        (b"/a%ff", 400),
+        (b"/" + b"a" * 5000, 414),
+        (b"/" + b"a/" * 1000, 404),  # under the limit, but no such file
+        (b"/" + b"a" * 300 + b".js", 404),  # a name too long for the file system
+        (b"http://[bad/", 400),
+        (b"*", 400),
+    ],
+)
+def test_a_malformed_path_gets_an_answer_not_a_traceback(site, capfd, target, status):
+    answer = raw_exchange(site, b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert answer.startswith(f"HTTP/1.0 {status} ".encode())
+    assert get(site, "/app.js")[0] == 200  # and the server goes on
+    assert capfd.readouterr().err == ""  # quiet, and no traceback
+
+
+def test_verbose_logs_each_request(tmp_path, capfd):
+    with running(tmp_path, quiet=False) as port:
+        get(port, "/app.js")
+    assert '"GET /app.js HTTP/1.1" 200' in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "", "::", "192.168.1.7", "tuner.lan"])
+def test_binding_beyond_loopback_warns(host):
+    assert "exposes the server to the network" in exposure_warning(host)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "::1"])
+def test_binding_to_loopback_does_not_warn(host):
+    assert exposure_warning(host) is None
+
+
+def test_making_a_server_on_every_interface_prints_the_warning(tmp_path, capsys):
+    server = make_server("0.0.0.0", 0, *make_site(tmp_path))
+    server.server_close()
+    assert "--host 0.0.0.0 exposes the server to the network" in capsys.readouterr().err
+    server = make_server("127.0.0.1", 0, *make_site(tmp_path))
+    server.server_close()
+    assert capsys.readouterr().err == ""
+
+
+def test_many_requests_at_once_are_all_answered_by_a_bounded_pool(tmp_path):
+    with running(tmp_path, workers=4) as port:
+        answers: list[int] = []
+        clients = [threading.Thread(target=lambda: answers.append(get(port, "/app.js")[0])) for _ in range(48)]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join(timeout=20)
+        assert answers == [200] * 48
+
+
+def test_past_the_limit_the_oldest_silent_connection_is_closed():
+    closed: list[socket.socket] = []
+    idle = IdleConnections(idle_timeout=30, limit=3, on_readable=lambda *_: None, on_close=closed.append)
+    pairs = [socket.socketpair() for _ in range(5)]
+    try:
+        for ours, _ in pairs:
+            idle.add(ours, None)
+        deadline = time.monotonic() + 5
+        while len(closed) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert closed == [pairs[0][0], pairs[1][0]]
+    finally:
+        idle.close()
+        for pair in pairs:
+            for end in pair:
+                end.close()
+    assert len(closed) == 5  # closing closes the ones still waiting
