@@ -242,8 +242,10 @@ class PageSession:
             answer["output"] = base64.b64encode(data).decode("ascii")
         return json.dumps(answer)
 
-    async def settle(self, set_name: str, label: str, timeout: float = 120.0) -> str:
-        """Wait while the key is Pending; its state after."""
+    async def settle(self, set_name: str, label: str, timeout: float = 600.0) -> str:
+        """Wait while the key is Pending; its state after. A WgtuneError after ``timeout`` seconds:
+        the limit catches a tune that never ends, not a slow one (a matmul tune takes a minute on
+        a CPU adapter, more on a busy one)."""
         problem = self._problem(set_name, label)
         deadline = time.monotonic() + timeout
         while isinstance(self.tuner.fastest(problem.tunables, problem.key), Pending):

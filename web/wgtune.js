@@ -168,8 +168,12 @@ export async function loadWgtune({
     },
     /** Run the key's winner, or the fallback while Pending. {output: true} adds the output (base64). */
     execute: (set, key, { output = false } = {}) => py(async () => JSON.parse(await session.execute(set, key, output))),
-    /** Wait until the key is no longer Pending; its state. */
-    settle: (set, key) => py(async () => JSON.parse(await session.settle(set, key))),
+    /**
+     * Wait until the key is no longer Pending; its state. `timeout` (seconds, default 600) only
+     * guards against a tune that never ends: a matmul tune takes a minute on a CPU adapter.
+     */
+    settle: (set, key, { timeout = 600 } = {}) =>
+      py(async () => JSON.parse(await session.settle(set, key, timeout))),
     /** The tune records of this page load. */
     records: () => JSON.parse(session.records_json()),
     /** Every stored winner of every device, as an export document (what `wgtune cache export` writes). */
