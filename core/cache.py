@@ -7,7 +7,7 @@ leaves; a transition asked of the wrong state is a bug in wgtune and raises
 :class:`~wgtune.errors.IllegalTransition`::
 
     load/reload      (store)      -> Unchecked     (a Pending key keeps its running tune)
-    (first claim)    (store)      -> Unchecked     (with a ``lookup``: one key's entry, read when
+    look_up          (store)      -> Unchecked     (with a ``lookup``: one key's entry, read before
                                                    the key is first claimed, not all at load)
     claim            Unchecked    -> Hit | Miss    (checksum and index checked; with checks on, a
                                                    winner stored unchecked is a Miss: tuned again)
@@ -127,9 +127,7 @@ class TuneCache:
         """
         with self._lock:
             table = self.states_by_set.setdefault(tunables.name, {})
-            state = table.get(key)
-            if state is None:
-                state = self._looked_up(tunables.name, key, table)
+            state = table.get(key, MISS)
             if isinstance(state, Unchecked):
                 state = table[key] = self._checked(tunables, key, require_checked)
             if isinstance(state, Pending):
@@ -145,21 +143,24 @@ class TuneCache:
             table[key] = PENDING
             return None
 
-    def _looked_up(self, set_name: str, key: Key, table: dict[Key, TuneState]) -> TuneState:
-        """An unknown key's stored entry from :attr:`lookup`, as Unchecked; else a Miss. A store that
-        cannot be read is a miss (a tune), as at load."""
-        if self.lookup is None:
-            return MISS
+    def look_up(self, set_name: str, key: Key) -> None:
+        """Read an unknown key's stored entry through :attr:`lookup` (Unchecked from now on), before
+        it is claimed; nothing for a known key or without a lookup. A store that cannot be read is
+        a miss (a tune), as at load."""
+        if self.lookup is None or key in self.states_by_set.get(set_name, {}):
+            return
         try:
             entry = self.lookup(set_name, key)
         except (OSError, StoreError) as error:
             logger.warning("could not read the stored winner of %s [%s]: %s", set_name, key, error)
-            return MISS
+            return
         if entry is None:
-            return MISS
-        state = table[key] = Unchecked(entry.winner, entry.checksum)
-        self._entries[entry.slot] = entry
-        return state
+            return
+        with self._lock:  # another thread may have claimed the key meanwhile: its state stands
+            table = self.states_by_set.setdefault(set_name, {})
+            if key not in table:
+                table[key] = Unchecked(entry.winner, entry.checksum)
+                self._entries[entry.slot] = entry
 
     def _checked(self, tunables: TunableSet, key: Key, require_checked: bool) -> TuneState:
         answer = self.answer(tunables, key, require_checked)

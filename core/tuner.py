@@ -204,6 +204,7 @@ class Tuner:
     def _claim(self, tunables: TunableSet, key: Key) -> TuneState | None:
         if self._sets.get(tunables.name) is not tunables:
             self._adopt(tunables)
+        self.cache.look_up(tunables.name, key)  # a store read key by key: this key's entry, once
         stored = isinstance(self.cache.state(tunables.name, key), Unchecked)
         verify = self.config.checks and not self.config.dry_run
         unchecked = verify and stored and self.cache.unchecked(tunables.name, key)
