@@ -21,6 +21,10 @@ Environment variables (each overrides the default; a bad value raises ConfigErro
 ``WGTUNE_SAMPLES``    fixed: timed samples per candidate (default 10)
 ``WGTUNE_MIN_SAMPLE`` shortest timed sample in seconds (default 0.001): dispatches repeat in
                       one pass until a sample is at least this long
+``WGTUNE_TIME_LIMIT`` seconds one launch of a candidate may take before it is a Timeout
+                      (default: relative to the fastest candidate, see time_limit.py)
+``WGTUNE_ISOLATE``    ``1``: natively, run each candidate's first launch in a child process
+                      that is killed at the time limit (for kernels that may never return)
 ==================== ==================================================================
 """
 
@@ -129,6 +133,16 @@ def _number(env: Mapping[str, str], name: str, default, kind, least):
     return value
 
 
+def _time_limit(env: Mapping[str, str]) -> float | None:
+    raw = (env.get("WGTUNE_TIME_LIMIT") or "").strip()
+    if raw.lower() in ("", "auto"):
+        return None
+    seconds = _number(env, "WGTUNE_TIME_LIMIT", None, float, 0.0)
+    if seconds <= 0:
+        raise ConfigError(f"WGTUNE_TIME_LIMIT={raw!r}: must be seconds > 0, or auto")
+    return seconds
+
+
 @dataclass(frozen=True)
 class Config:
     """How a tuner behaves. ``Config.from_env()`` reads the ``WGTUNE_*`` variables."""
@@ -151,6 +165,10 @@ class Config:
     max_samples: int = DEFAULT_MAX_SAMPLES
     confidence: float = DEFAULT_CONFIDENCE
     tolerance: float = DEFAULT_TOLERANCE
+    time_limit: float | None = None
+    """Seconds one launch of a candidate may take; None: relative to the fastest (``time_limit.py``)."""
+    isolate: bool = False
+    """Natively, each candidate's first launch runs in a child process killed at the time limit."""
 
     def __post_init__(self) -> None:
         for name, kind in (("log_level", LogLevel), ("policy", Policy)):
@@ -174,6 +192,10 @@ class Config:
             raise ConfigError(f"max_samples must be >= 1, got {self.max_samples}")
         if not 0 < self.confidence < 1:
             raise ConfigError(f"confidence must be a level between 0 and 1 (0.95, say), got {self.confidence}")
+        if self.time_limit is not None and not (
+            isinstance(self.time_limit, (int, float)) and math.isfinite(self.time_limit) and self.time_limit > 0
+        ):
+            raise ConfigError(f"time_limit must be a finite number of seconds > 0 (or None), got {self.time_limit!r}")
         if not 0 <= self.tolerance < 1:
             raise ConfigError(f"tolerance must be a share in [0, 1) (0.01 for 1%), got {self.tolerance}")
 
@@ -203,6 +225,8 @@ class Config:
             warmups=_number(env, "WGTUNE_WARMUPS", DEFAULT_WARMUPS, int, 0),
             samples=_number(env, "WGTUNE_SAMPLES", DEFAULT_SAMPLES, int, 1),
             min_sample=_number(env, "WGTUNE_MIN_SAMPLE", DEFAULT_MIN_SAMPLE, float, 0.0),
+            time_limit=_time_limit(env),
+            isolate=_flag(env, "WGTUNE_ISOLATE", False),
         )
         return replace(config, **overrides) if overrides else config
 

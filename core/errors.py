@@ -31,6 +31,7 @@ __all__ = [
     "NoValidKernelFound",
     "Skip",
     "StoreError",
+    "Timeout",
     "TuneFailed",
     "Unknown",
     "WgtuneError",
@@ -83,10 +84,19 @@ class Mismatch:
     reason: str
 
 
-CandidateError = Skip | InvalidSamples | Unknown | Launch | Mismatch
+@dataclass(frozen=True, slots=True)
+class Timeout:
+    """A launch of the candidate ran past the tune's time limit (``time_limit.py``): it is out,
+    and the tune goes on with the others."""
+
+    name: str
+    reason: str
+
+
+CandidateError = Skip | InvalidSamples | Unknown | Launch | Mismatch | Timeout
 
 _ERROR_KINDS: dict[str, type] = {
-    cls.__name__: cls for cls in (Skip, InvalidSamples, Unknown, Launch, Mismatch)
+    cls.__name__: cls for cls in (Skip, InvalidSamples, Unknown, Launch, Mismatch, Timeout)
 }
 
 
@@ -125,6 +135,12 @@ class NoValidKernelFound(WgtuneError):
         self.set_name = set_name
         self.key = key
         self.errors = errors
+        reasons = {(type(error).__name__, error.reason) for error in errors}
+        if len(errors) > 1 and len(reasons) == 1:  # the call itself is wrong (its buffers, its params)
+            kind, reason = reasons.pop()
+            super().__init__(f"no valid kernel found for {set_name} [{key}]: every candidate failed on this call: "
+                             f"{kind}: {reason}")
+            return
         lines = [f"no valid kernel found for {set_name} [{key}]:"]
         lines += [f"  - {error.name}: {type(error).__name__}: {error.reason}" for error in errors]
         super().__init__("\n".join(lines))

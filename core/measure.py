@@ -1,7 +1,9 @@
-"""Measuring one candidate: limits, compile, grids, output check, warmups, calibration, samples.
+"""Measuring one candidate: limits, compile, grids, first launch, output check, warmups,
+calibration, samples.
 
 :func:`prepare_candidate` turns a candidate into an :class:`Arm` ready to sample, or into its
-result when it cannot be sampled. Every failure of the candidate becomes a value (the rule is
+result when it cannot be sampled. Its first launch is timed alone, against the tune's time limit
+(``time_limit.py``), before anything else runs it. Every failure of the candidate becomes a value (the rule is
 :func:`~wgtune.errors.candidate_failure`); only failures of the tune as a whole propagate. Each
 timed sample repeats the dispatch inside one pass until the sample is long against the clock's
 grain (:func:`sample_floor`), and reports seconds per dispatch. Which candidates get how many
@@ -11,14 +13,16 @@ samples is a sampling policy's business (``adaptive.py``, ``fixed.py``).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .config import Config
 from .device import Device, check_grid, check_limits
-from .errors import InvalidSamples, Launch, Mismatch, candidate_failure
+from .errors import InvalidSamples, Launch, Mismatch, Timeout, candidate_failure
 from .results import Measured, Result, Stats
+from .time_limit import TimeLimit
 from .tunable import Args, Grid, Kernel, TunableSet
 
 __all__ = [
@@ -26,6 +30,7 @@ __all__ = [
     "MAX_REPEATS",
     "Arm",
     "Bench",
+    "LaunchGuard",
     "calibrate",
     "clone_args",
     "prepare_candidate",
@@ -54,6 +59,16 @@ class OutputChecker(Protocol):
     """Compares a candidate's outputs with the reference's (``checks.OutputCheck``)."""
 
     async def mismatch(self, index: int) -> Mismatch | None: ...
+
+
+class LaunchGuard(Protocol):
+    """Runs a candidate's first launch where one that never returns can be stopped (natively, a
+    child process: ``backends/isolation.py``), before the tune's own device runs it."""
+
+    async def first_launch(self, kernel: Kernel, grids: list[Grid], args: Args, limit: float) -> float | None:
+        """Seconds ``kernel``'s stages took on ``args`` with ``grids``, or None when they ran past
+        ``limit`` seconds and were stopped; KernelError when the launch failed."""
+        ...
 
 
 def clone_args(device: Device, args: Args) -> Args:
@@ -116,7 +131,8 @@ class Arm:
 class Bench:
     """What measuring one key's candidates needs: the device, the set, the benchmark's inputs,
     the settings, the compiled pipeline of a candidate (by index), the shortest sample (see
-    :func:`sample_floor`), the output check if any, and where steps are logged."""
+    :func:`sample_floor`), the output check if any, where steps are logged, the tune's time
+    limit, and where first launches run first (None: only in process)."""
 
     device: Device
     tunables: TunableSet
@@ -126,10 +142,32 @@ class Bench:
     floor: float
     check: OutputChecker | None = None
     step: Callable[[str], None] = lambda _message: None
+    limit: TimeLimit = field(default_factory=TimeLimit)
+    guard: LaunchGuard | None = None
+
+
+async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid]) -> Timeout | None:
+    """Launch ``kernel`` once, alone, and time it against the tune's limit: a Timeout when it ran
+    past it (in the guard, which stopped it, or in process, where it can only be read after)."""
+    limit = bench.limit.seconds()
+    if bench.guard is not None:
+        isolated = await bench.guard.first_launch(kernel, grids, bench.args, limit)
+        if isolated is None:
+            return Timeout(kernel.name, f"its first launch ran past {bench.limit.describe()} in an "
+                                        "isolated process, which was stopped")
+    started = time.perf_counter()
+    bench.device.dispatch(compiled, bench.args, grids[0])
+    await bench.device.sync()
+    seconds = time.perf_counter() - started
+    if seconds > limit:
+        return Timeout(kernel.name, f"its first launch took {seconds:.3g} s, past {bench.limit.describe()}")
+    bench.limit.observe(seconds)
+    return None
 
 
 async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
-    """Limits, compile, grids, output check, warmups and calibration of candidate ``index``.
+    """Limits, compile, grids, first launch, output check, warmups and calibration of candidate
+    ``index``.
 
     Answers an :class:`Arm` ready to sample, or the candidate's result when it cannot be sampled:
     its error as a value, or a bare Measured in a dry run.
@@ -160,11 +198,15 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
         bench.step(f"{name}: compiled; dry run, not launched")
         return Measured(name, index, None)
     try:
+        timeout = await probe_first_launch(bench, kernel, compiled, grids)
+        if timeout is not None:
+            bench.step(f"{name}: {timeout.reason}")
+            return timeout
         if check is not None:
             mismatch = await check.mismatch(index)
             if mismatch is not None:
                 return mismatch
-        for _ in range(config.warmups):
+        for _ in range(config.warmups - 1):  # the first launch was one
             device.dispatch(compiled, args, grid)
         await device.sync()
         repeats, first = await calibrate(device, compiled, args, grid, bench.floor)

@@ -39,6 +39,7 @@ from .errors import ConfigError, KernelError, WgtuneError, tune_failure
 from .events import TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key, KeyMemo
 from .log import TuneLog, logger, show_log_on_stderr
+from .measure import LaunchGuard
 from .outcome import TuneOutcome
 from .pipelines import PipelineCache
 from .record import RecordSink
@@ -64,8 +65,10 @@ class Tuner:
         config: Config | None = None,
         spawn: Spawner | None = None,
         observer: Callable[[object], None] | None = None,
+        guard: LaunchGuard | None = None,
     ) -> None:
         self.device = device
+        self.guard = guard
         self.config = config if config is not None else Config.from_env()
         if self.config.log_to_stderr:  # WGTUNE_LOG set: its lines show without a logging setup
             show_log_on_stderr(self.config.log_level)
@@ -227,7 +230,7 @@ class Tuner:
         try:
             self._emit(TuneStarted(tunables.name, key, len(tunables)))
             outcome = await measure_key(self.device, self.pipelines, self.config, tunables, key, args,
-                                        self._emit, log.step)
+                                        self._emit, log.step, self.guard)
         except BaseException as error:
             failure = tune_failure(tunables.name, key, error)
             # The failure is kept; the benchmark buffers its frames' locals hold need not be.

@@ -23,13 +23,14 @@ from .errors import ConfigError, NoValidKernelFound
 from .events import TrialFinished
 from .fixed import sample_fixed
 from .key import Key
-from .measure import Bench, clone_args, sample_floor
+from .measure import Bench, LaunchGuard, clone_args, sample_floor
 from .outcome import TuneOutcome
 from .pipelines import PipelineCache
 from .plan import Plan
 from .ranking import decide
 from .results import Result
 from .sampling import SamplingPolicy, short_circuit_limit
+from .time_limit import TimeLimit
 from .tunable import Args, TunableSet
 
 __all__ = ["POLICIES", "measure_key"]
@@ -46,10 +47,12 @@ async def measure_key(
     args: Args,
     emit: Callable[[object], None],
     step: Callable[[str], None],
+    guard: LaunchGuard | None = None,
 ) -> TuneOutcome:
     """Measure ``key``'s candidates on a copy of the call ``args`` and rank them (see the module
     doc). Each candidate's result is emitted as a TrialFinished event as it comes; ``step``
-    receives the log's steps. Raises NoValidKernelFound when no candidate was measured."""
+    receives the log's steps; ``guard`` runs each first launch where a runaway can be stopped.
+    Raises NoValidKernelFound when no candidate was measured."""
     await device.sync()
     floor = sample_floor(await clock_grain(device), config)
     bench_args = tunables.input_gen(device, key, args) if tunables.input_gen else clone_args(device, args)
@@ -68,7 +71,8 @@ async def measure_key(
     async def pipeline(index: int) -> object:
         return await pipelines.compile(tunables, index)
 
-    bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step)
+    time_limit = TimeLimit(config.time_limit)
+    bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step, time_limit, guard)
     limit = short_circuit_limit(tunables, key)
     if tunables.search is not None:
         sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)

@@ -15,6 +15,7 @@ import asyncio
 import math
 import struct
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ class Script:
     ``compile_error`` makes compile raise KernelError with that message; ``launch_error`` makes
     dispatch and profile raise KernelError; ``profile_error`` is raised as-is by profile.
     ``wrong`` corrupts element 0 (f32) of the last buffer after the kernel ran.
+    ``stall`` is wall-clock seconds every dispatch really takes (``time.sleep``): a runaway.
     """
 
     duration: Duration = 1e-3
@@ -87,6 +89,7 @@ class Script:
     profile_error: BaseException | None = None
     kernel: FakeKernel | None = None
     wrong: bool = False
+    stall: float = 0.0
 
     def seconds(self, call: int) -> float:
         return seconds_of(self.duration, call)
@@ -212,6 +215,8 @@ class FakeDevice(wgtune.Device):
         script = self._script(pipeline.kernel.name)
         if script.launch_error is not None:
             raise KernelError(script.launch_error)
+        if script.stall:
+            time.sleep(script.stall)
         buffers = [buffer.data for buffer in args.buffers]
         if script.kernel is not None:
             for _ in range(repeats):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fakes import FakeDevice, add_one_in_place, call, kernel, make_set, make_tuner, quiet
 
-from wgtune import ConfigError, Hit, Launch, Measured, MemoryStore, TuneFailed, TuneStarted
+from wgtune import ConfigError, Hit, Launch, Measured, MemoryStore, NoValidKernelFound, TuneStarted
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
@@ -51,7 +51,7 @@ def test_a_call_every_candidate_fails_on_is_reported_as_itself_not_as_missing_re
     for name in ("a", "b"):
         device.script(name, launch_error="the call gives 2 buffers; binding 2 needs a third")
     tunables = make_set("a", "b", outputs=(0,))
-    with pytest.raises(TuneFailed, match=r"every candidate failed on this call: .*binding 2 needs a third"):
+    with pytest.raises(NoValidKernelFound, match=r"every candidate failed on this call: .*binding 2 needs a third"):
         make_tuner(device, config=quiet(checks=True)).execute(tunables, call(device, [1.0]))
 
 

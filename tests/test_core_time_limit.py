@@ -1,0 +1,113 @@
+"""The time limit per candidate: a runaway is a Timeout result and the tune goes on (fake device).
+
+Runs in CPython and in Pyodide. The runaway really takes wall-clock time (``Script.stall``), as
+the limit is read off the wall clock around its first launch.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
+
+from wgtune import Config, ConfigError, Measured, NoValidKernelFound, Timeout
+from wgtune.time_limit import FIRST_LIMIT, FLOOR, RELATIVE_FACTOR, TimeLimit
+
+STALL = 0.15
+
+
+def test_a_runaway_candidate_is_a_timeout_launched_once_and_the_tune_goes_on():
+    device = FakeDevice()
+    device.script("runaway", duration=1e-4, stall=STALL)  # would be the fastest by its timestamps
+    device.script("steady", duration=1e-3)
+    device.script("slower", duration=2e-3)
+    tunables = make_set("runaway", "steady", "slower")
+    tuner = make_tuner(device, config=quiet(time_limit=STALL / 3, warmups=3))
+    args = call(device, [1.0])
+
+    assert tuner.execute(tunables, args).name == "steady"
+    runaway, steady, slower = tuner.results(tunables, tunables.key(args))
+    assert isinstance(runaway, Timeout)
+    assert "first launch took" in runaway.reason and "time limit of 0.05 s" in runaway.reason
+    assert isinstance(steady, Measured) and isinstance(slower, Measured)
+    assert device.dispatches["runaway"] == 1  # no warmups, no calibration, no samples after it
+    assert device.profiles.get("runaway") is None
+    assert stored_results(tuner, tunables)["runaway"]["error"] == "Timeout"  # kept as what it was
+
+
+def test_a_candidate_within_the_limit_is_measured_with_every_warmup():
+    device = FakeDevice()
+    device.script("a", duration=1e-3)
+    device.script("b", duration=2e-3)
+    tunables = make_set("a", "b")
+    tuner = make_tuner(device, config=quiet(time_limit=5.0, warmups=3))
+    tuner.execute(tunables, call(device, [1.0]))
+    assert device.dispatches["b"] == 3  # the first launch is one of the three warmups
+
+
+def test_every_candidate_past_the_limit_fails_the_tune_with_each_timeout_named():
+    device = FakeDevice()
+    device.script("a", stall=STALL)
+    device.script("b", stall=STALL * 1.2)
+    tunables = make_set("a", "b")
+    tuner = make_tuner(device, config=quiet(time_limit=STALL / 3))
+    with pytest.raises(NoValidKernelFound, match=r"(?s)a: Timeout: its first launch took.*b: Timeout"):
+        tuner.execute(tunables, call(device, [1.0]))
+
+
+def test_the_default_limit_is_relative_to_the_fastest_first_launch_with_a_floor():
+    limit = TimeLimit()
+    assert limit.seconds() == FIRST_LIMIT  # nothing to compare the first candidate with
+    limit.observe(0.5)
+    assert limit.seconds() == pytest.approx(RELATIVE_FACTOR * 0.5)
+    limit.observe(0.9)  # slower: the fastest stays
+    assert limit.seconds() == pytest.approx(RELATIVE_FACTOR * 0.5)
+    limit.observe(1e-6)
+    assert limit.seconds() == FLOOR
+    assert "100x the fastest first launch" in limit.describe()
+    fixed = TimeLimit(0.25)
+    fixed.observe(1e-6)
+    assert fixed.seconds() == 0.25 and "0.25 s" in fixed.describe()
+
+
+def test_the_time_limit_is_read_from_the_environment_and_checked():
+    assert Config.from_env({}).time_limit is None
+    assert Config.from_env({"WGTUNE_TIME_LIMIT": "auto"}).time_limit is None
+    assert Config.from_env({"WGTUNE_TIME_LIMIT": "2.5"}).time_limit == 2.5
+    assert Config.from_env({"WGTUNE_ISOLATE": "1"}).isolate is True
+    for bad in ("0", "-1", "soon", "inf"):
+        with pytest.raises(ConfigError, match="WGTUNE_TIME_LIMIT"):
+            Config.from_env({"WGTUNE_TIME_LIMIT": bad})
+    with pytest.raises(ConfigError, match="time_limit"):
+        Config(time_limit=0)
+
+
+class StoppingGuard:
+    """A launch guard that stops the candidates named in ``runaways`` and times the others at 1 ms."""
+
+    def __init__(self, *runaways: str) -> None:
+        self.runaways = set(runaways)
+        self.launched: list[tuple[str, list, float]] = []
+
+    async def first_launch(self, kernel, grids, args, limit):
+        self.launched.append((kernel.name, grids, limit))
+        return None if kernel.name in self.runaways else 1e-3
+
+
+def test_a_guard_that_stops_a_runaway_keeps_it_off_the_device():
+    device = FakeDevice()
+    device.script("hangs", duration=1e-4)
+    device.script("fine", duration=1e-3)
+    tunables = make_set("hangs", kernel("fine", grid=lambda args: (2, 1, 1)))
+    guard = StoppingGuard("hangs")
+    tuner = make_tuner(device, config=quiet(time_limit=1.0), guard=guard)
+    args = call(device, [1.0])
+
+    assert tuner.execute(tunables, args).name == "fine"
+    hangs, fine = tuner.results(tunables, tunables.key(args))
+    assert isinstance(hangs, Timeout) and "isolated process, which was stopped" in hangs.reason
+    assert isinstance(fine, Measured)
+    assert device.dispatches["hangs"] == 0  # the tune's device never ran it
+    assert [(name, grids, limit) for name, grids, limit in guard.launched] == [
+        ("hangs", [(1, 1, 1)], 1.0),
+        ("fine", [(2, 1, 1)], 1.0),
+    ]
