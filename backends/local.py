@@ -15,6 +15,7 @@ from wgtune.log import logger
 from wgtune.store import namespace_for
 from wgtune.tuner import Tuner
 
+from .isolation import ChildLaunchGuard
 from .native import NativeDevice
 from .records import JsonlRecords
 from .sqlite_store import SqliteStore
@@ -28,6 +29,7 @@ def open_tuner(
     config: Config | None = None,
     name: str = "default",
     observer: Callable[[object], None] | None = None,
+    isolate: bool | None = None,
 ) -> Tuner:
     """A tuner on ``device`` (a NativeDevice, a ``wgpu.GPUDevice``, or None for the default adapter).
 
@@ -35,7 +37,9 @@ def open_tuner(
     cache directory; old JSON documents there are migrated into it) unless the cache is off. A store
     that cannot be opened (the directory is a file, the database is unreadable or of a newer wgtune)
     is a warning on the ``wgtune`` logger, and the tuner keeps winners in this process only. Records
-    of every tune go to ``config.records`` when set.
+    of every tune go to ``config.records`` when set. ``isolate`` (default ``config.isolate``,
+    ``WGTUNE_ISOLATE``) runs each candidate's first launch in a child process killed at the time
+    limit (``isolation.py``).
     """
     config = config if config is not None else Config.from_env()
     if device is None:
@@ -46,7 +50,9 @@ def open_tuner(
     if config.cache:
         store = open_store(config.cache_dir, namespace_for(device.identity, name))
     records = JsonlRecords(config.records) if config.records else None
-    return Tuner(device, store=store, records=records, config=config, observer=observer)
+    isolate = config.isolate if isolate is None else isolate
+    guard = ChildLaunchGuard(device) if isolate else None
+    return Tuner(device, store=store, records=records, config=config, observer=observer, guard=guard)
 
 
 def open_store(directory: str | None, namespace: dict) -> SqliteStore | None:

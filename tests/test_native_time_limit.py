@@ -1,0 +1,129 @@
+"""A runaway candidate on a real adapter (lavapipe here): a Timeout result and a correct winner.
+
+The runaway doubles its input like the others, but first spins every invocation of a grid far
+larger than the data through 60,000 steps of two random-number generators (lavapipe stops a loop
+at 65,535 steps, so its length comes from the grid). Its launches are long: about 3 s on two
+cores for the in-process case, and about 50 s for the isolated one, which is killed long before.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from wgtune import Args, Config, Kernel, KernelError, Measured, Timeout, TunableSet, Tuner, run_inline
+from wgtune.backends.isolation import ChildLaunchGuard
+from wgtune.backends.native import NativeDevice
+
+N = 4096
+DOUBLE = """
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    if (g.x < arrayLength(&y)) { y[g.x] = 2.0 * x[g.x]; }
+}
+"""
+SPIN = """
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+    let i = g.x + g.y * n.x * 64u;
+    var a = i;
+    var b = i ^ 0x9e3779b9u;
+    for (var step = 0u; step < 60000u; step++) {
+        a = a * 1664525u + 1013904223u;
+        b = b * 22695477u + 1u;
+    }
+    if (i < arrayLength(&y)) { y[i] = 2.0 * x[i]; }
+    if (a == 7u && b == 9u) { y[0] = -1.0; }  // never both: keeps the loop from being optimised away
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def device() -> NativeDevice:
+    return NativeDevice.open()
+
+
+def double_set(spin_workgroups: int) -> TunableSet:
+    def blocks(args: Args) -> tuple[int, int, int]:
+        return (-(-N // 64), 1, 1)
+
+    runaway = Kernel("runaway", SPIN, grid=lambda args: (64, max(1, spin_workgroups // 64), 1))
+    return TunableSet(
+        f"double_spin_{spin_workgroups}",
+        [runaway, Kernel("double", DOUBLE, grid=blocks), Kernel("double_again", DOUBLE + "\n// again\n", grid=blocks)],
+        key=lambda args: {"n": N},
+    )
+
+
+def call(device) -> tuple[Args, np.ndarray]:
+    x = np.arange(N, dtype=np.float32)
+    y = device.create_buffer(size=4 * N)
+    return Args({"x": device.create_buffer(x.tobytes()), "y": y}), x
+
+
+def check_doubled(device, args: Args, x: np.ndarray) -> None:
+    out = np.frombuffer(device.read_buffer_sync(args.buffer("y")), dtype=np.float32)
+    np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_a_runaway_is_a_timeout_after_one_launch_and_a_correct_candidate_wins(device):
+    tunables = double_set(4096)  # ~3 s a launch on lavapipe
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled", samples=3, warmups=2, time_limit=0.5))
+    args, x = call(device)
+    started = time.perf_counter()
+    winner = tuner.execute(tunables, args)
+    took = time.perf_counter() - started
+    assert winner.name in ("double", "double_again")
+    check_doubled(device, args, x)
+    runaway, *others = tuner.results(tunables, tunables.key(args))
+    assert isinstance(runaway, Timeout), runaway
+    assert "first launch took" in runaway.reason
+    assert all(isinstance(result, Measured) for result in others)
+    # One launch of it, not the warmups, calibration and samples that would each cost as long.
+    first_launch = float(runaway.reason.split("took ")[1].split(" s")[0])
+    assert took < first_launch + 10, (took, first_launch)
+
+
+def test_an_isolated_runaway_is_killed_at_the_limit_and_never_runs_on_the_tunes_device(device):
+    tunables = double_set(65535 * 64 // 64 * 64)  # ~50 s a launch on lavapipe, if it were let run
+    guard = ChildLaunchGuard(device)
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled", samples=3, warmups=1, time_limit=1.0),
+                  guard=guard)
+    args, x = call(device)
+    try:
+        started = time.perf_counter()
+        winner = tuner.execute(tunables, args)
+        took = time.perf_counter() - started
+    finally:
+        guard.close()
+    assert winner.name in ("double", "double_again")
+    check_doubled(device, args, x)
+    runaway = tuner.results(tunables, tunables.key(args))[0]
+    assert isinstance(runaway, Timeout) and "isolated process, which was stopped" in runaway.reason
+    assert guard.kills == 1
+    assert took < 25, took  # a process start, the kill at 1 s, a restart: never the 50 s launch
+
+
+def test_an_isolated_launch_reports_its_time_and_a_launch_that_fails_is_the_candidates_failure(device):
+    args, _ = call(device)
+    guard = ChildLaunchGuard(device)
+    three_buffers = DOUBLE.replace("@compute", "@group(0) @binding(2) var<storage, read_write> z: array<f32>;\n@compute")
+    three_buffers = three_buffers.replace("y[g.x] = 2.0 * x[g.x];", "y[g.x] = 2.0 * x[g.x]; z[g.x] = 1.0;")
+    try:
+        seconds = run_inline(guard.first_launch(Kernel("double", DOUBLE, grid=lambda a: (1, 1, 1)), [(64, 1, 1)],
+                                                args, 5.0))
+        assert seconds is not None and 0 < seconds < 5.0
+        with pytest.raises(KernelError, match=r"isolated launch failed: .*\bz\b"):
+            run_inline(guard.first_launch(Kernel("needs_z", three_buffers, grid=lambda a: (1, 1, 1)), [(64, 1, 1)],
+                                          args, 5.0))
+        assert guard.kills == 0  # a failure is an answer, not a hang: the same process goes on
+        assert run_inline(guard.first_launch(Kernel("double", DOUBLE, grid=lambda a: (1, 1, 1)), [(64, 1, 1)],
+                                             args, 5.0)) is not None
+    finally:
+        guard.close()
