@@ -19,6 +19,7 @@ may not be the tune's. The protocol is ``isolated_worker.py``'s.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import queue
 import subprocess
@@ -110,7 +111,7 @@ class _Worker:
     works on every platform, pipes included)."""
 
     def __init__(self, python: str) -> None:
-        self.stderr = tempfile.TemporaryFile()
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop(), after the process)
         self.process = subprocess.Popen(
             [python, "-m", "wgtune.backends.isolated_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
@@ -163,7 +164,5 @@ def _kill_process(process: subprocess.Popen) -> None:
         process.kill()
     process.wait()
     for stream in (process.stdin, process.stdout):
-        try:
+        with contextlib.suppress(OSError):
             stream.close()
-        except OSError:
-            pass

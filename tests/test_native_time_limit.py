@@ -113,7 +113,8 @@ def test_an_isolated_runaway_is_killed_at_the_limit_and_never_runs_on_the_tunes_
 def test_an_isolated_launch_reports_its_time_and_a_launch_that_fails_is_the_candidates_failure(device):
     args, _ = call(device)
     guard = ChildLaunchGuard(device)
-    three_buffers = DOUBLE.replace("@compute", "@group(0) @binding(2) var<storage, read_write> z: array<f32>;\n@compute")
+    z = "@group(0) @binding(2) var<storage, read_write> z: array<f32>;\n"
+    three_buffers = DOUBLE.replace("@compute", z + "@compute")
     three_buffers = three_buffers.replace("y[g.x] = 2.0 * x[g.x];", "y[g.x] = 2.0 * x[g.x]; z[g.x] = 1.0;")
     try:
         seconds = run_inline(guard.first_launch(Kernel("double", DOUBLE, grid=lambda a: (1, 1, 1)), [(64, 1, 1)],
