@@ -76,7 +76,9 @@ class _PageRecords:
 
 # What a page may set (from its URL, say ``/?policy=fixed``): how tunes sample, nothing that
 # touches files or logs.
-PAGE_SETTINGS = ("policy", "budget", "max_samples", "tolerance", "confidence", "warmups", "samples", "min_sample")
+PAGE_SETTINGS = (
+    "policy", "budget", "max_samples", "tolerance", "confidence", "warmups", "samples", "min_sample", "time_limit",
+)
 
 
 def page_config(settings: dict) -> Config:

@@ -10,8 +10,10 @@ import base64
 import decimal
 import json
 import math
+import runpy
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -588,6 +590,61 @@ def test_a_space_rendered_per_key_and_searched_tunes_each_shape_with_its_own_sou
         ".every((name) => document.querySelector('.panel-cache').textContent.includes(name))")
     assert "6 of 30" in page.locator(".panel-cache").inner_text()  # results run of the candidates stored
     page.screenshot(path=str(artifacts / "page-per-key-search.png"), full_page=True)
+    assert log.errors == []
+    page.close()
+
+
+SAMPLES = runpy.run_path(str(ROOT / "tests" / "wgsl_samples.py"))
+DOUBLE, SPIN = SAMPLES["DOUBLE"], SAMPLES["SPIN"]
+SPIN_ROWS = 16  # (64, 16, 1) workgroups of spinning: about 3 s a launch on SwiftShader here
+
+# A set whose second candidate runs away (``wgsl_samples.SPIN``, its spin made long by its grid):
+# the page's time limit (``?time_limit=``) makes it a Timeout, and a correct candidate wins.
+RUNAWAY_SET = r'''
+import struct
+from js import window
+from wgtune import Args, Kernel, TunableSet
+from wgtune.kernels.demo import DemoCase
+
+N = 4096
+blocks = lambda args: ((N + 63) // 64, 1, 1)
+tunables = TunableSet("runaway", [
+    Kernel("double", DOUBLE, grid=blocks),
+    Kernel("spin", SPIN, grid=lambda args: (64, SPIN_ROWS, 1)),
+    Kernel("double_again", DOUBLE + "\n// again\n", grid=blocks),
+], key=lambda args: {"n": N})
+
+def make_args(device, size):
+    return Args({"x": device.create_buffer(struct.pack(f"{N}f", *range(N))), "y": device.create_buffer(size=4 * N)})
+
+await window.wgtune.session.add_case(DemoCase(tunables, ((N,),), make_args))
+'''
+
+
+def test_a_runaway_candidate_is_a_timeout_and_a_correct_candidate_wins_in_the_page(browser, artifacts):
+    page, log = browser.open("?time_limit=1")
+    code = f"DOUBLE = {DOUBLE!r}\nSPIN = {SPIN!r}\nSPIN_ROWS = {SPIN_ROWS}\n" + RUNAWAY_SET
+    page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)", code)
+    started = time.perf_counter()
+    assert state(page, "runaway", "4096")["state"] == "Pending"
+    done = settle(page, "runaway", "4096")
+    took = time.perf_counter() - started
+    assert done["state"] == "Hit" and done["winner"] in ("double", "double_again"), done
+    spin = next(result for result in done["results"] if result["name"] == "spin")
+    assert spin["error"] == "Timeout" and "first launch took" in spin["reason"], spin
+    first_launch = float(spin["reason"].split("took ")[1].split(" s")[0])
+    print(f"runaway: first launch {first_launch:.2f} s, tune {took:.2f} s")
+    assert took < first_launch + 60, (took, first_launch)  # one launch of it, not every sample's
+    ran = execute(page, "runaway", "4096")
+    np.testing.assert_array_equal(output_of(ran), 2.0 * np.arange(4096, dtype=np.float32))
+    page.locator('tr[data-key="runaway/4096"]').wait_for(timeout=60_000)
+    page.wait_for_function(  # the chart shows it failed, with its reason in the row's <title>
+        "() => { document.querySelector('tr[data-key=\"runaway/4096\"]')?.click();"
+        " return !!document.querySelector('#chart g[data-candidate=\"spin\"][data-status=\"failed\"]'); }",
+        timeout=60_000, polling=500,
+    )
+    assert "time limit" in page.locator('#chart g[data-candidate="spin"]').text_content()
+    page.screenshot(path=str(artifacts / "page-runaway.png"), full_page=True)
     assert log.errors == []
     page.close()
 

@@ -1,9 +1,8 @@
 """A runaway candidate on a real adapter (lavapipe here): a Timeout result and a correct winner.
 
-The runaway doubles its input like the others, but first spins every invocation of a grid far
-larger than the data through 60,000 steps of two random-number generators (lavapipe stops a loop
-at 65,535 steps, so its length comes from the grid). Its launches are long: about 3 s on two
-cores for the in-process case, and about 50 s for the isolated one, which is killed long before.
+The runaway (``wgsl_samples.SPIN``) doubles its input like the others, after a spin whose length
+comes from its grid: about 3 s a launch on two cores for the in-process case, and about 50 s for
+the isolated one, which is killed long before.
 """
 
 from __future__ import annotations
@@ -12,36 +11,13 @@ import time
 
 import numpy as np
 import pytest
+from wgsl_samples import DOUBLE, SPIN
 
 from wgtune import Args, Config, Kernel, KernelError, Measured, Timeout, TunableSet, Tuner, run_inline
 from wgtune.backends.isolation import ChildLaunchGuard
 from wgtune.backends.native import NativeDevice
 
 N = 4096
-DOUBLE = """
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-    if (g.x < arrayLength(&y)) { y[g.x] = 2.0 * x[g.x]; }
-}
-"""
-SPIN = """
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
-    let i = g.x + g.y * n.x * 64u;
-    var a = i;
-    var b = i ^ 0x9e3779b9u;
-    for (var step = 0u; step < 60000u; step++) {
-        a = a * 1664525u + 1013904223u;
-        b = b * 22695477u + 1u;
-    }
-    if (i < arrayLength(&y)) { y[i] = 2.0 * x[i]; }
-    if (a == 7u && b == 9u) { y[0] = -1.0; }  // never both: keeps the loop from being optimised away
-}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +67,7 @@ def test_a_runaway_is_a_timeout_after_one_launch_and_a_correct_candidate_wins(de
 
 
 def test_an_isolated_runaway_is_killed_at_the_limit_and_never_runs_on_the_tunes_device(device):
-    tunables = double_set(65535 * 64 // 64 * 64)  # ~50 s a launch on lavapipe, if it were let run
+    tunables = double_set(65536)  # ~50 s a launch on lavapipe, if it were let run
     guard = ChildLaunchGuard(device)
     tuner = Tuner(device, config=Config(cache=False, log_level="disabled", samples=3, warmups=1, time_limit=1.0),
                   guard=guard)

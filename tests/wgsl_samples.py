@@ -25,3 +25,32 @@ def layer(workgroup_size: int = 64) -> str:
 
 
 LAYER = layer()
+
+
+# y = 2x, and a runaway that computes the same but first spins every invocation of a grid far
+# larger than the data through 60,000 steps of two random-number generators. Lavapipe stops a
+# loop at 65,535 steps, so how long the runaway runs comes from its grid: (64, rows, 1) workgroups.
+DOUBLE = """
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    if (g.x < arrayLength(&y)) { y[g.x] = 2.0 * x[g.x]; }
+}
+"""
+SPIN = """
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+    let i = g.x + g.y * n.x * 64u;
+    var a = i;
+    var b = i ^ 0x9e3779b9u;
+    for (var step = 0u; step < 60000u; step++) {
+        a = a * 1664525u + 1013904223u;
+        b = b * 22695477u + 1u;
+    }
+    if (i < arrayLength(&y)) { y[i] = 2.0 * x[i]; }
+    if (a == 7u && b == 9u) { y[0] = -1.0; }  // never both: keeps the loop from being optimised away
+}
+"""
