@@ -22,6 +22,7 @@ An I/O failure (an unreadable directory, a full disk) raises :class:`OSError`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -60,7 +61,8 @@ KEEP_CORRUPT = 5
 
 # A writer's temp file: ".<document>.<host>-<pid>.<random>.tmp" (see _write_atomic).
 _TEMP = re.compile(r"^\.(?P<document>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)\.[^.]+\.tmp$")
-_CORRUPT = re.compile(r"^(?P<document>.+\.json)\.corrupt-.+$")
+_CORRUPT = re.compile(r"^(?P<document>.+\.(?:json|sqlite3))\.corrupt-.+$")
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def _host_tag() -> str:
@@ -178,6 +180,34 @@ def remove_leftovers(directory: Path) -> list[str]:
             continue
         names.append(path.name)
     return names
+
+
+def _not_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            header = file.read(len(SQLITE_MAGIC))
+    except FileNotFoundError:
+        return False
+    return bool(header) and header != SQLITE_MAGIC  # an empty file is a database not yet written
+
+
+def set_aside_if_not_sqlite(path: Path) -> str | None:
+    """Move a file at ``path`` that is not an SQLite database (its header is not SQLite's) aside as
+    ``<name>.corrupt-<timestamp>``, with its ``-wal`` and ``-shm`` files; the copy's name, or None
+    when there is nothing to move (no file, an empty one, a database). Moved under a lock beside it,
+    so that of two processes finding the same garbage, the second sees the first's fresh database."""
+    if not _not_sqlite(path):  # the usual case, and no lock file made for it
+        return None
+    with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT):
+        if not _not_sqlite(path):
+            return None
+        aside = path.with_name(f"{path.name}.corrupt-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}")
+        os.replace(path, aside)
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path.with_name(path.name + suffix), aside.with_name(aside.name + suffix))
+    remove_leftovers(path.parent)
+    return aside.name
 
 
 class CacheDirectory:

@@ -44,7 +44,7 @@ from wgtune.log import logger
 from wgtune.store import StoredEntry, canonical_namespace, check_namespace
 from wgtune.text import shown
 
-from .file_store import default_cache_dir
+from .file_store import default_cache_dir, set_aside_if_not_sqlite
 from .sqlite_migrate import migrate_documents, now
 
 __all__ = [
@@ -182,6 +182,9 @@ class CacheDatabase:
 
     def _open(self) -> sqlite3.Connection:
         self.directory.mkdir(parents=True, exist_ok=True)  # a file in the way: OSError
+        aside = set_aside_if_not_sqlite(self.path)
+        if aside is not None:  # garbage where the database should be: kept, and a fresh one made
+            logger.warning("%s", f"{self.path} was not an SQLite database; set aside as {aside}, starting afresh")
         connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         try:
             mode = _retry_while_locked(lambda: connection.execute("PRAGMA journal_mode=WAL").fetchone(), self.timeout)
@@ -352,14 +355,16 @@ class CacheDatabase:
             connection.execute("DELETE FROM namespaces WHERE id = ?", row)
         return removed
 
-    def clear_all(self) -> tuple[int, int]:
-        """Forget every namespace's entries; (namespaces, entries) removed. Damaged rows are kept."""
+    def clear_all(self) -> tuple[int, int, int]:
+        """Forget every namespace's entries and the damaged rows kept aside; (namespaces, entries,
+        damaged rows) removed."""
         with self.transaction() as connection:
             namespaces = connection.execute(
                 "SELECT COUNT(*) FROM namespaces WHERE id IN (SELECT namespace_id FROM entries)").fetchone()[0]
             removed = connection.execute("DELETE FROM entries").rowcount
             connection.execute("DELETE FROM namespaces")
-        return namespaces, removed
+            damaged = connection.execute("DELETE FROM damaged").rowcount
+        return namespaces, removed, damaged
 
     def namespaces(self) -> list[NamespaceSummary]:
         """Every namespace with entries or damaged rows, sorted by its canonical text."""

@@ -193,8 +193,9 @@ def run_cache(args) -> int:
         elif args.action == "export":
             _export(console, database, args)
         elif args.action == "clear":
-            namespaces, removed = database.clear_all() if not database.is_empty_cache() else (0, 0)
-            console.print(f"removed {removed} winner(s) of {namespaces} namespace(s) from {database.path}")
+            namespaces, removed, damaged = database.clear_all() if not database.is_empty_cache() else (0, 0, 0)
+            also = f" and {damaged} damaged row(s)" if damaged else ""
+            console.print(f"removed {removed} winner(s) of {namespaces} namespace(s){also} from {database.path}")
         else:
             source = sys.stdin.buffer if args.file == "-" else args.file
             max_bytes = getattr(args, "max_bytes", None) or IMPORT_LIMIT

@@ -68,7 +68,7 @@ def test_round_trip_namespaces_and_clear(tmp_path, store):
         key=lambda pair: json.dumps(pair[0], sort_keys=True))
     store.clear()
     assert store.load() == [] and len(theirs.load()) == 2
-    assert CacheDatabase(tmp_path).clear_all() == (1, 2)
+    assert CacheDatabase(tmp_path).clear_all() == (1, 2, 0)
     assert theirs.load() == []
     SqliteStore(tmp_path / "missing", namespace_for(LAVAPIPE)).clear()  # nothing stored: nothing made
     assert not (tmp_path / "missing").exists()
@@ -191,16 +191,35 @@ def test_a_newer_schema_is_refused_and_left_alone(tmp_path, store, caplog):
 def test_unusable_cache_directories_are_no_store_not_a_crash(tmp_path, caplog):
     blocker = tmp_path / "a-file"
     blocker.write_text("a file where the cache directory should be")
-    garbage = tmp_path / "garbage"
-    garbage.mkdir()
-    (garbage / DATABASE_NAME).write_bytes(b"not a database at all, " * 100)
     with caplog.at_level(logging.WARNING, logger="wgtune"):
         assert open_store(str(blocker), namespace_for(LAVAPIPE)) is None
-        assert open_store(str(garbage), namespace_for(LAVAPIPE)) is None
-    assert caplog.text.count("could not open the winners' store") == 2
+    assert caplog.text.count("could not open the winners' store") == 1
     with pytest.raises(OSError):
         SqliteStore(blocker, namespace_for(LAVAPIPE)).save(entry(1))
-    assert (garbage / DATABASE_NAME).read_bytes() == b"not a database at all, " * 100
+
+
+def test_garbage_where_the_database_should_be_is_set_aside_and_a_fresh_one_made(tmp_path, caplog):
+    garbage = b"not a database at all, " * 100
+    (tmp_path / DATABASE_NAME).write_bytes(garbage)
+    (tmp_path / (DATABASE_NAME + "-wal")).write_bytes(b"stale log")
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        store = open_store(str(tmp_path), namespace_for(LAVAPIPE))
+        assert store is not None
+        store.save(entry(1))
+    assert "was not an SQLite database; set aside as wgtune.sqlite3.corrupt-" in caplog.text
+    [aside] = tmp_path.glob(DATABASE_NAME + ".corrupt-*[!l]")  # the copy, its -wal beside it
+    assert aside.read_bytes() == garbage  # kept for a post-mortem, byte for byte
+    assert aside.with_name(aside.name + "-wal").read_bytes() == b"stale log"
+    assert slots(SqliteStore(tmp_path, namespace_for(LAVAPIPE)).load()) == slots([entry(1)])
+
+
+def test_clear_removes_the_damaged_rows_too(tmp_path, store):
+    store.save_many([entry(1), entry(2)])
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as connection:
+        connection.execute("UPDATE entries SET entry = '[' WHERE key = ?", (Key({"n": 2, "dtype": "f32"}).to_json(),))
+    store.load()  # moves the damaged row aside
+    assert CacheDatabase(tmp_path).clear_all() == (1, 1, 1)
+    assert CacheDatabase(tmp_path).namespaces() == []
 
 
 def test_a_database_that_is_not_wgtunes_is_refused(tmp_path):
