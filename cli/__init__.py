@@ -55,18 +55,32 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("file", help="output file, or - for standard output")
     imported = actions.add_parser("import", parents=[after], help="merge an exported document into the cache")
     imported.add_argument("file", help="a document written by export (native or browser)")
-    imported.add_argument("--max-bytes", type=int, help="refuse a larger file (default: 512 MiB)")
+    imported.add_argument("--max-bytes", type=byte_count, help="refuse a larger file (default: 512 MiB)")
 
     records = commands.add_parser("records", help="show the tune records of a JSON Lines file")
     records.add_argument("file")
     records.add_argument("--json", action="store_true", help="print the records as JSON lines")
     serve = commands.add_parser("serve", help="serve the tuner page (Pyodide, the wheel) on 127.0.0.1")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
+    serve.add_argument("--port", type=port, default=8000, help="port (default: 8000; 0 picks a free one)")
     serve.add_argument("--web-dir", help="the page's directory (default: web/ of this checkout)")
     serve.add_argument("--wheel", metavar="FILE", help="the wgtune wheel the page installs (default: built here)")
     serve.add_argument("--verbose", action="store_true", help="log every request")
     return parser
+
+
+def port(text: str) -> int:
+    number = int(text)  # argparse turns a ValueError into "invalid port value"
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{number} is not a port: give 0 to 65535")
+    return number
+
+
+def byte_count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give a number of bytes >= 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -172,6 +172,17 @@ def test_unknown_set_and_bad_environment_are_clear_errors(tmp_path, capsys, monk
     assert "WGTUNE_SAMPLES" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, problem", [
+    (["serve", "--port", "99999"], "99999 is not a port"),
+    (["serve", "--port", "eighty"], "invalid port value"),
+    (["cache", "import", "x.json", "--max-bytes", "0"], "give a number of bytes >= 1"),
+])
+def test_bad_command_line_values_are_usage_errors_not_tracebacks(argv, problem, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and problem in capsys.readouterr().err
+
+
 def test_cache_show_candidates_lists_every_candidate_and_marks_an_early_median(tmp_path, capsys):
     device = FakeDevice()
     for name, seconds in {"best": 1.0e-3, "close": 1.05e-3, "hopeless": 10e-3}.items():
