@@ -87,6 +87,16 @@ class BrowserShim:
         self._errors: list[str] = []
         self._last_scope: Any = None
         self._on_scope = create_proxy(self._scope_closed)
+        # Why the device was lost, once its ``lost`` promise resolves (a GPU watchdog, destroy()).
+        self._lost: str | None = None
+        self._on_lost = create_proxy(self._device_lost)
+        gpu_device.lost.then(self._on_lost)
+
+    def _device_lost(self, info: Any) -> None:
+        self._lost = f"{getattr(info, 'reason', '') or 'unknown'}: {_message(info)}"
+
+    def lost(self) -> str | None:
+        return self._lost
 
     # -- error scopes -----------------------------------------------------------------------
 

@@ -162,6 +162,10 @@ class WgpuShim:
         """Always None: wgpu-py raises every error at the call that caused it."""
         return None
 
+    def lost(self) -> None:
+        """Always None: wgpu-py raises at the call on a lost device."""
+        return None
+
 
 class NativeDevice(WebGPUDevice):
     """A wgpu-py ``GPUDevice`` behind wgtune's device interface.

@@ -25,7 +25,7 @@ from typing import Any
 from wgtune import Config, LogLevel
 from wgtune.bindings import output_indices
 from wgtune.clock import clock_grain as measure_grain
-from wgtune.errors import ConfigError, WgtuneError
+from wgtune.errors import ConfigError, DeviceLost, WgtuneError
 from wgtune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from wgtune.kernels.demo import DemoCase, demo_suite
 from wgtune.key import Key
@@ -106,6 +106,7 @@ class PageSession:
         self.tuner: Tuner | None = None
         self.namespace = namespace_for(device.identity, "default")
         self.clock_grain = device.clock_grain
+        self.use_timestamps = True
 
     @classmethod
     async def open(
@@ -131,11 +132,51 @@ class PageSession:
         info = adapter_info.to_py() if hasattr(adapter_info, "to_py") else dict(adapter_info)
         device = BrowserDevice(gpu_device, info, use_timestamps=use_timestamps, clock_grain=clock_grain)
         session = cls(device, idb, notify, config)
+        session.use_timestamps = use_timestamps
         session.clock_grain = await measure_grain(device)  # the grain every tune on it will use
         await session.reload()
         for case in cases if cases is not None else demo_suite():
             await session.add_case(case)
         return session
+
+    async def reopen(self, gpu_device: Any, adapter_info: Any, *, wait: float = 120.0) -> list[str]:
+        """Go on after the device was lost, on ``gpu_device`` (a new one from the same adapter).
+
+        The tunes the loss interrupted end first (up to ``wait`` seconds). Then a new tuner over
+        the same store and records, on the new device, with every key's call made again on it;
+        each interrupted tune starts again without the candidate whose first launch was running
+        when the device was lost (ruled out: it would lose this device too). The keys tuned again,
+        as ``"set key"``.
+        """
+        old = self.tuner
+        deadline = time.monotonic() + wait
+        while old.running and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        interrupted: dict[tuple[str, str], DeviceLost | None] = {}
+        for (set_name, label), problem in self.problems.items():
+            failure = old.failures.get((problem.tunables.name, problem.key))
+            if isinstance(failure, DeviceLost) or isinstance(old.fastest(problem.tunables, problem.key), Pending):
+                interrupted[(set_name, label)] = failure if isinstance(failure, DeviceLost) else None
+        info = adapter_info.to_py() if hasattr(adapter_info, "to_py") else dict(adapter_info)
+        self.device = BrowserDevice(gpu_device, info, use_timestamps=self.use_timestamps,
+                                    clock_grain=self.clock_grain)
+        self.clock_grain = await measure_grain(self.device)
+        self.tuner = None
+        await self.reload()
+        cases, self.problems = self.cases, {}
+        for case in cases:
+            await self.add_case(case)
+        again = []
+        for (set_name, label), lost in interrupted.items():
+            problem = self.problems.get((set_name, label))
+            if problem is None:
+                continue
+            if lost is not None and lost.candidate is not None:
+                self.tuner.rule_out(problem.tunables, problem.key, lost.candidate,
+                                    f"the GPU device was lost during its first launch ({lost.reason})")
+            self.check(set_name, label)
+            again.append(f"{set_name} {label}")
+        return again
 
     async def reload(self) -> None:
         """Read the stored winners (at open, and after an import or a clear): the tuner's cache

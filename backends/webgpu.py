@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from wgtune.bindings import PARAMS, binding_plan, params_of, stage_entries
 from wgtune.device import CompiledKernel, Device, Timing
-from wgtune.errors import KernelError
+from wgtune.errors import DeviceLost, KernelError
 from wgtune.tunable import Args, Grid, Kernel
 from wgtune.uniforms import uniform_bytes
 
@@ -123,6 +123,9 @@ class GPUShim(Protocol):
         """The first error the GPU reported since the last call, once every submission so far has
         been checked, or None; forgets the others. None always where errors raise at the call."""
 
+    def lost(self) -> str | None:
+        """Why the device was lost (its reason and message), or None while it is not."""
+
     def now(self) -> float:
         """The wall clock, in seconds."""
 
@@ -203,6 +206,7 @@ class WebGPUDevice(Device):
             try:
                 return await shim.map_read(staging)  # waits for the copy, queued after all earlier work
             except KernelError as error:
+                self._raise_if_lost()
                 raise KernelError(f"reading a buffer back failed: {error}") from None
         finally:
             shim.destroy_buffer(staging)
@@ -356,6 +360,7 @@ class WebGPUDevice(Device):
             try:
                 data = await self.shim.map_read(readback)
             except KernelError as error:
+                self._raise_if_lost()
                 raise KernelError(f"reading timestamps failed: {error}") from None
         finally:
             self.shim.destroy_buffer(readback)
@@ -370,6 +375,15 @@ class WebGPUDevice(Device):
         await self._raise_reported_error()
 
     async def _raise_reported_error(self) -> None:
+        """Raise what the GPU reported since the last wait: DeviceLost when the device is gone
+        (nothing it says means anything then), else the first error as a KernelError."""
+        self._raise_if_lost()
         error = await self.shim.reported_error()
+        self._raise_if_lost()
         if error is not None:
             raise KernelError(error)
+
+    def _raise_if_lost(self) -> None:
+        lost = self.shim.lost()
+        if lost is not None:
+            raise DeviceLost(lost)

@@ -13,6 +13,7 @@ from .device import Device, DeviceIdentity, DeviceLimits, Timing
 from .errors import (
     CandidateError,
     ConfigError,
+    DeviceLost,
     IllegalTransition,
     InvalidSamples,
     KernelError,
@@ -50,6 +51,7 @@ __all__ = [
     "ConfigError",
     "Device",
     "DeviceIdentity",
+    "DeviceLost",
     "DeviceLimits",
     "Group",
     "Hit",

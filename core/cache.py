@@ -35,7 +35,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 
-from .errors import IllegalTransition, StoreError
+from .errors import CandidateError, IllegalTransition, StoreError
 from .key import Key
 from .log import logger
 from .state import MISS, PENDING, Hit, Pending, TuneState, Unchecked
@@ -60,6 +60,9 @@ class TuneCache:
         are read one key at a time, on the key's first claim, not all at load."""
         self.failures: dict[tuple[str, Key], BaseException] = {}
         """Why the last tune of a key failed, until a tune of it succeeds."""
+        self.ruled_out: dict[tuple[str, Key], dict[int, CandidateError]] = {}
+        """Candidates a key's tunes do not launch again, each with the failure they get instead
+        (the one whose first launch lost the device, say): ``(set name, key) -> index -> failure``."""
         self.load(entries)
 
     # -- the hot path -------------------------------------------------------------------------
@@ -203,6 +206,11 @@ class TuneCache:
                 return False
             table[key] = MISS
             return True
+
+    def rule_out(self, set_name: str, key: Key, index: int, failure: CandidateError) -> None:
+        """From now on, tunes of ``key`` give candidate ``index`` ``failure`` instead of launching it."""
+        with self._lock:
+            self.ruled_out.setdefault((set_name, key), {})[index] = failure
 
     def forget(self, set_name: str, key: Key) -> None:
         """Drop what this process knows of a key (the store keeps its entry). A key being tuned

@@ -9,7 +9,8 @@ caller must act on is raised, each as a subclass of :class:`WgtuneError`:
   it into a :class:`Launch` value;
 - :class:`ConfigError`: a bad setting or argument, named;
 - :class:`StoreError`: a stored document that cannot be read as what it claims to be;
-- :class:`TuneFailed`: a tune stopped for a reason outside any one candidate.
+- :class:`TuneFailed`: a tune stopped for a reason outside any one candidate;
+- :class:`DeviceLost`: the device is gone, and with it the tune (the page reopens one).
 
 Whether an exception is one candidate's failure or the whole tune's is decided in one place,
 :func:`candidate_failure`. A key's state moving in a way its owner forbids is a bug in wgtune
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 __all__ = [
     "CandidateError",
     "ConfigError",
+    "DeviceLost",
     "IllegalTransition",
     "InvalidSamples",
     "KernelError",
@@ -126,6 +128,18 @@ class StoreError(WgtuneError):
 
 class TuneFailed(WgtuneError):
     """A tune stopped for a reason outside any one candidate (the device was lost, say)."""
+
+
+class DeviceLost(WgtuneError):
+    """The GPU device was lost (a driver reset, a browser's GPU watchdog, ``destroy()``): nothing
+    more runs on it. ``reason`` is the device's own word on why; ``candidate`` names the candidate
+    whose first launch was running when it was found lost, the likely cause, or is None."""
+
+    def __init__(self, reason: str, candidate: str | None = None) -> None:
+        during = "" if candidate is None else f" (during the first launch of {candidate})"
+        super().__init__(f"the GPU device was lost: {reason}{during}")
+        self.reason = reason
+        self.candidate = candidate
 
 
 class NoValidKernelFound(WgtuneError):

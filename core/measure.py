@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .config import Config
 from .device import Device, check_grid, check_limits
-from .errors import InvalidSamples, Launch, Mismatch, Timeout, candidate_failure
+from .errors import CandidateError, DeviceLost, InvalidSamples, Launch, Mismatch, Timeout, candidate_failure
 from .results import Measured, Result, Stats
 from .time_limit import TimeLimit
 from .tunable import Args, Grid, Kernel, TunableSet
@@ -132,7 +132,8 @@ class Bench:
     """What measuring one key's candidates needs: the device, the set, the benchmark's inputs,
     the settings, the compiled pipeline of a candidate (by index), the shortest sample (see
     :func:`sample_floor`), the output check if any, where steps are logged, the tune's time
-    limit, and where first launches run first (None: only in process)."""
+    limit, where first launches run first (None: only in process), and the candidates ruled out
+    of this key's tunes with the failure each gets instead (``TuneCache.ruled_out``)."""
 
     device: Device
     tunables: TunableSet
@@ -144,6 +145,7 @@ class Bench:
     step: Callable[[str], None] = lambda _message: None
     limit: TimeLimit = field(default_factory=TimeLimit)
     guard: LaunchGuard | None = None
+    ruled_out: Mapping[int, CandidateError] = field(default_factory=dict)
 
 
 async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid]) -> Timeout | None:
@@ -156,8 +158,11 @@ async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids:
             return Timeout(kernel.name, f"its first launch ran past {bench.limit.describe()} in an "
                                         "isolated process, which was stopped")
     started = time.perf_counter()
-    bench.device.dispatch(compiled, bench.args, grids[0])
-    await bench.device.sync()
+    try:
+        bench.device.dispatch(compiled, bench.args, grids[0])
+        await bench.device.sync()
+    except DeviceLost as lost:  # while this candidate ran alone: the likely cause
+        raise DeviceLost(lost.reason, candidate=kernel.name) from None
     seconds = time.perf_counter() - started
     if seconds > limit:
         return Timeout(kernel.name, f"its first launch took {seconds:.3g} s, past {bench.limit.describe()}")
@@ -175,6 +180,8 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
     device, tunables, args, config, check = bench.device, bench.tunables, bench.args, bench.config, bench.check
     kernel: Kernel = tunables.candidates[index]
     name = kernel.name
+    if index in bench.ruled_out:
+        return bench.ruled_out[index]
     problem = check_limits(kernel, device.limits, device.features)
     if problem:
         return Launch(name, problem)

@@ -35,7 +35,7 @@ from typing import Any
 from .cache import TuneCache
 from .config import Config, LogLevel
 from .device import Device
-from .errors import ConfigError, KernelError, WgtuneError, tune_failure
+from .errors import ConfigError, KernelError, Timeout, WgtuneError, tune_failure
 from .events import TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key, KeyMemo
 from .log import TuneLog, logger, show_log_on_stderr
@@ -84,6 +84,11 @@ class Tuner:
         self.keys = KeyMemo()
         self._tasks: set = set()  # tunes running on the event loop (strong references)
         self.reload()
+
+    @property
+    def running(self) -> int:
+        """How many tunes are running on the event loop now."""
+        return len(self._tasks)
 
     @property
     def failures(self) -> dict[tuple[str, Key], BaseException]:
@@ -230,7 +235,8 @@ class Tuner:
         try:
             self._emit(TuneStarted(tunables.name, key, len(tunables)))
             outcome = await measure_key(self.device, self.pipelines, self.config, tunables, key, args,
-                                        self._emit, log.step, self.guard)
+                                        self._emit, log.step, self.guard,
+                                        self.cache.ruled_out.get((tunables.name, key)))
         except BaseException as error:
             failure = tune_failure(tunables.name, key, error)
             # The failure is kept; the benchmark buffers its frames' locals hold need not be.
@@ -307,6 +313,16 @@ class Tuner:
             return None
         return tuple(result if result.name else replace(result, name=tunables.candidates[index].name)
                      for index, result in enumerate(entry.decoded_results()))
+
+    def rule_out(self, tunables: TunableSet, key: Key, candidate: str, reason: str) -> None:
+        """Never launch ``candidate`` in a tune of ``key`` again in this process: it gets a
+        Timeout result with ``reason`` instead (the candidate whose first launch lost the device,
+        say, which would lose the next one too). A ConfigError when the set has no such candidate."""
+        tunables = tunables.for_key(key)
+        index = tunables.index_of.get(candidate)
+        if index is None:
+            raise ConfigError(f"{tunables.name} has no candidate {candidate!r} to rule out")
+        self.cache.rule_out(tunables.name, key, index, Timeout(candidate, reason))
 
     def forget(self, tunables: TunableSet, key: Key) -> None:
         """Drop what this process knows of a key (the store keeps its entry)."""

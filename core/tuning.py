@@ -11,7 +11,7 @@ the record, the events) is the tuner's business.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from .adaptive import sample_adaptively, search_adaptively
@@ -19,7 +19,7 @@ from .checks import OutputCheck
 from .clock import clock_grain
 from .config import Config, Policy
 from .device import Device
-from .errors import ConfigError, NoValidKernelFound
+from .errors import CandidateError, ConfigError, NoValidKernelFound
 from .events import TrialFinished
 from .fixed import sample_fixed
 from .key import Key
@@ -48,11 +48,14 @@ async def measure_key(
     emit: Callable[[object], None],
     step: Callable[[str], None],
     guard: LaunchGuard | None = None,
+    ruled_out: Mapping[int, CandidateError] | None = None,
 ) -> TuneOutcome:
     """Measure ``key``'s candidates on a copy of the call ``args`` and rank them (see the module
     doc). Each candidate's result is emitted as a TrialFinished event as it comes; ``step``
-    receives the log's steps; ``guard`` runs each first launch where a runaway can be stopped.
-    Raises NoValidKernelFound when no candidate was measured."""
+    receives the log's steps; ``guard`` runs each first launch where a runaway can be stopped;
+    ``ruled_out`` candidates are not launched, their failures taken as they are. Raises
+    NoValidKernelFound when no candidate was measured."""
+    ruled_out = ruled_out or {}
     await device.sync()
     floor = sample_floor(await clock_grain(device), config)
     bench_args = tunables.input_gen(device, key, args) if tunables.input_gen else clone_args(device, args)
@@ -63,7 +66,7 @@ async def measure_key(
             raise ConfigError(f"output checks are on, but tunable set {tunables.name!r} has no outputs to compare: "
                               "its first candidate declares no var<storage, read_write> and the set gives no "
                               "outputs= (give them, or tune it with checks off)")
-        check = OutputCheck(device, tunables, bench_args, pipelines, skipped=plan.skipped)
+        check = OutputCheck(device, tunables, bench_args, pipelines, skipped=[*plan.skipped, *ruled_out])
 
     def on_trial(index: int, result: Result, wall: float) -> None:
         emit(TrialFinished(tunables.name, key, index, result, wall))
@@ -72,7 +75,7 @@ async def measure_key(
         return await pipelines.compile(tunables, index)
 
     time_limit = TimeLimit(config.time_limit)
-    bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step, time_limit, guard)
+    bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step, time_limit, guard, ruled_out)
     limit = short_circuit_limit(tunables, key)
     if tunables.search is not None:
         sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)

@@ -649,6 +649,39 @@ def test_a_runaway_candidate_is_a_timeout_and_a_correct_candidate_wins_in_the_pa
     page.close()
 
 
+def test_a_device_lost_during_a_runaway_is_reopened_and_the_tune_goes_on_without_it(browser, artifacts):
+    page, log = browser.open()
+    code = (f"DOUBLE = {DOUBLE!r}\nSPIN = {SPIN!r}\nSPIN_ROWS = {2 * SPIN_ROWS}\n"
+            + RUNAWAY_SET.replace('TunableSet("runaway"', 'TunableSet("lossy"'))
+    page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)", code)
+    page.evaluate("""() => {
+        window.deviceEvents = [];
+        window.wgtune.on((event) => { if (event.type.startsWith("device-")) window.deviceEvents.push(event); });
+        window.firstTrial = new Promise((resolve) => window.wgtune.on(
+            (event) => { if (event.type === "trial" && event.set === "lossy") resolve(event); }));
+    }""")
+    assert state(page, "lossy", "4096")["state"] == "Pending"
+    # The fallback's trial comes first; then the runaway's first launch runs for seconds: the
+    # device is lost under it, as a GPU watchdog would lose it.
+    assert page.evaluate("window.firstTrial.then((event) => event.index)") == 0
+    page.wait_for_timeout(1500)
+    page.evaluate("window.wgtune.device.destroy()")
+    page.wait_for_function("window.deviceEvents.some((event) => event.type === 'device-reopened')", timeout=120_000)
+    events = page.evaluate("window.deviceEvents")
+    assert [event["type"] for event in events] == ["device-lost", "device-reopened"], events
+    assert events[1]["retuning"] == ["lossy 4096"]
+    done = settle(page, "lossy", "4096")
+    assert done["state"] == "Hit" and done["winner"] in ("double", "double_again"), done
+    spin = next(result for result in done["results"] if result["name"] == "spin")
+    assert spin["error"] == "Timeout" and "device was lost during its first launch" in spin["reason"], spin
+    ran = execute(page, "lossy", "4096")  # on the new device
+    np.testing.assert_array_equal(output_of(ran), 2.0 * np.arange(4096, dtype=np.float32))
+    assert "reopened" in page.locator("#status").inner_text()
+    page.screenshot(path=str(artifacts / "page-device-reopened.png"))
+    assert log.errors == []
+    page.close()
+
+
 def test_a_native_export_imports_in_the_page_and_a_page_export_imports_natively(browser, tmp_path):
     native_cache, back = tmp_path / "native", tmp_path / "back"
     tuned = wgtune_cli("tune", "--only", "fma", "--cache-dir", str(native_cache), "--json")

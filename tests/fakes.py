@@ -80,6 +80,7 @@ class Script:
     dispatch and profile raise KernelError; ``profile_error`` is raised as-is by profile.
     ``wrong`` corrupts element 0 (f32) of the last buffer after the kernel ran.
     ``stall`` is wall-clock seconds every dispatch really takes (``time.sleep``): a runaway.
+    ``loses_device`` makes a dispatch lose the device: every later sync raises DeviceLost.
     """
 
     duration: Duration = 1e-3
@@ -90,6 +91,7 @@ class Script:
     kernel: FakeKernel | None = None
     wrong: bool = False
     stall: float = 0.0
+    loses_device: bool = False
 
     def seconds(self, call: int) -> float:
         return seconds_of(self.duration, call)
@@ -217,6 +219,8 @@ class FakeDevice(wgtune.Device):
             raise KernelError(script.launch_error)
         if script.stall:
             time.sleep(script.stall)
+        if script.loses_device:
+            self.sync_error = wgtune.DeviceLost("unknown: the GPU watchdog reset it")
         buffers = [buffer.data for buffer in args.buffers]
         if script.kernel is not None:
             for _ in range(repeats):

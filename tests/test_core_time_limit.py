@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
 
-from wgtune import Config, ConfigError, Measured, NoValidKernelFound, Timeout
+from wgtune import Config, ConfigError, DeviceLost, Measured, NoValidKernelFound, Timeout
 from wgtune.time_limit import FIRST_LIMIT, FLOOR, RELATIVE_FACTOR, TimeLimit
 
 STALL = 0.15
@@ -111,3 +111,29 @@ def test_a_guard_that_stops_a_runaway_keeps_it_off_the_device():
         ("hangs", [(1, 1, 1)], 1.0),
         ("fine", [(2, 1, 1)], 1.0),
     ]
+
+
+def test_a_device_lost_during_a_first_launch_names_that_candidate_and_it_can_be_ruled_out():
+    device = FakeDevice()
+    device.script("hangs", loses_device=True)
+    tunables = make_set("steady", "hangs", "slower")
+    device.script("slower", duration=2e-3)
+    tuner = make_tuner(device)
+    args = call(device, [1.0])
+    with pytest.raises(DeviceLost, match=r"watchdog reset it \(during the first launch of hangs\)"):
+        tuner.execute(tunables, args)
+    key = tunables.key(args)
+    assert tuner.failures[(tunables.name, key)].candidate == "hangs"
+
+    # What the page does on a new device: the culprit is ruled out, and the tune goes on without it.
+    fresh = FakeDevice()
+    fresh.script("hangs", loses_device=True)
+    fresh.script("slower", duration=2e-3)
+    again = make_tuner(fresh)
+    again.rule_out(tunables, key, "hangs", "the device was lost during its first launch")
+    assert again.execute(tunables, call(fresh, [1.0])).name == "steady"
+    steady, hangs, slower = again.results(tunables, key)
+    assert isinstance(hangs, Timeout) and hangs.reason == "the device was lost during its first launch"
+    assert fresh.dispatches["hangs"] == 0 and isinstance(slower, Measured)
+    with pytest.raises(ConfigError, match="no candidate 'nope'"):
+        again.rule_out(tunables, key, "nope", "why")

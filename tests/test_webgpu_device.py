@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from wgsl_samples import LAYER
 
-from wgtune import Args, Kernel, KernelError, Timing, run_inline
+from wgtune import Args, DeviceLost, Kernel, KernelError, Timing, run_inline
 from wgtune.backends.webgpu import WebGPUDevice
 from wgtune.tunable import pack_params
 
@@ -40,7 +40,8 @@ class RecordingShim:
 
     Each timed pass, when submitted, writes the next of ``timestamps`` (ns) into its query set;
     ``now()`` reads the next of ``clock``. ``error`` is what the next ``reported_error`` answers;
-    ``fail`` names a method that raises KernelError("driver says no").
+    ``fail`` names a method that raises KernelError("driver says no"); ``lost_reason`` is what
+    ``lost()`` answers (not recorded: it is asked after every wait).
     """
 
     MAP_READ, COPY_SRC, COPY_DST, UNIFORM, STORAGE, QUERY_RESOLVE = 1, 4, 8, 64, 128, 512
@@ -52,6 +53,10 @@ class RecordingShim:
         self.clock = list(clock)
         self.error = error
         self.fail = fail
+        self.lost_reason: str | None = None
+
+    def lost(self) -> str | None:
+        return self.lost_reason
 
     def _call(self, name: str, *details: Any) -> None:
         self.calls.append((name, *details))
@@ -269,6 +274,19 @@ def test_an_error_the_gpu_reported_is_raised_by_sync_and_by_reading_back():
     with pytest.raises(KernelError, match="out of range"):
         run_inline(device.read_buffer(buffer))
     assert shim.calls[-1][0] == "destroy_buffer"  # the staging buffer, even so
+
+
+def test_a_lost_device_is_device_lost_at_the_next_wait_not_a_candidates_kernel_error():
+    shim = RecordingShim(error="an error a lost device reports", fail="")
+    device = device_on(shim)
+    buffer = device.create_buffer(size=4)
+    shim.lost_reason = "unknown: GPU watchdog"
+    for wait in (device.sync, lambda: device.read_buffer(buffer)):
+        with pytest.raises(DeviceLost, match="the GPU device was lost: unknown: GPU watchdog"):
+            run_inline(wait())
+    shim.fail = "map_read"  # a readback the loss rejected says the loss, too
+    with pytest.raises(DeviceLost):
+        run_inline(device.read_buffer(buffer))
 
 
 def test_a_failed_readback_says_what_it_was_reading():

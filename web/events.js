@@ -4,6 +4,7 @@
 // redraw. Keeping every reaction here means a new panel is wired in one file, and no panel has
 // to know which others an event touches.
 
+import { $ } from "/dom.js";
 import { ui, idOf } from "/state.js";
 import { patchState } from "/keys.js";
 import { showProgress } from "/progress.js";
@@ -85,7 +86,26 @@ const handlers = {
     }
     if (event.ok) refreshCacheSoon();
   },
+  // The GPU device was lost (wgtune.js reopens one it opened itself): said in the page's status line.
+  "device-lost"(event) {
+    deviceStatus(`GPU device lost (${event.reason}${event.message ? `: ${event.message}` : ""}); reopening…`, "bad");
+  },
+  "device-reopened"(event) {
+    const again = event.retuning.length ? `; tuning again: ${event.retuning.join(", ")}` : "";
+    deviceStatus(`GPU device lost and reopened${again}`, "ok");
+    refreshKeysSoon();
+  },
+  "device-gone"(event) {
+    deviceStatus(`GPU device lost: ${event.reason}`, "bad");
+  },
 };
+
+function deviceStatus(text, tone) {
+  const status = $("status");
+  status.textContent = text;
+  status.classList.toggle("ok", tone === "ok");
+  status.classList.toggle("bad", tone === "bad");
+}
 
 /**
  * Events come from inside Python's tune: a throw here would land in the tune, so none escapes.

@@ -107,6 +107,7 @@ export async function loadWgtune({
 } = {}) {
   const started = performance.now();
   let adapter = null;
+  const ownDevice = !device;
   if (!device) {
     onStatus("Opening WebGPU…");
     ({ adapter, device } = await openDevice());
@@ -189,5 +190,37 @@ export async function loadWgtune({
       return () => listeners.delete(listener);
     },
   };
+  watchForLoss(api, device, ownDevice, (event) => notify(JSON.stringify(event)));
   return api;
+}
+
+// A device lost more often than this in a row is given up on: something keeps losing it.
+const MAX_REOPENS = 3;
+
+/**
+ * When the GPU device is lost (a driver reset, the browser's GPU watchdog stopping a kernel that
+ * ran too long), say so with a "device-lost" event; on a device wgtune opened itself, open a new
+ * one and go on there (session.reopen: the interrupted tunes start again without the candidate
+ * that was running), then say "device-reopened". An embedding page's own device is its own to
+ * replace.
+ */
+function watchForLoss(api, device, ownDevice, emit, reopens = 0) {
+  device.lost.then(async (info) => {
+    emit({ type: "device-lost", reason: info.reason ?? "unknown", message: info.message ?? "" });
+    if (!ownDevice) return;
+    if (reopens >= MAX_REOPENS) {
+      emit({ type: "device-gone", reason: `the GPU device was lost ${reopens + 1} times; reload the page` });
+      return;
+    }
+    try {
+      const { adapter, device: fresh } = await openDevice();
+      api.adapterInfo = describeAdapter(adapter, fresh);
+      const again = await py(() => api.session.reopen(fresh, api.pyodide.toPy(api.adapterInfo)));
+      api.device = fresh;
+      emit({ type: "device-reopened", retuning: again.toJs() });
+      watchForLoss(api, fresh, ownDevice, emit, reopens + 1);
+    } catch (error) {
+      emit({ type: "device-gone", reason: `no new GPU device: ${error.message ?? error}` });
+    }
+  });
 }
