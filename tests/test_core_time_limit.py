@@ -12,6 +12,8 @@ from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_
 from wgtune import Config, ConfigError, DeviceLost, Measured, NoValidKernelFound, Timeout
 from wgtune.time_limit import FIRST_LIMIT, FLOOR, RELATIVE_FACTOR, TimeLimit
 
+pytestmark = pytest.mark.core
+
 STALL = 0.15
 
 
