@@ -134,7 +134,7 @@ def test_a_device_lost_during_a_first_launch_names_that_candidate_and_it_can_be_
     again = make_tuner(fresh)
     again.rule_out(tunables, key, "hangs", "the device was lost during its first launch")
     assert again.execute(tunables, call(fresh, [1.0])).name == "steady"
-    steady, hangs, slower = again.results(tunables, key)
+    _steady, hangs, slower = again.results(tunables, key)
     assert isinstance(hangs, Timeout) and hangs.reason == "the device was lost during its first launch"
     assert fresh.dispatches["hangs"] == 0 and isinstance(slower, Measured)
     with pytest.raises(ConfigError, match="no candidate 'nope'"):
