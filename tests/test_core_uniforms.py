@@ -8,7 +8,7 @@ import pytest
 from fakes import kernel
 
 from wgtune import ConfigError
-from wgtune.uniforms import uniform_bytes
+from wgtune.uniforms import param_names, params_by_name, uniform_bytes
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
@@ -71,3 +71,26 @@ def test_a_uniform_that_is_no_struct_or_a_source_beyond_reflection_packs_by_pyth
     assert uniform_bytes(kernel("u", wgsl="this is not WGSL {"), (7,), binding=2) == struct.pack("<I12x", 7)
     # No uniform at that binding (the call has another number of buffers): the plain rule too.
     assert uniform_bytes(kernel("k", wgsl=SOURCE), (7,), binding=5) == struct.pack("<I12x", 7)
+
+
+def test_a_float_vector_uniform_types_every_param_and_zeroes_the_lanes_not_given():
+    floats = SOURCE.replace("var<uniform> uniforms: Uniforms", "var<uniform> p: vec4<f32>")
+    assert uniform_bytes(kernel("v", wgsl=floats), (2, 0.5), binding=2) == struct.pack("<4f", 2.0, 0.5, 0, 0)
+    array = SOURCE.replace("var<uniform> uniforms: Uniforms", "var<uniform> p: array<vec4<f32>, 1>")
+    assert uniform_bytes(kernel("a", wgsl=array), (3, 1.5), binding=2) == struct.pack("<If8x", 3, 1.5)  # plain rule
+    # An integer vector keeps a float's bits (kernels bitcast them back): the plain rule.
+    ints = SOURCE.replace("var<uniform> uniforms: Uniforms", "var<uniform> p: vec4<u32>")
+    assert uniform_bytes(kernel("i", wgsl=ints), (2, 2.0), binding=2) == struct.pack("<If8x", 2, 2.0)
+
+
+def test_params_by_name_follow_the_structs_field_order_and_name_what_is_wrong():
+    named = kernel("named", wgsl=SOURCE)
+    assert param_names(named) == ("rows", "cols", "scale", "offset", "eps")
+    values = {"eps": 1e-5, "offset": (1, 2, 3), "scale": 2, "cols": 8, "rows": 4}
+    assert params_by_name(named, values) == (4, 8, 2, (1, 2, 3), 1e-5)
+    with pytest.raises(ConfigError, match=r"named: params missing eps; unknown epsilon \(its uniform has rows"):
+        params_by_name(named, {**{k: v for k, v in values.items() if k != "eps"}, "epsilon": 1})
+    vector = kernel("vector", wgsl=SOURCE.replace("var<uniform> uniforms: Uniforms", "var<uniform> p: vec4<f32>"))
+    assert param_names(vector) is None
+    with pytest.raises(ConfigError, match="vector: params given by name, but its params uniform is not a struct"):
+        params_by_name(vector, {"n": 1})
