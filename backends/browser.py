@@ -36,12 +36,13 @@ from wgtune.tunable import Kernel
 
 from .webgpu import WebGPUDevice
 
-__all__ = ["BrowserDevice", "BrowserShim", "identity_of", "limits_of"]
+__all__ = ["BrowserDevice", "BrowserShim", "identity_of", "js_object", "limits_of"]
 
 
-def _js(value: Any) -> Any:
-    """A Python descriptor (dicts, lists, JS objects inside) as a plain JS object."""
+def js_object(value: Any) -> Any:
+    """A Python value (dicts, lists, JS objects inside) as plain JS: dicts as objects, not Maps."""
     return to_js(value, dict_converter=js.Object.fromEntries)
+
 
 
 def _absent(value: Any) -> bool:
@@ -76,7 +77,7 @@ class BrowserShim:
         self.STORAGE = int(usage.STORAGE)
         self.QUERY_RESOLVE = int(usage.QUERY_RESOLVE)
         self.create_command_encoder = gpu_device.createCommandEncoder
-        self._plain_pass = _js({})  # the descriptor of a pass without timestamps, made once
+        self._plain_pass = js_object({})  # the descriptor of a pass without timestamps, made once
         compute_pass = js.GPUComputePassEncoder
         self.set_pipeline = _unbound(compute_pass, "setPipeline")
         self.set_bind_group = _unbound(compute_pass, "setBindGroup")
@@ -125,7 +126,7 @@ class BrowserShim:
     # promise and a call back into Python (a read_buffer makes one buffer, a timed sample one).
 
     def create_buffer(self, size: int, usage: int) -> Any:
-        return self.gpu.createBuffer(_js({"size": size, "usage": usage}))
+        return self.gpu.createBuffer(js_object({"size": size, "usage": usage}))
 
     def write_buffer(self, buffer: Any, offset: int, data: bytes | memoryview) -> None:
         self.queue.writeBuffer(buffer, offset, to_js(memoryview(data)))
@@ -147,11 +148,11 @@ class BrowserShim:
         return bytes(data)
 
     def create_query_set(self, count: int) -> Any:
-        return self.gpu.createQuerySet(_js({"type": "timestamp", "count": count}))
+        return self.gpu.createQuerySet(js_object({"type": "timestamp", "count": count}))
 
     def timestamp_writes(self, query_set: Any, beginning_index: int, end_index: int) -> Any:
         """The whole pass descriptor, converted to JS once."""
-        return _js({"timestampWrites": {
+        return js_object({"timestampWrites": {
             "querySet": query_set, "beginningOfPassWriteIndex": beginning_index, "endOfPassWriteIndex": end_index,
         }})
 
@@ -160,7 +161,7 @@ class BrowserShim:
     async def compile_module(self, kernel: Kernel) -> tuple[Any, Any]:
         gpu = self.gpu
         gpu.pushErrorScope("validation")
-        module = gpu.createShaderModule(_js({"code": kernel.wgsl, "label": kernel.name}))
+        module = gpu.createShaderModule(js_object({"code": kernel.wgsl, "label": kernel.name}))
         problem = await gpu.popErrorScope()
         messages = await module.getCompilationInfo()
         errors = [
@@ -173,7 +174,7 @@ class BrowserShim:
             compute["constants"] = {name: float(value) for name, value in kernel.constants.items()}
         descriptor = {"layout": "auto", "compute": compute, "label": kernel.name}
         try:
-            pipeline = await gpu.createComputePipelineAsync(_js(descriptor))
+            pipeline = await gpu.createComputePipelineAsync(js_object(descriptor))
         except JsException as error:  # a GPUPipelineError: the pipeline's own validation failed
             raise KernelError(_message(error)) from None
         return pipeline, pipeline.getBindGroupLayout(0)
@@ -189,7 +190,7 @@ class BrowserShim:
         entries = [{"binding": i, "resource": {"buffer": b}} for i, b in buffers]
         self._push_scope()  # a binding error surfaces here, collected by reported_error()
         try:
-            return self.gpu.createBindGroup(_js({"layout": layout, "entries": entries}))
+            return self.gpu.createBindGroup(js_object({"layout": layout, "entries": entries}))
         finally:
             self._pop_scope()
 

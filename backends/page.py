@@ -37,7 +37,7 @@ from wgtune.tunable import Args, TunableSet
 from wgtune.tuner import Tuner
 
 from . import indexeddb
-from .browser import BrowserDevice
+from .browser import BrowserDevice, js_object
 
 __all__ = ["PageSession", "label_of"]
 
@@ -255,6 +255,16 @@ class PageSession:
             },
             "sets": sets,
         })
+
+    def define_set(self, spec: Any) -> Any:
+        """A set a page defines from JavaScript (``wgtune.defineSet``): see ``js_sets.py``."""
+        from .js_sets import define_set
+
+        return define_set(self, spec, to_js=js_object)
+
+    def notify_pending(self, set_name: str, key: Key) -> None:
+        """Tell the page a tune of ``key`` started (a set defined from JavaScript, say)."""
+        self._notify({"type": "pending", "set": set_name, "key": str(key)})
 
     def check(self, set_name: str, label: str) -> str:
         """The key's state; on a miss, the tune starts on the event loop and this says Pending."""

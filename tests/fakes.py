@@ -114,6 +114,11 @@ class FakeBuffer:
     def __repr__(self) -> str:
         return f"FakeBuffer({self.label or len(self.data)})"
 
+    @property
+    def size(self) -> int:
+        """Bytes, as a GPUBuffer's ``size`` says."""
+        return len(self.data)
+
 
 @dataclass(frozen=True)
 class FakePipeline:

@@ -8,6 +8,7 @@
 
 import { loadPyodide } from "/pyodide/pyodide.mjs";
 import { openDocuments } from "/idb.js";
+import { defineSet } from "./sets.js";
 
 /** Why wgtune cannot run here, with what to do about it (shown by the page). */
 export class WgtuneUnavailable extends Error {
@@ -185,6 +186,8 @@ export async function loadWgtune({
     clearCache: () => py(() => session.clear_cache()),
     /** Wait until winners tuned so far are written to IndexedDB. */
     flush: () => py(() => session.flush()),
+    /** Define a tunable set from JavaScript and tune it on your own buffers (see sets.js, wgtune.d.ts). */
+    defineSet: (spec) => defineSet(api, spec),
     on: (listener) => {
       listeners.add(listener);
       return () => listeners.delete(listener);

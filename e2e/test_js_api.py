@@ -1,0 +1,94 @@
+"""The JavaScript API for a web app's own kernels (issue 13): a set defined from JavaScript, tuned
+and run on the app's own GPUBuffers, with no Python written by the page."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Everything below runs in the page as an app would write it: its own buffers, its own WGSL.
+DEFINE_AND_TUNE = r"""
+async ({ n, uniform }) => {
+  const wgtune = window.wgtune;
+  const device = wgtune.device;
+  const params = uniform === "struct"
+    ? "struct Params { n: u32, scale: f32 }\n@group(0) @binding(2) var<uniform> p: Params;"
+    : "@group(0) @binding(2) var<uniform> p: vec4<f32>;";
+  const size = uniform === "struct" ? "p.n" : "u32(p.y)";
+  const scale = uniform === "struct" ? "p.scale" : "p.x";
+  const source = `
+${params}
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+override WG: u32 = 64u;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < ${size}) { y[g.x] = ${scale} * x[g.x]; }
+}`;
+  const x = new Float32Array(n).map((_, i) => i);
+  const xBuffer = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+  device.queue.writeBuffer(xBuffer, 0, x);
+  const yBuffer = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+
+  const set = await wgtune.defineSet({
+    name: `js_scale_${uniform}`,
+    candidates: [64, 128, 256].map((wg) => ({
+      name: `wg${wg}`, wgsl: source, constants: { WG: wg },
+      grid: (call) => [Math.ceil(n / wg)],
+    })),
+    key: (call) => ({ n, bytes: call.buffers.x }),
+  });
+  // 2.0 reaches Python as the int 2: the WGSL's f32 must still get 2.0.
+  const call = { buffers: { x: xBuffer, y: yBuffer }, params: uniform === "struct" ? { n, scale: 2.0 } : [2.0, n] };
+  const first = set.check(call);
+  const settled = await set.settle(call);
+  const ran = await set.execute(call);
+
+  const readback = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToBuffer(yBuffer, 0, readback, 0, 4 * n);
+  device.queue.submit([encoder.finish()]);
+  await readback.mapAsync(GPUMapMode.READ);
+  const y = Array.from(new Float32Array(readback.getMappedRange().slice(0)));
+  readback.unmap();
+  return { first, settled, ran, y, candidates: set.candidates, results: set.results(call) };
+}
+"""
+
+
+def test_a_set_defined_from_javascript_tunes_on_the_apps_buffers_with_an_f32_param_of_2(browser):
+    page, log = browser.open()
+    for uniform in ("struct", "vector"):
+        answer = page.evaluate(DEFINE_AND_TUNE, {"n": 1000, "uniform": uniform})
+        assert answer["candidates"] == ["wg64", "wg128", "wg256"]
+        assert answer["first"]["state"] in ("Pending", "Hit"), answer["first"]  # Hit: stored by an earlier run
+        assert answer["settled"]["state"] == "Hit" and answer["settled"]["key"] == {"n": 1000, "bytes": 4000}
+        assert answer["ran"]["ran"] == answer["settled"]["winner"]
+        np.testing.assert_array_equal(np.array(answer["y"], dtype=np.float32),
+                                      2.0 * np.arange(1000, dtype=np.float32))
+        assert len(answer["results"]) == 3 and any("median" in result for result in answer["results"])
+    assert log.errors == []
+    page.close()
+
+
+def test_a_set_or_call_described_wrong_is_an_error_that_says_what(browser):
+    page, log = browser.open()
+    problems = page.evaluate("""async () => {
+      const attempt = async (action) => { try { await action(); return null; } catch (error) { return error.message; } };
+      const good = { name: "js_errors", candidates: [{ name: "a", wgsl: "@compute @workgroup_size(1) fn main() {}",
+                                                      grid: [1] }] };
+      const set = await window.wgtune.defineSet(good);
+      return {
+        notObject: await attempt(() => window.wgtune.defineSet(42)),
+        unknownField: await attempt(() => window.wgtune.defineSet({ ...good, colour: "red" })),
+        badCandidate: await attempt(() => window.wgtune.defineSet({ name: "x", candidates: [{ name: "a" }] })),
+        badCall: await attempt(() => set.check({ params: [1] })),
+        badBuffers: await attempt(() => set.check({ buffers: 3 })),
+      };
+    }""")
+    assert "takes an object" in problems["notObject"] and "number" in problems["notObject"]
+    assert "unknown field(s) colour" in problems["unknownField"]
+    assert "candidate 'a'" in problems["badCandidate"] and "grid" in problems["badCandidate"]
+    assert "a call is {buffers, params}" in problems["badCall"]
+    assert "buffers must be an object by WGSL name or an array" in problems["badBuffers"]
+    assert log.errors == []
+    page.close()

@@ -1,0 +1,139 @@
+"""Sets defined as JavaScript defines them (``backends/js_sets.py``), natively on the fake device.
+
+JavaScript values arrive in Python as Pyodide's ``to_py`` makes them (dicts, lists, callables), so
+plain Python stands in for them here; the page test (e2e/test_js_api.py) runs the same in Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import pytest
+from fakes import FakeDevice, f32, make_tuner
+
+from wgtune import ConfigError, Hit, Measured, run_inline
+from wgtune.backends.js_sets import define_set
+
+SCALE = """
+struct Params { n: u32, scale: f32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+@compute @workgroup_size(WG) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    if (g.x < p.n) { y[g.x] = p.scale * x[g.x]; }
+}
+"""
+
+
+class Session:
+    """What a JsSet needs of the page's session: its tuner, and where a Pending key is told."""
+
+    def __init__(self, device: FakeDevice) -> None:
+        self.tuner = make_tuner(device)
+        self.pending: list[tuple[str, object]] = []
+
+    def notify_pending(self, set_name, key) -> None:
+        self.pending.append((set_name, key))
+
+
+def scale_kernel(buffers, params):
+    """The fake device's stand-in for SCALE: y = scale * x, reading params as the uniform packs them."""
+    x, y = buffers
+    n, scale = params
+    values = struct.unpack(f"<{len(x) // 4}f", x)
+    struct.pack_into(f"<{n}f", y, 0, *(scale * v for v in values[:n]))
+
+
+def spec(**overrides):
+    seen = []
+    candidates = []
+    for wg in (32, 64):
+        candidates.append({
+            "name": f"wg{wg}", "wgsl": SCALE.replace("WG", str(wg)),
+            # What JavaScript writes: Math.ceil(call.params.n / 64) (the view, as a dict here).
+            "grid": lambda call, wg=wg: seen.append(call) or [math.ceil(call["params"]["n"] / wg)],
+        })
+    described = {"name": "scale", "candidates": candidates, "key": lambda call: {"n": call["params"]["n"]}}
+    described.update(overrides)
+    return described, seen
+
+
+def test_a_set_defined_from_javascript_tunes_on_the_callers_buffers_with_params_by_name():
+    device = FakeDevice()
+    for name, seconds in (("wg32", 2e-3), ("wg64", 1e-3)):
+        device.script(name, duration=seconds, kernel=scale_kernel)
+    session = Session(device)
+    described, seen = spec()
+    js_set = define_set(session, described)
+    x, y = device.buffer([1.0, 2.0, 3.0, 4.0]), device.buffer([0.0] * 4)
+    call = {"buffers": {"x": x, "y": y}, "params": {"scale": 2, "n": 4}}  # 2: as a JavaScript 2.0 arrives
+
+    args = js_set.args(call)
+    assert args.params == (4, 2) and args.names == ("x", "y")
+    answer = json.loads(js_set.check(call))  # natively the tune runs inline
+    assert answer["state"] == "Hit" and answer["winner"] == "wg64" and answer["key"] == {"n": 4}
+    ran = json.loads(run_inline(js_set.execute(call)))
+    assert ran["ran"] == "wg64"
+    assert f32([2.0, 4.0, 6.0, 8.0]) == y.data
+    assert seen[0] == {"params": {"n": 4, "scale": 2}, "buffers": {"x": 16, "y": 16}}
+    assert isinstance(session.tuner.fastest(js_set.tunables, session.tuner.key(js_set.tunables, args)), Hit)
+    results = json.loads(js_set.results(call))
+    assert [r["name"] for r in results] == ["wg32", "wg64"] and all("median" in r for r in results)
+    assert isinstance(session.tuner.results(js_set.tunables, session.tuner.key(js_set.tunables, args))[1], Measured)
+
+
+def test_a_space_from_javascript_makes_its_candidates_from_a_render_function():
+    device = FakeDevice()
+    session = Session(device)
+    js_set = define_set(session, {
+        "name": "spaced",
+        "space": {"render": lambda point: SCALE.replace("WG", str(point["WG"])), "params": {"WG": [32, 64, 128]},
+                  "default": {"WG": 64}, "grid": lambda point, call: [call["params"]["n"] // point["WG"] + 1]},
+    })
+    assert [kernel.name for kernel in js_set.tunables.candidates] == ["spaced[WG=64]", "spaced[WG=32]",
+                                                                       "spaced[WG=128]"]
+    call = {"buffers": [device.buffer([1.0] * 4), device.buffer([0.0] * 4)], "params": [4, 2.0]}
+    assert json.loads(js_set.check(call))["state"] == "Hit"
+
+
+@pytest.mark.parametrize("bad, problem", [
+    ({"candidates": []}, "candidates must be a non-empty array"),
+    ({"candidates": [{"name": "a", "wgsl": SCALE, "grid": [1], "colour": "red"}]}, "candidate 'a': unknown field"),
+    ({"space": {}, "candidates": [{"name": "a", "wgsl": SCALE, "grid": [1]}]}, "give candidates .* or space"),
+    ({"shape": 1}, "unknown field\\(s\\) shape"),
+    ({"key": "n"}, "key must be a function"),
+    ({"search": {"budget": 3}}, "search: .*budget"),
+])
+def test_a_set_described_wrong_is_a_config_error_naming_the_field(bad, problem):
+    described, _ = spec(**bad)
+    with pytest.raises(ConfigError, match=problem):
+        define_set(Session(FakeDevice()), described)
+
+
+def test_a_call_described_wrong_is_a_config_error_naming_what_is_wrong():
+    device = FakeDevice()
+    js_set = define_set(Session(device), spec()[0])
+    x, y = device.buffer([1.0]), device.buffer([0.0])
+    for call, problem in (
+        ({"params": {"n": 1, "scale": 1}}, "a call is \\{buffers, params\\}"),
+        ({"buffers": {"x": x, "y": y}, "params": {"n": 1}}, "params missing scale"),
+        ({"buffers": {"x": x, "y": y}, "params": {"n": 1, "scale": float("nan")}}, "finite numbers"),
+        ({"buffers": {"x": x, "y": y}, "params": "n=1"}, "params must be an object by field name or an array"),
+        ({"buffers": x, "params": [1, 1.0]}, "buffers must be an object by WGSL name or an array"),
+    ):
+        with pytest.raises(ConfigError, match=problem):
+            js_set.check(call)
+
+
+def test_a_grid_function_that_answers_nonsense_fails_that_candidate_with_the_reason():
+    device = FakeDevice()
+    session = Session(device)
+    described, _ = spec()
+    described["candidates"][0]["grid"] = lambda call: ["many"]
+    js_set = define_set(session, described)
+    call = {"buffers": {"x": device.buffer([1.0]), "y": device.buffer([0.0])}, "params": {"n": 1, "scale": 1}}
+    assert json.loads(js_set.check(call))["winner"] == "wg64"
+    failed = session.tuner.results(js_set.tunables, session.tuner.key(js_set.tunables, js_set.args(call)))[0]
+    assert "workgroup counts are whole numbers" in failed.reason

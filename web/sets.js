@@ -1,0 +1,83 @@
+// Tunable sets defined from JavaScript: a web app's own kernels, tuned and run on its own buffers,
+// with no Python of its own. The set is turned into Python's TunableSet by backends/js_sets.py,
+// which documents every field; wgtune.d.ts types them.
+//
+//   const scale = await wgtune.defineSet({
+//     name: "scale",
+//     candidates: [64, 128, 256].map((wg) => ({
+//       name: `wg${wg}`, wgsl: SOURCE, constants: { WG: wg },
+//       grid: (call) => [Math.ceil(call.params.n / wg)],
+//     })),
+//     key: (call) => ({ n: call.params.n }),
+//   });
+//   const call = { buffers: { x: xBuffer, y: yBuffer }, params: { n: 1000, scale: 2.0 } };
+//   scale.check(call);              // {state: "Pending"}: the tune started
+//   await scale.execute(call);      // runs the fallback while Pending, then the winner
+//   await scale.settle(call);       // {state: "Hit", winner: "wg128", key: {n: 1000}}
+
+/** A Python exception as a JS Error whose message is the exception's own last line. */
+function pythonError(error) {
+  if (error?.type && typeof error.message === "string") {
+    const lines = error.message.trim().split("\n");
+    const clean = new Error(lines[lines.length - 1]);
+    clean.pythonType = error.type;
+    clean.traceback = error.message;
+    return clean;
+  }
+  return error;
+}
+
+function checkedCall(setName, call) {
+  if (call === null || typeof call !== "object" || !("buffers" in call)) {
+    throw new TypeError(`wgtune set ${setName}: a call is {buffers, params}, got ${describe(call)}`);
+  }
+  return call;
+}
+
+function describe(value) {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "object" ? `an object with ${Object.keys(value).join(", ") || "no fields"}` : typeof value;
+}
+
+/** Define a set from `spec` on the loaded wgtune (`api`); resolves to the set's handle. */
+export async function defineSet(api, spec) {
+  if (spec === null || typeof spec !== "object") {
+    throw new TypeError(`wgtune.defineSet takes an object {name, candidates | space, key, ...}, got ${describe(spec)}`);
+  }
+  let handle;
+  try {
+    handle = api.session.define_set(spec);
+  } catch (error) {
+    throw pythonError(error);
+  }
+  const name = handle.name;
+  const sync = (method) => (call) => {
+    try {
+      return JSON.parse(handle[method](checkedCall(name, call)));
+    } catch (error) {
+      throw pythonError(error);
+    }
+  };
+  const later = (method) => async (call, ...rest) => {
+    try {
+      return JSON.parse(await handle[method](checkedCall(name, call), ...rest));
+    } catch (error) {
+      throw pythonError(error);
+    }
+  };
+  const settle = later("settle");
+  return {
+    name,
+    /** The candidates' names, in the set's order (candidate 0 is the fallback). */
+    candidates: handle.candidate_names().toJs(),
+    /** The call's state: {state: "Hit", winner} or {state: "Pending"} (a tune just started). */
+    check: sync("check"),
+    /** Run the winner on the call's buffers (the fallback while Pending); {ran, state, ...}. */
+    execute: later("execute"),
+    /** Wait until the call's key is no longer Pending ({timeout} s, default 600); its state. */
+    settle: (call, { timeout = 600 } = {}) => settle(call, timeout),
+    /** Every candidate's result for the call's key (median, samples, or failure and reason), or null. */
+    results: sync("results"),
+  };
+}
