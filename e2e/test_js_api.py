@@ -73,7 +73,9 @@ def test_a_set_defined_from_javascript_tunes_on_the_apps_buffers_with_an_f32_par
 def test_a_set_or_call_described_wrong_is_an_error_that_says_what(browser):
     page, log = browser.open()
     problems = page.evaluate("""async () => {
-      const attempt = async (action) => { try { await action(); return null; } catch (error) { return error.message; } };
+      const attempt = async (action) => {
+        try { await action(); return null; } catch (error) { return error.message; }
+      };
       const good = { name: "js_errors", candidates: [{ name: "a", wgsl: "@compute @workgroup_size(1) fn main() {}",
                                                       grid: [1] }] };
       const set = await window.wgtune.defineSet(good);
