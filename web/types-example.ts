@@ -1,0 +1,49 @@
+// An app's use of wgtune, type-checked against wgtune.d.ts (tests/test_typescript.py runs
+// `tsc --noEmit` on it). Not served or run: it shows, and checks, what the declarations allow.
+import { loadWgtune, type TunableSetHandle, type Wgtune } from "./wgtune.js";
+
+const SOURCE = `
+struct Params { n: u32, scale: f32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+override WG: u32 = 64u;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < p.n) { y[g.x] = p.scale * x[g.x]; }
+}`;
+
+export async function scaleOnce(device: GPUDevice, x: GPUBuffer, y: GPUBuffer, n: number): Promise<string> {
+  const wgtune: Wgtune = await loadWgtune({ device, settings: { time_limit: 2 } });
+  const scale: TunableSetHandle = await wgtune.defineSet({
+    name: "scale",
+    candidates: [64, 128, 256].map((wg) => ({
+      name: `wg${wg}`,
+      wgsl: SOURCE,
+      constants: { WG: wg },
+      grid: (call) => [Math.ceil(n / wg)],
+    })),
+    key: (call) => ({ n, bytes: Array.isArray(call.buffers) ? call.buffers[0] : call.buffers.x }),
+  });
+  const call = { buffers: { x, y }, params: { n, scale: 2.0 } };
+  if (scale.check(call).state === "Pending") await scale.settle(call, { timeout: 120 });
+  const ran = await scale.execute(call);
+  wgtune.on((event) => {
+    if (event.type === "trial" && event.result.error === "Timeout") console.warn(event.result.reason);
+  });
+  return ran.ran;
+}
+
+export async function searchedSpace(wgtune: Wgtune): Promise<string[]> {
+  const spaced = await wgtune.defineSet({
+    name: "spaced",
+    space: {
+      render: (point) => SOURCE.replace("override WG: u32 = 64u;", `const WG: u32 = ${point.WG}u;`),
+      params: { WG: [32, 64, 128, 256] },
+      default: { WG: 64 },
+      grid: (point, call) => [Math.ceil(Number((call.params as Record<string, number>).n) / Number(point.WG))],
+    },
+    search: { strategy: "model", candidates: 0.5 },
+  });
+  return spaced.candidates;
+}

@@ -1,0 +1,197 @@
+// TypeScript declarations of wgtune's JavaScript API (web/wgtune.js, web/sets.js).
+// Checked by tests/test_typescript.py: `tsc --noEmit` on web/types-example.ts, which uses them.
+/// <reference types="@webgpu/types" />
+
+/** Why wgtune cannot run in this browser, with what to do about it. */
+export declare class WgtuneUnavailable extends Error {
+  advice: string;
+}
+
+/** How tunes sample, named as the WGTUNE_* variables are natively, in lower case. */
+export interface TuneSettings {
+  policy?: "adaptive" | "fixed";
+  budget?: number;
+  max_samples?: number;
+  tolerance?: number;
+  confidence?: number;
+  warmups?: number;
+  samples?: number;
+  min_sample?: number;
+  /** Seconds one launch of a candidate may take before it is a Timeout result. */
+  time_limit?: number;
+}
+
+export interface LoadOptions {
+  /** The GPUDevice to tune on (default: wgtune opens the high-performance adapter's). */
+  device?: GPUDevice | null;
+  /** Loading progress, as text. */
+  onStatus?: (text: string) => void;
+  /** Tune progress and device events. */
+  onEvent?: (event: WgtuneEvent) => void;
+  /** The IndexedDB database name (default "wgtune"). */
+  database?: string;
+  settings?: TuneSettings;
+  /** Where wgtune's assets (Pyodide, the wheel) are served from (default: beside wgtune.js). */
+  baseUrl?: string | URL;
+  /** Register the demo's sets and keys (the demo page does; a library user need not). */
+  demo?: boolean;
+}
+
+export type KeyState = "Hit" | "Miss" | "Pending" | "Unchecked";
+
+/** A candidate's result: its timing, or its failure with the reason. */
+export interface CandidateResult {
+  name: string;
+  index?: number;
+  median?: number;
+  min?: number;
+  max?: number;
+  samples?: number[];
+  eliminated_early?: boolean;
+  error?: "Skip" | "InvalidSamples" | "Unknown" | "Launch" | "Mismatch" | "Timeout";
+  reason?: string;
+}
+
+export type WgtuneEvent =
+  | { type: "pending"; set: string; key: string }
+  | { type: "started"; set: string; key: string; candidates: number }
+  | { type: "trial"; set: string; key: string; index: number; result: CandidateResult; wall: number }
+  | { type: "finished"; set: string; key: string; winner: string; stored: boolean | "pending";
+      confidence: unknown; short_circuit: number | null }
+  | { type: "failed"; set: string; key: string; reason: string }
+  | { type: "record"; record: unknown }
+  | { type: "stored"; set: string; table: string; key: string; ok: boolean; reason: string | null }
+  | { type: "device-lost"; reason: string; message: string }
+  | { type: "device-reopened"; retuning: string[] }
+  | { type: "device-gone"; reason: string };
+
+/** A number or nested numbers (a vector field, an array field). */
+export type ParamValue = number | ParamValue[];
+
+/**
+ * One call of a set: the app's own buffers, by the WGSL's variable names or in binding order,
+ * and the params of its uniform, by the uniform struct's field names or in order. Each param is
+ * packed as the WGSL declares it (a 2.0 fills an f32 as 2.0).
+ */
+export interface Call {
+  buffers: Record<string, GPUBuffer> | GPUBuffer[];
+  params?: Record<string, ParamValue> | ParamValue[];
+}
+
+/**
+ * What a set's functions see of a call (also of the benchmark's copies of it): its params as
+ * given (by name when the uniform is a struct), and each buffer's size in bytes.
+ */
+export interface CallView {
+  params: Record<string, ParamValue> | ParamValue[];
+  buffers: Record<string, number> | number[];
+}
+
+/** Workgroup counts: [x], [x, y] or [x, y, z]. */
+export type Grid = [number] | [number, number] | [number, number, number];
+
+/** The autotune key: calls with equal keys share one tune and one winner. */
+export type Key = Record<string, number | string | boolean>;
+
+export interface Candidate {
+  name: string;
+  wgsl: string;
+  grid: ((call: CallView) => Grid) | Grid;
+  entryPoint?: string;
+  /** Values of the WGSL's `override` constants, by name or numeric @id. */
+  constants?: Record<string, number | boolean>;
+  workgroupSize?: [number, number, number];
+  workgroupStorage?: number;
+  /** WebGPU features the WGSL needs ("shader-f16", "subgroups"). */
+  features?: string[];
+  priority?: number;
+  /** This stage's own uniform values, when they are not the call's params. */
+  params?: (call: CallView) => ParamValue[];
+  /** Further stages, dispatched after this one in the same pass (a two-pass reduction). */
+  then?: Candidate[];
+}
+
+/** A point of a parameter space: parameter name -> value. */
+export type Point = Record<string, number | string | boolean>;
+
+/** One source (or a renderer) and lists of parameter values: one candidate per admitted point. */
+export interface Space {
+  name?: string;
+  /** WGSL whose `override` declarations take the parameters of the same names. */
+  source?: string;
+  /** Or: the WGSL of one point (any template engine). */
+  render?: (point: Point) => string;
+  params: Record<string, Array<number | string | boolean>>;
+  /** Your configuration: candidate 0, the fallback. */
+  default: Point;
+  grid: (point: Point, call: CallView) => Grid;
+  restrict?: (point: Point) => boolean;
+  constants?: (point: Point) => Record<string, number | boolean>;
+  workgroupSize?: ((point: Point) => [number, number, number]) | [number, number, number];
+  entryPoint?: string;
+  features?: string[];
+}
+
+export interface SetSpec {
+  name: string;
+  candidates?: Candidate[];
+  space?: Space;
+  /** The call's autotune key (default: its params). */
+  key?: (call: CallView) => Key;
+  /** The buffers output checks compare (default: candidate 0's read_write bindings). */
+  outputs?: Array<string | number>;
+  outputType?: string | string[];
+  atol?: number | number[];
+  rtol?: number | number[];
+  /** The expected outputs, one typed array per output, from the inputs' bytes. */
+  reference?: (call: CallView, inputs: Uint8Array[]) => ArrayBufferView[];
+  /** For a space too large to try whole: how much of it a tune measures. */
+  search?: { strategy?: "model" | "random"; candidates?: number; seconds?: number; seed?: number };
+}
+
+export interface KeyAnswer {
+  set: string;
+  key: Key;
+  state: KeyState;
+  winner?: string;
+  failure?: string;
+}
+
+export interface TunableSetHandle {
+  readonly name: string;
+  /** The candidates' names, in the set's order (candidate 0 is the fallback). */
+  readonly candidates: string[];
+  /** The call's state; on a miss the tune starts and this says Pending. */
+  check(call: Call): KeyAnswer;
+  /** Run the winner on the call (the fallback while Pending). */
+  execute(call: Call): Promise<KeyAnswer & { ran: string }>;
+  /** Wait until the call's key is no longer Pending. */
+  settle(call: Call, options?: { timeout?: number }): Promise<KeyAnswer>;
+  /** Every candidate's result for the call's key, or null before a tune decided it. */
+  results(call: Call): CandidateResult[] | null;
+}
+
+export interface Wgtune {
+  readonly version: string;
+  readonly device: GPUDevice;
+  readonly adapterInfo: Record<string, unknown>;
+  readonly readyMs: number;
+  /** Define a tunable set from JavaScript: your kernels, tuned on your buffers. */
+  defineSet(spec: SetSpec): Promise<TunableSetHandle>;
+  /** The demo's (and registered) sets and keys, by label. */
+  catalogue(): unknown;
+  check(set: string, key: string): KeyAnswer;
+  execute(set: string, key: string, options?: { output?: boolean }): Promise<KeyAnswer & { ran: string }>;
+  settle(set: string, key: string, options?: { timeout?: number }): Promise<KeyAnswer>;
+  records(): unknown[];
+  cache(): Promise<unknown>;
+  exportCache(): Promise<string>;
+  /** Merge an export (native or browser) into IndexedDB; how many entries. */
+  importCache(text: string): Promise<number>;
+  clearCache(): Promise<number>;
+  flush(): Promise<void>;
+  /** Listen to events; returns the function that stops listening. */
+  on(listener: (event: WgtuneEvent) => void): () => void;
+}
+
+export declare function loadWgtune(options?: LoadOptions): Promise<Wgtune>;
