@@ -85,6 +85,8 @@ def test_a_set_or_call_described_wrong_is_an_error_that_says_what(browser):
         badCandidate: await attempt(() => window.wgtune.defineSet({ name: "x", candidates: [{ name: "a" }] })),
         badCall: await attempt(() => set.check({ params: [1] })),
         badBuffers: await attempt(() => set.check({ buffers: 3 })),
+        nullLabels: await attempt(() => window.wgtune.check(null, null)),
+        handleAsLabel: await attempt(() => window.wgtune.settle(set, "1000")),
       };
     }""")
     assert "takes an object" in problems["notObject"] and "number" in problems["notObject"]
@@ -92,5 +94,7 @@ def test_a_set_or_call_described_wrong_is_an_error_that_says_what(browser):
     assert "candidate 'a'" in problems["badCandidate"] and "grid" in problems["badCandidate"]
     assert "a call is {buffers, params}" in problems["badCall"]
     assert "buffers must be an object by WGSL name or an array" in problems["badBuffers"]
+    assert problems["nullLabels"] == "wgtune.check(set, key): the set must be a string label, got null"
+    assert "for a set from defineSet, call its handle: set.check(call)" in problems["handleAsLabel"]
     assert log.errors == []
     page.close()

@@ -280,6 +280,7 @@ def test_the_page_loads_with_no_console_errors_and_describes_the_adapter(browser
     # that quantizes timestamps may read every empty pass as 0 on a fast GPU, hence >= 0.
     grain = catalogue["clock_grain"]
     assert catalogue["timing"] == "gpu-timestamp" and math.isfinite(grain) and 0 <= grain < 1e-2
+    assert page.locator("#timing-warning").count() == 0  # timestamps: nothing to warn of
     assert shown_grain(page) == pytest.approx(grain, rel=6e-3)
     assert page.locator('tr[data-key="matmul/128x128x128"]').count() == 1
     assert log.errors == []
@@ -337,6 +338,8 @@ def test_without_timestamp_queries_the_wall_clock_times_the_tune(browser):
     grain = catalogue["clock_grain"]
     assert math.isfinite(grain) and 0 < grain < 1e-1
     assert shown_grain(page) == pytest.approx(grain, rel=6e-3)
+    warning = page.locator("#timing-warning").inner_text()  # said, not left to guess
+    assert "No GPU timestamps on this device (no timestamp-query)" in warning and "wall clock" in warning
     assert state(page, "fma", "262144")["state"] == "Pending"
     done = settle(page, "fma", "262144")
     assert done["state"] == "Hit"

@@ -6,7 +6,7 @@
 // in as a model (candidates.js builds it), so this file knows nothing of keys, tunes or state;
 // the wording of times and failures is format.js's, shared with the panels.
 
-import { earlyText, failureText, formatNumber, formatSeconds, unitFor } from "/format.js";
+import { earlyText, failureText, formatNumber, formatSeconds, plural, unitFor } from "/format.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -194,7 +194,7 @@ function drawTiming(row, result, x, middle) {
   }
   const median = formatSeconds(result.median);
   row.append(el("text", { class: "value", x: PLOT_RIGHT + 8, y: middle + 4 }, early ? `~${median}` : median));
-  const samples = result.samples?.length ? `, ${result.samples.length} samples` : "";
+  const samples = result.samples?.length ? `, ${plural(result.samples.length, "sample")}` : "";
   row.append(el("title", {}, `${result.name}: median ${median}, ` +
     `min ${formatSeconds(result.min)}, max ${formatSeconds(result.max)}${samples} (${result.timing ?? "?"} timing)` +
     (early ? `; ${early}` : "")));

@@ -29,5 +29,18 @@ export function renderAdapter(info, catalogue) {
     dd.dataset.fact = term.toLowerCase().replace(/[^a-z]+/g, "-").replace(/^-|-$/g, "");
     nodes.push(dt, dd);
   }
+  if (catalogue.timing !== "gpu-timestamp") {
+    // Without timestamp queries every sample is timed by the wall clock around a full sync: a
+    // coarser clock, so samples must be longer and tunes take more time. Said, not left to guess.
+    const warning = document.createElement("p");
+    warning.className = "warning";
+    warning.id = "timing-warning";
+    warning.textContent = `No GPU timestamps on this device (${info.timestampQuery ? "turned off" : "no timestamp-query"}): ` +
+      `kernels are timed by the wall clock, whose grain here is ${formatSeconds(catalogue.clock_grain)}, ` +
+      "so each sample runs longer and tunes take more time. Open the device with the timestamp-query feature " +
+      "for finer, faster tunes.";
+    $("timing-warning")?.remove();
+    $("adapter").after(warning);
+  }
   $("adapter").replaceChildren(...nodes);
 }

@@ -83,13 +83,15 @@ export function failureText(result) {
  */
 export function phaseText(tune) {
   const done = tune.results.filter(Boolean).length;
+  // Candidates the plan or the search did not run come as Skip results: not "tried".
+  const tried = tune.results.filter((result) => result && result.error !== "Skip").length;
   switch (tune.phase) {
     case "pending":
       return "Pending: the tune starts…";
     case "running":
       return tune.total ? `Pending: candidate ${Math.min(done + 1, tune.total)} of ${tune.total}` : "Pending";
     case "done":
-      return `Winner: ${tune.winner} (${done} of ${tune.total ?? done} candidates tried; ` +
+      return `Winner: ${tune.winner} (${tried} of ${tune.total ?? done} candidates tried; ` +
         `${tune.stored === "pending" ? "storing…" : tune.stored === true ? "stored" : "not stored"})` +
         (tune.shortCircuit ? `; it met the short-circuit limit` : "") +
         (tune.confidence ? `; confidence vs ${tune.confidence.runner_up}: ${formatConfidence(tune.confidence)}` : "");

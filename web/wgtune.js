@@ -162,6 +162,7 @@ export async function loadWgtune({
     catalogue: () => JSON.parse(session.catalogue()),
     /** The key's state: {state: "Hit", winner} or {state: "Pending"} (a tune just started or running). */
     check: (set, key) => {
+      labels("check", set, key);
       try {
         return JSON.parse(session.check(set, key));
       } catch (error) {
@@ -169,13 +170,14 @@ export async function loadWgtune({
       }
     },
     /** Run the key's winner, or the fallback while Pending. {output: true} adds the output (base64). */
-    execute: (set, key, { output = false } = {}) => py(async () => JSON.parse(await session.execute(set, key, output))),
+    execute: (set, key, { output = false } = {}) =>
+      py(async () => JSON.parse(await session.execute(...labels("execute", set, key), output))),
     /**
      * Wait until the key is no longer Pending; its state. `timeout` (seconds, default 600) only
      * guards against a tune that never ends: a matmul tune takes a minute on a CPU adapter.
      */
     settle: (set, key, { timeout = 600 } = {}) =>
-      py(async () => JSON.parse(await session.settle(set, key, timeout))),
+      py(async () => JSON.parse(await session.settle(...labels("settle", set, key), timeout))),
     /** The tune records of this page load. */
     records: () => JSON.parse(session.records_json()),
     /** Every stored winner of every device, as an export document (what `wgtune cache export` writes). */
@@ -195,6 +197,22 @@ export async function loadWgtune({
   };
   watchForLoss(api, device, ownDevice, (event) => notify(JSON.stringify(event)));
   return api;
+}
+
+/**
+ * The (set, key) labels of a registered key, checked: a set name and a key label as the catalogue
+ * gives them ("matmul", "128x128x128"). A set defined with defineSet is called through its handle.
+ */
+function labels(method, set, key) {
+  for (const [what, value] of [["set", set], ["key", key]]) {
+    if (typeof value !== "string") {
+      const got = value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+      const hint = typeof set === "object" && set !== null
+        ? "; for a set from defineSet, call its handle: set.check(call)" : "";
+      throw new TypeError(`wgtune.${method}(set, key): the ${what} must be a string label, got ${got}${hint}`);
+    }
+  }
+  return [set, key];
 }
 
 // A device lost more often than this in a row is given up on: something keeps losing it.
