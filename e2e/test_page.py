@@ -720,6 +720,31 @@ def test_a_native_export_imports_in_the_page_and_a_page_export_imports_natively(
     page.close()
 
 
+def test_clear_asks_first_saying_how_many_winners_of_how_many_devices_go(browser):
+    page, log = browser.open()
+    if state(page, "fma", "100003")["state"] == "Pending":
+        settle(page, "fma", "100003")
+    page.evaluate("window.wgtune.flush()")
+    page.locator("#cache-refresh").click()
+    asked = []
+
+    def answer(dialog, accept):
+        asked.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda dialog: answer(dialog, False))
+    page.locator("#cache-clear").click()
+    page.wait_for_function("document.querySelector('#cache-message').textContent === 'Nothing cleared.'")
+    assert "stored winner" in asked[0] and "device namespace" in asked[0] and "Export first" in asked[0]
+    assert page.evaluate("window.wgtune.cache()")["namespaces"], "dismissed: nothing may go"
+    page.once("dialog", lambda dialog: answer(dialog, True))
+    page.locator("#cache-clear").click()
+    page.wait_for_function("document.querySelector('#cache-message').textContent.startsWith('Cleared')")
+    assert page.evaluate("window.wgtune.cache()")["namespaces"] == []
+    assert log.errors == []
+    page.close()
+
+
 def test_a_bad_import_file_is_refused_with_a_reason_and_loses_nothing(browser, tmp_path):
     page, log = browser.open()
     before = page.evaluate("window.wgtune.cache()")

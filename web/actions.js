@@ -98,6 +98,25 @@ function tuneAllSummary({ tuned, failed }) {
 // Stored winners.
 
 export async function clearStore() {
+  // Every device's winners go, not only this one's: asked first, with what would be lost.
+  let stored;
+  try {
+    stored = (await ui.api.cache()).namespaces ?? [];
+  } catch (error) {
+    message("cache-message", `Clear failed: could not read the stored winners: ${error.message}`, true);
+    return;
+  }
+  const winners = stored.reduce((sum, namespace) => sum + (namespace.entries?.length ?? 0), 0);
+  if (winners === 0) {
+    message("cache-message", "Nothing stored to clear.");
+    return;
+  }
+  const question = `Forget ${plural(winners, "stored winner")} of ${plural(stored.length, "device namespace")}? ` +
+    "Every device's winners go, and their keys are tuned again. Export first to keep a copy.";
+  if (!window.confirm(question)) {
+    message("cache-message", "Nothing cleared.");
+    return;
+  }
   try {
     const count = await ui.api.clearCache();
     // This page's finished tunes described winners that are gone now: the chart follows the store.
