@@ -88,7 +88,13 @@ def page_config(settings: dict) -> Config:
     if unknown:
         raise ConfigError(f"unknown page setting(s) {', '.join(unknown)}; known: {', '.join(PAGE_SETTINGS)}")
     env = {f"WGTUNE_{name.upper()}": str(value) for name, value in settings.items()}
-    return Config.from_env(env, log_level=LogLevel.DISABLED)
+    try:
+        return Config.from_env(env, log_level=LogLevel.DISABLED)
+    except ConfigError as error:  # said as the page's setting, not as the variable it is read as
+        text = str(error)
+        for name in settings:
+            text = text.replace(f"WGTUNE_{name.upper()}=", f"the page setting {name}=")
+        raise ConfigError(text) from None
 
 
 class PageSession:
