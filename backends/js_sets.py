@@ -36,6 +36,7 @@ import asyncio
 import json
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -46,7 +47,11 @@ from wgtune.state import Hit, Pending
 from wgtune.tunable import Args, Kernel, TunableSet
 from wgtune.uniforms import param_names, params_by_name
 
-__all__ = ["JsSet", "define_set"]
+__all__ = ["RECENT_CALLS", "JsSet", "define_set"]
+
+RECENT_CALLS = 64
+"""Calls (buffers and params) a set keeps as Args, most recent first, so a repeated call makes no
+new bind groups."""
 
 _CANDIDATE_FIELDS = {"name", "wgsl", "grid", "entryPoint", "constants", "workgroupSize", "workgroupStorage",
                      "features", "priority", "params", "then"}
@@ -248,6 +253,7 @@ class JsSet:
         self.session = session
         self.tunables = tunables
         self._calls = calls
+        self._recent: OrderedDict[tuple, Args] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -270,11 +276,26 @@ class JsSet:
         for value in _flat(params):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ConfigError(f"set {self.name!r}: params must be finite numbers, got {value!r}")
+        params = _frozen(params)
         if isinstance(buffers, Mapping):
-            return Args({str(name): buffer for name, buffer in buffers.items()}, tuple(params))
-        if isinstance(buffers, (list, tuple)):
-            return Args(tuple(buffers), tuple(params))
-        raise ConfigError(f"set {self.name!r}: buffers must be an object by WGSL name or an array, got {buffers!r}")
+            named = tuple((str(name), buffer) for name, buffer in buffers.items())
+        elif isinstance(buffers, (list, tuple)):
+            named = tuple((None, buffer) for buffer in buffers)
+        else:
+            raise ConfigError(f"set {self.name!r}: buffers must be an object by WGSL name or an array, got {buffers!r}")
+        # The same buffers and params again (a frame's kernels, say): the same Args, whose bind
+        # groups and uniform the device made on the first call (``Args.cache``).
+        same = (tuple((name, getattr(buffer, "js_id", None) or id(buffer)) for name, buffer in named), params)
+        args = self._recent.get(same)
+        if args is None:
+            by_name = isinstance(buffers, Mapping)
+            args = Args(dict(named) if by_name else tuple(buffer for _, buffer in named), params)
+            self._recent[same] = args
+            if len(self._recent) > RECENT_CALLS:
+                self._recent.popitem(last=False)
+        else:
+            self._recent.move_to_end(same)
+        return args
 
     def _answer(self, args: Args) -> dict:
         tuner = self.session.tuner
@@ -326,6 +347,11 @@ class JsSet:
         key = self.session.tuner.key(self.tunables, args)
         results = self.session.tuner.results(self.tunables, key)
         return json.dumps(None if results is None else [result_to_json(result) for result in results])
+
+
+def _frozen(values: Sequence[Any]) -> tuple:
+    """Params with nested lists (a vector field's values) as tuples: hashable, as Args keeps them."""
+    return tuple(_frozen(value) if isinstance(value, (list, tuple)) else value for value in values)
 
 
 def _flat(values: Sequence[Any]) -> list[Any]:

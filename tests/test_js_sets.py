@@ -137,3 +137,13 @@ def test_a_grid_function_that_answers_nonsense_fails_that_candidate_with_the_rea
     assert json.loads(js_set.check(call))["winner"] == "wg64"
     failed = session.tuner.results(js_set.tunables, session.tuner.key(js_set.tunables, js_set.args(call)))[0]
     assert "workgroup counts are whole numbers" in failed.reason
+
+
+def test_the_same_buffers_and_params_again_are_the_same_args_so_no_new_bind_groups():
+    device = FakeDevice()
+    js_set = define_set(Session(device), spec()[0])
+    x, y = device.buffer([1.0]), device.buffer([0.0])
+    first = js_set.args({"buffers": {"x": x, "y": y}, "params": {"n": 1, "scale": 2}})
+    assert js_set.args({"buffers": {"x": x, "y": y}, "params": {"scale": 2, "n": 1}}) is first
+    assert js_set.args({"buffers": {"x": x, "y": y}, "params": {"n": 1, "scale": 3}}) is not first
+    assert js_set.args({"buffers": {"x": y, "y": x}, "params": {"n": 1, "scale": 2}}) is not first
