@@ -39,7 +39,8 @@ from wgtune.store import (
 )
 from wgtune.validate import parse_json
 
-from .sqlite_store import CacheDatabase, decode_row, entry_text
+from .sqlite_rows import decode_row, entry_text
+from .sqlite_store import CacheDatabase
 
 __all__ = ["IMPORT_LIMIT", "export_cache", "import_cache"]
 

@@ -42,68 +42,18 @@ from wgtune.errors import StoreError
 from wgtune.key import Key
 from wgtune.log import logger
 from wgtune.store import StoredEntry, canonical_namespace, check_namespace
-from wgtune.text import shown
 
 from .file_store import default_cache_dir, set_aside_if_not_sqlite
 from .sqlite_migrate import migrate_documents, now
+from .sqlite_rows import INSERT_IF_ABSENT, SCHEMA, SCHEMA_VERSION, UPSERT, decode_row, entry_text
 
-__all__ = [
-    "DATABASE_NAME",
-    "SCHEMA_VERSION",
-    "CacheDatabase",
-    "NamespaceSummary",
-    "SqliteStore",
-    "decode_row",
-    "entry_text",
-]
+__all__ = ["DATABASE_NAME", "CacheDatabase", "NamespaceSummary", "SqliteStore"]
 
 DATABASE_NAME = "wgtune.sqlite3"
-SCHEMA_VERSION = 1
 BUSY_TIMEOUT = 60.0
 """Seconds a writer waits for another process's transaction before failing (OSError)."""
 
-SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS namespaces (id INTEGER PRIMARY KEY, namespace TEXT NOT NULL UNIQUE)",
-    "CREATE TABLE IF NOT EXISTS entries (namespace_id INTEGER NOT NULL REFERENCES namespaces(id), "
-    "set_name TEXT NOT NULL, key TEXT NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (namespace_id, set_name, key))",
-    "CREATE TABLE IF NOT EXISTS damaged (id INTEGER PRIMARY KEY, namespace TEXT, set_name TEXT, key TEXT, "
-    "entry TEXT NOT NULL, reason TEXT NOT NULL, at TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS migrated (id INTEGER PRIMARY KEY, file TEXT NOT NULL, entries INTEGER NOT NULL, "
-    "at TEXT NOT NULL)",
-)
-
-UPSERT = ("INSERT INTO entries (namespace_id, set_name, key, entry) VALUES (?, ?, ?, ?) "
-          "ON CONFLICT (namespace_id, set_name, key) DO UPDATE SET entry = excluded.entry")
-INSERT_IF_ABSENT = ("INSERT INTO entries (namespace_id, set_name, key, entry) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (namespace_id, set_name, key) DO NOTHING")
-
 T = TypeVar("T")
-
-
-def entry_text(entry: StoredEntry) -> str:
-    """An entry's row text: its JSON (``StoredEntry.to_json``), compact, non-ASCII kept."""
-    return json.dumps(entry.to_json(), separators=(",", ":"), ensure_ascii=False)
-
-
-def decode_row(text: object) -> StoredEntry:
-    """A row's entry, every field checked (``StoredEntry.from_json``); StoreError naming what is wrong.
-
-    Rows are this store's own writes (``entry_text``), so the text is parsed with plain ``json``:
-    ``validate.parse_json``'s guards for outside text cost four times as much, and a load reads
-    every row of the namespace. What they guard against still cannot crash a load: nesting too deep
-    (RecursionError), a number too long (ValueError), a field of the wrong type or out of bounds
-    (``from_json``'s checks) each make the row damaged, skipped and kept aside."""
-    if not isinstance(text, str | bytes):
-        raise StoreError(f"the row holds {type(text).__name__}, not JSON text")
-    try:
-        obj = json.loads(text)
-    except (RecursionError, ValueError) as error:
-        raise StoreError(f"the row is not JSON: {shown(error, 200)}") from None
-    try:
-        return StoredEntry.from_json(obj)
-    except (RecursionError, TypeError, ValueError) as error:  # not expected past the checks: still a skip
-        raise StoreError(f"entry is malformed: {shown(error, 200)}") from None
 
 
 def _retry_while_locked(action: Callable[[], T], timeout: float) -> T:
