@@ -1,96 +1,206 @@
-"""The browser's store: winners kept in IndexedDB, one record per namespace.
+"""The browser's store: winners kept in IndexedDB, one record per entry.
 
-Each record's key is the namespace's canonical JSON, its value the very document the native file
-store writes (``wgtune.cache/1``), as text: an export made natively imports in the page and the
-reverse, with no conversion.
+Each record's key is ``[namespace, set, key]`` (the namespace's canonical JSON, the set's name,
+the key's canonical JSON), its value the entry's JSON text, ``StoredEntry.to_json()`` as a
+``wgtune.cache/1`` document holds it: an export made natively imports in the page and the
+reverse, with no conversion. A save writes its entries and nothing else, in one transaction, so
+tabs saving at once never lose each other's winners (a whole document per namespace, read,
+merged and written in separate transactions, did); an import is one transaction too.
 
-What happens to documents (merging, damaged data, export, import) is the core's
-(:mod:`wgtune.documents`); this module gives it a key-value store over IndexedDB,
-:class:`IndexedDBRecords`, and keeps the tuner's store protocol on top, :class:`IndexedDBStore`.
-IndexedDB is asynchronous and that protocol is not: :meth:`IndexedDBStore.open` reads the
-namespace before the tuner starts; :meth:`IndexedDBStore.save` updates memory at once and writes
-in the background, in order, merging with what another tab may have written meanwhile.
-:meth:`IndexedDBStore.flush` waits for the writes.
+:class:`IndexedDBEntries` is every namespace (the page's stored-winners panel, export, import,
+clear, the migration of version 1's documents); :class:`IndexedDBStore` is the tuner's store
+protocol for one namespace on top. IndexedDB is asynchronous and that protocol is not:
+:meth:`IndexedDBStore.open` reads the namespace before the tuner starts; :meth:`IndexedDBStore.save`
+updates memory at once and writes in the background, in order; :meth:`IndexedDBStore.read`
+reads one key's record (what a tab does once it holds the key's lock, ``tabs.py``).
 
-The requests themselves live in small JS helpers (``web/idb.js``) that return promises; this
-module receives them as ``idb``, an object with ``get(key)``, ``put(key, text)``,
-``remove(key)`` and ``entries()``. Anything with those coroutine methods works, so the store is
-tested natively on a dict.
+Damaged data is never trusted and never fatal: a record that does not decode is skipped (logged),
+the other winners stay; the next save of its key replaces it.
+
+The requests live in small JS helpers (``web/idb.js``) that return promises and pass lists as
+JSON text; this module receives them as ``idb``. Anything with those coroutine methods works, so
+the store is tested natively on a dict (``tests/test_indexeddb_store.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from wgtune.documents import DocumentStore
+from wgtune.errors import StoreError
 from wgtune.key import Key
-from wgtune.store import WRITE_PENDING, StoredEntry, canonical_namespace, check_namespace
+from wgtune.store import (
+    WRITE_PENDING,
+    StoredEntry,
+    canonical_namespace,
+    check_namespace,
+    decode_document_leniently,
+    decode_export,
+    encode_document,
+    encode_export,
+)
+from wgtune.text import shown
+from wgtune.validate import parse_json
 
-__all__ = ["IndexedDBRecords", "IndexedDBStore", "document_store"]
+__all__ = ["IndexedDBEntries", "IndexedDBStore", "decode_record", "record_of"]
 
 logger = logging.getLogger("wgtune")
 
 
-class IndexedDBRecords:
-    """The core's key-value store (:class:`~wgtune.documents.KeyValueStore`) over ``idb``
-    (``web/idb.js``'s helpers): one record per document, keyed by the namespace's canonical JSON.
+def record_of(namespace_text: str, entry: StoredEntry) -> list[str]:
+    """An entry as ``idb.putEntries`` writes it: ``[namespace, set, key, text]``."""
+    text = json.dumps(entry.to_json(), separators=(",", ":"), ensure_ascii=False)
+    return [namespace_text, entry.set_name, entry.key.to_json(), text]
 
-    IndexedDB offers no lock that spans tabs through these helpers, so :meth:`locked` holds
-    nothing: a write re-reads the record just before writing it, which keeps another tab's
-    entries unless both write one namespace at the same moment. No copies of damaged records are
-    kept: a damaged record reads as empty and the next write replaces it.
-    """
+
+def decode_record(set_name: object, key_text: object, text: object) -> StoredEntry:
+    """The entry of the record at ``[namespace, set_name, key_text]``, every field checked; a
+    StoreError naming what is wrong, also when the entry is not that set's and key's."""
+    if not isinstance(text, str):
+        raise StoreError(f"the record holds a {type(text).__name__}, not an entry's text")
+    entry = StoredEntry.from_json(parse_json(text))
+    if entry.set_name != set_name or entry.key.to_json() != key_text:
+        raise StoreError(f"the record of {shown(set_name)} [{shown(key_text)}] holds "
+                         f"{entry.set_name} [{entry.key.to_json()}]")
+    return entry
+
+
+def _rows(text: object, width: int) -> list[list]:
+    """A helper's JSON list of rows, each of ``width`` items (a page bug otherwise: StoreError)."""
+    rows = json.loads(str(text))
+    if not isinstance(rows, list) or not all(isinstance(row, list) and len(row) == width for row in rows):
+        raise StoreError(f"IndexedDB answered rows that are not lists of {width}")
+    return rows
+
+
+class IndexedDBEntries:
+    """Every namespace's winners in IndexedDB, over ``idb`` (``web/idb.js``'s helpers)."""
+
+    check_import = staticmethod(DocumentStore.check_import)
 
     def __init__(self, idb: Any) -> None:
         self.idb = idb
 
     def __repr__(self) -> str:
-        return f"IndexedDBRecords({getattr(self.idb, 'name', '?')!r})"
+        return f"IndexedDBEntries({getattr(self.idb, 'name', '?')!r})"
 
-    def name_for(self, namespace: dict) -> str:
-        return canonical_namespace(namespace)
+    # -- one namespace ------------------------------------------------------------------------
 
-    def describe(self, name: str) -> str:
-        return name
+    async def load(self, namespace: dict) -> list[StoredEntry]:
+        """Every readable entry of ``namespace`` (one request); damaged records are skipped, logged."""
+        text = canonical_namespace(check_namespace(namespace))
+        entries, problems = [], []
+        for set_name, key_text, value in _rows(await self.idb.namespaceEntries(text), 3):
+            try:
+                entries.append(decode_record(set_name, key_text, value))
+            except StoreError as error:
+                problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
+        if problems:
+            logger.warning("skipped %d damaged entr%s in IndexedDB: %s", len(problems),
+                           "y" if len(problems) == 1 else "ies", problems[0])
+        return entries
 
-    async def get(self, name: str) -> str | None:
-        text = await self.idb.get(name)
-        return str(text) if text else None  # JS undefined (no record) arrives as None
+    async def read(self, namespace: dict, set_name: str, key: Key) -> StoredEntry | None:
+        """One key's entry (one request), None when none is stored; a damaged one is None, logged."""
+        text = await self.idb.entry(canonical_namespace(namespace), set_name, key.to_json())
+        if text is None:  # JS undefined arrives as None
+            return None
+        try:
+            return decode_record(set_name, key.to_json(), text)
+        except StoreError as error:
+            logger.warning("ignoring the damaged stored winner of %s [%s]: %s", set_name, key, error)
+            return None
 
-    async def put(self, name: str, text: str) -> None:
-        await self.idb.put(name, text)
+    async def put(self, namespace: dict, entries: Iterable[StoredEntry]) -> None:
+        """Write ``entries`` in one transaction, each replacing the stored entry of its set and
+        key; every other entry stays. Raises what IndexedDB raised (nothing written then)."""
+        text = canonical_namespace(check_namespace(namespace))
+        records = [record_of(text, entry) for entry in entries]
+        if records:
+            await self.idb.putEntries(json.dumps(records, ensure_ascii=False))
 
-    async def remove(self, name: str) -> bool:
-        existed = await self.get(name) is not None
-        await self.idb.remove(name)
-        return existed
+    async def clear(self, namespace: dict) -> None:
+        """Forget every entry of ``namespace``, in one transaction."""
+        await self.idb.clearNamespace(canonical_namespace(check_namespace(namespace)))
 
-    async def names(self) -> list[str]:
-        return sorted(str(pair[0]) for pair in await self.idb.entries())
+    # -- every namespace ----------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def locked(self, name: str) -> AsyncIterator[None]:
-        yield
+    async def export(self) -> dict:
+        """Every readable entry as one ``wgtune.export/1`` document, a ``wgtune.cache/1`` document
+        per namespace (what ``wgtune cache export`` writes and reads). Damaged records and
+        namespaces are left out, logged."""
+        by_namespace: dict[str, list[StoredEntry]] = {}
+        problems = []
+        for namespace_text, set_name, key_text, value in _rows(await self.idb.allEntries(), 4):
+            try:
+                by_namespace.setdefault(str(namespace_text), []).append(decode_record(set_name, key_text, value))
+            except StoreError as error:
+                problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
+        documents = []
+        for namespace_text, entries in sorted(by_namespace.items()):
+            try:
+                namespace = check_namespace(json.loads(namespace_text))
+            except (ValueError, TypeError, AttributeError, StoreError) as error:
+                problems.append(f"namespace {shown(namespace_text)}: {error}")
+                continue
+            documents.append(encode_document(namespace, entries))
+        if problems:
+            logger.warning("not exporting %d damaged record(s): %s", len(problems), problems[0])
+        return encode_export(documents)
 
-    async def set_aside(self, name: str, *, keep_original: bool) -> None:
-        return None
+    async def import_document(self, obj: object) -> int:
+        """Merge an export (or one namespace document) into IndexedDB; the number of entries.
 
+        All of ``obj`` is checked first (a StoreError changes nothing), then written in one
+        transaction: each entry replaces the stored one of its namespace, set and key, every
+        other stored entry stays, and another tab importing at the same time loses nothing.
+        """
+        records = []
+        for namespace, entries in decode_export(obj):
+            text = canonical_namespace(check_namespace(namespace))
+            records.extend(record_of(text, entry) for entry in entries)
+        if records:
+            await self.idb.putEntries(json.dumps(records, ensure_ascii=False))
+        return len(records)
 
-def document_store(idb: Any) -> DocumentStore:
-    """Every namespace's documents in IndexedDB: the page's cache view, export, import, clear."""
-    return DocumentStore(IndexedDBRecords(idb))
+    async def clear_all(self) -> int:
+        """Forget every namespace, in one transaction; how many namespaces had winners."""
+        return int(await self.idb.clearAll())
+
+    async def migrate(self) -> int:
+        """Move the documents of version 1 (one per namespace) into records; how many entries.
+
+        Each document in one transaction: its entries are added where no entry is stored (a
+        winner another tab wrote since is newer), then the document is deleted. A document that
+        cannot be read, or has damaged entries, is kept where it is (logged) after its good
+        entries moved: nothing is lost, and a person can look at it.
+        """
+        moved = 0
+        for name, text in _rows(await self.idb.oldDocuments(), 2):
+            try:
+                namespace, entries, problems = decode_document_leniently(parse_json(str(text)))
+                namespace_text = canonical_namespace(check_namespace(namespace))
+            except StoreError as error:
+                logger.warning("kept the damaged cache document %s in IndexedDB: %s", name, error)
+                continue
+            records = [record_of(namespace_text, entry) for entry in entries]
+            if problems:
+                logger.warning("kept the cache document %s in IndexedDB: %d damaged entr%s: %s", name,
+                               len(problems), "y" if len(problems) == 1 else "ies", problems[0])
+            moved += int(await self.idb.migrateDocument(str(name), json.dumps(records, ensure_ascii=False),
+                                                        bool(problems)))
+        return moved
 
 
 class IndexedDBStore:
     """One namespace's winners in IndexedDB (see the module doc). Build with :meth:`open`."""
 
     def __init__(self, idb: Any, namespace: dict, entries: Iterable[StoredEntry] = ()) -> None:
-        self.idb = idb
-        self.documents = document_store(idb)
+        self.database = IndexedDBEntries(idb)
         self.namespace: dict = check_namespace(namespace)
         self.record_key = canonical_namespace(self.namespace)
         self._entries = {entry.slot: entry for entry in entries}
@@ -101,12 +211,12 @@ class IndexedDBStore:
         """The last background write that failed, if any (also logged as a warning)."""
         self.on_written: Callable[[list[StoredEntry], BaseException | None], None] | None = None
         """Told of each background write as it ends: the entries, and the error if it failed
-        (the page turns its records' "pending" into stored or not)."""
+        (the page turns its records' "pending" into stored or not, and tells the other tabs)."""
 
     @classmethod
     async def open(cls, idb: Any, namespace: dict) -> IndexedDBStore:
-        """Read ``namespace``'s document; a damaged one reads as empty (logged)."""
-        return cls(idb, namespace, await document_store(idb).load(namespace))
+        """Read ``namespace``'s entries; damaged ones are skipped (logged)."""
+        return cls(idb, namespace, await IndexedDBEntries(idb).load(namespace))
 
     def __repr__(self) -> str:
         return f"IndexedDBStore({self.record_key!r})"
@@ -115,8 +225,16 @@ class IndexedDBStore:
         return list(self._entries.values())
 
     def stored(self, set_name: str, key: Key) -> StoredEntry | None:
-        """The entry of one key, if stored."""
+        """The entry of one key, as this tab knows it."""
         return self._entries.get((set_name, key))
+
+    async def read(self, set_name: str, key: Key) -> StoredEntry | None:
+        """One key's entry as IndexedDB holds it now (another tab's, say), kept in memory too;
+        None when none is stored. Raises what IndexedDB raised."""
+        entry = await self.database.read(self.namespace, set_name, key)
+        if entry is not None and (set_name, key) not in self._unwritten:
+            self._entries[entry.slot] = entry
+        return entry
 
     def save(self, entry: StoredEntry) -> str:
         """Keep ``entry`` now; write it to IndexedDB in the background (needs a running loop):
@@ -127,7 +245,7 @@ class IndexedDBStore:
         return WRITE_PENDING
 
     def clear(self) -> None:
-        """Forget every entry of the namespace (the record is deleted in the background)."""
+        """Forget every entry of the namespace (deleted in the background)."""
         self._entries.clear()
         self._unwritten.clear()
         self._clear_requested = True
@@ -135,11 +253,16 @@ class IndexedDBStore:
 
     async def flush(self) -> None:
         """Wait until every save and clear so far is in IndexedDB; raise the last failure."""
-        while self._writer is not None:
-            await asyncio.shield(self._writer)
+        await self.settled()
         if self.write_error is not None:
             error, self.write_error = self.write_error, None
             raise error
+
+    async def settled(self) -> None:
+        """Wait until every save and clear so far is written or has failed; raises nothing (a
+        failure stays for :meth:`flush`). A tab releases a key's lock only after this."""
+        while self._writer is not None:
+            await asyncio.wait({self._writer})
 
     def _start_writer(self) -> None:
         if self._writer is None:
@@ -147,17 +270,17 @@ class IndexedDBStore:
 
     async def _write(self) -> None:
         """The single background writer: clears and saves in the order they were asked for,
-        each save merged into what is stored (another tab's winners stay)."""
+        the saves so far in one transaction."""
         try:
             while self._unwritten or self._clear_requested:
                 if self._clear_requested:
                     self._clear_requested = False
-                    await self.documents.clear(self.namespace)
+                    await self.database.clear(self.namespace)
                 if not self._unwritten:
                     continue
                 unwritten, self._unwritten = self._unwritten, {}
                 try:
-                    await self.documents.save(self.namespace, unwritten.values())
+                    await self.database.put(self.namespace, unwritten.values())
                 except Exception as error:
                     self._tell(list(unwritten.values()), error)
                     raise

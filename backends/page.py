@@ -25,10 +25,12 @@ from typing import Any
 from wgtune import Config, LogLevel
 from wgtune.bindings import output_indices
 from wgtune.clock import clock_grain as measure_grain
+from wgtune.coordinator import WinnerFromElsewhere
 from wgtune.errors import ConfigError, DeviceLost, WgtuneError
 from wgtune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from wgtune.kernels.demo import DemoCase, demo_suite
 from wgtune.key import Key
+from wgtune.log import logger
 from wgtune.record import TuneRecord, envelope
 from wgtune.results import result_to_json
 from wgtune.state import Hit, Pending
@@ -38,6 +40,7 @@ from wgtune.tuner import Tuner
 
 from . import indexeddb
 from .browser import BrowserDevice, js_object
+from .tabs import TabCoordinator
 
 __all__ = ["PageSession", "label_of"]
 
@@ -110,6 +113,7 @@ class PageSession:
         self.cases: list[DemoCase] = []
         self.store: indexeddb.IndexedDBStore | None = None
         self.tuner: Tuner | None = None
+        self.coordinator: TabCoordinator | None = None  # with the page's tabs: see open's ``tabs``
         self.namespace = namespace_for(device.identity, "default")
         self.clock_grain = device.clock_grain
         self.use_timestamps = True
@@ -126,22 +130,27 @@ class PageSession:
         use_timestamps: bool = True,
         cases: list[DemoCase] | None = None,
         settings: Any = None,
+        demo: bool = False,
+        tabs: Any = None,
     ) -> PageSession:
-        """Open the session: the device, its clock's grain, the stored winners, the demo's calls
-        and fallbacks.
+        """Open the session: the device, its clock's grain, the stored winners, and the calls and
+        fallbacks of ``cases`` (default: none, or the demo suite's if ``demo``: its 8 keys hold
+        about 22 MB of buffers on the device, which an app that tunes its own kernels should not pay).
 
         ``clock_grain`` (the step of ``performance.now()`` the page saw) is only the fallback: the
         grain is measured here, before any tune, so that the device panel shows the one tunes use.
-        ``settings`` are the page's tuning settings (see :func:`page_config`).
+        ``settings`` are the page's tuning settings (see :func:`page_config`). ``tabs``: the page's
+        helpers for the other tabs of the database (``web/tabs.js``), so that they cooperate.
         """
         config = page_config(settings.to_py() if hasattr(settings, "to_py") else dict(settings or {}))
         info = adapter_info.to_py() if hasattr(adapter_info, "to_py") else dict(adapter_info)
         device = BrowserDevice(gpu_device, info, use_timestamps=use_timestamps, clock_grain=clock_grain)
         session = cls(device, idb, notify, config)
+        await session._open_store(tabs)
         session.use_timestamps = use_timestamps
         session.clock_grain = await measure_grain(device)  # the grain every tune on it will use
         await session.reload()
-        for case in cases if cases is not None else demo_suite():
+        for case in cases if cases is not None else demo_suite() if demo else []:
             await session.add_case(case)
         return session
 
@@ -184,14 +193,33 @@ class PageSession:
             again.append(f"{set_name} {label}")
         return again
 
+    async def _open_store(self, tabs: Any) -> None:
+        """Before the store is first read: move version 1's documents into records (nothing is
+        lost; a failure is logged, and tried again next time), and with ``tabs`` cooperate with
+        the other tabs (``tabs.py``: a key tuned in one of them, winners announced)."""
+        try:
+            await indexeddb.IndexedDBEntries(self.idb).migrate()
+        except Exception as error:
+            logger.warning("could not move the old stored winners into IndexedDB's records: %s", error)
+        if tabs is not None:
+            self.coordinator = TabCoordinator(tabs)
+            self.coordinator.listen(lambda entry: self.tuner.take_announced(entry), self._reread)
+
+    async def _reread(self) -> None:
+        """Another tab imported or cleared winners: read the store again, after this tab's writes."""
+        await self.store.settled()
+        await self.reload()
+
     async def reload(self) -> None:
         """Read the stored winners (at open, and after an import or a clear): the tuner's cache
         takes them; a tune that is running goes on."""
         self.store = await indexeddb.IndexedDBStore.open(self.idb, self.namespace)
         self.store.on_written = self._written
+        if self.coordinator is not None:
+            self.coordinator.store = self.store
         if self.tuner is None:
             self.tuner = Tuner(self.device, store=self.store, records=self.records, config=self.config,
-                               observer=self._observe)
+                               observer=self._observe, coordinator=self.coordinator)
         else:
             self.tuner.reload(self.store)
 
@@ -319,22 +347,27 @@ class PageSession:
     async def cache_json(self) -> str:
         """Every stored namespace (after this page's pending writes), as an export document."""
         await self.store.flush()
-        return json.dumps(await indexeddb.document_store(self.idb).export(), indent=2)
+        return json.dumps(await indexeddb.IndexedDBEntries(self.idb).export(), indent=2)
 
     async def import_cache(self, text: str) -> int:
-        """Merge an export into IndexedDB; this page's keys see imported winners at once."""
-        documents = indexeddb.document_store(self.idb)
-        obj = documents.check_import(str(text))  # StoreError before anything is written
+        """Merge an export into IndexedDB (one transaction); this page's keys, and the other tabs',
+        see imported winners at once."""
+        database = indexeddb.IndexedDBEntries(self.idb)
+        obj = database.check_import(str(text))  # StoreError before anything is written
         await self.store.flush()
-        count = await documents.import_document(obj)
+        count = await database.import_document(obj)
         await self.reload()
+        if self.coordinator is not None:
+            self.coordinator.announce_replaced()
         return count
 
     async def clear_cache(self) -> int:
         """Forget every stored winner of every namespace; keys of this page are tuned again."""
         await self.store.flush()
-        count = await indexeddb.document_store(self.idb).clear_all()
+        count = await indexeddb.IndexedDBEntries(self.idb).clear_all()
         await self.reload()
+        if self.coordinator is not None:
+            self.coordinator.announce_replaced()
         return count
 
     async def flush(self) -> None:
@@ -367,6 +400,8 @@ class PageSession:
                     break
             self._notify({"type": "stored", "set": name, "table": entry.set_name, "key": label,
                           "ok": error is None, "reason": None if error is None else str(error)})
+        if error is None and self.coordinator is not None:
+            self.coordinator.announce_stored(entries)  # committed: the other tabs can read them
 
     def _observe(self, event: object) -> None:
         if isinstance(event, TuneStarted):
@@ -386,6 +421,15 @@ class PageSession:
         elif isinstance(event, TuneFailedEvent):
             name, label = self._page_key(event.set_name, event.key)
             self._notify({"type": "failed", "set": name, "key": label, "reason": event.reason})
+        elif isinstance(event, WinnerFromElsewhere):
+            # Another tab tuned the key: the page shows its winner as it shows a finished tune's,
+            # and "elsewhere" says no tune ran here ("announced": heard, not waited for).
+            entry = event.entry
+            confidence = entry.confidence.to_json() if entry.confidence is not None else None
+            name, label = self._page_key(entry.set_name, entry.key)
+            self._notify({"type": "finished", "set": name, "key": label, "winner": entry.winner_name,
+                          "stored": True, "confidence": confidence, "short_circuit": None,
+                          "elsewhere": True, "announced": event.announced})
 
     def _notify(self, message: dict) -> None:
         self._notify_js(json.dumps(message))

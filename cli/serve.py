@@ -2,9 +2,16 @@
 
 Serves exactly three trees and nothing else: the page (``web/``, without its ``node_modules``),
 Pyodide from the npm package ``web/node_modules/pyodide`` at ``/pyodide/``, and the wheel the
-page installs at ``/wheels/``. Every response is cross-origin isolated (COOP ``same-origin``,
-COEP ``require-corp``) so that ``performance.now()`` is fine-grained in the page, and carries
-the right types for ``.wasm`` and ``.mjs``, which browsers insist on.
+page installs at ``/wheels/DIGEST/NAME`` (the digest of its bytes: another wheel, another URL),
+named by ``/wgtune-config.json`` relative to itself. That is the layout of the library's own
+directory (``library.py``): the page's ``wgtune.js`` finds every asset relative to where it was
+loaded from. Every response is cross-origin isolated (COOP ``same-origin``, COEP
+``require-corp``) so that ``performance.now()`` is fine-grained in the page, and carries the
+right types for ``.wasm`` and ``.mjs``, which browsers insist on.
+
+Files carry validators (``ETag``, ``Last-Modified``) and a conditional request for an unchanged
+one gets a 304; the wheel may be cached for a year, everything else is revalidated on each use
+(``http_cache.py`` says why).
 
 The wheel is built from this checkout with pip (no network: ``--no-deps --no-build-isolation``)
 into ``build/web/``, once per state of the sources: the page installs the very code the native
@@ -38,9 +45,10 @@ from urllib.parse import unquote, urlsplit
 
 import wgtune
 
+from .http_cache import CachePolicy, Validators, not_modified
 from .pooled_server import PooledHTTPServer
 
-__all__ = ["HostPolicy", "build_wheel", "checkout_root", "exposure_warning", "make_server", "run_serve"]
+__all__ = ["HostPolicy", "build_wheel", "checkout_root", "exposure_warning", "make_server", "run_serve", "wheel_url"]
 
 # Types browsers require (WebAssembly streaming compilation, module scripts), and the rest.
 TYPES = {
@@ -64,8 +72,8 @@ ISOLATION_HEADERS = {
     "Cross-Origin-Embedder-Policy": "require-corp",
     "Cross-Origin-Resource-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
-    "Cache-Control": "no-cache",
 }
+ERROR_CACHE_CONTROL = "no-store"  # a refusal or a 404 is never kept: the next request is asked again
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
@@ -109,6 +117,11 @@ def build_wheel(root: Path, out: Path) -> Path:
     if done.returncode != 0 or not found:
         raise OSError(f"building the wgtune wheel failed ({' '.join(command)}):\n{done.stderr.strip()}")
     return found[-1]
+
+
+def wheel_url(wheel: Path) -> str:
+    """The wheel's URL path relative to the server's root: ``wheels/DIGEST/NAME``, DIGEST from its bytes."""
+    return f"wheels/{hashlib.sha256(wheel.read_bytes()).hexdigest()[:16]}/{wheel.name}"
 
 
 def _host_name(host_header: str) -> str | None:
@@ -204,6 +217,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     web_dir: Path
     pyodide_dir: Path
     wheel: Path
+    wheel_path: str  # the wheel's URL path, "/wheels/DIGEST/NAME"
     hosts: HostPolicy
     quiet: bool = True
     timeout = REQUEST_TIMEOUT_S  # the socket's timeout once a request started arriving
@@ -230,7 +244,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         """The file a URL path names, or None: only inside the three served trees, never a dotfile."""
         if path == "/":
             path = "/index.html"
-        if path == f"/wheels/{self.wheel.name}":
+        if path == self.wheel_path:
             return self.wheel
         segments = path.split("/")[1:]
         if any(segment.startswith(".") for segment in segments):  # dotfiles, dot-directories, `.`, `..`
@@ -251,18 +265,32 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return None
         return candidate
 
-    def _send(self, status: int, body: bytes, content_type: str, head_only: bool) -> None:
+    def _send(self, status: int, body: bytes, content_type: str | None, head_only: bool, *,
+              cache_control: str = ERROR_CACHE_CONTROL, validators: Validators | None = None) -> None:
+        """One response; a 304 (``content_type`` None) has the same headers as its 200 but no body."""
         self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in ISOLATION_HEADERS.items():
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+        for name, value in (*ISOLATION_HEADERS.items(), *(validators.headers() if validators else {}).items()):
             self.send_header(name, value)
+        self.send_header("Cache-Control", cache_control)
         self.end_headers()
-        if not head_only:
+        if not head_only and content_type is not None:
             self.wfile.write(body)
 
     def _send_text(self, status: int, text: str, head_only: bool) -> None:
         self._send(status, f"{text}\n".encode(), "text/plain; charset=utf-8", head_only)
+
+    def _send_cached(self, body: bytes | None, content_type: str, head_only: bool, policy: CachePolicy,
+                     validators: Validators) -> None:
+        """A 200 with ``body``, or a 304 where the request's validators still match (``body`` is then
+        not needed: None)."""
+        if body is None or not_modified(validators, self.headers.get("If-None-Match"),
+                                        self.headers.get("If-Modified-Since")):
+            self._send(304, b"", None, head_only, cache_control=policy.value, validators=validators)
+        else:
+            self._send(200, body, content_type, head_only, cache_control=policy.value, validators=validators)
 
     def _get(self, head_only: bool) -> None:
         refusal = self._refusal()
@@ -275,19 +303,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_text(bad.status, bad.reason, head_only)
             return
         if path == "/wgtune-config.json":
-            config = {"wheel": f"/wheels/{self.wheel.name}", "version": wgtune.__version__}
-            self._send(200, json.dumps(config).encode(), TYPES[".json"], head_only)
+            # Relative to the config's own URL, as in a copied library directory (library.py).
+            body = json.dumps({"wheel": self.wheel_path[1:], "version": wgtune.__version__}).encode()
+            self._send_cached(body, TYPES[".json"], head_only, CachePolicy.REVALIDATE, Validators.of_body(body))
             return
         file = self._resolve(path)
         try:
-            body = file.read_bytes() if file is not None else None
+            validators = Validators.of_file(file.stat()) if file is not None else None
+            unchanged = validators is not None and not_modified(
+                validators, self.headers.get("If-None-Match"), self.headers.get("If-Modified-Since"))
+            body = None if file is None or unchanged else file.read_bytes()
         except OSError:
-            body = None
-        if file is None or body is None:
+            file = None
+        if file is None:
             self._send_text(404, f"not found: {path[:200]}", head_only)
             return
         content_type = TYPES.get(file.suffix) or mimetypes.guess_type(file.name)[0] or "application/octet-stream"
-        self._send(200, body, content_type, head_only)
+        policy = CachePolicy.IMMUTABLE if file == self.wheel else CachePolicy.REVALIDATE
+        self._send_cached(body, content_type, head_only, policy, validators)
 
     def do_GET(self) -> None:
         self._get(head_only=False)
@@ -316,9 +349,11 @@ def make_server(host: str, port: int, web_dir: Path, wheel: Path, *, quiet: bool
         raise OSError(f"Pyodide is not installed in {pyodide_dir}: run `make setup` (npm ci in web/)")
     if not (web_dir / "index.html").is_file():
         raise OSError(f"{web_dir} has no index.html: is it wgtune's web/ directory?")
+    if not wheel.is_file():
+        raise OSError(f"no wheel at {wheel}: pass --wheel FILE, or leave it out to build one from this checkout")
     handler = type("Handler", (_Handler,), {"web_dir": web_dir, "pyodide_dir": pyodide_dir, "wheel": wheel,
-                                            "hosts": HostPolicy.for_bind(host), "quiet": quiet,
-                                            "timeout": request_timeout})
+                                            "wheel_path": f"/{wheel_url(wheel)}", "hosts": HostPolicy.for_bind(host),
+                                            "quiet": quiet, "timeout": request_timeout})
     try:
         server = PooledHTTPServer((host, port), handler, idle_timeout=idle_timeout, workers=workers, quiet=quiet)
     except OSError as error:

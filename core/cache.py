@@ -14,6 +14,12 @@ leaves; a transition asked of the wrong state is a bug in wgtune and raises
                      Miss         -> Pending       (the caller now runs the tune)
                      any but Pending -> Hit        (a pin, or a set of one candidate)
     finish           Pending      -> Hit           (the tune's winner)
+    take_stored      Pending      -> Hit           (the winner another tuner stored while this
+                                                   one waited to tune the key: see
+                                                   ``coordinator.py``; other candidates': no change)
+    take_announced   any but Pending -> Hit        (a winner another tuner stored and announced, of
+                                                   the set's current candidates; a set not adopted
+                                                   here yet: Unchecked; else no change)
     fail             Pending      -> Miss          (the tune failed; the reason is kept)
     demote           Hit(i)       -> Miss          (winner i no longer compiles; a no-op if the
                                                    key has moved on meanwhile)
@@ -178,6 +184,52 @@ class TuneCache:
             self._leave_pending(set_name, key, Hit(entry.winner))
             self._entries[entry.slot] = entry
             self.failures.pop(entry.slot, None)
+
+    def take_stored(self, tunables: TunableSet, entry: StoredEntry, require_checked: bool = False) -> bool:
+        """Pending -> Hit: while this process waited to tune ``entry``'s key, another tuner stored
+        ``entry`` for it; the key takes it when it fits ``tunables``' current candidates (see
+        :meth:`fits`) and answers True. Otherwise nothing changes (False): the caller tunes."""
+        set_name, key = entry.slot
+        if set_name != tunables.name or not self.fits(tunables, entry, require_checked):
+            return False
+        with self._lock:
+            self._leave_pending(set_name, key, Hit(entry.winner))
+            self._entries[entry.slot] = entry
+            self.failures.pop(entry.slot, None)
+        return True
+
+    def take_announced(self, entry: StoredEntry, require_checked: bool = False) -> bool:
+        """Another tuner stored ``entry`` and said so: its key runs that winner from now on.
+
+        Any state but Pending -> Hit(``entry.winner``) when the entry fits the candidates the
+        set's name means here (see :meth:`fits`); for a set this process has not adopted yet,
+        -> Unchecked, checked on the key's first claim as a loaded winner is. A Pending key is
+        left to its tune, and an entry of other candidates changes nothing. True when the key
+        changed.
+        """
+        set_name, key = entry.slot
+        with self._lock:
+            table = self.states_by_set.setdefault(set_name, {})
+            state = table.get(key, MISS)
+            if state is PENDING:
+                return False
+            tunables = self.sets.get(set_name)
+            if tunables is None:
+                table[key] = Unchecked(entry.winner, entry.checksum)
+            elif self.fits(tunables, entry, require_checked):
+                table[key] = Hit(entry.winner)
+            else:
+                return False
+            self._entries[entry.slot] = entry
+            self.failures.pop(entry.slot, None)
+            return table[key] != state
+
+    @staticmethod
+    def fits(tunables: TunableSet, entry: StoredEntry, require_checked: bool = False) -> bool:
+        """Whether ``entry``'s winner can serve ``tunables``: stored for its current candidates
+        (checksum), naming one of them; with ``require_checked``, by a tune with output checks."""
+        return (entry.checksum == tunables.checksum and 0 <= entry.winner < len(tunables)
+                and (entry.checked or not require_checked))
 
     def fail(self, set_name: str, key: Key, failure: BaseException | None = None) -> None:
         """Pending -> Miss: the tune failed (``failure`` is kept), or never started."""

@@ -8,8 +8,9 @@ tuner name, one wgtune version; so one GPU's winners never serve another. Its co
 - ``save(entry)`` keeps the entry, replacing the one with the same set and key;
 - ``clear()`` forgets everything of the namespace.
 
-The document format (JSON) is shared by the file store, the browser's IndexedDB store and the
-export/import of winners. New fields get defaults, so older documents still decode. The logic
+The document format (JSON) is shared by the file store and the export/import of winners; the
+SQLite and IndexedDB stores keep each entry as its own record, in the entry's JSON of this format.
+New fields get defaults, so older documents still decode. The logic
 that keeps documents (merging, damaged data, export and import) is in ``documents.py``; what is
 read is parsed and checked field by field by ``validate.py`` (parse with
 :func:`~wgtune.validate.parse_json`, then decode here), so nothing wrong is trusted.

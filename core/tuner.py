@@ -34,6 +34,7 @@ from typing import Any
 
 from .cache import TuneCache
 from .config import Config, LogLevel
+from .coordinator import Coordinator, WinnerFromElsewhere
 from .device import Device
 from .errors import ConfigError, KernelError, Timeout, WgtuneError, tune_failure
 from .events import TuneFailedEvent, TuneFinished, TuneStarted
@@ -46,7 +47,7 @@ from .record import RecordSink
 from .results import Result
 from .runner import Spawner, default_spawner
 from .state import MISS, Hit, TuneState, Unchecked
-from .store import WRITE_PENDING, Store
+from .store import WRITE_PENDING, Store, StoredEntry
 from .tunable import Args, Kernel, TunableSet
 from .tuning import measure_key
 
@@ -66,9 +67,12 @@ class Tuner:
         spawn: Spawner | None = None,
         observer: Callable[[object], None] | None = None,
         guard: LaunchGuard | None = None,
+        coordinator: Coordinator | None = None,
     ) -> None:
         self.device = device
         self.guard = guard
+        self.coordinator = coordinator
+        """Tunes a key once among tuners sharing the store (the page's tabs): see ``coordinator.py``."""
         self.config = config if config is not None else Config.from_env()
         if self.config.log_to_stderr:  # WGTUNE_LOG set: its lines show without a logging setup
             show_log_on_stderr(self.config.log_level)
@@ -231,6 +235,39 @@ class Tuner:
     # -- tuning -------------------------------------------------------------------------------
 
     async def _tune(self, tunables: TunableSet, key: Key, args: Args, missed_at: float) -> TuneState:
+        coordinated, stored = await self._wait_for_others(tunables, key)
+        try:
+            verify = self.config.checks and not self.config.dry_run
+            if stored is not None and self.cache.take_stored(tunables, stored, require_checked=verify):
+                self._emit(WinnerFromElsewhere(stored, announced=False))
+                return Hit(stored.winner)
+            return await self._measure(tunables, key, args, missed_at)
+        finally:
+            if coordinated:
+                await self._let_others_go(tunables, key)
+
+    async def _wait_for_others(self, tunables: TunableSet, key: Key) -> tuple[bool, StoredEntry | None]:
+        """With a coordinator, wait until no other tuner tunes the key: whether this tune now holds
+        it, and the entry stored for the key meanwhile. A coordinator that fails is logged and the
+        tune goes on alone; a wait cancelled leaves the key a Miss."""
+        if self.coordinator is None:
+            return False, None
+        try:
+            return True, await self.coordinator.acquire(tunables.name, key)
+        except Exception as error:
+            logger.warning("could not wait for other tuners of %s [%s] (%s): tuning it here", tunables.name, key, error)
+            return False, None
+        except BaseException:
+            self.cache.fail(tunables.name, key)
+            raise
+
+    async def _let_others_go(self, tunables: TunableSet, key: Key) -> None:
+        try:
+            await self.coordinator.release(tunables.name, key)
+        except Exception as error:  # the winner is kept either way
+            logger.warning("could not let other tuners go on %s [%s]: %s", tunables.name, key, error)
+
+    async def _measure(self, tunables: TunableSet, key: Key, args: Args, missed_at: float) -> TuneState:
         log = TuneLog(self.config.log_level, tunables.name, key)
         try:
             self._emit(TuneStarted(tunables.name, key, len(tunables)))
@@ -323,6 +360,19 @@ class Tuner:
         if index is None:
             raise ConfigError(f"{tunables.name} has no candidate {candidate!r} to rule out")
         self.cache.rule_out(tunables.name, key, index, Timeout(candidate, reason))
+
+    def take_announced(self, entry: StoredEntry) -> bool:
+        """Another tuner (a browser tab) stored ``entry`` and said so: its key runs that winner
+        from now on, with no tune and no reload (:meth:`TuneCache.take_announced`: not while the
+        key is being tuned here, nor for other candidates); a key pinned here keeps its pin. True
+        when the key changed: the observer then hears ``WinnerFromElsewhere``."""
+        if self.config.pin_for(entry.set_name, entry.key) is not None:
+            return False
+        verify = self.config.checks and not self.config.dry_run
+        if not self.cache.take_announced(entry, require_checked=verify):
+            return False
+        self._emit(WinnerFromElsewhere(entry, announced=True))
+        return True
 
     def forget(self, tunables: TunableSet, key: Key) -> None:
         """Drop what this process knows of a key (the store keeps its entry)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import selectors
 import socket
 import threading
@@ -15,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from wgtune.cli.pooled_server import IdleConnections
-from wgtune.cli.serve import HostPolicy, build_wheel, checkout_root, exposure_warning, make_server
+from wgtune.cli.serve import HostPolicy, build_wheel, checkout_root, exposure_warning, make_server, wheel_url
 
 WHEEL_NAME = "wgtune-0.1.0-py3-none-any.whl"
+WHEEL_URL = "/wheels/fcab7fcc2b4cffd9/wgtune-0.1.0-py3-none-any.whl"  # the digest of the bytes b"PK"
 
 
 def make_site(root: Path) -> tuple[Path, Path]:
@@ -76,7 +78,7 @@ def get(port: int, path: str, method: str = "GET", headers: dict | None = None) 
         ("/sub/page.js", "text/javascript"),
         ("/pyodide/pyodide.mjs", "text/javascript"),
         ("/pyodide/pyodide.asm.wasm", "application/wasm"),
-        ("/wheels/wgtune-0.1.0-py3-none-any.whl", "application/zip"),
+        (WHEEL_URL, "application/zip"),
         ("/wgtune-config.json", "application/json"),
     ],
 )
@@ -88,11 +90,20 @@ def test_serves_its_files_with_their_types_and_cross_origin_isolation(site, path
     assert headers["cross-origin-embedder-policy"] == "require-corp"
 
 
-def test_the_config_names_the_wheel_the_page_installs(site):
+def test_the_config_names_the_wheel_the_page_installs_relative_to_itself(site):
     _, _, body = get(site, "/wgtune-config.json")
     config = json.loads(body)
-    assert config["wheel"] == "/wheels/wgtune-0.1.0-py3-none-any.whl"
-    assert get(site, config["wheel"])[2] == b"PK"
+    assert config["wheel"] == WHEEL_URL[1:]  # relative: the library may live under any path
+    assert get(site, "/" + config["wheel"])[2] == b"PK"
+
+
+def test_the_wheels_url_carries_the_digest_of_its_bytes(tmp_path):
+    wheel = tmp_path / WHEEL_NAME
+    wheel.write_bytes(b"PK")
+    first = wheel_url(wheel)
+    assert f"/{first}" == WHEEL_URL
+    wheel.write_bytes(b"PK\x03\x04")
+    assert wheel_url(wheel) != first and wheel_url(wheel).endswith(f"/{WHEEL_NAME}")
 
 
 @pytest.mark.parametrize(
@@ -111,6 +122,8 @@ def test_the_config_names_the_wheel_the_page_installs(site):
         "/pyodide/../../outside.txt",
         "/pyodide/%2e%2e/%2e%2e/%2e%2e/outside.txt",
         "/wheels/other.whl",
+        f"/wheels/{WHEEL_NAME}",  # only at its digest's URL
+        "/wheels/0000000000000000/wgtune-0.1.0-py3-none-any.whl",
         "/missing.js",
     ],
 )
@@ -303,3 +316,68 @@ def test_past_the_limit_the_oldest_silent_connection_is_closed():
             for end in pair:
                 end.close()
     assert len(closed) == 5  # closing closes the ones still waiting
+
+
+# -- HTTP caching ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "cache_control"),
+    [
+        ("/", "no-cache"),  # the page's own files: kept, but revalidated on every use
+        ("/app.js", "no-cache"),
+        ("/wgtune-config.json", "no-cache"),  # names the wheel of the moment
+        ("/pyodide/pyodide.asm.wasm", "no-cache"),  # its URL carries no version: a new pin must be seen
+        (WHEEL_URL, "public, max-age=31536000, immutable"),  # another wheel, another URL
+    ],
+)
+def test_each_kind_of_file_has_its_cache_control_and_validators(site, path, cache_control):
+    status, headers, _ = get(site, path)
+    assert status == 200
+    assert headers["cache-control"] == cache_control
+    assert headers["etag"].startswith('"') and headers["etag"].endswith('"')
+    if path != "/wgtune-config.json":  # a file: its modification time too
+        assert headers["last-modified"].endswith(" GMT")
+
+
+@pytest.mark.parametrize("path", ["/app.js", "/pyodide/pyodide.asm.wasm", WHEEL_URL, "/wgtune-config.json"])
+def test_a_conditional_request_for_an_unchanged_file_gets_a_304_with_no_body(site, path):
+    _, first, body = get(site, path)
+    assert body
+    status, headers, body = get(site, path, headers={"If-None-Match": first["etag"]})
+    assert status == 304 and body == b""
+    assert headers["etag"] == first["etag"] and headers["cache-control"] == first["cache-control"]
+    assert headers["cross-origin-embedder-policy"] == "require-corp"  # a 304 keeps the isolation headers
+    # A list of tags, or a weak form of ours, matches too (If-None-Match compares weakly).
+    assert get(site, path, headers={"If-None-Match": f'"other", W/{first["etag"]}'})[0] == 304
+    assert get(site, path, "HEAD", headers={"If-None-Match": first["etag"]})[0] == 304
+
+
+def test_a_changed_file_is_sent_again_with_a_new_etag(tmp_path):
+    with running(tmp_path) as port:
+        _, first, _ = get(port, "/app.js")
+        app = tmp_path / "web" / "app.js"
+        app.write_text("export const changed = true;")
+        os.utime(app, ns=(time.time_ns(), time.time_ns() + 2_000_000_000))  # a later time, whatever the clock's grain
+        status, headers, body = get(port, "/app.js", headers={"If-None-Match": first["etag"],
+                                                              "If-Modified-Since": first["last-modified"]})
+        assert status == 200 and body == b"export const changed = true;"
+        assert headers["etag"] != first["etag"]
+
+
+def test_if_modified_since_is_honoured_and_if_none_match_takes_precedence(site):
+    _, first, _ = get(site, "/app.js")
+    assert get(site, "/app.js", headers={"If-Modified-Since": first["last-modified"]})[0] == 304
+    assert get(site, "/app.js", headers={"If-Modified-Since": "Thu, 01 Jan 1970 00:00:00 GMT"})[0] == 200
+    assert get(site, "/app.js", headers={"If-Modified-Since": "not a date"})[0] == 200
+    # RFC 9110: with If-None-Match present, If-Modified-Since is ignored.
+    both = {"If-None-Match": '"stale"', "If-Modified-Since": first["last-modified"]}
+    assert get(site, "/app.js", headers=both)[0] == 200
+
+
+def test_refusals_and_misses_are_never_cached_nor_answered_with_a_304(site):
+    status, headers, _ = get(site, "/missing.js", headers={"If-None-Match": "*"})
+    assert status == 404 and headers["cache-control"] == "no-store" and "etag" not in headers
+    _, first, _ = get(site, "/app.js")
+    status, headers, _ = get(site, "/app.js", headers={"Host": "evil.example", "If-None-Match": first["etag"]})
+    assert status == 403 and headers["cache-control"] == "no-store"

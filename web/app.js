@@ -12,17 +12,17 @@
 //   sync.js                            moves that span panels (select a key, re-read the keys)
 //   events.js, actions.js              tune events, and what a person does
 
-import { loadWgtune, WgtuneUnavailable } from "/wgtune.js";
-import { $, message } from "/dom.js";
-import { formatSeconds } from "/format.js";
-import { ui } from "/state.js";
-import { renderAdapter } from "/device.js";
-import { renderKeys } from "/keys.js";
-import { addRecord } from "/records.js";
-import { refreshCache } from "/cache.js";
-import { afterStoreChange, refreshKeys, refreshKeysSoon, selectDefaultKey } from "/sync.js";
-import { onEvent } from "/events.js";
-import { clearStore, exportStore, importStore, onKeysClick, tuneAll } from "/actions.js";
+import { loadWgtune, WgtuneUnavailable } from "./wgtune.js";
+import { $, message } from "./dom.js";
+import { formatSeconds } from "./format.js";
+import { ui } from "./state.js";
+import { renderAdapter } from "./device.js";
+import { renderKeys } from "./keys.js";
+import { addRecord } from "./records.js";
+import { refreshCache } from "./cache.js";
+import { afterStoreChange, refreshKeys, refreshKeysSoon, selectDefaultKey } from "./sync.js";
+import { onEvent } from "./events.js";
+import { clearStore, exportStore, importStore, onKeysClick, tuneAll } from "./actions.js";
 
 // ---------------------------------------------------------------------------------------------
 // window.wgtune: { ready, start(options) }, then the API's own properties once it is ready.
@@ -57,7 +57,8 @@ async function boot({ device = null }) {
   try {
     // Tuning settings from the URL (/?policy=fixed, /?budget=0.5&max_samples=20): "defer" is the page's own.
     const settings = Object.fromEntries([...new URLSearchParams(location.search)].filter(([name]) => name !== "defer"));
-    const api = await loadWgtune({ device, onStatus: showStatus, onEvent, settings });
+    // The page is the demo: it asks for the demo's sets and keys (a library user's page does not).
+    const api = await loadWgtune({ device, onStatus: showStatus, onEvent, settings, demo: true });
     ui.api = api;
     Object.assign(window.wgtune, api, tracked(api));
     showReady(api);

@@ -1,7 +1,18 @@
-// IndexedDB requests as promises: the wgtune store's helpers (see backends/indexeddb.py).
-// One object store, "documents": key = a namespace's canonical JSON, value = its document's text.
+// IndexedDB requests as promises: the wgtune store's helpers (see backends/indexeddb.py, which
+// decides everything; these only move text in and out, each call one transaction).
+//
+// Version 2 of the database: object store "entries", one record per stored winner, its key
+// [namespace, set, key] (the namespace's canonical JSON, the set's name, the key's canonical
+// JSON), its value the entry's JSON text (StoredEntry.to_json(), as a wgtune.cache/1 document
+// holds it). Version 1 kept one record per namespace, a whole document, in "documents": the
+// upgrade keeps that store so that Python moves its entries over (migrateDocument) and nothing is
+// lost; "documents" is empty from then on.
+//
+// Lists cross to Python as JSON text: no proxies to release on either side.
 
-const STORE = "documents";
+const VERSION = 2;
+const ENTRIES = "entries";
+const DOCUMENTS = "documents";
 
 function done(request) {
   return new Promise((resolve, reject) => {
@@ -18,30 +29,106 @@ function finished(transaction) {
   });
 }
 
-/** Open (creating if needed) the database `name`; resolves to the helpers the store uses. */
-export async function openDocuments(name = "wgtune") {
-  const opening = indexedDB.open(name, 1);
-  opening.onupgradeneeded = () => opening.result.createObjectStore(STORE);
-  const db = await done(opening);
+/** Every record of `namespace` (arrays sort after strings: [ns, []] is past [ns, set, key]). */
+function ofNamespace(namespace) {
+  return IDBKeyRange.bound([namespace], [namespace, []]);
+}
 
-  async function write(action) {
-    const transaction = db.transaction(STORE, "readwrite");
-    action(transaction.objectStore(STORE));
-    await finished(transaction);
+/** Open (creating or upgrading if needed) the database `name`; resolves to the store's helpers. */
+export async function openDocuments(name = "wgtune") {
+  const opening = indexedDB.open(name, VERSION);
+  opening.onupgradeneeded = () => {
+    const db = opening.result;
+    if (!db.objectStoreNames.contains(DOCUMENTS)) db.createObjectStore(DOCUMENTS);
+    if (!db.objectStoreNames.contains(ENTRIES)) db.createObjectStore(ENTRIES);
+  };
+  const db = await done(opening);
+  // A tab with a newer wgtune upgrading the database must not wait for this one to close.
+  db.onversionchange = () => db.close();
+
+  /**
+   * Run `action(stores)` in one transaction over `names`; resolves, once committed, to what it
+   * returned (awaited). Writes are made only in request callbacks, never after an await.
+   */
+  async function transact(names, mode, action) {
+    const transaction = db.transaction(names, mode);
+    const stores = Object.fromEntries(names.map((store) => [store, transaction.objectStore(store)]));
+    const [, result] = await Promise.all([finished(transaction), Promise.resolve(action(stores))]);
+    return result;
   }
 
   return {
     name,
-    /** The text stored under `key`, or undefined. */
-    get: (key) => done(db.transaction(STORE, "readonly").objectStore(STORE).get(key)),
-    put: (key, text) => write((store) => store.put(text, key)),
-    remove: (key) => write((store) => store.delete(key)),
-    /** Every [key, text] pair. */
-    entries: async () => {
-      const store = db.transaction(STORE, "readonly").objectStore(STORE);
-      const [keys, values] = await Promise.all([done(store.getAllKeys()), done(store.getAll())]);
-      return keys.map((key, i) => [key, values[i]]);
-    },
+    version: VERSION,
+    /** The text of one entry, or undefined. */
+    entry: (namespace, set, key) => transact([ENTRIES], "readonly", (s) => done(s.entries.get([namespace, set, key]))),
+    /** JSON text: [[set, key, text], ...] of one namespace. */
+    namespaceEntries: (namespace) =>
+      transact([ENTRIES], "readonly", async (s) => {
+        const range = ofNamespace(namespace);
+        const [keys, values] = await Promise.all([done(s.entries.getAllKeys(range)), done(s.entries.getAll(range))]);
+        return JSON.stringify(keys.map((key, i) => [key[1], key[2], values[i]]));
+      }),
+    /** JSON text: [[namespace, set, key, text], ...] of every namespace. */
+    allEntries: () =>
+      transact([ENTRIES], "readonly", async (s) => {
+        const [keys, values] = await Promise.all([done(s.entries.getAllKeys()), done(s.entries.getAll())]);
+        return JSON.stringify(keys.map((key, i) => [...key, values[i]]));
+      }),
+    /** Write [[namespace, set, key, text], ...] (JSON text) in one transaction: all or none. */
+    putEntries: (records) =>
+      transact([ENTRIES], "readwrite", (s) => {
+        for (const [namespace, set, key, text] of JSON.parse(records)) s.entries.put(text, [namespace, set, key]);
+      }),
+    /** Forget one namespace's entries (and its old document, if one is left), in one transaction. */
+    clearNamespace: (namespace) =>
+      transact([ENTRIES, DOCUMENTS], "readwrite", (s) => {
+        s.entries.delete(ofNamespace(namespace));
+        s.documents.delete(namespace);
+      }),
+    /** Forget everything; resolves to how many namespaces had entries or an old document. */
+    clearAll: () =>
+      transact([ENTRIES, DOCUMENTS], "readwrite", (s) => {
+        const namespaces = new Set();
+        const keys = s.entries.getAllKeys();
+        keys.onsuccess = () => {
+          for (const key of keys.result) namespaces.add(key[0]);
+          s.entries.clear();
+        };
+        const names = s.documents.getAllKeys();
+        names.onsuccess = () => {
+          for (const name of names.result) namespaces.add(name);
+          s.documents.clear();
+        };
+        return namespaces; // filled by the time the transaction commits
+      }).then((namespaces) => namespaces.size),
+    /** JSON text: [[name, text], ...] of the version-1 documents not migrated yet. */
+    oldDocuments: () =>
+      transact([DOCUMENTS], "readonly", async (s) => {
+        const [keys, values] = await Promise.all([done(s.documents.getAllKeys()), done(s.documents.getAll())]);
+        return JSON.stringify(keys.map((key, i) => [key, values[i]]));
+      }),
+    /**
+     * Move a version-1 document's entries ([[namespace, set, key, text], ...], JSON text, read
+     * from it by Python) into "entries", each only where no entry is stored (another tab's newer
+     * winner stays), then delete the document unless `keep` (it had damage: kept for a
+     * post-mortem): one transaction. Resolves to how many entries were added.
+     */
+    migrateDocument: (name, records, keep) =>
+      transact([ENTRIES, DOCUMENTS], "readwrite", (s) => {
+        let added = 0;
+        for (const [namespace, set, key, text] of JSON.parse(records)) {
+          const request = s.entries.count([namespace, set, key]);
+          request.onsuccess = () => {
+            if (request.result === 0) {
+              s.entries.put(text, [namespace, set, key]);
+              added += 1;
+            }
+          };
+        }
+        if (!keep) s.documents.delete(name);
+        return () => added; // read once the transaction committed
+      }).then((count) => count()),
     close: () => db.close(),
   };
 }

@@ -1,13 +1,14 @@
 // wgtune in a page: loads Pyodide (served locally), installs the wgtune wheel, opens WebGPU,
 // and returns the JS API. The tuner itself is the Python core (backends/page.py drives it).
 //
-//   import { loadWgtune } from "/wgtune.js";
+//   import { loadWgtune } from "./vendor/wgtune/wgtune.js";   // wherever your site hosts it
 //   const wgtune = await loadWgtune({ device: myGPUDevice });   // or let wgtune open one
 //   wgtune.check("matmul", "128x128x128");   // {state: "Pending"} on a miss: the tune has started
 //   await wgtune.execute("matmul", "128x128x128");   // runs the winner, or the fallback meanwhile
 
-import { loadPyodide } from "/pyodide/pyodide.mjs";
-import { openDocuments } from "/idb.js";
+import { openDocuments } from "./idb.js";
+import { openTabs } from "./tabs.js";
+import { resolveBaseUrl, startPython } from "./python.js";
 import { defineSet } from "./sets.js";
 
 /** Why wgtune cannot run here, with what to do about it (shown by the page). */
@@ -38,10 +39,14 @@ function clockGrain() {
   return Number.isFinite(finest) ? finest / 1000 : 1e-4;
 }
 
-async function openDevice() {
+function requireWebGPU() {
   if (!("gpu" in navigator)) {
     throw new WgtuneUnavailable("This browser has no WebGPU (navigator.gpu is missing).", WEBGPU_ADVICE);
   }
+}
+
+async function openDevice() {
+  requireWebGPU();
   const adapter = await navigator.gpu.requestAdapter({ powerPreference: "high-performance" });
   if (!adapter) {
     throw new WgtuneUnavailable(
@@ -100,39 +105,36 @@ async function py(call) {
  *    finished, failed, record);
  *  - database: the IndexedDB database name (default "wgtune");
  *  - settings: how tunes sample, as the WGTUNE_* variables say it natively, by lower-case name:
- *    {policy: "fixed"}, {budget: 0.5, max_samples: 20}, ... (default: wgtune's defaults).
+ *    {policy: "fixed"}, {budget: 0.5, max_samples: 20}, ... (default: wgtune's defaults);
+ *  - baseUrl: the directory wgtune's assets are served from (pyodide/, wgtune-config.json, the
+ *    wheel; see python.js), default the directory this module was loaded from;
+ *  - demo: register the demo's sets and keys (default false: an app registers its own; the demo
+ *    costs about 22 MB of buffers on the device).
  * Rejects with WgtuneUnavailable where WebGPU is missing, with advice.
  */
 export async function loadWgtune({
   device = null, onStatus = () => {}, onEvent = () => {}, database = "wgtune", settings = {},
+  baseUrl = undefined, demo = false,
 } = {}) {
   const started = performance.now();
+  const phases = {}; // milliseconds of each step of this load, as api.loadPhases
   let adapter = null;
   const ownDevice = !device;
-  if (!device) {
+  if (ownDevice) requireWebGPU();
+  // Python starts while the device opens: the two do not depend on each other.
+  const python = startPython(resolveBaseUrl(baseUrl), { onStatus, phases });
+  python.catch(() => {}); // awaited below, after the device (whose failure may come first)
+  if (ownDevice) {
     onStatus("Opening WebGPU…");
     ({ adapter, device } = await openDevice());
+    phases.device = performance.now() - started;
   }
   const adapterInfo = describeAdapter(adapter, device);
   const grain = clockGrain();
-
-  onStatus("Loading Python (Pyodide)…");
-  const [pyodide, config] = await Promise.all([
-    loadPyodide({ indexURL: "/pyodide/" }),
-    fetch("/wgtune-config.json").then((response) => response.json()),
-  ]);
-  onStatus("Installing wgtune…");
-  const problems = [];
-  const loaded = await pyodide.loadPackage(config.wheel, {
-    messageCallback: () => {},
-    errorCallback: (message) => problems.push(message),
-  });
-  if (!loaded.some((pkg) => pkg.name === "wgtune")) {
-    // loadPackage reports a failed load through its return value, not by throwing.
-    throw new Error(`installing ${config.wheel} failed: ${problems.join("; ") || "no package was loaded"}`);
-  }
+  const { pyodide, config } = await python;
 
   onStatus("Reading stored winners…");
+  const sessionStarted = performance.now();
   const documents = await openDocuments(database);
   const listeners = new Set([onEvent]);
   // Events come from inside Python (a check, a tune's step): listeners run after it, as a
@@ -146,9 +148,10 @@ export async function loadWgtune({
   const { PageSession } = pyodide.pyimport("wgtune.backends.page");
   const session = await py(() =>
     PageSession.open.callKwargs(device, pyodide.toPy(adapterInfo), documents, notify, {
-      clock_grain: grain, settings: pyodide.toPy(settings),
+      clock_grain: grain, settings: pyodide.toPy(settings), demo, tabs: openTabs(database),
     }),
   );
+  phases.session = performance.now() - sessionStarted;
 
   const api = {
     version: config.version,
@@ -158,6 +161,8 @@ export async function loadWgtune({
     device,
     adapterInfo,
     readyMs: performance.now() - started,
+    /** Milliseconds of each step of the load: device, pyodide, wheel, session (what a load spends where). */
+    loadPhases: phases,
     /** The device and every tunable set with its keys and their states. */
     catalogue: () => JSON.parse(session.catalogue()),
     /** The key's state: {state: "Hit", winner} or {state: "Pending"} (a tune just started or running). */

@@ -1,0 +1,121 @@
+"""web/idb.js's and web/tabs.js's helpers on plain Python objects, for the browser store's tests.
+
+:class:`FakeIdb` keeps records in dicts; each helper yields to the loop once (as a promise would)
+and then acts all at once, as one IndexedDB transaction does. :class:`FakeTabs` are tabs of one
+fake browser: Web Locks as asyncio locks shared by name, and a channel that delivers a tab's
+announcements to the other tabs, later on the loop, as BroadcastChannel does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+__all__ = ["FakeBrowser", "FakeIdb", "FakeTabs"]
+
+
+class FakeIdb:
+    """The helpers of ``openDocuments`` (web/idb.js), by their JS names, over ``entries`` and
+    ``documents`` dicts."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str, str], str] = {}
+        self.documents: dict[str, str] = {}
+        self.calls: list[str] = []
+        self.fail_puts = False
+
+    async def _step(self, call: str) -> None:
+        await asyncio.sleep(0)
+        self.calls.append(call)
+
+    async def entry(self, namespace, set_name, key):
+        await self._step("entry")
+        return self.entries.get((namespace, set_name, key))
+
+    async def namespaceEntries(self, namespace):
+        await self._step("namespaceEntries")
+        return json.dumps([[s, k, text] for (n, s, k), text in sorted(self.entries.items()) if n == namespace])
+
+    async def allEntries(self):
+        await self._step("allEntries")
+        return json.dumps([[*slot, text] for slot, text in sorted(self.entries.items())])
+
+    async def putEntries(self, records):
+        await self._step("putEntries")
+        if self.fail_puts:
+            raise RuntimeError("QuotaExceededError")
+        for namespace, set_name, key, text in json.loads(records):
+            self.entries[(namespace, set_name, key)] = text
+
+    async def clearNamespace(self, namespace):
+        await self._step("clearNamespace")
+        self.entries = {slot: text for slot, text in self.entries.items() if slot[0] != namespace}
+        self.documents.pop(namespace, None)
+
+    async def clearAll(self):
+        await self._step("clearAll")
+        count = len({slot[0] for slot in self.entries} | set(self.documents))
+        self.entries.clear()
+        self.documents.clear()
+        return count
+
+    async def oldDocuments(self):
+        await self._step("oldDocuments")
+        return json.dumps(sorted(self.documents.items()))
+
+    async def migrateDocument(self, name, records, keep):
+        await self._step("migrateDocument")
+        added = 0
+        for namespace, set_name, key, text in json.loads(records):
+            if (namespace, set_name, key) not in self.entries:
+                self.entries[(namespace, set_name, key)] = text
+                added += 1
+        if not keep:
+            self.documents.pop(name, None)
+        return added
+
+
+class FakeBrowser:
+    """What the tabs of one browser share: the locks and the channel's listeners."""
+
+    def __init__(self) -> None:
+        self.locks: dict[str, asyncio.Lock] = {}
+        self.tabs: list[FakeTabs] = []
+        self.held: list[str] = []
+
+    def tab(self) -> FakeTabs:
+        tab = FakeTabs(self)
+        self.tabs.append(tab)
+        return tab
+
+
+class FakeTabs:
+    """The helpers of ``openTabs`` (web/tabs.js) for one tab of ``browser``."""
+
+    def __init__(self, browser: FakeBrowser) -> None:
+        self.browser = browser
+        self.listeners: list[Callable[[str], None]] = []
+        self.announced: list[str] = []
+
+    async def hold(self, name: str) -> Callable[[], None]:
+        lock = self.browser.locks.setdefault(name, asyncio.Lock())
+        await lock.acquire()
+        self.browser.held.append(name)
+
+        def release() -> None:
+            self.browser.held.remove(name)
+            lock.release()
+
+        return release
+
+    def announce(self, text: str) -> None:
+        self.announced.append(text)
+        loop = asyncio.get_running_loop()
+        for tab in self.browser.tabs:
+            if tab is not self:
+                for listener in tab.listeners:
+                    loop.call_soon(listener, text)
+
+    def listen(self, listener: Callable[[str], None]) -> None:
+        self.listeners.append(listener)

@@ -1,0 +1,168 @@
+// Starting wgtune's Python: Pyodide and the wgtune wheel, every asset found relative to the
+// library's base URL (by default the directory wgtune.js was loaded from), so a site can host
+// the library under any path: /vendor/wgtune/pyodide/..., /vendor/wgtune/wgtune-config.json.
+//
+// Layout under the base URL (what `wgtune serve` serves at /, and what `python -m
+// wgtune.cli.library DIR` writes for a site to copy):
+//   pyodide/              Pyodide's runtime (pyodide.mjs, pyodide.asm.mjs, .wasm, stdlib, lock file)
+//   wgtune-config.json    {"version", "wheel"}: the wheel's URL, relative to the config
+//   wheels/DIGEST/NAME    the wgtune wheel
+//
+// Starting Python is one long task (instantiating Pyodide, initialising the interpreter, importing
+// wgtune: 1-3 s), and Python cannot move to a worker for good: the tuner drives the page's
+// GPUDevice, whose objects cannot leave the main thread. So Python starts in a worker
+// (python-worker.js), which sends back a memory snapshot of itself with wgtune imported
+// (Pyodide's makeMemorySnapshot); the main thread restores it (a copy, not a start-up) and keeps
+// it in Cache Storage (snapshots.js), so a later load skips the worker too. Where a snapshot
+// cannot be had (no Worker, no Cache Storage, a snapshot that does not restore: it is dropped),
+// Python starts on the main thread as before, in one long task.
+
+import { dropSnapshot, readSnapshot, saveSnapshot, snapshotKey } from "./snapshots.js";
+
+/** The library's default base URL: the directory of this module (it sits beside wgtune.js). */
+export const DEFAULT_BASE_URL = new URL(".", import.meta.url);
+
+// Imported before a snapshot: every module the session needs at open (what a load would import).
+export const SNAPSHOT_IMPORTS = "import wgtune.backends.page, wgtune.backends.js_sets";
+// After a restore: the snapshot's random state would repeat on every load.
+const AFTER_RESTORE = "import random; random.seed()";
+
+/** `baseUrl` as an absolute URL of a directory (a trailing slash added where it has none). */
+export function resolveBaseUrl(baseUrl = DEFAULT_BASE_URL) {
+  const url = new URL(String(baseUrl), globalThis.document?.baseURI ?? location.href);
+  if (!url.pathname.endsWith("/")) url.pathname += "/";
+  return url;
+}
+
+/** An asset of the library that could not be loaded: says which, from where, and what to check. */
+function missingAsset(what, url, cause) {
+  const error = new Error(
+    `wgtune could not load ${what} from ${url} (${cause}): is wgtune hosted there? ` +
+      "Pass loadWgtune({baseUrl}) the URL of the directory that holds wgtune.js, pyodide/ and wgtune-config.json.",
+  );
+  error.url = String(url);
+  return error;
+}
+
+/** The bytes at `url`, an asset of the library (`what` names it in the error). */
+async function fetchBytes(what, url) {
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (error) {
+    throw missingAsset(what, url, error.message ?? error);
+  }
+  if (!response.ok) throw missingAsset(what, url, `HTTP ${response.status}`);
+  return response.arrayBuffer();
+}
+
+async function fetchConfig(base) {
+  const url = new URL("wgtune-config.json", base);
+  const config = JSON.parse(new TextDecoder().decode(await fetchBytes("its config", url)));
+  return { ...config, wheelUrl: new URL(config.wheel, url).href };
+}
+
+async function importPyodide(indexURL) {
+  const url = new URL("pyodide.mjs", indexURL);
+  try {
+    return await import(url.href);
+  } catch (error) {
+    throw missingAsset("Pyodide", url, error.message ?? error);
+  }
+}
+
+/**
+ * Unpack the wheel's bytes into site-packages. Not through loadPackage: that leaves Pyodide's
+ * record of loaded packages in a state a snapshot refuses, and a restored Python needs the files
+ * again (a snapshot holds memory, not Pyodide's file system).
+ */
+export function installWheel(pyodide, bytes, url) {
+  try {
+    const sitePackages = pyodide.runPython("import sysconfig; sysconfig.get_path('purelib')");
+    pyodide.unpackArchive(bytes, "wheel", { extractDir: sitePackages });
+    pyodide.runPython("import importlib; importlib.invalidate_caches()");
+  } catch (error) {
+    throw new Error(`installing ${url} failed: ${error.message ?? error}`);
+  }
+}
+
+/** A snapshot of Python with wgtune imported, made in a worker; null where that failed (said on the console). */
+function snapshotInWorker(indexURL, wheelUrl) {
+  return new Promise((resolve) => {
+    let worker;
+    try {
+      worker = new Worker(new URL("./python-worker.js", import.meta.url), { type: "module" });
+    } catch {
+      resolve(null);
+      return;
+    }
+    const done = (snapshot, problem) => {
+      worker.terminate();
+      if (problem) console.warn(`wgtune: starting Python in a worker failed (${problem}); starting it here`);
+      resolve(snapshot);
+    };
+    worker.onmessage = ({ data }) => done(data.snapshot ?? null, data.error);
+    worker.onerror = (event) => done(null, event.message || "the worker did not start");
+    worker.postMessage({ indexURL, wheelUrl });
+  });
+}
+
+/** Python restored from `snapshot`, or null where it does not restore (the stored one is then dropped). */
+async function restore(loadPyodide, indexURL, snapshot, key) {
+  try {
+    const pyodide = await loadPyodide({ indexURL, _loadSnapshot: snapshot });
+    pyodide.runPython(AFTER_RESTORE);
+    return pyodide;
+  } catch (error) {
+    console.warn(`wgtune: a Python snapshot did not restore (${error.message ?? error}); starting afresh`);
+    await dropSnapshot(key);
+    return null;
+  }
+}
+
+/**
+ * Start Python with wgtune installed; `{pyodide, config}`. The config, Pyodide's module and the
+ * wheel are fetched at once. `phases` receives each step's milliseconds and where Python came
+ * from (`python`: "stored snapshot", "worker", or "main thread").
+ */
+export async function startPython(base, { onStatus = () => {}, phases = {}, useSnapshot = true } = {}) {
+  const indexURL = new URL("pyodide/", base).href;
+  const configLoading = fetchConfig(base);
+  const wheelLoading = configLoading.then((config) => fetchBytes("the wgtune wheel", config.wheelUrl));
+  wheelLoading.catch(() => {}); // awaited below, where a failure surfaces
+  let began = performance.now();
+  const { loadPyodide, version } = await importPyodide(indexURL);
+  const config = await configLoading;
+  const key = snapshotKey(base, config.wheelUrl, version);
+  onStatus("Loading Python (Pyodide)…");
+  let pyodide = null;
+  if (useSnapshot) {
+    let snapshot = await readSnapshot(key);
+    phases.python = "stored snapshot";
+    if (!snapshot) {
+      snapshot = await snapshotInWorker(indexURL, config.wheelUrl);
+      phases.python = "worker";
+      if (snapshot) saveSnapshot(key, snapshot).catch((error) => console.warn(`wgtune: no snapshot kept: ${error}`));
+    }
+    if (snapshot) pyodide = await restore(loadPyodide, indexURL, snapshot, key);
+  }
+  const restored = pyodide !== null;
+  if (!restored) {
+    phases.python = "main thread";
+    pyodide = await loadPyodide({ indexURL, _makeSnapshot: useSnapshot });
+  }
+  phases.pyodide = performance.now() - began;
+
+  onStatus("Installing wgtune…");
+  began = performance.now();
+  installWheel(pyodide, await wheelLoading, config.wheelUrl);
+  phases.wheel = performance.now() - began;
+  if (useSnapshot && !restored) {
+    // Before the session holds any JS object (a snapshot keeps only what globalThis reaches).
+    began = performance.now();
+    pyodide.runPython(SNAPSHOT_IMPORTS);
+    saveSnapshot(key, pyodide.makeMemorySnapshot()).catch((error) => console.warn(`wgtune: no snapshot kept: ${error}`));
+    phases.snapshot = performance.now() - began;
+  }
+  return { pyodide, config };
+}
