@@ -34,7 +34,7 @@ from wgtune.log import logger
 from wgtune.record import TuneRecord, envelope
 from wgtune.results import result_to_json
 from wgtune.state import Hit, Pending
-from wgtune.store import StoredEntry, namespace_for
+from wgtune.store import StoredEntry, canonical_namespace, namespace_for
 from wgtune.tunable import Args, TunableSet
 from wgtune.tuner import Tuner
 
@@ -343,6 +343,16 @@ class PageSession:
 
     def records_json(self) -> str:
         return json.dumps(self.records.items)
+
+    async def stored_page(self, namespace: str | None = None, set_name: str | None = None, offset: int = 0,
+                          limit: int = 50) -> str:
+        """One page of the stored winners, for the panel (``stored_view.py``): this device's by
+        default; only that page is read."""
+        from .stored_view import stored_page
+
+        page = await stored_page(self.idb, canonical_namespace(self.namespace), self._label, namespace=namespace,
+                                 set_name=set_name, offset=int(offset), limit=int(limit))
+        return json.dumps(page)
 
     async def cache_json(self) -> str:
         """Every stored namespace (after this page's pending writes), as an export document."""

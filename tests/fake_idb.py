@@ -48,6 +48,27 @@ class FakeIdb:
         for namespace, set_name, key, text in json.loads(records):
             self.entries[(namespace, set_name, key)] = text
 
+    async def namespaceCounts(self):
+        await self._step("namespaceCounts")
+        counts: dict[str, int] = {}
+        for namespace, _set, _key in sorted(self.entries):
+            counts[namespace] = counts.get(namespace, 0) + 1
+        return json.dumps(list(counts.items()))
+
+    async def setCounts(self, namespace):
+        await self._step("setCounts")
+        counts: dict[str, int] = {}
+        for found, set_name, _key in sorted(self.entries):
+            if found == namespace:
+                counts[set_name] = counts.get(set_name, 0) + 1
+        return json.dumps(list(counts.items()))
+
+    async def entryPage(self, namespace, set_name, offset, limit):
+        await self._step("entryPage")
+        chosen = [[*slot, text] for slot, text in sorted(self.entries.items())
+                  if slot[0] == namespace and (set_name is None or slot[1] == set_name)]
+        return json.dumps({"total": len(chosen), "records": chosen[offset:offset + limit]})
+
     async def clearNamespace(self, namespace):
         await self._step("clearNamespace")
         self.entries = {slot: text for slot, text in self.entries.items() if slot[0] != namespace}

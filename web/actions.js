@@ -101,12 +101,12 @@ export async function clearStore() {
   // Every device's winners go, not only this one's: asked first, with what would be lost.
   let stored;
   try {
-    stored = (await ui.api.cache()).namespaces ?? [];
+    stored = (await ui.api.storedPage({ limit: 1 })).namespaces; // the counts: no entry is read
   } catch (error) {
     message("cache-message", `Clear failed: could not read the stored winners: ${error.message}`, true);
     return;
   }
-  const winners = stored.reduce((sum, namespace) => sum + (namespace.entries?.length ?? 0), 0);
+  const winners = stored.reduce((sum, namespace) => sum + namespace.entries, 0);
   if (winners === 0) {
     message("cache-message", "Nothing stored to clear.");
     return;

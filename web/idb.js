@@ -34,6 +34,11 @@ function ofNamespace(namespace) {
   return IDBKeyRange.bound([namespace], [namespace, []]);
 }
 
+/** Every record of one set of `namespace`. */
+function ofSet(namespace, set) {
+  return IDBKeyRange.bound([namespace, set], [namespace, set, []]);
+}
+
 /** Open (creating or upgrading if needed) the database `name`; resolves to the store's helpers. */
 export async function openDocuments(name = "wgtune") {
   const opening = indexedDB.open(name, VERSION);
@@ -68,6 +73,70 @@ export async function openDocuments(name = "wgtune") {
         const range = ofNamespace(namespace);
         const [keys, values] = await Promise.all([done(s.entries.getAllKeys(range)), done(s.entries.getAll(range))]);
         return JSON.stringify(keys.map((key, i) => [key[1], key[2], values[i]]));
+      }),
+    /**
+     * JSON text: [[namespace, count], ...], every namespace with entries: a key cursor that jumps
+     * from one namespace to the next, and a count of each, so 100k entries are never read.
+     */
+    namespaceCounts: () =>
+      transact([ENTRIES], "readonly", (s) => new Promise((resolve, reject) => {
+        const found = [];
+        const cursor = s.entries.openKeyCursor();
+        cursor.onerror = () => reject(cursor.error);
+        cursor.onsuccess = () => {
+          const at = cursor.result;
+          if (!at) {
+            Promise.all(found.map((namespace) => done(s.entries.count(ofNamespace(namespace)))))
+              .then((counts) => resolve(JSON.stringify(found.map((namespace, i) => [namespace, counts[i]]))), reject);
+            return;
+          }
+          found.push(at.key[0]);
+          at.continue([at.key[0], []]); // past every key of this namespace
+        };
+      })),
+    /** JSON text: [[set, count], ...] of one namespace, found as namespaceCounts finds namespaces. */
+    setCounts: (namespace) =>
+      transact([ENTRIES], "readonly", (s) => new Promise((resolve, reject) => {
+        const found = [];
+        const cursor = s.entries.openKeyCursor(ofNamespace(namespace));
+        cursor.onerror = () => reject(cursor.error);
+        cursor.onsuccess = () => {
+          const at = cursor.result;
+          if (!at) {
+            Promise.all(found.map((set) => done(s.entries.count(ofSet(namespace, set)))))
+              .then((counts) => resolve(JSON.stringify(found.map((set, i) => [set, counts[i]]))), reject);
+            return;
+          }
+          found.push(at.key[1]);
+          at.continue([namespace, at.key[1], []]);
+        };
+      })),
+    /**
+     * JSON text: {total, records: [[namespace, set, key, text], ...]}: `limit` entries of one
+     * namespace (and set, unless null) from the `offset`-th, in key order; only those are read.
+     */
+    entryPage: (namespace, set, offset, limit) =>
+      transact([ENTRIES], "readonly", async (s) => {
+        const range = set == null ? ofNamespace(namespace) : ofSet(namespace, set);
+        const total = await done(s.entries.count(range));
+        const records = await new Promise((resolve, reject) => {
+          const page = [];
+          const cursor = s.entries.openCursor(range);
+          let skipped = offset <= 0;
+          cursor.onerror = () => reject(cursor.error);
+          cursor.onsuccess = () => {
+            const at = cursor.result;
+            if (!at || page.length >= limit) return resolve(page);
+            if (!skipped) {
+              skipped = true;
+              at.advance(offset);
+              return;
+            }
+            page.push([...at.key, at.value]);
+            at.continue();
+          };
+        });
+        return JSON.stringify({ total, records });
       }),
     /** JSON text: [[namespace, set, key, text], ...] of every namespace. */
     allEntries: () =>

@@ -185,6 +185,12 @@ export async function loadWgtune({
       py(async () => JSON.parse(await session.settle(...labels("settle", set, key), timeout))),
     /** The tune records of this page load. */
     records: () => JSON.parse(session.records_json()),
+    /**
+     * One page of the stored winners: this device's (or `namespace`'s), every set's (or `set`'s),
+     * `limit` of them from `offset`; with every device's and set's counts. Reads only that page.
+     */
+    storedPage: ({ namespace = null, set = null, offset = 0, limit = 50 } = {}) =>
+      py(async () => JSON.parse(await session.stored_page(namespace, set, offset, limit))),
     /** Every stored winner of every device, as an export document (what `wgtune cache export` writes). */
     cache: () => py(async () => JSON.parse(await session.cache_json())),
     exportCache: () => py(() => session.cache_json()),
