@@ -368,11 +368,18 @@ def test_the_seeds_fixed_policy_is_a_url_setting_away(browser):
     page.close()
 
 
-def test_a_bad_page_setting_fails_the_load_and_says_which(browser):
+def test_a_bad_page_setting_fails_the_load_and_says_which(browser, artifacts):
     page, _ = browser.open("?budget=soon", wait=False)
     page.wait_for_function("() => !document.getElementById('unavailable').hidden", timeout=120_000)
     message = page.locator("#unavailable .unavailable-message").inner_text()
     assert "the page setting budget='soon'" in message and "WGTUNE_" not in message
+    advice = page.locator("#unavailable .unavailable-advice")
+    assert "fix or remove it" in advice.inner_text() and "Reload" not in advice.inner_text()
+    page.screenshot(path=str(artifacts / "page-bad-setting.png"))
+    advice.locator("a").click()  # the page without the setting loads
+    page.wait_for_function("window.wgtune?.ready", timeout=120_000)
+    page.evaluate("window.wgtune.ready.then(() => true)")
+    assert page.url.endswith("/") and page.locator("#unavailable").is_hidden()
     page.close()
     page, _ = browser.open("?polcy=fixed", wait=False)
     page.wait_for_function("() => !document.getElementById('unavailable').hidden", timeout=120_000)

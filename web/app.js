@@ -109,9 +109,19 @@ function showLoadFailure(error) {
   box.querySelector(".unavailable-title").textContent =
     expected ? "wgtune cannot run in this browser" : "wgtune failed to load";
   box.querySelector(".unavailable-message").textContent = error?.message ?? String(error);
-  box.querySelector(".unavailable-advice").textContent = expected
-    ? error.advice
-    : "Reload the page to try again; if it keeps failing, the details below say where it stopped.";
+  const advice = box.querySelector(".unavailable-advice");
+  if (error?.pythonType === "ConfigError") {
+    // A setting in the address: reloading would repeat it. Say what to change, and offer the page without it.
+    advice.textContent = "A tuning setting in this page's address is wrong (the message names it): fix or remove it. ";
+    const plain = document.createElement("a");
+    plain.href = location.pathname;
+    plain.textContent = "Open the page with the default settings.";
+    advice.append(plain);
+  } else {
+    advice.textContent = expected
+      ? error.advice
+      : "Reload the page to try again; if it keeps failing, the details below say where it stopped.";
+  }
   const details = box.querySelector(".unavailable-details");
   const trace = error?.traceback ?? (expected ? "" : error?.stack ?? "");
   details.hidden = !trace;

@@ -19,7 +19,10 @@
 function pythonError(error) {
   if (error?.type && typeof error.message === "string") {
     const lines = error.message.trim().split("\n");
-    const clean = new Error(lines[lines.length - 1]);
+    // "wgtune.errors.ConfigError: what is wrong": the message, without the exception's path.
+    const last = lines[lines.length - 1];
+    const prefix = new RegExp(`^(?:[\\w.]+\\.)?${error.type}: `);
+    const clean = new Error(last.replace(prefix, ""));
     clean.pythonType = error.type;
     clean.traceback = error.message;
     return clean;
