@@ -34,6 +34,11 @@ export async function scaleOnce(device: GPUDevice, x: GPUBuffer, y: GPUBuffer, n
   return ran.ran;
 }
 
+export async function firstStoredKeys(wgtune: Wgtune): Promise<string[]> {
+  const page = await wgtune.storedPage({ limit: 10 });
+  return page.entries.map((entry) => `${entry.table} ${entry.label}: ${entry.winner_name}`);
+}
+
 export async function searchedSpace(wgtune: Wgtune): Promise<string[]> {
   const spaced = await wgtune.defineSet({
     name: "spaced",

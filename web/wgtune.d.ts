@@ -57,7 +57,9 @@ export type WgtuneEvent =
   | { type: "started"; set: string; key: string; candidates: number }
   | { type: "trial"; set: string; key: string; index: number; result: CandidateResult; wall: number }
   | { type: "finished"; set: string; key: string; winner: string; stored: boolean | "pending";
-      confidence: unknown; short_circuit: number | null }
+      confidence: unknown; short_circuit: number | null;
+      /** Another tab tuned it (no tune ran here); announced: heard as it stored it, not waited for. */
+      elsewhere?: boolean; announced?: boolean }
   | { type: "failed"; set: string; key: string; reason: string }
   | { type: "record"; record: unknown }
   | { type: "stored"; set: string; table: string; key: string; ok: boolean; reason: string | null }
@@ -171,11 +173,30 @@ export interface TunableSetHandle {
   results(call: Call): CandidateResult[] | null;
 }
 
+/** One page of the stored winners (api.storedPage): one device's, one set's or all, with the counts. */
+export interface StoredPage {
+  namespaces: Array<{ namespace: string; fields: Record<string, unknown>; entries: number; current: boolean }>;
+  namespace: string | null;
+  sets: Array<{ name: string; entries: number }>;
+  set: string | null;
+  total: number;
+  offset: number;
+  limit: number;
+  /** Each entry as stored (table, key, winner_name, confidence, results...), with the page's label of its key. */
+  entries: Array<Record<string, unknown> & { table: string; winner_name: string; label: string }>;
+  damaged: number;
+}
+
 export interface Wgtune {
   readonly version: string;
   readonly device: GPUDevice;
   readonly adapterInfo: Record<string, unknown>;
   readonly readyMs: number;
+  /** Milliseconds each step of the load took (device, pyodide, wheel, session...). */
+  readonly loadPhases: Record<string, number>;
+  /** A page of the stored winners (this device's by default), reading only that page. */
+  storedPage(options?: { namespace?: string | null; set?: string | null; offset?: number; limit?: number }):
+    Promise<StoredPage>;
   /** Define a tunable set from JavaScript: your kernels, tuned on your buffers. */
   defineSet(spec: SetSpec): Promise<TunableSetHandle>;
   /** The demo's (and registered) sets and keys, by label. */
