@@ -3,9 +3,11 @@ server, its assets found relative to it or to ``baseUrl``, no demo unless asked.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from harness import READY_TIMEOUT_MS, ConsoleLog, launch
 from hosting_site import HostingSite
+from test_js_api import DEFINE_AND_TUNE
 
 # Every GPUBuffer the page creates, in bytes: registered before any script of the page runs.
 COUNT_BUFFERS = """
@@ -93,4 +95,17 @@ def test_the_demo_page_asks_for_the_demo_and_pays_its_buffers(server, context):
     sets = [s["name"] for s in page.evaluate("window.wgtune.catalogue().sets")]
     assert sets == ["matmul", "fma", "row_sum", "row_max"]
     assert page.evaluate("window.__bufferBytes") > 20_000_000  # what the counter sees when the demo is there
+    page.close()
+
+
+def test_a_site_with_no_python_of_its_own_tunes_its_kernel_from_javascript(site, context):
+    """The site's page writes only JavaScript: it defines a set, tunes it on its own buffers with
+    an f32 param given as 2.0, and gets the right output (the same script as test_js_api's)."""
+    page, log, outcome = open_site(context, site.page_url)
+    assert outcome["ok"], outcome
+    page.evaluate("async () => { window.wgtune = await window.siteReady; }")
+    answer = page.evaluate(DEFINE_AND_TUNE, {"n": 777, "uniform": "struct"})
+    assert answer["settled"]["state"] == "Hit" and answer["ran"]["ran"] == answer["settled"]["winner"]
+    np.testing.assert_array_equal(np.array(answer["y"], dtype=np.float32), 2.0 * np.arange(777, dtype=np.float32))
+    assert log.errors == []
     page.close()
