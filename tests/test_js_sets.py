@@ -11,7 +11,7 @@ import math
 import struct
 
 import pytest
-from fakes import FakeDevice, f32, make_tuner
+from fakes import FakeDevice, f32, make_tuner, quiet
 
 from wgtune import ConfigError, Hit, Measured, run_inline
 from wgtune.backends.js_sets import define_set
@@ -147,3 +147,25 @@ def test_the_same_buffers_and_params_again_are_the_same_args_so_no_new_bind_grou
     assert js_set.args({"buffers": {"x": x, "y": y}, "params": {"scale": 2, "n": 1}}) is first
     assert js_set.args({"buffers": {"x": x, "y": y}, "params": {"n": 1, "scale": 3}}) is not first
     assert js_set.args({"buffers": {"x": y, "y": x}, "params": {"n": 1, "scale": 2}}) is not first
+
+
+def test_a_javascript_reference_checks_the_candidates_outputs():
+    device = FakeDevice()
+    device.script("wg32", duration=1e-3, kernel=scale_kernel, wrong=True)  # fast, and wrong
+    device.script("wg64", duration=2e-3, kernel=scale_kernel)
+    session = Session(device)
+    session.tuner = make_tuner(device, config=quiet(checks=True))
+    seen = []
+
+    def reference(call, inputs):  # what JavaScript gets: the view, and each buffer's bytes
+        seen.append((call, [len(data) for data in inputs]))
+        x = struct.unpack(f"<{len(inputs[0]) // 4}f", bytes(inputs[0]))
+        return [f32([call["params"]["scale"] * value for value in x])]
+
+    described, _ = spec(outputs=["y"], reference=reference)
+    js_set = define_set(session, described)
+    call = {"buffers": {"x": device.buffer([1.0, 2.0]), "y": device.buffer([0.0, 0.0])}, "params": {"n": 2, "scale": 3}}
+    assert json.loads(js_set.check(call))["winner"] == "wg64"
+    wrong, right = session.tuner.results(js_set.tunables, session.tuner.key(js_set.tunables, js_set.args(call)))
+    assert type(wrong).__name__ == "Mismatch" and isinstance(right, Measured)
+    assert seen[0] == ({"params": {"n": 2, "scale": 3}, "buffers": [8, 8]}, [8, 8])
