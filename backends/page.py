@@ -1,12 +1,15 @@
-"""The page's Python half: a tuner on the browser device, the demo suite, and a JSON API for JS.
+"""The page's Python half: a tuner on the browser device, the keys a page registers (the demo
+suite's when asked), sets defined from JavaScript (``js_sets.py``), and a JSON API for JS.
 
 ``web/wgtune.js`` loads Pyodide and this wheel, opens a ``GPUDevice`` (or takes the embedding
 page's), then calls :meth:`PageSession.open`. Every answer crosses to JS as JSON text, so the JS
-side never holds Python objects it would have to release.
+side never holds Python objects it would have to release. What it hears of tunes is
+``page_events.py``'s; the stored-winners panel's pages are ``stored_view.py``'s; the other tabs
+are ``tabs.py``'s; a lost device is reopened by :meth:`PageSession.reopen`.
 
-Keys are named by their problem size as text (``"128x128x128"``, ``"262144"``): the label a
-person reads on the page and a test passes to ``check``. Each key's call (its buffers) is built
-once when the session opens, so :meth:`PageSession.check` only asks the tuner: a miss returns
+Registered keys are named by their problem size as text (``"128x128x128"``, ``"262144"``): the
+label a person reads on the page and a test passes to ``check``. Each key's call (its buffers) is
+built once when it is registered, so :meth:`PageSession.check` only asks the tuner: a miss returns
 Pending at once with the tune spawned on the WebLoop.
 
 Importable only in Pyodide (it uses the browser device).
@@ -25,14 +28,10 @@ from typing import Any
 from wgtune import Config, LogLevel
 from wgtune.bindings import output_indices
 from wgtune.clock import clock_grain as measure_grain
-from wgtune.coordinator import WinnerFromElsewhere
 from wgtune.errors import ConfigError, DeviceLost, WgtuneError
-from wgtune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from wgtune.kernels.demo import DemoCase, demo_suite
 from wgtune.key import Key
 from wgtune.log import logger
-from wgtune.record import TuneRecord, envelope
-from wgtune.results import result_to_json
 from wgtune.state import Hit, Pending
 from wgtune.store import StoredEntry, canonical_namespace, namespace_for
 from wgtune.tunable import Args, TunableSet
@@ -40,6 +39,7 @@ from wgtune.tuner import Tuner
 
 from . import indexeddb
 from .browser import BrowserDevice, js_object
+from .page_events import PageRecords, event_message
 from .tabs import TabCoordinator
 
 __all__ = ["PageSession", "label_of"]
@@ -60,21 +60,6 @@ class _Problem:
     label: str
     args: Args
     key: Key
-
-
-class _PageRecords:
-    """The tune records of this page load, newest last; each is also reported to the page, with
-    the label of its key (the size the page shows, ``"128x128x128"``) as ``label``."""
-
-    def __init__(self, notify: Callable[[dict], None], label: Callable[[str, Key], str]) -> None:
-        self.items: list[dict] = []
-        self.notify = notify
-        self.label = label
-
-    def write(self, record: TuneRecord) -> None:
-        item = {**envelope(record, time.time()), "label": self.label(record.set_name, record.key)}
-        self.items.append(item)
-        self.notify({"type": "record", "record": item})
 
 
 # What a page may set (from its URL, say ``/?policy=fixed``): how tunes sample, nothing that
@@ -108,7 +93,7 @@ class PageSession:
         self.idb = idb
         self._notify_js = notify
         self.config = config
-        self.records = _PageRecords(self._notify, self._label)
+        self.records = PageRecords(self._notify, self._label)
         self.problems: dict[tuple[str, str], _Problem] = {}
         self.cases: list[DemoCase] = []
         self.store: indexeddb.IndexedDBStore | None = None
@@ -414,32 +399,9 @@ class PageSession:
             self.coordinator.announce_stored(entries)  # committed: the other tabs can read them
 
     def _observe(self, event: object) -> None:
-        if isinstance(event, TuneStarted):
-            name, label = self._page_key(event.set_name, event.key)
-            self._notify({"type": "started", "set": name, "key": label, "candidates": event.candidates})
-        elif isinstance(event, TrialFinished):
-            name, label = self._page_key(event.set_name, event.key)
-            self._notify({"type": "trial", "set": name, "key": label, "index": event.index,
-                          "result": result_to_json(event.result), "wall": event.wall})
-        elif isinstance(event, TuneFinished):
-            outcome = event.outcome
-            confidence = outcome.confidence.to_json() if outcome.confidence is not None else None
-            name, label = self._page_key(outcome.set_name, outcome.key)
-            self._notify({"type": "finished", "set": name, "key": label,
-                          "winner": outcome.winner_name, "stored": outcome.stored, "confidence": confidence,
-                          "short_circuit": outcome.short_circuit})
-        elif isinstance(event, TuneFailedEvent):
-            name, label = self._page_key(event.set_name, event.key)
-            self._notify({"type": "failed", "set": name, "key": label, "reason": event.reason})
-        elif isinstance(event, WinnerFromElsewhere):
-            # Another tab tuned the key: the page shows its winner as it shows a finished tune's,
-            # and "elsewhere" says no tune ran here ("announced": heard, not waited for).
-            entry = event.entry
-            confidence = entry.confidence.to_json() if entry.confidence is not None else None
-            name, label = self._page_key(entry.set_name, entry.key)
-            self._notify({"type": "finished", "set": name, "key": label, "winner": entry.winner_name,
-                          "stored": True, "confidence": confidence, "short_circuit": None,
-                          "elsewhere": True, "announced": event.announced})
+        message = event_message(event, self._page_key)
+        if message is not None:
+            self._notify(message)
 
     def _notify(self, message: dict) -> None:
         self._notify_js(json.dumps(message))

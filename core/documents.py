@@ -1,8 +1,10 @@
 """Keeping namespace documents: one store over a small key-value interface.
 
-Winners are kept as one document per namespace (``wgtune.cache/1``, see ``store.py``): natively
-a file in a directory, in the browser a record in IndexedDB. Everything that decides what
-happens to a document lives here, once, for both:
+Winners were kept as one document per namespace (``wgtune.cache/1``, see ``store.py``), a file in
+a directory: the old native store (``backends/file_store.py``), which the SQLite store migrates
+from. (The stores in use keep one row, or one IndexedDB record, per entry; they share this
+module's check of an import, ``DocumentStore.check_import``.) Everything that decides what
+happens to a document lives here:
 
 - **merge on write**: a save re-reads the document under the key-value store's lock and merges
   into it, so the entries another process (or browser tab) wrote since this one loaded are kept;
