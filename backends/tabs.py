@@ -88,7 +88,7 @@ class TabCoordinator:
         except asyncio.CancelledError:
             granted.add_done_callback(_release_once_granted)
             raise
-        self._held[(set_name, key)] = release
+        self._held[(set_name, key)] = (release, self.store)
         try:
             return await self.store.read(set_name, key)
         except Exception as error:  # IndexedDB unreadable: a miss, as at load
@@ -96,12 +96,17 @@ class TabCoordinator:
             return None
 
     async def release(self, set_name: str, key: Key) -> None:
-        """Let the next tab have the key, once this tab's writes so far have committed."""
-        release = self._held.pop((set_name, key), None)
-        if release is None:
+        """Let the next tab have the key, once this tab's writes so far have committed: the store's
+        it held the key with and, where another tab's import or clear made this tab read its store
+        anew meanwhile, the new one's (the winner may be written through either)."""
+        held = self._held.pop((set_name, key), None)
+        if held is None:
             return
+        release, store = held
         try:
-            await self.store.settled()
+            await store.settled()
+            if self.store is not store:
+                await self.store.settled()
         finally:
             release()
 

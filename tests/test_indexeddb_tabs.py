@@ -152,3 +152,22 @@ def test_a_wait_cancelled_before_the_lock_is_granted_lets_it_go_once_granted():
 
     asyncio.run(main())
     assert browser.held == []
+
+
+def test_a_store_read_anew_while_a_key_is_held_keeps_the_lock_until_the_first_stores_write_commits():
+    async def scenario():
+        browser, idb = FakeBrowser(), FakeIdb()
+        first = await IndexedDBStore.open(idb, NAMESPACE)
+        coordinator = TabCoordinator(browser.tab(), first)
+        assert await coordinator.acquire("s", KEY) is None
+        entry = StoredEntry("s", KEY, "c0ffee", 0, "a", ({"name": "a", "index": 0, "median": 1e-3,
+                                                           "samples": [1e-3]},))
+        first.save(entry)  # written in the background
+        coordinator.store = await IndexedDBStore.open(idb, NAMESPACE)  # another tab's import: read anew
+        name = coordinator.lock_name("s", KEY)
+        await coordinator.release("s", KEY)
+        # The lock went only after the write through the first store committed: the next tab finds it.
+        assert name not in browser.held
+        assert any(slot[1] == "s" for slot in idb.entries)
+
+    asyncio.run(scenario())
