@@ -15,20 +15,7 @@
 //   await scale.execute(call);      // runs the fallback while Pending, then the winner
 //   await scale.settle(call);       // {state: "Hit", winner: "wg128", key: {n: 1000}}
 
-/** A Python exception as a JS Error whose message is the exception's own last line. */
-function pythonError(error) {
-  if (error?.type && typeof error.message === "string") {
-    const lines = error.message.trim().split("\n");
-    // "wgtune.errors.ConfigError: what is wrong": the message, without the exception's path.
-    const last = lines[lines.length - 1];
-    const prefix = new RegExp(`^(?:[\\w.]+\\.)?${error.type}: `);
-    const clean = new Error(last.replace(prefix, ""));
-    clean.pythonType = error.type;
-    clean.traceback = error.message;
-    return clean;
-  }
-  return error;
-}
+import { pythonError } from "./errors.js";
 
 function checkedCall(setName, call) {
   if (call === null || typeof call !== "object" || !("buffers" in call)) {

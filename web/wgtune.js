@@ -9,6 +9,7 @@
 import { openDocuments } from "./idb.js";
 import { openTabs } from "./tabs.js";
 import { resolveBaseUrl, startPython } from "./python.js";
+import { pythonError, py } from "./errors.js";
 import { defineSet } from "./sets.js";
 
 /** Why wgtune cannot run here, with what to do about it (shown by the page). */
@@ -78,28 +79,6 @@ function describeAdapter(adapter, device) {
   };
 }
 
-/** A Python exception as a JS Error whose message is the exception's own last line. */
-function pythonError(error) {
-  if (error?.type && typeof error.message === "string") {
-    const lines = error.message.trim().split("\n");
-    // "wgtune.errors.ConfigError: what is wrong": the message, without the exception's path.
-    const last = lines[lines.length - 1];
-    const prefix = new RegExp(`^(?:[\\w.]+\\.)?${error.type}: `);
-    const clean = new Error(last.replace(prefix, ""));
-    clean.pythonType = error.type;
-    clean.traceback = error.message;
-    return clean;
-  }
-  return error;
-}
-
-async function py(call) {
-  try {
-    return await call();
-  } catch (error) {
-    throw pythonError(error);
-  }
-}
 
 /**
  * Load wgtune. Options:
