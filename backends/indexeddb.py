@@ -46,7 +46,10 @@ from wgtune.store import (
 from wgtune.text import shown
 from wgtune.validate import parse_json
 
-__all__ = ["IndexedDBEntries", "IndexedDBStore", "decode_record", "record_of"]
+__all__ = ["LOAD_SLICE", "IndexedDBEntries", "IndexedDBStore", "decode_record", "record_of"]
+
+LOAD_SLICE = 2000
+"""Records a namespace is read in at a time: decoding them is a few tens of milliseconds."""
 
 logger = logging.getLogger("wgtune")
 
@@ -91,14 +94,22 @@ class IndexedDBEntries:
     # -- one namespace ------------------------------------------------------------------------
 
     async def load(self, namespace: dict) -> list[StoredEntry]:
-        """Every readable entry of ``namespace`` (one request); damaged records are skipped, logged."""
+        """Every readable entry of ``namespace``, read in slices of :data:`LOAD_SLICE` records
+        (a request each, so that a namespace of 100k entries is many short tasks of the page,
+        not one of seconds); damaged records are skipped, logged."""
         text = canonical_namespace(check_namespace(namespace))
         entries, problems = [], []
-        for set_name, key_text, value in _rows(await self.idb.namespaceEntries(text), 3):
-            try:
-                entries.append(decode_record(set_name, key_text, value))
-            except StoreError as error:
-                problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
+        after: list | None = None
+        while True:
+            rows = _rows(await self.idb.namespaceSlice(text, *(after or (None, None)), LOAD_SLICE), 3)
+            for set_name, key_text, value in rows:
+                try:
+                    entries.append(decode_record(set_name, key_text, value))
+                except StoreError as error:
+                    problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
+            if len(rows) < LOAD_SLICE:
+                break
+            after = rows[-1][:2]
         if problems:
             logger.warning("skipped %d damaged entr%s in IndexedDB: %s", len(problems),
                            "y" if len(problems) == 1 else "ies", problems[0])

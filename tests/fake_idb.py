@@ -33,9 +33,11 @@ class FakeIdb:
         await self._step("entry")
         return self.entries.get((namespace, set_name, key))
 
-    async def namespaceEntries(self, namespace):
-        await self._step("namespaceEntries")
-        return json.dumps([[s, k, text] for (n, s, k), text in sorted(self.entries.items()) if n == namespace])
+    async def namespaceSlice(self, namespace, after_set, after_key, limit):
+        await self._step("namespaceSlice")
+        chosen = [[s, k, text] for (n, s, k), text in sorted(self.entries.items())
+                  if n == namespace and (after_set is None or (s, k) > (after_set, after_key))]
+        return json.dumps(chosen[:limit])
 
     async def allEntries(self):
         await self._step("allEntries")

@@ -17,7 +17,7 @@ from fake_idb import FakeIdb
 from wgtune import Key, StoredEntry, StoreError
 from wgtune.backends import file_store
 from wgtune.backends.file_store import FileStore
-from wgtune.backends.indexeddb import IndexedDBEntries, IndexedDBStore
+from wgtune.backends.indexeddb import LOAD_SLICE, IndexedDBEntries, IndexedDBStore
 from wgtune.runner import run_inline
 from wgtune.store import canonical_namespace, document_text, encode_document, encode_export
 
@@ -294,3 +294,20 @@ def test_version_1_documents_move_into_records_keeping_newer_winners_and_nothing
     assert set(idb.documents) == {"damaged entries", "not json"}  # kept for a post-mortem
     assert "kept the damaged cache document not json" in caplog.text
     assert "kept the cache document damaged entries" in caplog.text
+
+
+def test_a_large_namespace_is_read_in_slices_and_every_entry_comes_back():
+    idb = FakeIdb()
+    namespace = {"wgtune": "0.1.0", "device": {"vendor": "v", "device": "d", "driver": "", "backend": "webgpu"},
+                 "tuner": "default"}
+    other = {**namespace, "tuner": "other"}
+    database = IndexedDBEntries(idb)
+    results = ({"name": "a", "index": 0, "median": 1e-3, "samples": [1e-3]},)
+    count = 2 * LOAD_SLICE + 7
+    asyncio.run(database.put(namespace, [StoredEntry("s", Key({"n": n}), "c0ffee", 0, "a", results)
+                                         for n in range(count)]))
+    asyncio.run(database.put(other, [StoredEntry("s", Key({"n": 0}), "c0ffee", 0, "a", results)]))
+    idb.calls.clear()
+    loaded = asyncio.run(database.load(namespace))
+    assert sorted(dict(entry.key)["n"] for entry in loaded) == list(range(count))  # once each, no other's
+    assert idb.calls == ["namespaceSlice"] * 3

@@ -67,11 +67,18 @@ export async function openDocuments(name = "wgtune") {
     version: VERSION,
     /** The text of one entry, or undefined. */
     entry: (namespace, set, key) => transact([ENTRIES], "readonly", (s) => done(s.entries.get([namespace, set, key]))),
-    /** JSON text: [[set, key, text], ...] of one namespace. */
-    namespaceEntries: (namespace) =>
+    /**
+     * JSON text: [[set, key, text], ...], at most `limit` records of one namespace in key order,
+     * those after [set, key] = [afterSet, afterKey] (from the first when afterSet is null): how a
+     * large namespace is read in slices, each a short task.
+     */
+    namespaceSlice: (namespace, afterSet, afterKey, limit) =>
       transact([ENTRIES], "readonly", async (s) => {
-        const range = ofNamespace(namespace);
-        const [keys, values] = await Promise.all([done(s.entries.getAllKeys(range)), done(s.entries.getAll(range))]);
+        const range = afterSet == null ? ofNamespace(namespace)
+          : IDBKeyRange.bound([namespace, afterSet, afterKey], [namespace, []], true, false);
+        const [keys, values] = await Promise.all([
+          done(s.entries.getAllKeys(range, limit)), done(s.entries.getAll(range, limit)),
+        ]);
         return JSON.stringify(keys.map((key, i) => [key[1], key[2], values[i]]));
       }),
     /**
