@@ -239,6 +239,11 @@ class IndexedDBStore:
         """The entry of one key, as this tab knows it."""
         return self._entries.get((set_name, key))
 
+    lookup = stored
+    """The tuner reads the store key by key through this (``TuneCache.lookup``): a key's entry
+    when the key is first claimed, so that a namespace of 100k entries costs the tuner nothing at
+    open (building its table of them whole was a quarter-second task of the page)."""
+
     async def read(self, set_name: str, key: Key) -> StoredEntry | None:
         """One key's entry as IndexedDB holds it now (another tab's, say), kept in memory too;
         None when none is stored. Raises what IndexedDB raised."""

@@ -234,6 +234,7 @@ class PageSession:
         return problem
 
     def _state(self, problem: _Problem) -> dict:
+        self.tuner.cache.look_up(problem.tunables.name, problem.key)  # the store is read key by key
         state = self.tuner.cache.answer(problem.tunables, problem.key)
         answer = {"set": problem.set_name, "key": problem.label, "state": type(state).__name__}
         if isinstance(state, Hit):
