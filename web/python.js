@@ -86,6 +86,11 @@ export function installWheel(pyodide, bytes, url) {
   }
 }
 
+/** Resolves in a later task of the page (not a microtask): what runs after it is a task of its own. */
+function nextTask() {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
 /** A snapshot of Python with wgtune imported, made in a worker; null where that failed (said on the console). */
 function snapshotInWorker(indexURL, wheelUrl) {
   return new Promise((resolve) => {
@@ -152,6 +157,7 @@ export async function startPython(base, { onStatus = () => {}, phases = {}, useS
     pyodide = await loadPyodide({ indexURL, _makeSnapshot: useSnapshot });
   }
   phases.pyodide = performance.now() - began;
+  await nextTask(); // the restore is one long task: the wheel's unpacking is not added to it
 
   onStatus("Installing wgtune…");
   began = performance.now();
