@@ -41,6 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from wgtune.errors import ConfigError, WgtuneError
+from wgtune.key import Key
+from wgtune.results import result_to_json
 from wgtune.search import Search
 from wgtune.space import Space
 from wgtune.state import Hit, Pending
@@ -297,9 +299,8 @@ class JsSet:
             self._recent.move_to_end(same)
         return args
 
-    def _answer(self, args: Args) -> dict:
+    def _answer(self, key: Key) -> dict:
         tuner = self.session.tuner
-        key = tuner.key(self.tunables, args)
         state = tuner.cache.answer(self.tunables, key)
         answer: dict[str, Any] = {"set": self.name, "key": dict(key), "state": type(state).__name__}
         if isinstance(state, Hit):
@@ -318,14 +319,14 @@ class JsSet:
             state = tuner.check_tune(self.tunables, key, args)
             if isinstance(state, Pending):
                 self.session.notify_pending(self.name, key)
-        return json.dumps(self._answer(args))
+        return json.dumps(self._answer(key))
 
     async def execute(self, call: Any) -> str:
         """Run the key's winner on the call (the fallback while it is Pending, starting a tune on
         a miss); which ran."""
         args = self.args(call)
         kernel = self.session.tuner.execute(self.tunables, args)
-        return json.dumps({**self._answer(args), "ran": kernel.name})
+        return json.dumps({**self._answer(self.session.tuner.key(self.tunables, args)), "ran": kernel.name})
 
     async def settle(self, call: Any, timeout: float = 600.0) -> str:
         """Wait while the call's key is Pending; its state after. A WgtuneError past ``timeout`` s."""
@@ -337,12 +338,10 @@ class JsSet:
             if time.monotonic() > deadline:
                 raise WgtuneError(f"{self.name} [{key}] still Pending after {timeout} s")
             await asyncio.sleep(0.02)
-        return json.dumps(self._answer(args))
+        return json.dumps(self._answer(key))
 
     def results(self, call: Any) -> str:
         """Every candidate's result for the call's key, as stored (JSON), or null when undecided."""
-        from wgtune.results import result_to_json
-
         args = self.args(call)
         key = self.session.tuner.key(self.tunables, args)
         results = self.session.tuner.results(self.tunables, key)

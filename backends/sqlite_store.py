@@ -27,7 +27,6 @@ Database failures raise OSError (``StoreError`` only for a database that is not 
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -41,7 +40,7 @@ from typing import TypeVar
 from wgtune.errors import StoreError
 from wgtune.key import Key
 from wgtune.log import logger
-from wgtune.store import StoredEntry, canonical_namespace, check_namespace
+from wgtune.store import StoredEntry, canonical_namespace, check_namespace, namespace_of
 
 from .file_store import default_cache_dir, set_aside_if_not_sqlite
 from .sqlite_migrate import migrate_documents, now
@@ -325,7 +324,7 @@ class CacheDatabase:
                 " FROM namespaces n LEFT JOIN entries e ON e.namespace_id = n.id GROUP BY n.id"
                 " UNION ALL SELECT namespace, 0, COUNT(*) FROM damaged GROUP BY namespace"
                 ") GROUP BY namespace HAVING SUM(entries) + SUM(damaged) > 0 ORDER BY namespace").fetchall()
-        return [NamespaceSummary(_namespace_of(text), entries, damaged) for text, entries, damaged in rows]
+        return [NamespaceSummary(namespace_of(text), entries, damaged) for text, entries, damaged in rows]
 
     def rows(self, connection: sqlite3.Connection, namespace: str | None = None) -> Iterator[tuple[str, str]]:
         """(canonical namespace, entry text) of every row (of ``namespace``), in export order:
@@ -342,18 +341,10 @@ class CacheDatabase:
         with self.reading() as connection:
             for namespace, text in self.rows(connection):
                 try:
-                    found.append((_namespace_of(namespace), decode_row(text)))
+                    found.append((namespace_of(namespace), decode_row(text)))
                 except StoreError as error:
                     problems.append(str(error))
         return found, problems
-
-
-def _namespace_of(text: str) -> dict:
-    try:
-        namespace = json.loads(text)
-    except ValueError:
-        namespace = None
-    return namespace if isinstance(namespace, dict) else {"unreadable": text}
 
 
 class SqliteStore:

@@ -20,6 +20,7 @@ from typing import Any
 
 from wgtune.errors import StoreError
 from wgtune.key import Key
+from wgtune.store import namespace_of
 
 from .indexeddb import decode_record
 
@@ -38,14 +39,6 @@ def _pairs(text: object, what: str) -> list[tuple[str, int]]:
     ):
         raise StoreError(f"IndexedDB answered {what} that are not [name, count] pairs")
     return [(name, count) for name, count in rows]
-
-
-def _namespace_fields(text: str) -> dict:
-    try:
-        fields = json.loads(text)
-    except ValueError:
-        fields = None
-    return fields if isinstance(fields, dict) else {"unreadable": text}
 
 
 async def stored_page(
@@ -74,7 +67,7 @@ async def stored_page(
     chosen = namespace if namespace in known else current if current in known else (
         namespaces[0][0] if namespaces else None)
     answer: dict[str, Any] = {
-        "namespaces": [{"namespace": name, "fields": _namespace_fields(name), "entries": count,
+        "namespaces": [{"namespace": name, "fields": namespace_of(name), "entries": count,
                         "current": name == current} for name, count in namespaces],
         "namespace": chosen, "sets": [], "set": None, "total": 0, "offset": offset, "limit": limit,
         "entries": [], "damaged": 0,

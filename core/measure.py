@@ -66,8 +66,9 @@ class LaunchGuard(Protocol):
     child process: ``backends/isolation.py``), before the tune's own device runs it."""
 
     async def first_launch(self, kernel: Kernel, grids: list[Grid], args: Args, limit: float) -> float | None:
-        """Seconds ``kernel``'s stages took on ``args`` with ``grids``, or None when they ran past
-        ``limit`` seconds and were stopped; KernelError when the launch failed."""
+        """Seconds ``kernel``'s stages took on ``args`` with ``grids`` (possibly more than
+        ``limit``), or None when they ran past ``limit`` and were stopped; KernelError when the
+        launch failed."""
         ...
 
 
@@ -157,6 +158,9 @@ async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids:
         if isolated is None:
             return Timeout(kernel.name, f"its first launch ran past {bench.limit.describe()} in an "
                                         "isolated process, which was stopped")
+        if isolated > limit:
+            return Timeout(kernel.name, f"its first launch took {isolated:.3g} s in an isolated process, "
+                                        f"past {bench.limit.describe()}")
     started = time.perf_counter()
     try:
         bench.device.dispatch(compiled, bench.args, grids[0])

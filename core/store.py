@@ -48,6 +48,7 @@ __all__ = [
     "encode_document",
     "encode_export",
     "namespace_for",
+    "namespace_of",
 ]
 
 DOCUMENT_FORMAT = "wgtune.cache/1"
@@ -65,6 +66,16 @@ def namespace_for(identity: DeviceIdentity, tuner: str = "default") -> dict:
 def canonical_namespace(namespace: dict) -> str:
     """One text per namespace (sorted keys, no spaces): how stores compare and index them."""
     return json.dumps(namespace, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def namespace_of(text: str) -> dict:
+    """A namespace from its canonical text (:func:`canonical_namespace`), for a listing; text that
+    is not a JSON object reads as ``{"unreadable": text}`` rather than failing the listing."""
+    try:
+        namespace = json.loads(text)
+    except ValueError:
+        namespace = None
+    return namespace if isinstance(namespace, dict) else {"unreadable": text}
 
 
 def check_namespace(namespace: dict) -> dict:

@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .shaders import shader_of
 from .tunable import Kernel, pack_params
 from .wgsl import ShaderModule, WgslError, pack_struct
-from .wgsl_layout import layout
+from .wgsl_layout import by_field, layout
 
 __all__ = ["param_names", "params_by_name", "uniform_bytes"]
 
@@ -78,13 +78,10 @@ def params_by_name(kernel: Kernel, values: Mapping[str, object]) -> tuple:
     if names is None:
         raise ConfigError(f"{kernel.name}: params given by name, but its params uniform is not a struct "
                           "whose fields could name them; give them in order")
-    missing = [name for name in names if name not in values]
-    unknown = [str(name) for name in values if name not in names]
-    if missing or unknown:
-        problems = "; ".join(part for part in (missing and f"missing {', '.join(missing)}",
-                                                unknown and f"unknown {', '.join(unknown)}") if part)
-        raise ConfigError(f"{kernel.name}: params {problems} (its uniform has {', '.join(names)})")
-    return tuple(values[name] for name in names)
+    try:
+        return tuple(by_field(values, names, f"{kernel.name}: params", "its uniform"))
+    except WgslError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _is_struct(shader: ShaderModule, type_text: str) -> bool:

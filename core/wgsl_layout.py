@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -266,14 +266,7 @@ def _put(out: bytearray, lay: Layout, value: Any, offset: int, path: str) -> int
         return _put_scalar(out, lay.scalar, value, offset, path)
     if lay.kind == "struct":
         if isinstance(value, Mapping):
-            names = [f.name for f in lay.fields]
-            missing = [n for n in names if n not in value]
-            unknown = [str(n) for n in value if n not in names]
-            if missing or unknown:
-                what = "; ".join(p for p in (missing and f"missing field(s) {', '.join(missing)}",
-                                              unknown and f"unknown field(s) {', '.join(unknown)}") if p)
-                raise WgslError(f"{path}: {what} (struct {lay.type} has {', '.join(names)})")
-            items = [value[n] for n in names]
+            items = by_field(value, [f.name for f in lay.fields], f"{path}", f"struct {lay.type}")
         else:
             items = _items(value, len(lay.fields), path, f"struct {lay.type}", exact=True)
         end = offset + lay.size
@@ -302,6 +295,18 @@ def _put(out: bytearray, lay: Layout, value: Any, offset: int, path: str) -> int
     for i, item in enumerate(items):
         _put(out, lay.element, item, offset + i * lay.stride, f"{path}[{i}]")
     return offset + len(items) * lay.stride
+
+
+def by_field(values: Mapping[str, Any], names: Sequence[str], path: str, what: str) -> list[Any]:
+    """``values`` (field name -> value) in the order of ``names``; a WgslError naming the fields
+    missing and unknown, and those ``what`` (a struct, say) has."""
+    missing = [n for n in names if n not in values]
+    unknown = [str(n) for n in values if n not in names]
+    if missing or unknown:
+        problems = "; ".join(p for p in (missing and f"missing field(s) {', '.join(missing)}",
+                                         unknown and f"unknown field(s) {', '.join(unknown)}") if p)
+        raise WgslError(f"{path}: {problems} ({what} has {', '.join(names)})")
+    return [values[n] for n in names]
 
 
 def _is_sequence(value: Any) -> bool:

@@ -345,6 +345,16 @@ def make_tuner(device: FakeDevice, config: wgtune.Config | None = None, **kwargs
     return wgtune.Tuner(device, config=config or quiet(), **kwargs)
 
 
+async def settle(tuner: wgtune.Tuner, tunables: TunableSet, key: wgtune.Key, rounds: int = 20_000) -> wgtune.TuneState:
+    """Let the event loop run until the key leaves Pending; its state then."""
+    for _ in range(rounds):
+        state = tuner.fastest(tunables, key)
+        if state is not wgtune.PENDING:
+            return state
+        await asyncio.sleep(0)
+    raise AssertionError("the key stayed Pending")
+
+
 def stored_results(tuner: wgtune.Tuner, tunables: TunableSet, key: wgtune.Key | None = None) -> dict[str, dict]:
     """Every candidate's result as the store kept it, by candidate name (key defaults to n=4)."""
     key = key if key is not None else wgtune.Key({"n": 4})

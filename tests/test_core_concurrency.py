@@ -7,7 +7,7 @@ import sys
 import threading
 
 import pytest
-from fakes import FakeDevice, call, make_set, make_tuner, quiet
+from fakes import FakeDevice, call, make_set, make_tuner, quiet, settle
 
 from wgtune import (
     MISS,
@@ -26,15 +26,6 @@ from wgtune import (
 pytestmark = pytest.mark.core
 
 EVERY_ASYNC_METHOD = {"compile", "profile", "resolve", "sync", "read_buffer"}
-
-
-async def settle(tuner, tunables, key, rounds=10_000):
-    """Let the loop run until the key leaves Pending."""
-    for _ in range(rounds):
-        if tuner.fastest(tunables, key) is not PENDING:
-            return tuner.fastest(tunables, key)
-        await asyncio.sleep(0)
-    raise AssertionError("the key stayed Pending")
 
 
 def run_loop(main):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes import FakeDevice, call, make_set, make_tuner, quiet
+from fakes import FakeDevice, call, make_set, make_tuner, quiet, settle
 
 from wgtune import MISS, PENDING, Hit, Key, MemoryStore, NoValidKernelFound, StoredEntry, TuneStarted, Unchecked
 from wgtune.config import parse_pins
@@ -49,15 +49,6 @@ class BrokenCoordinator:
 
     async def release(self, set_name: str, key: Key) -> None:
         raise AssertionError("never acquired: nothing to release")
-
-
-async def settle(tuner, tunables, key, rounds=10_000):
-    for _ in range(rounds):
-        state = tuner.fastest(tunables, key)
-        if state is not PENDING:
-            return state
-        await asyncio.sleep(0)
-    raise AssertionError("the key stayed Pending")
 
 
 def two_tabs(store: MemoryStore, coordinator, **kwargs):

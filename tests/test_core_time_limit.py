@@ -139,3 +139,18 @@ def test_a_device_lost_during_a_first_launch_names_that_candidate_and_it_can_be_
     assert fresh.dispatches["hangs"] == 0 and isinstance(slower, Measured)
     with pytest.raises(ConfigError, match="no candidate 'nope'"):
         again.rule_out(tunables, key, "nope", "why")
+
+
+def test_a_guard_that_saw_a_launch_finish_past_the_limit_makes_it_a_timeout_without_running_it_here():
+    class SlowGuard:
+        async def first_launch(self, kernel, grids, args, limit):
+            return 2 * limit if kernel.name == "slow" else 1e-3
+
+    device = FakeDevice()
+    tunables = make_set("slow", "fine")
+    tuner = make_tuner(device, config=quiet(time_limit=1.0), guard=SlowGuard())
+    args = call(device, [1.0])
+    assert tuner.execute(tunables, args).name == "fine"
+    slow = tuner.results(tunables, tunables.key(args))[0]
+    assert isinstance(slow, Timeout) and "took 2 s in an isolated process" in slow.reason
+    assert device.dispatches["slow"] == 0

@@ -88,7 +88,8 @@ def test_params_by_name_follow_the_structs_field_order_and_name_what_is_wrong():
     assert param_names(named) == ("rows", "cols", "scale", "offset", "eps")
     values = {"eps": 1e-5, "offset": (1, 2, 3), "scale": 2, "cols": 8, "rows": 4}
     assert params_by_name(named, values) == (4, 8, 2, (1, 2, 3), 1e-5)
-    with pytest.raises(ConfigError, match=r"named: params missing eps; unknown epsilon \(its uniform has rows"):
+    wrong = r"named: params: missing field\(s\) eps; unknown field\(s\) epsilon \(its uniform has rows"
+    with pytest.raises(ConfigError, match=wrong):
         params_by_name(named, {**{k: v for k, v in values.items() if k != "eps"}, "epsilon": 1})
     vector = kernel("vector", wgsl=SOURCE.replace("var<uniform> uniforms: Uniforms", "var<uniform> p: vec4<f32>"))
     assert param_names(vector) is None

@@ -9,7 +9,7 @@ import asyncio
 import json
 
 from fake_idb import FakeBrowser, FakeIdb
-from fakes import FakeDevice, call, make_set, make_tuner
+from fakes import FakeDevice, call, make_set, make_tuner, settle
 
 from wgtune import PENDING, Hit, Key, MemoryRecords, StoredEntry
 from wgtune.backends.indexeddb import IndexedDBStore
@@ -45,15 +45,6 @@ class Tab:
     @classmethod
     async def open(cls, browser: FakeBrowser, idb: FakeIdb) -> Tab:
         return cls(browser, idb, await IndexedDBStore.open(idb, NAMESPACE))
-
-
-async def settle(tuner, tunables, key, rounds=20_000):
-    for _ in range(rounds):
-        state = tuner.fastest(tunables, key)
-        if state is not PENDING:
-            return state
-        await asyncio.sleep(0)
-    raise AssertionError("the key stayed Pending")
 
 
 def test_the_same_key_asked_in_two_tabs_at_once_is_tuned_once_and_the_lock_is_let_go():

@@ -118,7 +118,7 @@ def test_a_call_described_wrong_is_a_config_error_naming_what_is_wrong():
     x, y = device.buffer([1.0]), device.buffer([0.0])
     for call, problem in (
         ({"params": {"n": 1, "scale": 1}}, "a call is \\{buffers, params\\}"),
-        ({"buffers": {"x": x, "y": y}, "params": {"n": 1}}, "params missing scale"),
+        ({"buffers": {"x": x, "y": y}, "params": {"n": 1}}, "params: missing field\\(s\\) scale"),
         ({"buffers": {"x": x, "y": y}, "params": {"n": 1, "scale": float("nan")}}, "finite numbers"),
         ({"buffers": {"x": x, "y": y}, "params": "n=1"}, "params must be an object by field name or an array"),
         ({"buffers": x, "params": [1, 1.0]}, "buffers must be an object by WGSL name or an array"),
