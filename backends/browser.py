@@ -24,6 +24,7 @@ Importable only in Pyodide (it imports ``js`` and ``pyodide.ffi``).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +35,7 @@ from wgtune.device import DeviceIdentity, DeviceLimits
 from wgtune.errors import KernelError
 from wgtune.tunable import Kernel
 
-from .webgpu import WebGPUDevice
+from .webgpu import WebGPUDevice, as_value
 
 __all__ = ["BrowserDevice", "BrowserShim", "identity_of", "js_object", "limits_of"]
 
@@ -178,6 +179,12 @@ class BrowserShim:
         except JsException as error:  # a GPUPipelineError: the pipeline's own validation failed
             raise KernelError(_message(error)) from None
         return pipeline, pipeline.getBindGroupLayout(0)
+
+    async def compile_modules(self, kernels: Sequence[Kernel]) -> list[tuple[Any, Any] | Exception]:
+        """All at once: each compile's synchronous part (module, error scope) runs before its
+        first wait, so the scopes never interleave, and the browser overlaps the
+        ``createComputePipelineAsync`` calls on its own threads."""
+        return list(await asyncio.gather(*(as_value(self.compile_module(kernel)) for kernel in kernels)))
 
     def bind_group_layout(self, pipeline: Any, index: int) -> Any:
         self._push_scope()  # an index the pipeline lacks surfaces here, collected by reported_error()

@@ -17,7 +17,7 @@ Pure Python (the standard library and ``wgtune`` only): it imports in CPython an
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from wgtune.bindings import PARAMS, binding_plan, params_of, stage_entries
@@ -26,7 +26,7 @@ from wgtune.errors import DeviceLost, KernelError
 from wgtune.tunable import Args, Grid, Kernel
 from wgtune.uniforms import uniform_bytes
 
-__all__ = ["GPUShim", "TimedPass", "WebGPUDevice"]
+__all__ = ["GPUShim", "TimedPass", "WebGPUDevice", "as_value"]
 
 TIMESTAMPS_BYTES = 16  # the two u64 timestamps written at the beginning and the end of a pass
 NO_GRID: Grid = (0, 0, 0)
@@ -79,6 +79,11 @@ class GPUShim(Protocol):
         """``kernel``'s WGSL compiled to a compute pipeline (entry point ``kernel.entry_point``,
         layout "auto"): the pipeline and its bind group layout 0. Raises KernelError with the
         compiler's message."""
+
+    async def compile_modules(self, kernels: Sequence[Kernel]) -> list[tuple[Any, Any] | Exception]:
+        """:meth:`compile_module` of each kernel, overlapped where the platform can (worker
+        threads natively, the browser's concurrent ``createComputePipelineAsync``): each one's
+        answer, or its KernelError, in order."""
 
     def bind_group_layout(self, pipeline: Any, index: int) -> Any:
         """The pipeline's bind group layout ``index`` (asked for groups other than 0 only)."""
@@ -217,13 +222,20 @@ class WebGPUDevice(Device):
         """``kernel`` and each stage of its ``then``, compiled, each with what it binds
         (``bindings.binding_plan``); KernelError with the compiler's message for the first that
         fails."""
-        plan = binding_plan(kernel)
-        compiled = []
-        for index, stage in enumerate(kernel.stages):
-            pipeline, layout = await self.shim.compile_module(stage)
-            compiled.append(CompiledKernel(stage, pipeline, layout, (), plan[index] if plan else None))
-        first, *then = compiled
-        return CompiledKernel(kernel, first.pipeline, first.layout, tuple(then), first.bindings)
+        return _assemble(kernel, [await self.shim.compile_module(stage) for stage in kernel.stages])
+
+    async def compile_many(self, kernels: Sequence[Kernel]) -> list[CompiledKernel | Exception]:
+        """Every stage of every kernel compiled at once through the shim's
+        :meth:`GPUShim.compile_modules` (overlapped where the platform can); each kernel's
+        CompiledKernel, or the KernelError of its first stage that failed, in order."""
+        stages = [stage for kernel in kernels for stage in kernel.stages]
+        modules = iter(await self.shim.compile_modules(stages))
+        compiled: list[CompiledKernel | Exception] = []
+        for kernel in kernels:
+            mine = [next(modules) for _ in kernel.stages]
+            failed = next((module for module in mine if isinstance(module, Exception)), None)
+            compiled.append(failed if failed is not None else _assemble(kernel, mine))
+        return compiled
 
     def _bind_groups(self, stage: CompiledKernel, args: Args) -> tuple[int, Any, tuple[tuple[int, Any], ...]]:
         """``stage``'s bind groups for ``args``, made on first use and kept in ``args.cache``: the
@@ -387,3 +399,23 @@ class WebGPUDevice(Device):
         lost = self.shim.lost()
         if lost is not None:
             raise DeviceLost(lost)
+
+
+async def as_value(awaitable: Awaitable[Any]) -> Any:
+    """What ``awaitable`` returns, or the exception it raised, as a value (one compile of
+    several failing must not lose the others)."""
+    try:
+        return await awaitable
+    except Exception as error:
+        return error
+
+
+def _assemble(kernel: Kernel, modules: Sequence[tuple[Any, Any]]) -> CompiledKernel:
+    """``kernel`` as compiled: each stage's ``(pipeline, bind group layout 0)`` in ``modules``,
+    with what it binds (``bindings.binding_plan``)."""
+    plan = binding_plan(kernel)
+    first, *then = (
+        CompiledKernel(stage, pipeline, layout, (), plan[index] if plan else None)
+        for index, (stage, (pipeline, layout)) in enumerate(zip(kernel.stages, modules, strict=True))
+    )
+    return CompiledKernel(kernel, first.pipeline, first.layout, tuple(then), first.bindings)

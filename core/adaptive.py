@@ -55,6 +55,8 @@ SLACK = 1.0
 # them lost the screening (over twice the leader's time): the plan orders a group's likeliest
 # members first, and a shader compile is the dearest part of a screening in the browser.
 GROUP_PROBES = 2
+# Candidates past the first batch compiled together ahead of their screening, at most.
+COMPILE_AHEAD = 8
 # Samples that confirm a candidate under the short-circuit limit before it ends the tune.
 SHORT_CIRCUIT_SAMPLES = 3
 
@@ -143,6 +145,29 @@ class _Adaptive:
             return False
         return median(arm.samples) <= self.limit
 
+    def _compile_next(
+        self, coming: list[int], first: Collection[int], probed: dict[str, int], promising: set[str]
+    ) -> list[int]:
+        """Which of the ``coming`` candidates to compile together now: the rest of the first batch
+        (all screened), else up to COMPILE_AHEAD that the screening cannot prune before their
+        turn: of a group still on probation only its probes not yet run, so that a pruned group
+        costs no compile past its probes."""
+        if coming[0] in first:
+            return [index for index in coming if index in first]
+        batch: list[int] = []
+        allowed: dict[str, int] = {}
+        for index in coming:
+            group = self.tunables.candidates[index].group
+            if group is not None and group.name not in promising:
+                left = allowed.setdefault(group.name, GROUP_PROBES - probed.get(group.name, 0))
+                if left <= 0:
+                    continue
+                allowed[group.name] = left - 1
+            batch.append(index)
+            if len(batch) == COMPILE_AHEAD:
+                break
+        return batch
+
     def _pruned(self, index: int, first: Collection[int], probed: dict[str, int], promising: set[str]) -> bool:
         """Whether candidate ``index`` is skipped: outside the plan's first batch, in a group whose
         first GROUP_PROBES measured candidates all lost the screening."""
@@ -159,9 +184,14 @@ class _Adaptive:
         outside ``first``; True if a candidate short-circuits the tune."""
         probed: dict[str, int] = {}
         promising: set[str] = set()
-        for index in order:
+        ahead: set[int] = set()  # compiled, or asked for, ahead of their preparation
+        for position, index in enumerate(order):
             if self._pruned(index, first, probed, promising):
                 continue
+            if index not in ahead:
+                batch = self._compile_next(order[position:], first, probed, promising)
+                ahead.update(batch)
+                await self.bench.compile_soon(batch)
             started = time.perf_counter()
             prepared = await prepare_candidate(self.bench, index)
             self.sampled.order.append(index)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -143,6 +143,19 @@ class Device(ABC):
     @abstractmethod
     async def compile(self, kernel: Kernel) -> Any:
         """Compile ``kernel`` to a pipeline; raise KernelError with the compiler's message."""
+
+    async def compile_many(self, kernels: Sequence[Kernel]) -> list[Any]:
+        """Compile several kernels at once, where the device can overlap them (threads natively,
+        the browser's asynchronous pipeline creation): each kernel's pipeline, or the exception
+        its compile raised, in order. This one compiles them one by one; a backend that can do
+        better overrides it."""
+        compiled: list[Any] = []
+        for kernel in kernels:
+            try:
+                compiled.append(await self.compile(kernel))
+            except Exception as error:
+                compiled.append(error)
+        return compiled
 
     @abstractmethod
     def dispatch(self, pipeline: Any, args: Args, grid: Grid, repeats: int = 1) -> None:

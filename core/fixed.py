@@ -47,6 +47,7 @@ async def sample_fixed(bench: Bench, plan: Plan, on_trial: OnTrial, limit: float
         if not batch:
             return sampled
         bench.step(f"batch {batch}")
+        await bench.compile_soon(batch)
         for index in batch:
             started = time.perf_counter()
             result = await run_candidate(bench, index)

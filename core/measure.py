@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -147,6 +147,13 @@ class Bench:
     limit: TimeLimit = field(default_factory=TimeLimit)
     guard: LaunchGuard | None = None
     ruled_out: Mapping[int, CandidateError] = field(default_factory=dict)
+    compile_ahead: Callable[[Sequence[int]], Awaitable[None]] | None = None
+    """Compiles several candidates at once before they are prepared (``PipelineCache.compile_ahead``)."""
+
+    async def compile_soon(self, indices: Sequence[int]) -> None:
+        """Compile ``indices`` together, ahead of their preparation, where the bench can."""
+        if self.compile_ahead is not None and indices:
+            await self.compile_ahead(indices)
 
 
 async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid]) -> Timeout | None:

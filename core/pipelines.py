@@ -1,7 +1,11 @@
 """The pipeline cache: every compiled candidate on one device, and each set's fallback.
 
 Compiling is the dearest step of a tune (in the browser above all), so a candidate is compiled
-once per process and reused by its tune, by the output checks and by every later call.
+once per process and reused by its tune, by the output checks, by every later key of its set and
+by every later call; a candidate that does not compile is not tried again either. A tune
+compiles the candidates it is about to measure together (:meth:`PipelineCache.compile_ahead`,
+``Device.compile_many``), overlapped where the platform can: worker threads natively, concurrent
+``createComputePipelineAsync`` in the browser.
 
 One question is answered here and only here: *which candidates of a set, in the set's order, fit
 the device and compile* (:meth:`PipelineCache.usable`). The first of them is the set's fallback
@@ -12,11 +16,11 @@ because its first candidate is meant to be its safe default.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from typing import Any
 
 from .device import Device, check_limits
-from .errors import CandidateError, ConfigError, Launch, NoValidKernelFound, candidate_failure
+from .errors import CandidateError, ConfigError, KernelError, Launch, NoValidKernelFound, candidate_failure
 from .runner import Spawner, run_inline
 from .tunable import TunableSet
 
@@ -31,6 +35,9 @@ class PipelineCache:
         self._spawn = spawn
         self.compiled: dict[tuple[str, int], Any] = {}
         """``(set name, index) -> pipeline``: read it (the hot path does), never write it."""
+        self.failed: dict[tuple[str, int], KernelError] = {}
+        """``(set name, index) -> why it does not compile``: a compile error is the device's
+        answer for good, so no later tune or key compiles that candidate again."""
         self._fallbacks: dict[str, int] = {}
         self._compiling: set[tuple[str, int]] = set()
         self._tasks: set = set()  # compiles running on the event loop (strong references)
@@ -44,14 +51,41 @@ class PipelineCache:
         slot = (tunables.name, index)
         pipeline = self.compiled.get(slot)
         if pipeline is None:
-            pipeline = await self.device.compile(tunables.candidates[index])
+            if slot in self.failed:
+                raise self.failed[slot]
+            try:
+                pipeline = await self.device.compile(tunables.candidates[index])
+            except KernelError as error:
+                self.failed[slot] = error
+                raise
             self.compiled[slot] = pipeline
         return pipeline
 
+    async def compile_ahead(self, tunables: TunableSet, indices: Iterable[int]) -> None:
+        """Compile those of candidates ``indices`` that fit the device and are not compiled yet,
+        all at once (``Device.compile_many``: overlapped where the platform can), before the
+        sampler needs them; :meth:`compile` then answers each from here. Failures are kept for
+        :meth:`compile` to raise, as if it had compiled the candidate itself."""
+        device = self.device
+        todo = [
+            index for index in dict.fromkeys(indices)
+            if (tunables.name, index) not in self.compiled and (tunables.name, index) not in self.failed
+            and check_limits(tunables.candidates[index], device.limits, device.features) is None
+        ]
+        if len(todo) < 2:  # nothing to overlap: compile() does it when it is needed
+            return
+        compiled = await device.compile_many([tunables.candidates[index] for index in todo])
+        for index, pipeline in zip(todo, compiled, strict=True):
+            if isinstance(pipeline, KernelError):
+                self.failed[(tunables.name, index)] = pipeline
+            elif not isinstance(pipeline, Exception):  # another error: compile() tries again and raises it
+                self.compiled[(tunables.name, index)] = pipeline
+
     def drop(self, set_name: str) -> None:
         """Forget a set's pipelines and fallback: its name now means other candidates."""
-        for slot in [slot for slot in self.compiled if slot[0] == set_name]:
-            del self.compiled[slot]
+        for table in (self.compiled, self.failed):
+            for slot in [slot for slot in table if slot[0] == set_name]:
+                del table[slot]
         self._fallbacks.pop(set_name, None)
 
     async def usable(

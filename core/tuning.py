@@ -11,7 +11,7 @@ the record, the events) is the tuner's business.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from .adaptive import sample_adaptively, search_adaptively
@@ -74,8 +74,15 @@ async def measure_key(
     async def pipeline(index: int) -> object:
         return await pipelines.compile(tunables, index)
 
+    # The checks' reference (the set's first candidate) is compiled with the first candidates measured.
+    reference = [0] if check is not None and 0 not in plan.skipped and 0 not in ruled_out else []
+
+    async def compile_ahead(indices: Sequence[int]) -> None:
+        await pipelines.compile_ahead(tunables, [*reference, *indices])
+
     time_limit = TimeLimit(config.time_limit)
-    bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step, time_limit, guard, ruled_out)
+    bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step, time_limit, guard, ruled_out,
+                  compile_ahead)
     limit = short_circuit_limit(tunables, key)
     if tunables.search is not None:
         sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)

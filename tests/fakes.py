@@ -166,6 +166,7 @@ class FakeDevice(wgtune.Device):
         self.suspend = frozenset(self.suspend or ())
         self.lock = threading.Lock()
         self.compiles: Counter[str] = Counter()
+        self.compiled_together: list[list[str]] = []  # each compile_many call's kernels
         self.dispatches: Counter[str] = Counter()
         self.profiles: dict[str, list[int]] = {}
         self.resolves = 0
@@ -217,6 +218,10 @@ class FakeDevice(wgtune.Device):
         if script.compile_error is not None:
             raise KernelError(script.compile_error)
         return FakePipeline(kernel)
+
+    async def compile_many(self, kernels):
+        self.compiled_together.append([kernel.name for kernel in kernels])
+        return await super().compile_many(kernels)
 
     def _run(self, pipeline: FakePipeline, args: Args, repeats: int) -> None:
         script = self._script(pipeline.kernel.name)

@@ -1,0 +1,122 @@
+"""How long the first tune in a fresh process takes, and what compiling pipelines together buys.
+
+Two measurements, each side by side in one run, on the adapter in hand:
+
+1. **Compiling a set's pipelines**: every candidate of the ``matmul`` set that fits the device,
+   compiled on a fresh device one by one (``Device.compile``) and all at once
+   (``Device.compile_many``: worker threads natively), each in a fresh process.
+2. **The first tune in a fresh process**: a new Python process opens the device, makes one matmul
+   call and times ``tuner.execute`` (cache off: a tune) with the compile threads at 1 (one pipeline
+   after another, as before) and at the default (``wgtune.backends.native.COMPILE_THREADS``), and
+   then a second tune of another key in the same process (pipelines already compiled).
+
+The driver's own disk cache of compiled shaders is turned off in the children
+(``__GL_SHADER_DISK_CACHE=0`` for NVIDIA, ``MESA_SHADER_CACHE_DISABLE=true`` for Mesa), so every
+compile is cold; ``--warm`` leaves it on (what a user's second run of the day sees).
+
+Usage: ``python bench/first_tune.py`` (small sizes, for lavapipe) or ``--full`` (the H200 sizes).
+A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+CHILD = r"""
+import json, struct, sys, time
+started = time.perf_counter()
+from wgtune import Args, Config, Tuner
+from wgtune.backends import native
+from wgtune.backends.native import NativeDevice
+from wgtune.device import check_limits
+from wgtune.kernels.matmul import matmul_set
+from wgtune.runner import run_inline
+
+job = json.loads(sys.argv[1])
+if job["threads"]:
+    native.COMPILE_THREADS = job["threads"]
+device = NativeDevice.open()
+opened = time.perf_counter()
+tunables = matmul_set()
+out = {"open": opened - started, "threads": native.COMPILE_THREADS}
+if job["what"] == "compile":
+    kernels = [k for k in tunables.candidates if check_limits(k, device.limits, device.features) is None]
+    begin = time.perf_counter()
+    if job["together"]:
+        failed = [c for c in run_inline(device.compile_many(kernels)) if isinstance(c, Exception)]
+    else:
+        failed = []
+        for kernel in kernels:
+            try:
+                run_inline(device.compile(kernel))
+            except Exception as error:
+                failed.append(error)
+    out.update(pipelines=len(kernels), failed=len(failed), seconds=time.perf_counter() - begin)
+else:
+    def call(m, n, k):
+        a = device.create_buffer(size=4 * m * k)
+        b = device.create_buffer(size=4 * k * n)
+        c = device.create_buffer(size=4 * m * n)
+        return Args((a, b, c), (m, n, k))
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled"))
+    tunes = []
+    for shape in job["shapes"]:
+        args = call(*shape)
+        begin = time.perf_counter()
+        kernel = tuner.execute(tunables, args)
+        device.read_buffer_sync(args.buffers[2])
+        tunes.append({"shape": shape, "seconds": time.perf_counter() - begin, "winner": kernel.name})
+    out.update(tunes=tunes, compiled=len(tuner.pipelines.compiled))
+print("RESULT " + json.dumps(out))
+"""
+
+
+def child(job: dict, warm: bool) -> dict:
+    env = dict(os.environ)
+    if not warm:
+        env.update(__GL_SHADER_DISK_CACHE="0", MESA_SHADER_CACHE_DISABLE="true")
+    begin = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(job)], env=env, capture_output=True, text=True,
+                          timeout=900)
+    wall = time.perf_counter() - begin
+    line = next((line for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
+    if line is None:
+        raise SystemExit(f"the child failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    result = json.loads(line[len("RESULT "):])
+    result["process"] = wall
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="the H200 sizes")
+    parser.add_argument("--warm", action="store_true", help="leave the driver's shader disk cache on")
+    parser.add_argument("--rounds", type=int, default=2, help="fresh processes per configuration")
+    options = parser.parse_args()
+    shapes = [[4096, 4096, 4096], [2048, 2048, 2048]] if options.full else [[256, 256, 256], [128, 128, 128]]
+
+    print(f"# python bench/first_tune.py{' --full' if options.full else ''}{' --warm' if options.warm else ''}: "
+          f"driver shader cache {'on' if options.warm else 'off'}")
+    print("compiling every matmul candidate that fits, in a fresh process:")
+    for together in (False, True):
+        for _ in range(options.rounds):
+            r = child({"what": "compile", "together": together, "threads": None}, options.warm)
+            how = f"all at once ({r['threads']} threads)" if together else "one by one"
+            print(f"  {how:<24} {r['pipelines']} pipelines ({r['failed']} failed) in {r['seconds']:.2f} s")
+    print(f"first tune in a fresh process (matmul {shapes[0]}), then a second key {shapes[1]} in the same process:")
+    for threads in (1, None):
+        for _ in range(options.rounds):
+            r = child({"what": "tune", "shapes": shapes, "threads": threads}, options.warm)
+            first, second = r["tunes"]
+            print(f"  compile threads {r['threads']:>2}: first tune {first['seconds']:.2f} s ({first['winner']}), "
+                  f"second {second['seconds']:.2f} s ({second['winner']}); {r['compiled']} pipelines compiled; "
+                  f"device open {r['open']:.2f} s, process {r['process']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

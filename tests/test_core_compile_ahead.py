@@ -1,0 +1,73 @@
+"""Compiles off the critical path: the candidates a tune will measure are compiled together
+(``Device.compile_many``) before the sampler needs them, a compile error is the device's answer for
+good, and a later group still on probation compiles only its probes."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet
+
+from wgtune import Group
+
+# Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
+pytestmark = pytest.mark.core
+
+
+def tune(device: FakeDevice, tunables, n: int = 4, tuner=None, **config):
+    tuner = tuner or make_tuner(device, config=quiet(**config))
+    return tuner, tuner.execute(tunables, call(device, [1.0], n=n)).name
+
+
+@pytest.mark.parametrize("policy", ["adaptive", "fixed"])
+def test_the_first_batch_is_compiled_together_before_anything_is_sampled(policy):
+    device = FakeDevice()
+    for name, seconds in {"a": 3e-3, "b": 2e-3, "c": 1e-3}.items():
+        device.script(name, duration=seconds)
+    _, winner = tune(device, make_set("a", "b", "c"), policy=policy)
+    assert winner == "c"
+    assert device.compiled_together == [["a", "b", "c"]]
+    assert device.compiles == {"a": 1, "b": 1, "c": 1}  # each once: the sampler took them from the batch
+
+
+def test_the_checks_reference_is_compiled_with_the_first_batch():
+    device = FakeDevice()
+    likely, later = Group("likely", 2), Group("later", 1)
+    tunables = make_set(kernel("ref", group=later), kernel("x", group=likely), kernel("y", group=likely),
+                        outputs=(0,))
+    # candidate 0 is not in the first batch, but the output checks compare every candidate with it
+    tune(device, tunables, checks=True)
+    assert device.compiled_together[0] == ["ref", "x", "y"]
+
+
+def test_a_compile_error_is_kept_so_no_later_key_compiles_that_candidate_again():
+    device = FakeDevice()
+    device.script("broken", compile_error="syntax error at 3:1")
+    tunables = make_set("a", "broken", "b")
+    tuner, _ = tune(device, tunables, n=4)
+    tune(device, tunables, n=8, tuner=tuner)  # another key of the set
+    assert device.compiles["broken"] == 1
+    assert "syntax error" in str(tuner.results(tunables, tuner.key(tunables, call(device, [1.0], n=8)))[1].reason)
+
+
+def test_a_later_group_on_probation_compiles_only_its_probes():
+    device = FakeDevice()
+    times = {"a0": 1e-3, "a1": 1.1e-3, "b0": 5e-3, "b1": 5e-3, "b2": 0.5e-3, "b3": 0.5e-3}
+    for name, seconds in times.items():
+        device.script(name, duration=seconds)
+    groups = {"a": Group("likely", 2), "b": Group("unlikely", 1)}
+    tunables = make_set(*(kernel(name, group=groups[name[0]]) for name in times))
+    _, winner = tune(device, tunables)
+    assert winner == "a0"
+    # b's first two lost by over twice the leader: the rest of b is pruned and was never compiled
+    assert device.compiled_together == [["a0", "a1"], ["b0", "b1"]]
+    assert "b2" not in device.compiles and "b3" not in device.compiles
+
+
+def test_a_compile_that_raises_something_else_is_tried_again_when_it_is_needed():
+    device = FakeDevice()
+    device.script("odd", compile_exception=RuntimeError("the driver hiccuped"))
+    tunables = make_set("a", "odd")
+    tuner, winner = tune(device, tunables)
+    assert winner == "a"
+    assert device.compiles["odd"] == 2  # once ahead (not kept: not a compile error), once when prepared
+    assert "hiccuped" in str(tuner.results(tunables, tuner.key(tunables, call(device, [1.0])))[1].reason)

@@ -1,0 +1,50 @@
+"""Compiling several pipelines at once through wgpu-py's worker threads, on the adapter present."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from test_native import quick, scale_kernel, scale_set
+
+from wgtune import Args, KernelError, Tuner
+from wgtune.backends import native
+from wgtune.backends.native import NativeDevice
+from wgtune.device import CompiledKernel
+from wgtune.runner import run_inline
+from wgtune.tunable import Kernel
+
+
+@pytest.fixture(scope="module")
+def device() -> NativeDevice:
+    return NativeDevice.open()
+
+
+def broken(name: str) -> Kernel:
+    return Kernel(name, "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }", grid=lambda args: (1, 1, 1))
+
+
+def test_compile_many_answers_each_kernel_in_order_with_the_failures_as_values(device, monkeypatch):
+    monkeypatch.setattr(native, "COMPILE_THREADS", 4)
+    kernels = [scale_kernel(f"wg{wg}", wg) for wg in (32, 64)] + [broken("bad")] + [scale_kernel("wg128", 128)]
+    compiled = run_inline(device.compile_many(kernels))
+    assert [type(c) for c in compiled] == [CompiledKernel, CompiledKernel, KernelError, CompiledKernel]
+    assert [c.kernel.name for c in compiled if isinstance(c, CompiledKernel)] == ["wg32", "wg64", "wg128"]
+    assert str(compiled[2])  # the compiler's message
+
+
+def test_a_tune_on_pipelines_compiled_by_threads_picks_a_right_winner(device, monkeypatch):
+    monkeypatch.setattr(native, "COMPILE_THREADS", 4)
+    n = 4099
+    candidates = [scale_kernel(f"wg{wg}", wg) for wg in (32, 64, 128, 256)] + [scale_kernel("wrong", 64, "2.0")]
+    tunables = scale_set(*candidates)
+    x = device.create_buffer(struct.pack(f"{n}f", *range(n)))
+    y = device.create_buffer(size=4 * n)
+    tuner = Tuner(device, config=quick(checks=True))
+    kernel = tuner.execute(tunables, Args((x, y), (n,)))
+    assert kernel.name != "wrong"
+    out = struct.unpack(f"{n}f", device.read_buffer_sync(y))
+    assert out[n - 1] == 3.0 * (n - 1)
+    compiled = {tunables.candidates[index].name for _set, index in tuner.pipelines.compiled}
+    assert compiled == {c.name for c in candidates}  # all five, compiled together before sampling
+    assert device.shim._compilers is not None  # through the worker threads
