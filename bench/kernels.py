@@ -55,8 +55,18 @@ class Workload:
     make: Callable[[NativeDevice], tuple[Args, dict]]  # the call, and the numpy inputs by name
     work: float  # FLOP, or bytes moved
     unit: str  # "GFLOP/s" or "GB/s"
-    check: Callable[[np.ndarray, dict], float]  # max relative error of the output
+    expected: Callable[[dict], np.ndarray]  # the exact output for the inputs, flat (float64 for sums)
     torch_figure: Callable[[dict], tuple[str, float]] | None = None  # (what, seconds per run)
+    out_dtype: type = np.float32  # what the output buffer holds
+
+    @property
+    def out_index(self) -> int:
+        """Which of the call's buffers is the output."""
+        return self.tunables.outputs[0] if self.tunables.outputs else 2
+
+    def output(self, data: bytes, count: int) -> np.ndarray:
+        """The output's first ``count`` values from its buffer's bytes (padded to whole words)."""
+        return np.frombuffer(data, dtype=self.out_dtype)[:count]
 
 
 def seeded(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -98,20 +108,18 @@ def matmul_workload(m: int, n: int, k: int) -> Workload:
                    device.create_buffer(size=4 * m * n))
         return Args(buffers, (m, n, k)), {"a": a, "b": b}
 
-    def check(out: np.ndarray, inputs: dict) -> float:
+    def expected(inputs: dict) -> np.ndarray:
         if CUDA:
             want = (torch.from_numpy(inputs["a"]).cuda().double() @ torch.from_numpy(inputs["b"]).cuda().double())
-            want = want.cpu().numpy()
-        else:
-            want = inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)
-        return rel_error(out.reshape(m, n), want)
+            return want.cpu().numpy().reshape(-1)
+        return (inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)).reshape(-1)
 
     def with_torch(inputs: dict) -> tuple[str, float]:
         torch.backends.cuda.matmul.allow_tf32 = False
         a, b = torch.from_numpy(inputs["a"]).cuda(), torch.from_numpy(inputs["b"]).cuda()
         return "torch fp32 matmul (TF32 off)", cuda_seconds(lambda: a @ b)
 
-    return Workload("matmul", f"{m}x{n}x{k}", matmul_set(), make, 2.0 * m * n * k, "GFLOP/s", check, with_torch)
+    return Workload("matmul", f"{m}x{n}x{k}", matmul_set(), make, 2.0 * m * n * k, "GFLOP/s", expected, with_torch)
 
 
 def matmul_f16_workload(m: int, n: int, k: int) -> Workload:
@@ -124,17 +132,15 @@ def matmul_f16_workload(m: int, n: int, k: int) -> Workload:
                    device.create_buffer(size=2 * m * n + (2 * m * n) % 4))
         return Args(buffers, (m, n, k)), {"a": a, "b": b}
 
-    def check(out: np.ndarray, inputs: dict) -> float:
-        got = out.view(np.float16)[: m * n].reshape(m, n)
-        want = inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)
-        return rel_error(got, want)
+    def expected(inputs: dict) -> np.ndarray:
+        return (inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)).reshape(-1)
 
     def with_torch(inputs: dict) -> tuple[str, float]:
         a, b = torch.from_numpy(inputs["a"]).cuda(), torch.from_numpy(inputs["b"]).cuda()
         return "torch f16 matmul", cuda_seconds(lambda: a @ b)
 
-    return Workload("matmul_f16", f"{m}x{n}x{k}", matmul_f16_set(), make, 2.0 * m * n * k, "GFLOP/s", check,
-                    with_torch)
+    return Workload("matmul_f16", f"{m}x{n}x{k}", matmul_f16_set(), make, 2.0 * m * n * k, "GFLOP/s", expected,
+                    with_torch, out_dtype=np.float16)
 
 
 def fma_workload(n: int) -> Workload:
@@ -146,8 +152,8 @@ def fma_workload(n: int) -> Workload:
                    device.create_buffer(size=4 * n))
         return Args(buffers, (n, alpha)), {"x": x, "b": b}
 
-    def check(out: np.ndarray, inputs: dict) -> float:
-        return rel_error(out, np.float32(alpha) * inputs["x"] + inputs["b"])
+    def expected(inputs: dict) -> np.ndarray:
+        return np.float32(alpha) * inputs["x"] + inputs["b"]
 
     def with_torch(inputs: dict) -> tuple[str, float]:
         x = torch.from_numpy(inputs["x"]).cuda()
@@ -157,7 +163,7 @@ def fma_workload(n: int) -> Workload:
         return "torch device copy, as GB/s", copy * (3 / 2)
 
     label = f"{n} floats ({4 * n / 2**30:.2f} GiB/array)" if n >= 2**26 else f"{n}"
-    return Workload("fma", label, fma_set(), make, 12.0 * n, "GB/s", check, with_torch)
+    return Workload("fma", label, fma_set(), make, 12.0 * n, "GB/s", expected, with_torch)
 
 
 def reduction_workload(op: str, rows: int, cols: int) -> Workload | None:
@@ -174,9 +180,9 @@ def reduction_workload(op: str, rows: int, cols: int) -> Workload | None:
                    device.create_buffer(size=4 * scratch))
         return Args(buffers, (rows, cols)), {"x": x}
 
-    def check(out: np.ndarray, inputs: dict) -> float:
+    def expected(inputs: dict) -> np.ndarray:
         x = inputs["x"].astype(np.float64)
-        return rel_error(out[:rows], x.sum(axis=1) if op == "sum" else x.max(axis=1))
+        return x.sum(axis=1) if op == "sum" else x.max(axis=1)
 
     def with_torch(inputs: dict) -> tuple[str, float]:
         x = torch.from_numpy(inputs["x"]).cuda()
@@ -185,7 +191,7 @@ def reduction_workload(op: str, rows: int, cols: int) -> Workload | None:
         return "torch.amax(dim=-1)", cuda_seconds(lambda: torch.amax(x, dim=-1))
 
     return Workload(f"row_{op}", f"{rows}x{cols}", tunables, make, 4.0 * rows * cols + 4.0 * rows, "GB/s",
-                    check, with_torch)
+                    expected, with_torch)
 
 
 def workloads(full: bool) -> list[Workload]:
@@ -218,29 +224,48 @@ def time_candidate(device: NativeDevice, tunables: TunableSet, index: int, args:
     return result
 
 
-def run(workload: Workload, device: NativeDevice, config: Config) -> dict:
+@dataclass
+class Tuned:
+    """One fresh tune of a workload (no cache): the call it ran on and what it picked."""
+
+    args: Args
+    inputs: dict  # the numpy inputs by name
+    want: np.ndarray  # the exact output (Workload.expected)
+    index: int  # the winner's index in the set
+    measured: int  # candidates that were measured
+    seconds: float  # the tune's wall time, compiles included
+    error: float  # the winner's output: max error relative to the largest exact value
+
+
+def tune(workload: Workload, device: NativeDevice, config: Config) -> Tuned:
+    """The tune as it ships: a fresh tuner on a new call of ``workload``, its output checked."""
     args, inputs = workload.make(device)
     trials: list[TrialFinished] = []
     tuner = Tuner(device, config=config, observer=lambda e: trials.append(e) if isinstance(e, TrialFinished) else 0)
     started = time.perf_counter()
     winner = tuner.execute(workload.tunables, args)
     tune_seconds = time.perf_counter() - started
-    out_index = workload.tunables.outputs[0] if workload.tunables.outputs else 2
-    output = np.frombuffer(device.read_buffer_sync(args.buffers[out_index]), dtype=np.float32)
-    error = workload.check(output, inputs)
-    index = workload.tunables.index_of[winner.name]
+    want = workload.expected(inputs)
+    error = rel_error(workload.output(device.read_buffer_sync(args.buffers[workload.out_index]), want.size), want)
+    measured = len({t.index for t in trials if isinstance(t.result, Measured)})
+    return Tuned(args, inputs, want, workload.tunables.index_of[winner.name], measured, tune_seconds, error)
+
+
+def run(workload: Workload, device: NativeDevice, config: Config) -> dict:
+    tuned = tune(workload, device, config)
+    index, args = tuned.index, tuned.args
     best = time_candidate(device, workload.tunables, index, args, config)
     first = best if index == 0 else time_candidate(device, workload.tunables, 0, args, config)
     row = {
-        "family": workload.family, "size": workload.label, "winner": winner.name,
-        "measured": len({t.index for t in trials if isinstance(t.result, Measured)}),
+        "family": workload.family, "size": workload.label, "winner": workload.tunables.candidates[index].name,
+        "measured": tuned.measured,
         "candidates": len(workload.tunables),
-        "tune_s": tune_seconds, "error": error,
+        "tune_s": tuned.seconds, "error": tuned.error,
         "winner_rate": workload.work / best.stats.median, "first_rate": workload.work / first.stats.median,
         "unit": workload.unit,
     }
     if CUDA and workload.torch_figure is not None:
-        what, seconds = workload.torch_figure(inputs)
+        what, seconds = workload.torch_figure(tuned.inputs)
         row["torch"] = what
         row["torch_rate"] = workload.work / seconds
     return row

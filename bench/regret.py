@@ -39,6 +39,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,9 @@ from kernels import (  # bench/kernels.py: the same families and inputs
     reduction_workload,
     workloads,
 )
-from wgtune import Config, TuneFinished, Tuner, clock_grain, run_inline
+from wgtune import Config, TuneFinished, TuneOutcome, Tuner, clock_grain, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.device import check_limits
+from wgtune.device import Device, check_limits
 from wgtune.plan import Plan
 
 ORACLE_ROUNDS = 15
@@ -122,8 +123,11 @@ def kernel_tuner(device, pipelines, args) -> int:
     return min(scores, key=scores.get)
 
 
-def wgtune_policy(device, workload: Workload, args, pipelines: dict[int, tuple], policy: str) -> tuple[int, str]:
-    """wgtune's pick with a fresh tuner, its compiles answered from ``pipelines``; and its confidence."""
+def fresh_tune(
+    device, workload: Workload, args, pipelines: dict[int, tuple], policy: str
+) -> tuple[str, TuneOutcome | None]:
+    """One tune by a fresh tuner (no cache), its compiles answered from ``pipelines``: the kernel
+    it runs, and the tune's outcome (None when it did not tune: a pin from the environment)."""
     compiled = {id(workload.tunables.candidates[index]): pipeline for index, (pipeline, _) in pipelines.items()}
     compile_for_real = device.compile
 
@@ -136,13 +140,21 @@ def wgtune_policy(device, workload: Workload, args, pipelines: dict[int, tuple],
     tuner = Tuner(device, config=Config.from_env(cache=False, log_level="disabled", policy=policy),
                   observer=lambda event: finished.append(event) if isinstance(event, TuneFinished) else None)
     device.compile = compile_once
+    # compile_many too, through compile_once: Device's own compiles one kernel at a time
+    device.compile_many = partial(Device.compile_many, device)
     try:
         kernel = tuner.execute(workload.tunables, args)
     finally:
-        del device.compile
-    confidence = finished[-1].outcome.confidence if finished else None
+        del device.compile, device.compile_many
+    return kernel.name, finished[-1].outcome if finished else None
+
+
+def wgtune_policy(device, workload: Workload, args, pipelines: dict[int, tuple], policy: str) -> tuple[int, str]:
+    """wgtune's pick with a fresh tuner, its compiles answered from ``pipelines``; and its confidence."""
+    name, outcome = fresh_tune(device, workload, args, pipelines, policy)
+    confidence = outcome.confidence if outcome is not None else None
     sure = f" (p={confidence.p_faster:.2f})" if confidence is not None else ""
-    return workload.tunables.index_of[kernel.name], sure
+    return workload.tunables.index_of[name], sure
 
 
 def oracle_again(device, pipelines, args, rounds: int, second: dict) -> int:
@@ -180,8 +192,11 @@ def many_workloads(full: bool) -> list[Workload]:
 # -- running ---------------------------------------------------------------------------------------
 
 
-def candidates_of(device: NativeDevice, workload: Workload, args: Any) -> dict[int, tuple]:
-    """Every candidate that fits the device and the key, compiled, with its grid."""
+def candidates_of(
+    device: NativeDevice, workload: Workload, args: Any, compiled: dict[str, Any] | None = None
+) -> dict[int, tuple]:
+    """Every candidate that fits the device and the key, compiled, with its grid. ``compiled``
+    keeps pipelines by candidate fingerprint across calls: a suite of keys compiles each once."""
     tunables = workload.tunables
     skipped = Plan(tunables.candidates, tunables.key(args)).skipped
     found = {}
@@ -189,7 +204,11 @@ def candidates_of(device: NativeDevice, workload: Workload, args: Any) -> dict[i
         if index in skipped or check_limits(kernel, device.limits, device.features):
             continue
         try:
-            pipeline = run_inline(device.compile(kernel))
+            pipeline = compiled.get(kernel.fingerprint()) if compiled is not None else None
+            if pipeline is None:
+                pipeline = run_inline(device.compile(kernel))
+                if compiled is not None:
+                    compiled[kernel.fingerprint()] = pipeline
             grid = tuple(kernel.grid(args))
             seconds_of(device, pipeline, args, grid, 1)
         except Exception:  # a candidate that cannot run here is no one's pick

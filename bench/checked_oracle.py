@@ -1,0 +1,128 @@
+"""The oracle of ``bench/shapes.py``: every candidate that fits, its output checked, then sampled.
+
+``bench/regret.py``'s oracle times every candidate that fits the device and the key. Off the
+shapes the kernels were written for, a candidate may be fast because it is wrong (a tile that
+drops the tail of an odd K, say), so this oracle first runs each candidate once and compares its
+output with the exact one (``Workload.expected``: float64 from numpy, or torch on a CUDA GPU)
+within the set's tolerance (``TunableSet.tolerances``: ``atol + rtol * |exact|``, the core's rule
+in ``checks.compare``). Each runs on an output buffer filled with NaN, so a candidate that leaves
+the output alone cannot pass on the result of the one before it. A candidate that disagrees, or
+fails to run, is marked wrong with the reason and excluded; the others are sampled by
+``regret.oracle`` (interleaved rounds, each sample long against the clock), and the best of them
+is the oracle's winner.
+
+The noise of the oracle: its rounds are split in two (even and odd), and a pick's regret is
+computed against each half's medians; the difference between the two is printed. It measures
+half as many rounds as the oracle has, so it overstates the full oracle's noise (by about
+``sqrt(2)``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from regret import candidates_of, medians, oracle  # bench/regret.py
+
+from kernels import Workload  # bench/kernels.py
+from wgtune import Args, run_inline
+from wgtune.backends.native import NativeDevice
+
+__all__ = ["CheckedOracle", "allowance", "checked_oracle", "disagreement"]
+
+
+def allowance(want: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """How far each value may be off the exact ``want``: ``atol + rtol * |want|``; NaN where
+    ``want`` is not finite (an infinity or a NaN agrees only with itself). Made once a shape."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(want), atol + rtol * np.abs(want), np.nan)
+
+
+def disagreement(got: np.ndarray, want: np.ndarray, allowed: np.ndarray) -> str | None:
+    """Why ``got`` is not ``want`` within ``allowed`` (:func:`allowance`), or None. Values
+    outside it agree only if equal, or both NaN (as the core's output checks compare)."""
+    if got.shape != want.shape:
+        return f"{got.size} values, {want.size} expected"
+    ours = got.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        off = np.flatnonzero(~(np.abs(ours - want) <= allowed))
+    if not off.size:
+        return None
+    mine, exact = ours[off], want[off]
+    bad = off[~((mine == exact) | (np.isnan(mine) & np.isnan(exact)))]
+    if not bad.size:
+        return None
+    first = int(bad[0])
+    return f"{bad.size} of {want.size} values off; first [{first}]: {ours[first]:.6g}, exact {want[first]:.6g}"
+
+
+@dataclass
+class CheckedOracle:
+    """What the oracle found on one call: which candidates fit, which were right, how fast."""
+
+    fitting: int  # candidates that fit the device and the key, compiled and ran
+    wrong: dict[int, str]  # index -> why its output is not the exact one (or why it failed to run)
+    samples: dict[int, list[float]]  # each correct candidate's samples, seconds per dispatch
+
+    @property
+    def times(self) -> dict[int, float]:
+        """Each correct candidate's true time: the median of its samples."""
+        return medians(self.samples)
+
+    @property
+    def best(self) -> int | None:
+        times = self.times
+        return min(times, key=times.get) if times else None
+
+    def regret(self, pick: int) -> float:
+        """``pick``'s true time over the oracle winner's, minus one; infinite if ``pick`` is
+        wrong or did not run."""
+        return _regret(self.times, pick)
+
+    def noise(self, pick: int) -> float:
+        """How far ``pick``'s regret moves between the even and the odd rounds (0 if either
+        half has no samples or ``pick`` is not among the correct ones)."""
+        if pick not in self.samples or min(len(values) for values in self.samples.values()) < 2:
+            return 0.0
+        halves = [medians({index: values[start::2] for index, values in self.samples.items()}) for start in (0, 1)]
+        return abs(_regret(halves[0], pick) - _regret(halves[1], pick))
+
+
+def _regret(times: dict[int, float], pick: int) -> float:
+    if pick not in times:
+        return float("inf")
+    return times[pick] / min(times.values()) - 1
+
+
+def checked_oracle(
+    device: NativeDevice, workload: Workload, args: Args, want: np.ndarray, rounds: int, compiled: dict[str, Any]
+) -> CheckedOracle:
+    """Every candidate of ``workload``'s set that fits the device and this call's key (compiled
+    once per fingerprint through ``compiled``), each one's output checked against ``want``; the
+    correct ones sampled over ``rounds`` interleaved rounds."""
+    pipelines = candidates_of(device, workload, args, compiled)
+    _typecode, atol, rtol = workload.tunables.tolerances[0]
+    allowed = allowance(want, atol, rtol)
+    out = workload.out_index
+    poison = device.create_buffer(b"\xff" * args.buffers[out].size)  # all bits set: NaN in f32 and f16
+    wrong: dict[int, str] = {}
+    for index, (pipeline, grid) in pipelines.items():
+        output = device.clone_buffer(poison)
+        call = args.with_buffers([output if slot == out else buffer for slot, buffer in enumerate(args.buffers)])
+        try:
+            device.dispatch(pipeline, call, grid)
+            got = workload.output(run_inline(device.read_buffer(output)), want.size)
+        except Exception as error:  # a candidate that fails here is no one's pick
+            wrong[index] = f"did not run: {error}"
+            continue
+        problem = disagreement(got, want, allowed)
+        if problem:
+            wrong[index] = problem
+    correct = {index: found for index, found in pipelines.items() if index not in wrong}
+    samples = oracle(device, correct, args, rounds) if correct else {}
+    return CheckedOracle(len(pipelines), wrong, samples)

@@ -1,0 +1,335 @@
+"""A shape suite: wgtune's matmul and row reductions on many shapes, beside torch and an oracle.
+
+The headline figures (``bench/kernels.py``) cover a few shapes; this covers the ones around
+them (issue 14): matmul on odd, small, skinny, K-heavy, rectangular and power-of-two shapes, and
+``row_sum`` / ``row_max`` on odd lengths, few long rows, many short rows and squares. For each
+shape, one row:
+
+- **the tune as it ships**: a fresh tuner, cache off (``kernels.tune``): its winner and its wall
+  time (compiles included), then the winner timed as a tune times it (``kernels.time_candidate``)
+  and, where torch has a CUDA GPU, torch's figure for the same work measured right after it
+  (CUDA events: fp32 matmul with TF32 off, ``torch.sum`` / ``torch.amax`` along the last axis),
+  and the ratio;
+- **the oracle** (``checked_oracle``): every candidate of the set that fits the device and the
+  key, each one's output checked against the exact result (float64) within the set's tolerance,
+  a wrong one excluded; the others sampled interleaved; the best is the oracle's winner, and
+  wgtune's regret is its pick's true time over the winner's, minus one (``wrong`` where its pick
+  failed the check). Candidates are compiled once per suite (by fingerprint) and reused across
+  shapes. The oracle samples :data:`ROUNDS` rounds, fewer than ``regret.py``'s 15, to keep the
+  suite affordable; its noise, the regret's change between its even and its odd rounds, is
+  printed per shape and summarized.
+
+Then the summary per family against the issue's targets: matmul f32 median >= 90% of torch, no
+shape under 80%, 4096^3 toward 95%; reductions median >= 100% of torch, no shape under 90%;
+regret <= 2% on >= 95% of the suite's shapes (each shape is tuned afresh: a key two shapes
+share counts twice). Without torch on a CUDA GPU the torch columns say ``-``.
+
+Usage::
+
+    python bench/shapes.py                    # small shapes: minutes on lavapipe
+    python bench/shapes.py --full             # the H200 suite: 36 matmul, 24 shapes x 2 reductions
+    python bench/shapes.py --full --only matmul --shapes 0:18 --out part1.txt
+                                              # a family, a slice of its shapes, the table kept
+
+Where one command may run only so long, run the families one at a time (``--only``): each has its
+own summary; the suite's regret share is the sum of theirs.
+
+A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checked_oracle import checked_oracle  # bench/checked_oracle.py
+from regret import ORACLE_ROUNDS  # bench/regret.py
+
+from kernels import (  # bench/kernels.py: workloads, torch timing, numpy checks
+    CUDA,
+    Workload,
+    matmul_workload,
+    reduction_workload,
+    scaled,
+    time_candidate,
+    torch,
+    tune,
+)
+from wgtune import Config
+from wgtune.backends.native import NativeDevice
+
+ROUNDS = 10  # the oracle's interleaved rounds per shape (regret.py: ORACLE_ROUNDS); even, for the halves
+
+FAMILIES = ("matmul", "row_sum", "row_max")
+MATMUL_CLASSES = ("odd", "small", "skinny", "K-heavy", "rect", "pow2", "square")
+REDUCTION_CLASSES = ("odd", "few-long", "many-short", "square")
+
+# (M, N, K, class). The H200 suite: every class of issue 14, around the headline sizes.
+MATMUL_FULL: tuple[tuple[int, int, int, str], ...] = (
+    (1000, 1000, 1000, "odd"), (1023, 1025, 1027, "odd"), (999, 1001, 997, "odd"), (127, 129, 131, "odd"),
+    (333, 4099, 517, "odd"), (2047, 2049, 2051, "odd"), (3001, 2999, 1001, "odd"),
+    (32, 32, 32, "small"), (64, 64, 64, "small"), (96, 96, 96, "small"), (128, 128, 128, "small"),
+    (200, 150, 100, "small"),
+    (33, 4096, 4096, "skinny"), (4096, 33, 4096, "skinny"), (1, 4096, 4096, "skinny"), (4096, 1, 4096, "skinny"),
+    (8, 8192, 1024, "skinny"), (8192, 16, 1024, "skinny"),
+    (16, 1024, 16384, "K-heavy"), (64, 64, 65536, "K-heavy"), (256, 256, 16384, "K-heavy"),
+    (128, 512, 32768, "K-heavy"),
+    (8192, 512, 8192, "rect"), (5000, 3000, 2000, "rect"), (2000, 2000, 500, "rect"), (4096, 1024, 4096, "rect"),
+    (1024, 4096, 256, "rect"), (8192, 256, 1024, "rect"), (3000, 5000, 700, "rect"),
+    (256, 256, 256, "pow2"), (512, 512, 512, "pow2"), (1024, 1024, 1024, "pow2"), (2048, 2048, 2048, "pow2"),
+    (4096, 4096, 4096, "pow2"),
+    (1536, 1536, 1536, "square"), (3072, 3072, 3072, "square"),
+)
+# (rows, cols, class), each run as row_sum and as row_max; the largest inputs are 1 GiB.
+REDUCTION_FULL: tuple[tuple[int, int, str], ...] = (
+    (1000, 4097, "odd"), (4096, 1023, "odd"), (3, 1_000_003, "odd"), (333, 777, "odd"), (3000, 3001, "odd"),
+    (4, 10_000_019, "few-long"), (16, 1_000_001, "few-long"), (1, 1 << 28, "few-long"), (64, 1 << 20, "few-long"),
+    (8, 1 << 24, "few-long"), (2, 100_000_007, "few-long"), (1, 10_000_019, "few-long"),
+    (1_000_000, 7, "many-short"), (262_144, 33, "many-short"), (65_536, 100, "many-short"),
+    (10_000, 1000, "many-short"), (1 << 20, 64, "many-short"), (1 << 22, 16, "many-short"),
+    (1 << 24, 4, "many-short"), (2_000_000, 3, "many-short"),
+    (8191, 8191, "square"), (16384, 16384, "square"), (4096, 4096, "square"), (1024, 1024, "square"),
+)
+# The default run: small shapes of the same classes, minutes on lavapipe (a 2-core CPU adapter).
+MATMUL_SMALL: tuple[tuple[int, int, int, str], ...] = (
+    (48, 48, 48, "small"), (33, 65, 17, "odd"), (127, 129, 131, "odd"), (128, 128, 128, "pow2"),
+    (7, 256, 128, "skinny"), (256, 5, 128, "skinny"), (32, 32, 1024, "K-heavy"), (256, 96, 64, "rect"),
+)
+REDUCTION_SMALL: tuple[tuple[int, int, str], ...] = (
+    (333, 777, "odd"), (4, 65_537, "few-long"), (16_384, 7, "many-short"), (4096, 33, "many-short"),
+    (100, 1023, "odd"), (512, 512, "square"),
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What issue 14 asks of a family's ratios to torch: the median's floor, every shape's floor."""
+
+    median: float
+    floor: float
+
+
+TARGETS = {"matmul": Target(0.90, 0.80), "row_sum": Target(1.00, 0.90), "row_max": Target(1.00, 0.90)}
+HEADLINE = {"matmul": ("4096x4096x4096", 0.95)}  # a shape's ratio the issue wants "toward" a figure
+REGRET_LIMIT, REGRET_SHARE = 0.02, 0.95  # regret <= 2% on >= 95% of the suite's shapes
+
+
+@dataclass
+class Row:
+    """One shape's figures (rates in work per second: FLOP/s or bytes/s)."""
+
+    family: str
+    shape: str
+    tag: str
+    unit: str
+    winner: str
+    tune_s: float
+    rate: float
+    torch_rate: float | None
+    oracle_winner: str
+    regret: float  # infinite: wgtune's pick failed the oracle's check
+    noise: float
+    correct: int
+    fitting: int
+    wrong: dict[str, str]  # name -> why
+
+    @property
+    def versus(self) -> float | None:
+        return self.rate / self.torch_rate if self.torch_rate else None
+
+
+def suite(full: bool, only: Sequence[str] = FAMILIES, part: slice = slice(None)) -> list[tuple[Workload, str]]:
+    """The workloads to run with their class tags: each family's shapes, sliced by ``part``."""
+    matmul, reductions = (MATMUL_FULL, REDUCTION_FULL) if full else (MATMUL_SMALL, REDUCTION_SMALL)
+    found: list[tuple[Workload, str]] = []
+    if "matmul" in only:
+        found += [(matmul_workload(m, n, k), tag) for m, n, k, tag in matmul[part]]
+    for op in ("sum", "max"):
+        if f"row_{op}" in only:
+            found += [(workload, tag) for rows, cols, tag in reductions[part]
+                      if (workload := reduction_workload(op, rows, cols)) is not None]
+    return found
+
+
+def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, rounds: int,
+            compiled: dict[str, Any]) -> Row:
+    """One shape: the tune as it ships and its winner beside torch, then the checked oracle."""
+    tuned = tune(workload, device, config)
+    timed = time_candidate(device, workload.tunables, tuned.index, tuned.args, config)
+    torch_rate = None
+    if CUDA and workload.torch_figure is not None:
+        torch_rate = workload.work / workload.torch_figure(tuned.inputs)[1]
+    found = checked_oracle(device, workload, tuned.args, tuned.want, rounds, compiled)
+    names = [kernel.name for kernel in workload.tunables.candidates]
+    return Row(
+        workload.family, workload.label, tag, workload.unit, names[tuned.index], tuned.seconds,
+        workload.work / timed.stats.median, torch_rate, names[found.best] if found.best is not None else "-",
+        found.regret(tuned.index), found.noise(tuned.index), found.fitting - len(found.wrong), found.fitting,
+        {names[index]: why for index, why in found.wrong.items()},
+    )
+
+
+# -- the table -------------------------------------------------------------------------------------
+
+HEADER = (f"{'family':7} {'shape':16} {'class':10} {'wgtune winner':32} {'tune s':>6} {'wgtune':>10} "
+          f"{'torch':>10} {'vs torch':>8} {'oracle winner':32} {'regret':>7} {'noise':>6} {'ok/fit':>7}")
+
+
+def percent(value: float | None, sign: bool = False) -> str:
+    if value is None:
+        return "-"
+    if value == float("inf"):
+        return "wrong"
+    return f"{value * 100:+.1f}%" if sign else f"{value * 100:.1f}%"
+
+
+def row_line(row: Row) -> str:
+    torch_rate = scaled(row.torch_rate, row.unit) if row.torch_rate else "-"
+    return (f"{row.family:7} {row.shape:16} {row.tag:10} {row.winner:32} {row.tune_s:>6.1f} "
+            f"{scaled(row.rate, row.unit):>10} {torch_rate:>10} {percent(row.versus):>8} {row.oracle_winner:32} "
+            f"{percent(row.regret, sign=True):>7} {percent(row.noise):>6} {f'{row.correct}/{row.fitting}':>7}")
+
+
+def summary(rows: list[Row], failed: Sequence[str] = ()) -> list[str]:
+    """The issue's targets, family by family, then the suite's regret share; a shape that
+    ``failed`` to run counts as one over the regret limit."""
+    lines = ["", f"summary against issue 14's targets (rates in {', '.join(sorted({r.unit for r in rows}))}):"]
+    for family in FAMILIES:
+        mine = [row for row in rows if row.family == family]
+        if mine:
+            lines += family_summary(family, mine)
+    within = sum(1 for row in rows if row.regret <= REGRET_LIMIT)
+    total = len(rows) + len(failed)
+    share = within / total if total else 0.0
+    lines.append(f"suite: regret <= {REGRET_LIMIT:.0%} on {within}/{total} shapes ({share:.0%}; target >= "
+                 f"{REGRET_SHARE:.0%}: {'met' if share >= REGRET_SHARE else 'MISSED'})")
+    if failed:
+        lines.append(f"failed to run ({len(failed)}, counted as misses): {', '.join(failed)}")
+    return lines
+
+
+def family_summary(family: str, rows: list[Row]) -> list[str]:
+    target = TARGETS[family]
+    ratios = [(row.versus, row) for row in rows if row.versus is not None]
+    if ratios:
+        median = statistics.median(ratio for ratio, _ in ratios)
+        low, low_row = min(ratios, key=lambda pair: pair[0])
+        under = [row.shape for ratio, row in ratios if ratio < target.floor]
+        line = (f"{family}: vs torch median {percent(median)} (target >= {target.median:.0%}: "
+                f"{'met' if median >= target.median else 'MISSED'}), min {percent(low)} at {low_row.shape} "
+                f"(target none under {target.floor:.0%}: {len(under)} of {len(ratios)} under)")
+        headline = HEADLINE.get(family)
+        shown = [row for _, row in ratios if headline and row.shape == headline[0]]
+        if shown:
+            line += f"; {headline[0]} {percent(shown[0].versus)} (target toward {headline[1]:.0%})"
+    else:
+        line = f"{family}: vs torch - (torch has no CUDA GPU here)"
+    regrets = [row.regret for row in rows]
+    within = sum(1 for regret in regrets if regret <= REGRET_LIMIT)
+    worst = max(rows, key=lambda row: row.regret)
+    wrong = sum(len(row.wrong) for row in rows)
+    lines = [
+        line,
+        f"  regret <= {REGRET_LIMIT:.0%} on {within}/{len(rows)} shapes ({within / len(rows):.0%}), median "
+        f"{percent(statistics.median(regrets), sign=True)}, max {percent(worst.regret, sign=True)} at {worst.shape}; "
+        f"oracle noise (even vs odd rounds) median {percent(statistics.median(row.noise for row in rows))}, max "
+        f"{percent(max(row.noise for row in rows))}; {wrong} wrong candidates on "
+        f"{sum(1 for row in rows if row.wrong)} shapes; tuning {sum(row.tune_s for row in rows):.1f} s in all",
+    ]
+    by_class = []
+    for tag in dict.fromkeys(row.tag for row in rows):
+        members = [row for row in rows if row.tag == tag]
+        versus = [row.versus for row in members if row.versus is not None]
+        misses = sum(1 for row in members if row.regret > REGRET_LIMIT)
+        by_class.append(f"{tag} {percent(statistics.median(versus)) if versus else '-'} / {misses} of {len(members)}")
+    lines.append(f"  by class (vs torch median / regret over {REGRET_LIMIT:.0%}): " + ", ".join(by_class))
+    return lines
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+def shape_slice(text: str) -> slice:
+    """``N`` (each family's first N shapes) or ``START:STOP`` (Python's slice of each list)."""
+    try:
+        if ":" in text:
+            start, stop = text.split(":", 1)
+            return slice(int(start) if start else None, int(stop) if stop else None)
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shapes takes N or START:STOP, got {text!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"--shapes N needs N >= 1, got {count}")
+    return slice(count)
+
+
+class Report:
+    """Lines to standard output and, with ``--out``, to a file as they come."""
+
+    def __init__(self, out: TextIO | None) -> None:
+        self.out = out
+
+    def line(self, text: str) -> None:
+        print(text, flush=True)
+        if self.out is not None:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--full", action="store_true", help="the H200 suite (36 matmul, 24 reduction shapes)")
+    parser.add_argument("--only", action="append", choices=FAMILIES, help="only this family (repeatable)")
+    parser.add_argument("--shapes", type=shape_slice, default=slice(None), metavar="N|START:STOP",
+                        help="a subset of each family's shapes")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"the oracle's rounds (default {ROUNDS})")
+    parser.add_argument("--samples", type=int, default=10, help="timed samples of the winner (default 10)")
+    parser.add_argument("--out", type=Path, help="also write the table and the summary to this file")
+    options = parser.parse_args(argv)
+    if options.rounds < 2:
+        parser.error("--rounds needs at least 2 (the noise compares even and odd rounds)")
+    workloads = suite(options.full, options.only or FAMILIES, options.shapes)
+    if not workloads:
+        parser.error("no shapes selected")
+    device = NativeDevice.open()
+    config = Config(cache=False, log_level="disabled", samples=options.samples)
+    started = time.perf_counter()
+    compiled: dict[str, Any] = {}
+    rows: list[Row] = []
+    failed: list[str] = []
+    with options.out.open("w") if options.out else nullcontext() as out:
+        report = Report(out)
+        info = device.adapter_info
+        report.line(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}), timing {device.timing}; "
+                    f"torch: {torch.__version__ + ' on ' + torch.cuda.get_device_name() if CUDA else 'no CUDA GPU'}")
+        report.line(f"oracle: {options.rounds} interleaved rounds a shape (regret.py: {ORACLE_ROUNDS}); noise: how "
+                    "far the regret moves between its even and odd rounds; ok/fit: candidates right / fitting")
+        report.line(HEADER)
+        report.line("-" * len(HEADER))
+        for workload, tag in workloads:
+            try:
+                row = measure(device, workload, tag, config, options.rounds, compiled)
+            except Exception as error:  # one shape's failure (a tune that found nothing, say): the suite goes on
+                failed.append(f"{workload.family} {workload.label}")
+                report.line(f"{workload.family:7} {workload.label:16} {tag:10} FAILED: {type(error).__name__}: {error}")
+                continue
+            rows.append(row)
+            report.line(row_line(row))
+            for name, why in row.wrong.items():
+                report.line(f"    wrong: {name}: {why}")
+        for text in summary(rows, failed):
+            report.line(text)
+        report.line(f"ran {len(workloads)} shapes in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""bench/shapes.py, the shape suite: its lists meet issue 14's counts and classes, and one tiny
+shape runs end to end with the oracle rejecting a candidate that is wrong (and fast) on it."""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wgtune import Config, TunableSet
+from wgtune.backends.native import NativeDevice
+from wgtune.kernels.matmul import MatmulTile, matmul_key, naive_matmul_kernel, tiled_matmul_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
+import shapes
+from checked_oracle import allowance, checked_oracle, disagreement
+
+GIB = 1 << 30
+
+
+def test_the_h200_suite_has_the_issues_counts_and_every_class():
+    matmul_tags = [tag for *_, tag in shapes.MATMUL_FULL]
+    reduction_tags = [tag for *_, tag in shapes.REDUCTION_FULL]
+    assert len(shapes.MATMUL_FULL) >= 30 and len(shapes.REDUCTION_FULL) >= 20
+    assert {"odd", "small", "skinny", "K-heavy", "rect", "pow2"} <= set(matmul_tags) <= set(shapes.MATMUL_CLASSES)
+    assert {"odd", "few-long", "many-short"} <= set(reduction_tags) <= set(shapes.REDUCTION_CLASSES)
+    assert len(set(shapes.MATMUL_FULL)) == len(shapes.MATMUL_FULL), "a shape listed twice"
+    assert len(set(shapes.REDUCTION_FULL)) == len(shapes.REDUCTION_FULL), "a shape listed twice"
+    assert (4096, 4096, 4096, "pow2") in shapes.MATMUL_FULL, "the headline shape of the matmul target"
+    assert max(4 * rows * cols for rows, cols, _ in shapes.REDUCTION_FULL) <= GIB, "reduction inputs past 1 GiB"
+    # Odd: off every tile (some dimension no multiple of 16, the smallest block); odd row lengths.
+    assert all(m % 16 or n % 16 or k % 16 for m, n, k, tag in shapes.MATMUL_FULL if tag == "odd")
+    assert all(cols % 2 for _, cols, tag in shapes.REDUCTION_FULL if tag == "odd")
+
+
+def test_the_default_suite_is_small_and_selects_by_family_and_slice():
+    assert len(shapes.MATMUL_SMALL) <= 8 and len(shapes.REDUCTION_SMALL) <= 6
+    picked = shapes.suite(False, ("row_max",), shapes.shape_slice("1:3"))
+    assert [w.label for w, _ in picked] == [f"{r}x{c}" for r, c, _ in shapes.REDUCTION_SMALL[1:3]]
+    assert {w.family for w, _ in picked} == {"row_max"}
+    assert len(shapes.suite(False, shapes.FAMILIES, shapes.shape_slice("2"))) == 6
+    for bad in ("0", "x", "1:y"):
+        with pytest.raises(Exception, match="--shapes"):
+            shapes.shape_slice(bad)
+
+
+def test_disagreement_follows_the_tolerance_and_nan_rules():
+    want = np.array([1.0, 100.0, np.inf, np.nan])
+    allowed = allowance(want, 1e-3, 1e-3)
+    assert disagreement(np.array([1.0005, 100.09, np.inf, np.nan], np.float32), want, allowed) is None
+    problem = disagreement(np.array([1.0, 100.2, np.inf, np.nan], np.float32), want, allowed)
+    assert problem is not None and problem.startswith("1 of 4 values off; first [1]")
+    assert disagreement(np.array([1.0, 100.0, 1e30, np.nan], np.float32), want, allowed) is not None
+    assert disagreement(np.array([1.0, 100.0, np.inf, 0.0], np.float32), want, allowed) is not None
+    assert disagreement(np.array([np.nan, 100.0, np.inf, np.nan], np.float32), want, allowed) is not None
+
+
+def fast_when_k_is_odd():
+    """The naive kernel that returns at once when K is odd: wrong on such shapes, and the
+    fastest candidate there (it does nothing), right on the others."""
+    naive = naive_matmul_kernel(16, 16)
+    source = naive.wgsl.replace("  let col = gid.x;", "  if ((p.k & 1u) == 1u) { return; }\n  let col = gid.x;", 1)
+    assert source != naive.wgsl
+    return replace(naive, name="skips_odd_k", wgsl=source, group=None, priority=0)
+
+
+def small_set() -> TunableSet:
+    candidates = [naive_matmul_kernel(16, 16), tiled_matmul_kernel(MatmulTile(16, 16, 16, 1, 1), priority=0),
+                  fast_when_k_is_odd()]
+    return TunableSet("matmul_wrong_on_odd_k", candidates, key=matmul_key, outputs=(2,), atol=1e-3, rtol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def device() -> NativeDevice:
+    return NativeDevice.open()
+
+
+def test_the_oracle_excludes_a_candidate_wrong_on_the_shape_and_only_there(device):
+    compiled: dict = {}
+    for k, wrong in ((13, True), (14, False)):
+        workload = replace(shapes.matmul_workload(9, 12, k), tunables=small_set())
+        args, inputs = workload.make(device)
+        found = checked_oracle(device, workload, args, workload.expected(inputs), 2, compiled)
+        assert found.fitting == 3
+        if wrong:  # it wrote nothing: the NaN the oracle filled the output with is still there
+            assert set(found.wrong) == {2} and "108 of 108 values off" in found.wrong[2]
+            assert found.best != 2 and math.isinf(found.regret(2))
+        else:
+            assert found.wrong == {} and set(found.samples) == {0, 1, 2}
+    assert len(compiled) == 3, "each candidate compiled once for both shapes"
+
+
+def test_one_tiny_shape_runs_end_to_end(device):
+    workload = replace(shapes.matmul_workload(9, 12, 13), tunables=small_set())
+    config = Config(cache=False, log_level="disabled", samples=3, warmups=1)
+    row = shapes.measure(device, workload, "odd", config, rounds=2, compiled={})
+    assert (row.correct, row.fitting) == (2, 3) and list(row.wrong) == ["skips_odd_k"]
+    assert row.oracle_winner in [kernel.name for kernel in workload.tunables.candidates[:2]]
+    # wgtune's tune checks nothing by default: its pick is held to the oracle's check here.
+    assert math.isinf(row.regret) == (row.winner == "skips_odd_k")
+    assert row.rate > 0 and row.torch_rate is None and row.tune_s > 0
+    line = shapes.row_line(row)
+    assert line.startswith("matmul  9x12x13") and line.rstrip().endswith("2/3")
+    summary = "\n".join(shapes.summary([row]))
+    assert "matmul: vs torch - (torch has no CUDA GPU here)" in summary
+    assert "1 wrong candidates on 1 shapes" in summary
