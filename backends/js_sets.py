@@ -321,9 +321,10 @@ class JsSet:
                 self.session.notify_pending(self.name, key)
         return json.dumps(self._answer(key))
 
-    async def execute(self, call: Any) -> str:
+    def execute(self, call: Any) -> str:
         """Run the key's winner on the call (the fallback while it is Pending, starting a tune on
-        a miss); which ran."""
+        a miss); which ran. Synchronous, although JavaScript gets a promise of it: the launch is
+        encoded (or recorded into an open batch, ``web/batch.js``) before ``set.execute`` returns."""
         args = self.args(call)
         kernel = self.session.tuner.execute(self.tunables, args)
         return json.dumps({**self._answer(self.session.tuner.key(self.tunables, args)), "ran": kernel.name})

@@ -7,6 +7,7 @@ This package is the pure core: standard library only, the same in CPython and in
 Devices and stores live in :mod:`wgtune.backends`; kernel families in :mod:`wgtune.kernels`.
 """
 
+from .batch import Batch
 from .clock import clock_grain, grain_of, measure_clock_grain
 from .config import Config, LogLevel, Pin
 from .device import Device, DeviceIdentity, DeviceLimits, Timing
@@ -46,6 +47,7 @@ __all__ = [
     "MISS",
     "PENDING",
     "Args",
+    "Batch",
     "CandidateError",
     "Config",
     "ConfigError",

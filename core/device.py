@@ -159,7 +159,24 @@ class Device(ABC):
 
     @abstractmethod
     def dispatch(self, pipeline: Any, args: Args, grid: Grid, repeats: int = 1) -> None:
-        """Encode ``repeats`` dispatches of ``pipeline`` on ``args`` in one pass and submit them."""
+        """Encode ``repeats`` dispatches of ``pipeline`` on ``args`` in one pass and submit them;
+        while a batch is open (:meth:`begin_batch`), record them into the batch instead."""
+
+    # Batches (``batch.py``). The defaults batch nothing: each dispatch submits at once, which is
+    # correct, only slower, so a third party's device needs none of them.
+
+    def begin_batch(self) -> None:  # noqa: B027 (empty on purpose: the default batches nothing)
+        """Open a batch: from now until the matching :meth:`end_batch`, :meth:`dispatch` may
+        record its launches, in order, to submit them together. A batch opened while one is open
+        joins it. A device that records must :meth:`flush` before anything else it submits or
+        waits for (a copy, a read, a timed pass, a sync), so that every call sees the launches
+        made before it."""
+
+    def end_batch(self) -> None:  # noqa: B027 (empty on purpose: the default batches nothing)
+        """Close the batch :meth:`begin_batch` opened; the outermost one submits what was recorded."""
+
+    def flush(self) -> None:  # noqa: B027 (empty on purpose: the default batches nothing)
+        """Submit what the open batch recorded so far; the batch stays open. Nothing without one."""
 
     @abstractmethod
     async def profile(self, pipeline: Any, args: Args, grid: Grid, repeats: int) -> Any:

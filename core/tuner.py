@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .batch import Batch
 from .cache import TuneCache
 from .config import Config, LogLevel
 from .coordinator import Coordinator, WinnerFromElsewhere
@@ -150,6 +151,12 @@ class Tuner:
             self.device.dispatch(pipeline, args, kernel.grid(args))
         return kernel
 
+    def batch(self) -> Batch:
+        """Record the launches of :meth:`execute` from now on and submit them together (a long
+        batch part by part), by ``batch.submit()`` or the end of ``with tuner.batch():`` (see
+        ``batch.py``)."""
+        return Batch(self.device)
+
     def _pipeline_for_call(self, tunables: TunableSet, key: Key, args: Args, index: int) -> tuple[int, Any]:
         """Candidate ``index``'s pipeline for a call, when it is not compiled yet: a winner known
         without a tune (stored, pinned, the only candidate). One that no longer compiles (the
@@ -235,6 +242,7 @@ class Tuner:
     # -- tuning -------------------------------------------------------------------------------
 
     async def _tune(self, tunables: TunableSet, key: Key, args: Args, missed_at: float) -> TuneState:
+        self.device.flush()  # a miss in a batch: the launches recorded before it run before the tune reads buffers
         coordinated, stored = await self._wait_for_others(tunables, key)
         try:
             verify = self.config.checks and not self.config.dry_run

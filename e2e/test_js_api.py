@@ -98,3 +98,80 @@ def test_a_set_or_call_described_wrong_is_an_error_that_says_what(browser):
     assert "for a set from defineSet, call its handle: set.check(call)" in problems["handleAsLabel"]
     assert log.errors == []
     page.close()
+
+
+# Launches of two sets that do not commute (x += 1, x *= 2), in place: only the right order gives
+# the right values. The same launches go one by one on one buffer and in a batch on another.
+BATCH = r"""
+async ({ n, launches }) => {
+  const wgtune = window.wgtune;
+  const device = wgtune.device;
+  const source = (body) => `
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<uniform> p: vec4<u32>;
+override WG: u32 = 64u;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < p.x) { x[g.x] = ${body}; } }`;
+  const define = (name, body) => wgtune.defineSet({
+    name, key: (call) => ({ n }),
+    candidates: [64, 128].map((wg) => ({ name: `wg${wg}`, wgsl: source(body), constants: { WG: wg },
+                                         grid: [Math.ceil(n / wg)] })),
+  });
+  const [inc, dbl] = [await define("js_batch_inc", "x[g.x] + 1.0"), await define("js_batch_dbl", "2.0 * x[g.x]")];
+  const buffer = () => {
+    const made = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC
+                                                           | GPUBufferUsage.COPY_DST });
+    device.queue.writeBuffer(made, 0, new Float32Array(n).map((_, i) => i % 7));
+    return made;
+  };
+  const read = async (source) => {
+    const readback = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(source, 0, readback, 0, 4 * n);
+    device.queue.submit([encoder.finish()]);
+    await readback.mapAsync(GPUMapMode.READ);
+    const values = Array.from(new Float32Array(readback.getMappedRange().slice(0)));
+    readback.unmap();
+    return values;
+  };
+  const warm = { buffers: [buffer()], params: [n] };
+  for (const set of [inc, dbl]) { set.check(warm); await set.settle(warm); }
+
+  const [separate, batched] = [{ buffers: [buffer()], params: [n] }, { buffers: [buffer()], params: [n] }];
+  for (let i = 0; i < launches; i++) await (i % 2 ? dbl : inc).execute(separate);
+  let submissions = 0;
+  const submit = device.queue.submit;
+  device.queue.submit = (buffers) => { submissions++; return submit.call(device.queue, buffers); };
+  const answers = wgtune.batch(() => {
+    const ran = [];
+    for (let i = 0; i < launches; i++) ran.push((i % 2 ? dbl : inc).execute(batched));
+    return ran;
+  });
+  const batchSubmissions = submissions;
+  let thrown = null;
+  try {
+    wgtune.batch(() => { inc.execute(batched); throw new Error("the app's own failure"); });
+  } catch (error) {
+    thrown = error.message;
+  }
+  const afterThrow = submissions - batchSubmissions;
+  delete device.queue.submit;
+  return { separate: await read(separate.buffers[0]), batched: await read(batched.buffers[0]),
+           ran: (await Promise.all(answers)).map((answer) => answer.state), batchSubmissions, thrown, afterThrow };
+}
+"""
+
+
+def test_a_batch_of_javascript_launches_is_one_submission_and_gives_what_they_give_one_by_one(browser):
+    page, log = browser.open()
+    answer = page.evaluate(BATCH, {"n": 1000, "launches": 20})
+    expected = np.arange(1000, dtype=np.float32) % 7
+    for i in range(20):
+        expected = expected + 1 if i % 2 == 0 else expected * 2
+    np.testing.assert_array_equal(np.array(answer["separate"], dtype=np.float32), expected)
+    np.testing.assert_array_equal(np.array(answer["batched"], dtype=np.float32), expected + 1)  # +1: after the throw
+    assert answer["ran"] == ["Hit"] * 20
+    assert answer["batchSubmissions"] == 1, answer
+    assert answer["thrown"] == "the app's own failure" and answer["afterThrow"] == 1, answer
+    assert log.errors == []
+    page.close()

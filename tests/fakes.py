@@ -148,6 +148,11 @@ class FakeDevice(wgtune.Device):
     default quantum 0 every pass reads ``(0.0, duration)``: the readings are the scripted
     durations exactly, and the default 0.0 measures a grain of 0, so only ``min_sample`` sets the
     floor.
+
+    Batches are a GPU's: while one is open, dispatches are recorded and their kernels run only
+    when the batch is submitted (``flush``, the outermost ``end_batch``, or any read, copy, sync
+    or profile first). ``submissions`` counts what reached the "GPU": each dispatch outside a
+    batch, each flush of a batch that recorded something, each profile.
     """
 
     scripts: dict[str, Script] = field(default_factory=dict)
@@ -175,6 +180,9 @@ class FakeDevice(wgtune.Device):
         self.reads = 0
         self.empty_passes = 0
         self.empty_readings: list[tuple[float, float]] = []
+        self.submissions = 0
+        self.batch_depth = 0
+        self.recorded: list[tuple[FakePipeline, Args, int]] = []  # the open batch's launches, in order
         self._clock_ns = CLOCK_START_NS  # the quantized clock's true time, in whole ns
 
     # -- scripting ----------------------------------------------------------------------------
@@ -242,15 +250,39 @@ class FakeDevice(wgtune.Device):
     def dispatch(self, pipeline: FakePipeline, args: Args, grid, repeats: int = 1) -> None:
         with self.lock:
             self.dispatches[pipeline.kernel.name] += 1
+            if self.batch_depth:
+                self.recorded.append((pipeline, args, repeats))
+                return
+            self.submissions += 1
         self._run(pipeline, args, repeats)
+
+    def begin_batch(self) -> None:
+        with self.lock:
+            self.batch_depth += 1
+
+    def end_batch(self) -> None:
+        with self.lock:
+            self.batch_depth -= 1
+            outermost = self.batch_depth == 0
+        if outermost:
+            self.flush()
+
+    def flush(self) -> None:
+        with self.lock:
+            recorded, self.recorded = self.recorded, []
+            self.submissions += bool(recorded)
+        for pipeline, args, repeats in recorded:
+            self._run(pipeline, args, repeats)
 
     async def profile(self, pipeline: FakePipeline, args: Args, grid, repeats: int) -> FakeProfile:
         name = pipeline.kernel.name
         if self.on_profile is not None:
             self.on_profile(name, repeats)
         await self._maybe_suspend("profile")
+        self.flush()
         script = self._script(name)
         with self.lock:
+            self.submissions += 1
             calls = self.profiles.setdefault(name, [])
             call = len(calls)
             calls.append(repeats)
@@ -288,6 +320,7 @@ class FakeDevice(wgtune.Device):
 
     async def sync(self) -> None:
         await self._maybe_suspend("sync")
+        self.flush()
         with self.lock:
             self.syncs += 1
         if self.sync_error is not None:
@@ -297,12 +330,14 @@ class FakeDevice(wgtune.Device):
         return FakeBuffer(bytearray(data) if data is not None else bytearray(size))
 
     def clone_buffer(self, buffer: FakeBuffer) -> FakeBuffer:
+        self.flush()
         with self.lock:
             self.clones += 1
         return FakeBuffer(bytearray(buffer.data), buffer.label + "'")
 
     async def read_buffer(self, buffer: FakeBuffer) -> bytes:
         await self._maybe_suspend("read_buffer")
+        self.flush()
         with self.lock:
             self.reads += 1
         return bytes(buffer.data)

@@ -13,7 +13,7 @@ import struct
 import pytest
 from fakes import FakeDevice, f32, make_tuner, quiet
 
-from wgtune import ConfigError, Hit, Measured, run_inline
+from wgtune import ConfigError, Hit, Measured
 from wgtune.backends.js_sets import define_set
 
 SCALE = """
@@ -74,7 +74,7 @@ def test_a_set_defined_from_javascript_tunes_on_the_callers_buffers_with_params_
     assert args.params == (4, 2) and args.names == ("x", "y")
     answer = json.loads(js_set.check(call))  # natively the tune runs inline
     assert answer["state"] == "Hit" and answer["winner"] == "wg64" and answer["key"] == {"n": 4}
-    ran = json.loads(run_inline(js_set.execute(call)))
+    ran = json.loads(js_set.execute(call))
     assert ran["ran"] == "wg64"
     assert f32([2.0, 4.0, 6.0, 8.0]) == y.data
     assert seen[0] == {"params": {"n": 4, "scale": 2}, "buffers": {"x": 16, "y": 16}}

@@ -61,5 +61,10 @@ def test_the_bindings_example_runs_verbatim_and_every_two_pass_candidate_meets_t
     assert re.search(r"^ran sum_wg\d+ 500000\.0 \['Measured', 'Measured', 'Measured'\]$", out, re.M), out
 
 
+def test_the_batch_example_runs_verbatim_and_keeps_the_order_of_its_launches(tmp_path):
+    out = run_block(tmp_path, "tuner.batch()")
+    assert out.strip() == "(51.0, 51.0, 51.0)", out  # 1.0, then x -> (2x + 1) / 2 a hundred times
+
+
 def test_every_python_block_of_the_readme_is_run_by_a_test():
-    assert len(python_blocks()) == 5, "a new README example needs its test here"
+    assert len(python_blocks()) == 6, "a new README example needs its test here"

@@ -63,7 +63,8 @@ export async function defineSet(api, spec) {
     candidates: handle.candidate_names().toJs(),
     /** The call's state: {state: "Hit", winner} or {state: "Pending"} (a tune just started). */
     check: sync("check"),
-    /** Run the winner on the call's buffers (the fallback while Pending); {ran, state, ...}. */
+    /** Run the winner on the call's buffers (the fallback while Pending); {ran, state, ...}. The
+     *  launch is encoded before this returns: inside wgtune.batch it is recorded into the batch. */
     execute: later("execute"),
     /** Wait until the call's key is no longer Pending ({timeout} s, default 600); its state. */
     settle: (call, { timeout = 600 } = {}) => settle(call, timeout),

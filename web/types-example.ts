@@ -1,6 +1,6 @@
 // An app's use of wgtune, type-checked against wgtune.d.ts (tests/test_typescript.py runs
 // `tsc --noEmit` on it). Not served or run: it shows, and checks, what the declarations allow.
-import { loadWgtune, type TunableSetHandle, type Wgtune } from "./wgtune.js";
+import { loadWgtune, type Batch, type Call, type TunableSetHandle, type Wgtune } from "./wgtune.js";
 
 const SOURCE = `
 struct Params { n: u32, scale: f32 }
@@ -51,4 +51,13 @@ export async function searchedSpace(wgtune: Wgtune): Promise<string[]> {
     search: { strategy: "model", candidates: 0.5 },
   });
   return spaced.candidates;
+}
+
+// Many small launches in one submission: in a function, or opened and submitted by hand.
+export async function scaleMany(wgtune: Wgtune, scale: TunableSetHandle, calls: Call[]): Promise<string[]> {
+  const answers = wgtune.batch(() => calls.map((call) => scale.execute(call)));
+  const batch: Batch = wgtune.batch();
+  for (const call of calls) scale.execute(call);
+  if (batch.open) batch.submit();
+  return (await Promise.all(answers)).map((answer) => answer.ran);
 }

@@ -173,6 +173,18 @@ export interface TunableSetHandle {
   results(call: Call): CandidateResult[] | null;
 }
 
+/**
+ * Launches recorded and submitted together (wgtune.batch): every set.execute from its opening
+ * until submit() goes into a command buffer, in order (a submission per 128 launches). A read or a
+ * tune meanwhile submits what was recorded so far first; a batch opened inside another joins it.
+ */
+export interface Batch {
+  /** Whether launches are still being recorded into this batch. */
+  readonly open: boolean;
+  /** Submit what was recorded and close the batch; an Error if it was submitted already. */
+  submit(): void;
+}
+
 /** One page of the stored winners (api.storedPage): one device's, one set's or all, with the counts. */
 export interface StoredPage {
   namespaces: Array<{ namespace: string; fields: Record<string, unknown>; entries: number; current: boolean }>;
@@ -199,6 +211,13 @@ export interface Wgtune {
     Promise<StoredPage>;
   /** Define a tunable set from JavaScript: your kernels, tuned on your buffers. */
   defineSet(spec: SetSpec): Promise<TunableSetHandle>;
+  /** Open a batch; submit it with batch.submit(). */
+  batch(): Batch;
+  /**
+   * Run `body` in a batch and submit what it launched when it returns (or throws); a body that
+   * returns a promise keeps the batch open until the promise settles. Returns what `body` returns.
+   */
+  batch<T>(body: (batch: Batch) => T): T;
   /** The demo's (and registered) sets and keys, by label. */
   catalogue(): unknown;
   check(set: string, key: string): KeyAnswer;

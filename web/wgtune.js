@@ -11,6 +11,7 @@ import { openTabs } from "./tabs.js";
 import { resolveBaseUrl, startPython } from "./python.js";
 import { pythonError, py } from "./errors.js";
 import { defineSet } from "./sets.js";
+import { batch } from "./batch.js";
 
 /** Why wgtune cannot run here, with what to do about it (shown by the page). */
 export class WgtuneUnavailable extends Error {
@@ -183,6 +184,8 @@ export async function loadWgtune({
     flush: () => py(() => session.flush()),
     /** Define a tunable set from JavaScript and tune it on your own buffers (see sets.js, wgtune.d.ts). */
     defineSet: (spec) => defineSet(api, spec),
+    /** Record set.execute launches and submit them together: batch(() => {...}) or batch() ... .submit() (batch.js). */
+    batch: (body) => batch(api, body),
     on: (listener) => {
       listeners.add(listener);
       return () => listeners.delete(listener);
