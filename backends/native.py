@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -58,18 +58,16 @@ class WgpuShim:
     def __init__(self, device: wgpu.GPUDevice) -> None:
         self.device = device
         self.queue = device.queue
-        # wgpu-py's own functions, so that encoding a dispatch runs through no frame of ours: the
-        # device's bound method, and the encoder's and the pass's methods as plain functions of
-        # the object, taken from the classes this device's objects really are.
+        # wgpu-py's own functions where they cost nothing: the device's bound method, and the
+        # encoder's and the pass's methods as plain functions of the object, taken from the
+        # classes this device's objects really are; a pass's commands straight from wgpu-native.
         self.create_command_encoder = device.create_command_encoder
         encoder = device.create_command_encoder()
         compute = encoder.begin_compute_pass()
         compute.end()
         encoder_type, pass_type = type(encoder), type(compute)
         self.begin_compute_pass = encoder_type.begin_compute_pass  # (encoder, *, timestamp_writes=None)
-        self.set_pipeline = pass_type.set_pipeline
-        self.set_bind_group = _set_bind_group(pass_type)  # one frame of ours, cheaper than wgpu-py's
-        self.dispatch_workgroups = pass_type.dispatch_workgroups
+        self.set_pipeline, self.set_bind_group, self.dispatch_workgroups = _pass_commands(pass_type)
         self.end = pass_type.end
         self._compilers: ThreadPoolExecutor | None = None  # made on the first compile of several
         # Read back to wait for the queue (see the module's docstring).
@@ -230,24 +228,36 @@ class NativeDevice(WebGPUDevice):
         return bytes(self.queue.read_buffer(buffer))
 
 
-def _set_bind_group(pass_type: type) -> Any:
-    """``set_bind_group(compute_pass, index, bind_group)`` with no dynamic offsets (wgtune binds
-    none): wgpu-native's function, called straight. wgpu-py's method makes a list and a C array
-    of the offsets on every call (1.8-2.7 us on an H200's host, where recording a whole launch
-    into a batch costs 7-10 us): batches of 1000 launches of a 1M fma alternating two calls
-    there took 13.2 us a launch with it, 12.1 with this. (wgpu-py 0.32 keeps nothing alive for
-    a compute pass: wgpu-native holds what a pass uses.) Where wgpu-py has no such function,
-    its method."""
-    native = getattr(pass_type, "_set_bind_group_function", None)
-    null = getattr(getattr(wgpu.backends, "wgpu_native", None), "ffi", None)
-    if native is None or null is None:
-        return pass_type.set_bind_group
-    no_offsets = null.NULL
+def _pass_commands(pass_type: type) -> tuple[Callable[..., None], Callable[..., None], Callable[..., None]]:
+    """``set_pipeline(pass, pipeline)``, ``set_bind_group(pass, index, group)`` (no dynamic
+    offsets: wgtune binds none) and ``dispatch_workgroups(pass, x, y, z)``: wgpu-native's own
+    functions, called straight. Recording a launch into a batch costs the host about as long as a
+    small kernel runs, and wgpu-py's methods add a frame, an error capture per call and, for
+    bind groups, a C array of the offsets: 0.7 us against 0.27 us a dispatch here (lavapipe's
+    host), and 13.2 against 12.1 us a launch in batches of a 1M fma on an H200's host for the
+    bind groups alone. wgpu-core validates a pass's commands when it ends, so the errors these
+    could report are raised by ``end`` and ``submit``, which still go through wgpu-py. Where
+    wgpu-py has no such functions, its methods."""
+    try:
+        from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+        set_pipeline_c = lib.wgpuComputePassEncoderSetPipeline
+        set_bind_group_c = lib.wgpuComputePassEncoderSetBindGroup
+        dispatch_c = lib.wgpuComputePassEncoderDispatchWorkgroups
+    except (ImportError, AttributeError):
+        return pass_type.set_pipeline, pass_type.set_bind_group, pass_type.dispatch_workgroups
+    no_offsets = ffi.NULL
+
+    def set_pipeline(compute: Any, pipeline: Any) -> None:
+        set_pipeline_c(compute._internal, pipeline._internal)
 
     def set_bind_group(compute: Any, index: int, bind_group: Any) -> None:
-        native(compute._internal, index, bind_group._internal, 0, no_offsets)
+        set_bind_group_c(compute._internal, index, bind_group._internal, 0, no_offsets)
 
-    return set_bind_group
+    def dispatch_workgroups(compute: Any, x: int, y: int, z: int) -> None:
+        dispatch_c(compute._internal, x, y, z)
+
+    return set_pipeline, set_bind_group, dispatch_workgroups
 
 
 def _identity(info: dict) -> DeviceIdentity:

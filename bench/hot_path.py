@@ -5,7 +5,8 @@ Prints, measured side by side in one run:
 1. the median cost of ``tuner.fastest(set, key)`` on a hit (target <= 0.5 us);
 2. the overhead of ``tuner.execute(set, args)`` on a hit over dispatching the winner directly,
    on a null device whose dispatch does nothing, so that only wgtune's own work is timed
-   (target <= 3 us); the key function is included: it runs on every call;
+   (target <= 3 us): with the same Args again (its key and grid are kept in ``args.cache``
+   after the first call), and with a new Args each call (the key function and the grid run);
 3. for scale, the same pair on the real adapter (wgpu-py), where the dispatch itself dominates.
 
 Each figure is the median of ``ROUNDS`` rounds of ``CALLS`` calls, the two sides of a pair
@@ -121,10 +122,18 @@ def measure(device: Device, args: Args, calls: int) -> dict:
     def settle() -> None:
         run_inline(device.sync())
 
+    def direct_new_args() -> None:
+        call = Args(args.buffers, args.params)
+        device.dispatch(pipeline, call, kernel.grid(call))
+
+    def through_wgtune_new_args() -> None:
+        tuner.execute(tunables, Args(args.buffers, args.params))
+
     loop, lookup = paired(baseline, fastest, calls)
     plain, tuned = paired(direct, through_wgtune, calls, settle)
+    plain_new, tuned_new = paired(direct_new_args, through_wgtune_new_args, calls, settle)
     return {"fastest": lookup - loop, "fastest_call": lookup, "direct": plain, "execute": tuned,
-            "overhead": tuned - plain}
+            "overhead": tuned - plain, "overhead_new_args": tuned_new - plain_new}
 
 
 def main() -> None:
@@ -135,6 +144,8 @@ def main() -> None:
     print(f"  dispatch the winner directly:       {null['direct'] * 1e6:7.3f} us   (null device)")
     print(f"  execute() on a hit:                 {null['execute'] * 1e6:7.3f} us   (null device)")
     print(f"  execute() overhead over direct:     {null['overhead'] * 1e6:7.3f} us   (target <= 3 us)")
+    print(f"    the same, a new Args each call:   {null['overhead_new_args'] * 1e6:7.3f} us   (target <= 3 us; "
+          "the key function and the grid run)")
     try:
         from wgtune.backends.native import NativeDevice
 

@@ -119,9 +119,17 @@ class KeyMemo:
 
     def key(self, tunables, args) -> Key:
         """The key of ``args`` in ``tunables`` (a TunableSet and its Args); a ConfigError naming
-        the set when its key function fails on the call or answers what is not a key."""
+        the set when its key function fails on the call or answers what is not a key.
+
+        An Args is immutable, so the key function's answer for it is kept in ``args.cache`` (by
+        the function): a call made again with the same Args (a loop, a batch) costs a dict
+        lookup. Key functions must therefore depend on the call alone, as the README says."""
+        function = tunables.key_function
+        known = args.cache.get(function)
+        if known is not None:
+            return known
         try:
-            raw = tuple(tunables.key_function(args).items())
+            raw = tuple(function(args).items())
         except Exception as error:
             raise key_error(tunables.name, error) from error
         memo = self._memo.get(tunables.name)
@@ -135,6 +143,7 @@ class KeyMemo:
             if len(memo) >= KEY_MEMO_SIZE:
                 memo.clear()
             key = memo[raw] = make_key(tunables.name, raw)
+        args.cache[function] = key
         return key
 
 

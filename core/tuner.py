@@ -127,7 +127,8 @@ class Tuner:
         return MISS if table is None else table.get(key, MISS)
 
     def key(self, tunables: TunableSet, args: Args) -> Key:
-        """The autotune key of a call, memoised on the key function's raw answer."""
+        """The autotune key of a call: the key function runs once per Args object (kept in
+        ``args.cache``: an Args is immutable), memoised on its raw answer across calls."""
         return self.keys.key(tunables, args)
 
     def execute(self, tunables: TunableSet, args: Args) -> Kernel:
@@ -148,7 +149,11 @@ class Tuner:
             index, pipeline = self._pipeline_for_call(tunables, key, args, index)
         kernel = tunables.candidates[index]
         if not self.config.dry_run:
-            self.device.dispatch(pipeline, args, kernel.grid(args))
+            # An Args is immutable, so its grid per grid function is worked out once (in its cache).
+            grid = args.cache.get(kernel.grid)
+            if grid is None:
+                grid = args.cache[kernel.grid] = kernel.grid(args)
+            self.device.dispatch(pipeline, args, grid)
         return kernel
 
     def batch(self) -> Batch:

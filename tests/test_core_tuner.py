@@ -319,7 +319,13 @@ def test_the_tuner_key_is_the_sets_key_and_is_memoised():
     args = call(device, [1.0])
     assert make_tuner(device).key(tunables, args) == tunables.key(args) == Key({"n": 4, "dtype": "f32"})
     tuner = make_tuner(device)
-    assert tuner.key(tunables, args) is tuner.key(tunables, call(device, [2.0]))
+    other = call(device, [2.0])
+    assert tuner.key(tunables, other) is tuner.key(tunables, call(device, [3.0]))  # one Key per raw answer
+    calls.clear()
+    for _ in range(3):
+        assert tuner.key(tunables, other) == Key({"n": 4, "dtype": "f32"})
+        tuner.execute(tunables, other)
+    assert calls == []  # the same Args again: its key was kept in args.cache, the key function not run
 
 
 def test_a_stored_winner_that_no_longer_compiles_is_tuned_again_and_reported():
