@@ -5,8 +5,10 @@
 - :mod:`wgtune.kernels.bandwidth`: ``out = alpha * x + b``, a memory-bound stream (set ``"fma"``).
 - :mod:`wgtune.kernels.demo`: the suite ``wgtune tune`` and the page run, with input builders.
 
-The WGSL generators of the bigger families are modules of their own (:mod:`~wgtune.kernels.matmul_wgsl`
-and :mod:`~wgtune.kernels.matmul_vector`, :mod:`~wgtune.kernels.reduction_wgsl`). Shared helpers:
+The WGSL generators of the bigger families are modules of their own (:mod:`~wgtune.kernels.matmul_wgsl`,
+:mod:`~wgtune.kernels.matmul_vector` and :mod:`~wgtune.kernels.matmul_skinny`, with the candidate lists in
+:mod:`~wgtune.kernels.matmul_tiles`; :mod:`~wgtune.kernels.reduction_wgsl` and
+:mod:`~wgtune.kernels.reduction_masked`). Shared helpers:
 :mod:`~wgtune.kernels.common` (ceiling division, the 2-D grid) and :mod:`~wgtune.kernels.inputs`
 (deterministic pseudo-random inputs).
 

@@ -1,43 +1,63 @@
 """The matrix multiply family: ``C[M, N] = A[M, K] @ B[K, N]``, all row-major, f32 or f16.
 
 Call convention (see :class:`wgtune.Args`): buffers ``(A, B, C)`` at bindings 0, 1, 2, then the
-params ``(M, N, K)`` as a uniform at binding 3. Every candidate handles any sizes, multiples of
-its tiles or not: loads outside the matrices read zero, stores outside ``C`` are skipped.
+params ``(M, N, K)`` as a uniform at binding 3. Every candidate handles any sizes it may be given
+(see the key below), multiples of its tiles or not: rows and columns past the matrices are
+clamped or read as zero, stores outside ``C`` are skipped.
 
 Two sets:
 
 - ``matmul`` (:func:`matmul_set`): f32 buffers. Candidate 0, :func:`naive_matmul_kernel`, is
   one output per invocation straight from global memory: the safe default and the reference of
-  the output checks. The others are tiled (:class:`MatmulTile`, WGSL from
-  :mod:`wgtune.kernels.matmul_wgsl` and :mod:`wgtune.kernels.matmul_vector`): block tiles from
-  16x16 to 256x128, K steps of 8 and 16, register tiles from 1x1 to 16x8 (which fix the
-  workgroup shape: 64 to 512 invocations), the A tile transposed in workgroup memory and
-  optionally padded, double buffering, a swizzled workgroup order, a subgroup variant, and each
-  tile of the vector layout twice: with vec4 global loads and stores, and with scalar ones. On
-  an NVIDIA H200 (Vulkan) the best reach about 86% of PyTorch's fp32 at 4096^3 (44 of 51
-  TFLOP/s) and 92% at 1024^3.
+  the output checks. The others (:mod:`wgtune.kernels.matmul_tiles` lists them, with the H200
+  figures that put each there):
+
+  - tiles (:class:`MatmulTile`, WGSL from :mod:`wgtune.kernels.matmul_wgsl` and
+    :mod:`wgtune.kernels.matmul_vector`): block tiles from 32x32 to 256x128, K steps of 8 and
+    16, register tiles of 4x4 to 16x8, double buffering, a swizzled workgroup order, K *slices*
+    (several sets of invocations share a block, each a part of every K step, summed in
+    workgroup memory at the end), and *kgrid* tiles that split K over workgroups and add into C
+    with atomics (after a first stage zeroes C), for few outputs and a long K. Each comes with
+    vec4 global loads (``_v4``: K and N multiples of 4) or *flat* ones (coalesced scalar loads
+    that need no guard but on the K step crossing K: any sizes), or both;
+  - skinny kernels (:class:`SkinnyTile`, :mod:`wgtune.kernels.matmul_skinny`) for a few rows
+    (``rows*``: M small, a GEMV at the extreme) or a few columns (``cols*``): no staging, K
+    split over the invocations of a workgroup, partial sums in registers, added in workgroup
+    memory at the end.
+
 - ``matmul_f16`` (:func:`matmul_f16_set`): f16 buffers (``features=("shader-f16",)``), f32
-  arithmetic, a smaller space from the same generator.
+  arithmetic, a smaller space from the same generators (no kgrid tiles: their atomics add f32).
 
-Priorities. The tuner benchmarks one batch and stops (see ``plan.py``), so the key decides which
-batch comes first. The key holds M, N, K anchored to powers of two, the dtype, and ``vec``: 4
-when K and N are multiples of 4 (the vec4 candidates are skipped on other keys, negative
-priority, as they could not serve the call), else 1. Candidates fall in three groups by the size
-of the output, :func:`size_class` of the key: ``small`` (at most 256x256, or at most 32 wide),
-``medium``, and ``large`` (at least 2048x2048, neither side under 512). The key's own class comes first, then the
-others, nearest first. Within a group, on keys with ``vec == 4`` the first batch is the group's
-vec4 candidates and the tiles of the scalar layout, and the scalar-load twins of the vec4
-candidates come next (a reserve: benchmarked only if every first one failed); on other keys the
-first batch is every candidate without vec4 loads. The naive kernels are in the small group:
-benchmarked on small keys (where little blocks can win); on bigger keys they only run once, as
-the reference of the output checks, when those are on.
+Keys and groups. The key holds M, N, K anchored to powers of two, the dtype, and what vec4 loads
+need: ``vec_k`` 4 where K is a multiple of 4 (rows of A start on a vec4), ``vec_n`` 4 where N is
+(rows of B and C do), else 1. A candidate whose vec4 loads the key does not allow is skipped
+(negative priority: it could not serve the call); where they are allowed, the flat twin of a
+vec4 tile waits in a later batch. :func:`size_class` puts a key in a class: ``rows`` (M <= 16),
+``cols`` (N <= 16), ``deep`` (at most 512x512 outputs and K >= 1024), ``small`` (at most
+256x256), ``large`` (at least 2048x2048, neither side under 512) or ``medium``; each class
+takes the groups in its own order (:func:`groups_for`: ``rows`` first on small keys, the medium
+tiles first on large keys that vec4 cannot serve), and skips the groups it does not list and
+the skinny groups past SKINNY_MAX rows or columns. The adaptive policy screens every batch the
+plan does not skip, in that order (a later group whose first two candidates take over twice the
+leader's time is dropped), so the order mostly decides how soon the likely winner is measured;
+the fixed policy measures the first batch only.
 
-Grids are ``(ceil(N / block_n), ceil(M / block_m), 1)``: at most 65535 workgroups a dimension,
-so the naive 16x16 default covers M and N up to 1,048,560; a candidate whose grid would be
-larger is refused by the core's grid check (a Launch result) and the others still run.
+On an NVIDIA H200 (Vulkan, wgpu-py 0.32), ``bench/kernel_probe.py --full`` (every candidate a
+key plans, checked, timed beside torch's fp32 with TF32 off) puts the best candidate at a median
+of 91% of torch over 36 shapes: 82-99% on the large and rectangular ones (87% at 4096^3), 3-7x
+torch on small ones (a launch of torch costs more than their work), 85% at 1000^3, 76-96% on
+odd ones (all of M, N, K odd: 1023x1025x1027 77%, 999x1001x997 77%, 2047x2049x2051 96%;
+333x4099x517 67%), a GEMV of one column 97%, 8x8192x1024 105%, 8192x16x1024 129%; still short:
+one row (1x4096x4096, 68%), 33 rows or columns of 4096x4096 (52-63%) and long K with few
+outputs (16x1024x16384 59%, 256x256x16384 and 128x512x32768 about 45-50%, 64x64x65536 33%).
 
-Every candidate sums ``k = 0, 1, ..., K-1`` in order, so outputs agree to rounding of the
-multiply-adds (a driver may fuse them or not), whatever the tiling.
+Grids are ``(ceil(N / block_n), ceil(M / block_m), K chunks)``: at most 65535 workgroups a
+dimension, so the naive 16x16 default covers M and N up to 1,048,560; a candidate whose grid
+would be larger is refused by the core's grid check (a Launch result) and the others still run
+(the skinny kernels, whose grids are tallest, are skipped past SKINNY_MAX).
+
+Tiles sum ``k = 0, 1, ..., K-1`` in order; slices, kgrid chunks and the skinny kernels' slices
+add partial sums, so outputs agree to rounding, far inside the sets' tolerances.
 """
 
 from __future__ import annotations
@@ -49,18 +69,26 @@ from dataclasses import replace
 from wgtune import Args, Group, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
-from .common import ceil_div
-from .matmul_vector import vector_wgsl
+from .common import ceil_div, wrapped_grid
+from .matmul_skinny import SkinnyTile, skinny_wgsl
+from .matmul_tiles import COLS, DEEP, GROUP_NAMES, LARGE, MATMUL_F16_GROUPS, MATMUL_GROUPS, MEDIUM, ROWS, SMALL
+from .matmul_vector import ZERO_WORKGROUP, vector_wgsl, zero_wgsl
 from .matmul_wgsl import DTYPES, MatmulTile, scalar_wgsl
 from .matmul_wgsl import naive_wgsl as naive_matmul_wgsl
 
 __all__ = [
     "F16_OUTPUTS",
     "F16_TOLERANCE",
+    "GROUP_NAMES",
     "MATMUL_F16_TILES",
     "MATMUL_GROUPS",
     "MATMUL_TILES",
+    "MAX_K_CHUNKS",
+    "MIN_K_CHUNK",
+    "SKINNY_MAX",
     "MatmulTile",
+    "SkinnyTile",
+    "groups_for",
     "matmul_f16_reference",
     "matmul_f16_set",
     "matmul_key",
@@ -70,6 +98,7 @@ __all__ = [
     "naive_matmul_wgsl",
     "pack_f16",
     "size_class",
+    "skinny_matmul_kernel",
     "tiled_matmul_kernel",
     "tiled_matmul_wgsl",
 ]
@@ -78,9 +107,31 @@ __all__ = [
 # candidates may differ by one step where their f32 sums round differently.
 F16_TOLERANCE = 2e-3
 
-SMALL, MEDIUM, LARGE = "small", "medium", "large"
-# Groups to try after the key's own, nearest first.
-_ORDER = {SMALL: (SMALL, MEDIUM, LARGE), MEDIUM: (MEDIUM, LARGE, SMALL), LARGE: (LARGE, MEDIUM, SMALL)}
+# The shortest K chunk a kgrid candidate gives one workgroup: shorter, zeroing C and the atomic
+# adds would cost more than the K loop they split.
+MIN_K_CHUNK = 256
+# The most K chunks of a kgrid candidate: each output of C takes one atomic add per chunk, and
+# adds to one address wait on one another (on an H200, 256 chunks of a 64x64 output spent most
+# of their time there).
+MAX_K_CHUNKS = 64
+
+# Each class's groups in the order their batches come; a group a class does not list is skipped
+# on its keys (tiles of 256x128 on a 64x64 output, say), and so are the skinny kernels on keys
+# with more than SKINNY_MAX rows (ROWS) or columns (COLS), where each workgroup would read the
+# whole of the other operand for a sliver of the output. Small keys start with the kernels of a
+# few rows (on an H200 they beat the small tiles on every small shape probed but 32^3, by up to
+# 1.8x at 256^3); large keys whose K or N is no multiple of 4 start with the medium tiles (their
+# flat forms reached 84-96% of torch at 2047x2049x2051 and 3001x2999x1001, the large ones 69-75%).
+_ORDER = {
+    ROWS: (ROWS, DEEP, SMALL, MEDIUM, COLS),
+    COLS: (COLS, DEEP, SMALL, MEDIUM, ROWS),
+    DEEP: (DEEP, ROWS, COLS, MEDIUM, SMALL, LARGE),
+    SMALL: (ROWS, SMALL, COLS, MEDIUM, DEEP),
+    MEDIUM: (MEDIUM, LARGE, SMALL, DEEP),
+    LARGE: (LARGE, MEDIUM, SMALL),
+}
+_UNALIGNED_LARGE = (MEDIUM, LARGE, SMALL)
+SKINNY_MAX = 256
 
 
 def _sizes(args: Args) -> tuple[int, int, int]:
@@ -93,7 +144,9 @@ def _sizes(args: Args) -> tuple[int, int, int]:
 
 def tiled_matmul_wgsl(tile: MatmulTile, dtype: str = "f32") -> str:
     """WGSL for one tiled candidate with ``dtype`` buffers: the vector layout where the register
-    tile is made of vec4 (``tile.vector``), else the scalar one (see :mod:`wgtune.kernels.matmul_wgsl`)."""
+    tile is made of vec4 (``tile.vector``), else the scalar one (see :mod:`wgtune.kernels.matmul_wgsl`).
+    For a ``kgrid`` tile this is the stage that adds into C (:func:`tiled_matmul_kernel` puts the
+    stage that zeroes C first)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
     return vector_wgsl(tile, dtype) if tile.vector else scalar_wgsl(tile, dtype)
@@ -121,21 +174,59 @@ def naive_matmul_kernel(wg_x: int = 16, wg_y: int = 16, dtype: str = "f32", **op
 
 
 def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kernel:
-    """The candidate for ``tile``: one workgroup per ``bm x bn`` block of C. ``options`` go to
-    :class:`~wgtune.Kernel` (group, priority); vec4 tiles get their priority rule by default."""
+    """The candidate for ``tile``: one workgroup per ``bm x bn`` block of C (per K chunk with
+    ``kgrid``, after a stage that zeroes C). ``options`` go to :class:`~wgtune.Kernel` (group,
+    priority); vec4 tiles get their priority rule by default."""
+
+    def chunks(m: int, n: int, k: int) -> int:
+        """K chunks of a kgrid tile: enough for about ``kgrid`` workgroups, none under MIN_K_CHUNK."""
+        if not tile.kgrid:
+            return 1
+        blocks = ceil_div(n, tile.bn) * ceil_div(m, tile.bm)
+        return max(1, min(tile.kgrid // max(1, blocks), ceil_div(k, MIN_K_CHUNK), MAX_K_CHUNKS))
 
     def grid(args: Args) -> tuple[int, int, int]:
-        m, n, _ = _sizes(args)
-        return (ceil_div(n, tile.bn), ceil_div(m, tile.bm), 1)
+        m, n, k = _sizes(args)
+        return (ceil_div(n, tile.bn), ceil_div(m, tile.bm), chunks(m, n, k))
 
     options.setdefault("priority", _priority(tile))
-    return Kernel(
+    features = _features(dtype, tile.subgroup)
+    kernel = Kernel(
         tile.name,
         tiled_matmul_wgsl(tile, dtype),
         grid=grid,
         workgroup_size=tile.workgroup_size,
         workgroup_storage=tile.workgroup_storage,
-        features=_features(dtype, tile.subgroup),
+        features=features,
+        **({} if tile.kgrid else options),
+    )
+    if not tile.kgrid:
+        return kernel
+    return Kernel(
+        tile.name,
+        zero_wgsl(),
+        grid=lambda args: wrapped_grid(ceil_div(args.params[0] * args.params[1], ZERO_WORKGROUP)),
+        workgroup_size=(ZERO_WORKGROUP, 1, 1),
+        workgroup_storage=0,
+        features=features,
+        then=(replace(kernel, name=f"{tile.name}_add"),),
+        **options,
+    )
+
+
+def skinny_matmul_kernel(tile: SkinnyTile, dtype: str = "f32", **options) -> Kernel:
+    """The candidate for a skinny ``tile`` (:mod:`wgtune.kernels.matmul_skinny`); vec4 loads of B
+    get their priority rule by default."""
+    # Flat ones come first too: they are within a few percent of vec4 ones here, and a first
+    # batch of a skinny key holds no other kind.
+    options.setdefault("priority", _needs(k=tile.a_vec4, n=tile.vec4) if tile.vec4 or tile.a_vec4 else 1)
+    return Kernel(
+        tile.name,
+        skinny_wgsl(tile, dtype),
+        grid=lambda args: tile.grid(*_sizes(args)[:2]),
+        workgroup_size=(tile.threads, 1, 1),
+        workgroup_storage=tile.workgroup_storage,
+        features=_features(dtype),
         **options,
     )
 
@@ -144,11 +235,12 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
 
 
 def matmul_key(args: Args, dtype: str = "f32") -> dict[str, object]:
-    """Sizes bucketed to powers of two, the dtype, and ``vec``: 4 where K and N are multiples of
-    4 (vec4 loads of A rows and B rows, vec4 stores of C rows fit), else 1."""
+    """Sizes bucketed to powers of two, the dtype, and what vec4 access allows: ``vec_k`` 4 where
+    K is a multiple of 4 (rows of A start on a vec4), ``vec_n`` 4 where N is (rows of B and C
+    do), else 1."""
     m, n, k = _sizes(args)
-    vec = 4 if k % 4 == 0 and n % 4 == 0 else 1
-    return {"m": anchor(m), "n": anchor(n), "k": anchor(k), "dtype": dtype, "vec": vec}
+    return {"m": anchor(m), "n": anchor(n), "k": anchor(k), "dtype": dtype,
+            "vec_k": 4 if k % 4 == 0 else 1, "vec_n": 4 if n % 4 == 0 else 1}
 
 
 def _f16_key(args: Args) -> dict[str, object]:
@@ -156,134 +248,100 @@ def _f16_key(args: Args) -> dict[str, object]:
 
 
 def size_class(key: Key) -> str:
-    """``small``, ``medium`` or ``large``: the group a key's first batch comes from."""
+    """The class of a key, which decides the order of the groups its batches come from
+    (:func:`groups_for`, the module doc)."""
     fields = dict(key)
-    m, n = fields["m"], fields["n"]
-    if m * n <= 256 * 256 or min(m, n) <= 32:
+    m, n, k = fields["m"], fields["n"], fields["k"]
+    if m <= 16 or n <= 16:
+        return ROWS if m <= n else COLS
+    if m * n <= 512 * 512 and k >= 1024:
+        return DEEP
+    if m * n <= 256 * 256:
         return SMALL
     if m * n >= 2048 * 2048 and min(m, n) >= 512:
         return LARGE
     return MEDIUM
 
 
+def groups_for(key: Key) -> tuple[str, ...]:
+    """The groups a key's plan takes its batches from, in order (the module doc): its class's
+    order (the medium tiles first on a large key that vec4 loads cannot serve), less the skinny
+    kernels' groups where M (``rows``) or N (``cols``) is past SKINNY_MAX."""
+    fields = dict(key)
+    too_many = {ROWS: fields["m"] > SKINNY_MAX, COLS: fields["n"] > SKINNY_MAX}
+    kind = size_class(key)
+    order = _UNALIGNED_LARGE if kind == LARGE and not _aligned(key, True, True) else _ORDER[kind]
+    return tuple(name for name in order if not too_many.get(name, False))
+
+
 def _group_priority(name: str) -> Callable[[Key], int]:
     def priority(key: Key) -> int:
-        return 3 - _ORDER[size_class(key)].index(name)
+        order = groups_for(key)
+        return len(order) - order.index(name) if name in order else -1
 
     return priority
 
 
-_GROUPS = {name: Group(name, _group_priority(name)) for name in (SMALL, MEDIUM, LARGE)}
+_GROUPS = {name: Group(name, _group_priority(name)) for name in GROUP_NAMES}
 
 
-def _vec4_first(key: Key) -> int:
-    return 1 if dict(key).get("vec", 1) == 4 else -1
+def _aligned(key: Key, k: bool, n: bool) -> bool:
+    """Whether the key allows vec4 rows of A (``k``: K a multiple of 4) and of B and C (``n``)."""
+    fields = dict(key)
+    return (not k or fields.get("vec_k", 1) == 4) and (not n or fields.get("vec_n", 1) == 4)
 
 
-def _scalar_twin(key: Key) -> int:
-    return 0 if dict(key).get("vec", 1) == 4 else 1
+def _needs(k: bool, n: bool) -> Callable[[Key], int]:
+    """A candidate with vec4 loads of A (``k``) or of B and C (``n``): first where the key
+    allows them, skipped (it could not serve the call) elsewhere."""
+    return lambda key: 1 if _aligned(key, k, n) else -1
+
+
+def _flat_twin(key: Key) -> int:
+    """A flat tile: a reserve (after the first batch) where its vec4 twin can serve the key,
+    first elsewhere."""
+    return 0 if _aligned(key, True, True) else 1
 
 
 def _priority(tile: MatmulTile) -> int | Callable[[Key], int]:
-    """vec4 tiles: first where the key allows vec4, skipped elsewhere; their scalar-load twins:
-    a reserve where vec4 is allowed, first elsewhere; tiles of the scalar layout: always first."""
+    """vec4 tiles: first where the key allows vec4, skipped elsewhere; their flat twins: a
+    reserve where vec4 is allowed, first elsewhere; tiles of the scalar layout: always first."""
     if tile.vec4:
-        return _vec4_first
-    return _scalar_twin if tile.vector else 1
+        return _needs(k=True, n=True)
+    return _flat_twin if tile.vector else 1
 
 
-# -- the search spaces -----------------------------------------------------------------------------
+MATMUL_TILES: tuple[MatmulTile | SkinnyTile, ...] = tuple(tile for tiles in MATMUL_GROUPS.values() for tile in tiles)
+MATMUL_F16_TILES: tuple[MatmulTile | SkinnyTile, ...] = tuple(
+    tile for tiles in MATMUL_F16_GROUPS.values() for tile in tiles
+)
 
 
-def _both(*tiles: MatmulTile) -> tuple[MatmulTile, ...]:
-    """Each tile of the vector layout with vec4 global loads and with scalar ones."""
-    out: list[MatmulTile] = []
-    for tile in tiles:
-        if tile.vector:
-            out.append(replace(tile, vec4=True))
-        out.append(tile)
-    return tuple(out)
-
-
-T = MatmulTile
-# Every candidate fits 32 KiB of workgroup storage and 1024 invocations (lavapipe's limits);
-# those past WebGPU's defaults (16 KiB, 256) are refused by the core on devices without them,
-# and each group keeps several candidates within the defaults.
-# The figures are TFLOP/s of the vec4 version on an NVIDIA H200 (Vulkan) at 1024^3 and 4096^3,
-# where PyTorch's fp32 (no TF32) reached 37 and 51.
-MATMUL_GROUPS: dict[str, tuple[MatmulTile, ...]] = {
-    # Few outputs: small blocks keep every core busy; cheap to compile.
-    SMALL: _both(
-        T(16, 16, 16, 1, 1),
-        T(32, 32, 8, 2, 2),
-        T(64, 32, 16, 4, 2),
-        T(32, 32, 16, 4, 4),
-        T(32, 64, 16, 4, 4),
-        T(64, 32, 16, 4, 4, pad=4),
-        T(64, 64, 8, 4, 4),
-        T(64, 64, 16, 4, 4, double=True),
-    ),
-    # Hundreds to a few thousand blocks: 64- and 128-wide tiles, 4x4 to 8x8 per invocation.
-    MEDIUM: _both(
-        T(64, 128, 16, 8, 8, double=True),  # 34.5 at 1024^3
-        T(128, 64, 16, 8, 8, double=True),  # 31.4
-        T(128, 64, 8, 8, 8, pad=4, double=True),  # 31.7, 41.5 at 4096^3
-        T(64, 128, 8, 8, 8, double=True),  # 31.1
-        T(64, 64, 8, 8, 8, double=True),  # 30.1
-        T(64, 64, 16, 8, 8),  # 28.0
-        T(64, 64, 8, 4, 4, pad=4, double=True),  # 24.1
-        T(64, 64, 16, 8, 8, subgroup=True),  # 25.1
-        T(128, 128, 8, 8, 8, pad=4),  # 14.3 (33 at 2048^3)
-    ),
-    # Big outputs: 128x128 and larger blocks, 64 to 128 outputs per invocation.
-    LARGE: _both(
-        T(128, 256, 8, 8, 16, pad=4, double=True),  # 44.2 at 4096^3
-        T(128, 128, 16, 8, 8, double=True),  # 42.5
-        T(128, 128, 16, 8, 8, double=True, swizzle=8),  # 42.6
-        T(128, 128, 8, 8, 16, double=True),  # 42.0 (with pad)
-        T(256, 128, 8, 16, 8, pad=4, double=True),  # 41.7
-        T(256, 128, 8, 8, 8, pad=4, double=True),  # 38.4
-        T(128, 128, 16, 8, 8),  # 37.2
-        T(128, 128, 8, 8, 8, double=True),  # 36.0
-        T(128, 128, 16, 8, 8, double=True, subgroup=True),  # 30.9
-    ),
-}
-MATMUL_TILES: tuple[MatmulTile, ...] = tuple(tile for tiles in MATMUL_GROUPS.values() for tile in tiles)
-
-# The f16 set: fewer tiles, the same generator (f16 buffers, f32 tiles and arithmetic).
-MATMUL_F16_GROUPS: dict[str, tuple[MatmulTile, ...]] = {
-    SMALL: _both(T(16, 16, 16, 1, 1), T(32, 32, 16, 4, 4), T(64, 64, 8, 4, 4)),
-    MEDIUM: _both(
-        T(64, 128, 16, 8, 8, double=True), T(128, 64, 8, 8, 8, pad=4, double=True), T(64, 64, 16, 8, 8, subgroup=True)
-    ),
-    LARGE: _both(
-        T(128, 256, 8, 8, 16, pad=4, double=True),
-        T(128, 128, 16, 8, 8, double=True),
-        T(128, 128, 8, 8, 16, double=True),
-        T(256, 128, 8, 16, 8, pad=4, double=True),
-    ),
-}
-MATMUL_F16_TILES: tuple[MatmulTile, ...] = tuple(tile for tiles in MATMUL_F16_GROUPS.values() for tile in tiles)
+def _candidate(tile: MatmulTile | SkinnyTile, dtype: str, group: Group | None) -> Kernel:
+    if isinstance(tile, SkinnyTile):
+        return skinny_matmul_kernel(tile, dtype, group=group)
+    return tiled_matmul_kernel(tile, dtype, group=group)
 
 
 def _candidates(
-    dtype: str, tiles: tuple[MatmulTile, ...], groups: dict[str, tuple[MatmulTile, ...]]
+    dtype: str, tiles: tuple[MatmulTile | SkinnyTile, ...], groups: dict[str, tuple[MatmulTile | SkinnyTile, ...]]
 ) -> list[Kernel]:
-    """Naive kernels first (16x16 is candidate 0), then one per tile, grouped where the tile is
-    in ``groups`` (a custom tile list is one ungrouped batch)."""
+    """The naive kernel first (candidate 0), then one per tile, grouped where the tile is in
+    ``groups`` (a custom tile list is one ungrouped batch)."""
     group_of = {tile: _GROUPS[name] for name, members in groups.items() for tile in members}
     small = _GROUPS[SMALL] if group_of else None
-    candidates = [naive_matmul_kernel(size, size, dtype, group=small, priority=1) for size in (16, 8)]
-    candidates += [tiled_matmul_kernel(tile, dtype, group=group_of.get(tile)) for tile in tiles]
+    candidates = [naive_matmul_kernel(16, 16, dtype, group=small, priority=1)]
+    candidates += [_candidate(tile, dtype, group_of.get(tile)) for tile in tiles]
     return candidates
 
 
-def matmul_set(tiles: tuple[MatmulTile, ...] | None = None) -> TunableSet:
+def matmul_set(tiles: tuple[MatmulTile | SkinnyTile, ...] | None = None) -> TunableSet:
     """The ``matmul`` set (f32): the naive kernel first (safe default), then one candidate per tile
     of :data:`MATMUL_TILES`, grouped as the module says; other ``tiles`` make an ungrouped set.
 
-    Tolerances assume entries of order 1: candidates sum in the same order, so only fused
-    versus separate multiply-adds make them differ, far inside ``1e-3 + 1e-3 * |c|``.
+    Tolerances assume entries of order 1: candidates sum in the same order but for the slices of
+    K of the skinny and kgrid candidates, so rounding makes them differ far inside
+    ``1e-3 + 1e-3 * |c|``.
     """
     groups = MATMUL_GROUPS if tiles is None or tuple(tiles) == MATMUL_TILES else {}
     candidates = _candidates("f32", MATMUL_TILES if tiles is None else tuple(tiles), groups)
@@ -296,7 +354,7 @@ def matmul_set(tiles: tuple[MatmulTile, ...] | None = None) -> TunableSet:
 F16_OUTPUTS = {"output_type": "e", "atol": 1e-2, "rtol": 2e-3}
 
 
-def matmul_f16_set(tiles: tuple[MatmulTile, ...] | None = None) -> TunableSet:
+def matmul_f16_set(tiles: tuple[MatmulTile | SkinnyTile, ...] | None = None) -> TunableSet:
     """The ``matmul_f16`` set: f16 A, B and C (every candidate needs ``shader-f16``), f32 tiles
     and sums. The output checks compare the f16 outputs as values within :data:`F16_OUTPUTS`
     (``bench/f16_checks.py`` measures them on a GPU). Check results against

@@ -4,16 +4,30 @@ For register tiles that are multiples of 4 (``MatmulTile.vector``): the tiles ar
 arrays, the A tile stored transposed (``tile_a[k][m / 4]``, optionally padded by one vec4 a row
 against bank conflicts of the transposing stores), the outputs of an invocation are ``vec4``
 accumulators in 4-wide chunks strided by the workgroup size, so one ``k`` step of the inner loop
-reads ``TM/4 + TN/4`` vec4 from workgroup memory for ``TM * TN`` multiply-adds. Options: ``vec4``
-global loads and stores (the buffers bound as ``array<vec4<...>>``, so only for K and N
-multiples of 4), double buffering (two sets of tiles and a register prefetch: the loads of the
-next K step are issued before this step's arithmetic and stored after it, one barrier a step),
-``swizzle`` (workgroups walk groups of block rows, for caches smaller than the operands), and
-``subgroup``: the A tile is not staged at all; each lane of a quad loads a quarter of the K step
-of its rows from global memory and the quad shares them with ``quadBroadcast``. That assumes
-what every driver seen does (NVIDIA, lavapipe): subgroups are runs of consecutive
-``local_invocation_index``, so a quad is four neighbours along a row of the workgroup; a driver
-that differs gives wrong sums, which the output checks catch (a Mismatch, left out of the tune).
+reads ``TM/4 + TN/4`` vec4 from workgroup memory for ``TM * TN`` multiply-adds.
+
+Global memory is read one of two ways:
+
+- ``vec4`` (``MatmulTile.vec4``): A, B and C bound as ``array<vec4<...>>``, one load per four
+  elements; only for K and N multiples of 4 (every row must start on a vec4);
+- *flat*, for any sizes: A, B and C bound as scalar arrays, and each K step's tiles read element
+  by element, consecutive invocations at consecutive addresses (along K for A, along N for B), so
+  a warp's loads are coalesced. Rows of A past M and columns of B past N are clamped to the last
+  one (their sums are never stored), so only the K step that crosses K needs a guard per load:
+  every other step takes the unguarded branch (the branch is uniform).
+
+Options: double buffering (two sets of tiles and a register prefetch: the loads of the next K
+step are issued before this step's arithmetic and stored after it, one barrier a step),
+``swizzle`` (workgroups walk groups of block rows, for caches smaller than the operands),
+``kgrid`` (K cut into as many chunks as the grid's z says, whole K steps each, one workgroup
+a chunk, each adding its sums into C with an atomic compare-exchange loop on C's bits after the
+candidate's first stage, :func:`zero_wgsl`, zeroed C: for problems with few outputs and a long
+K, where the blocks of C alone cannot fill the GPU), and ``subgroup``: the A tile is not staged at all; each lane of a
+quad loads a quarter of the K step of its rows from global memory and the quad shares them with
+``quadBroadcast``. That assumes what every driver seen does (NVIDIA, lavapipe): subgroups are
+runs of consecutive ``local_invocation_index``, so a quad is four neighbours along a row of the
+workgroup; a driver that differs gives wrong sums, which the output checks catch (a Mismatch,
+left out of the tune).
 
 The code is generated straight-line: every loop over the register tile and over the K step is
 unrolled here in Python, so that each accumulator is its own local and every workgroup-memory
@@ -28,44 +42,76 @@ from __future__ import annotations
 from .common import ceil_div
 from .matmul_wgsl import LANES, MatmulTile, header, indent, narrow, widen
 
-__all__ = ["vector_wgsl"]
+__all__ = ["vector_wgsl", "zero_wgsl"]
+
+ZERO_WORKGROUP = 256  # invocations of the stage that zeroes C before a kgrid candidate adds into it
+
+# Adds an f32 into C, bound as atomic words: a compare-exchange loop (WGSL has no float atomics).
+_ADD_TO_C = """
+fn add_to_c(index: u32, value: f32) {
+  var old = atomicLoad(&c[index]);
+  loop {
+    let swapped = atomicCompareExchangeWeak(&c[index], old, bitcast<u32>(bitcast<f32>(old) + value));
+    if (swapped.exchanged) { break; }
+    old = swapped.old_value;
+  }
+}
+"""
+
+
+def zero_wgsl() -> str:
+    """The first stage of a ``kgrid`` candidate: C (f32, ``M x N``) set to zero. It declares only
+    C and the params, which it uses (the other buffers stay unbound in this stage)."""
+    return (
+        "@group(0) @binding(2) var<storage, read_write> c: array<f32>;\n"
+        "struct Params { m: u32, n: u32, k: u32 }\n"
+        "@group(0) @binding(3) var<uniform> p: Params;\n\n"
+        f"@compute @workgroup_size({ZERO_WORKGROUP}, 1, 1)\n"
+        "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,\n"
+        "        @builtin(local_invocation_index) li: u32) {\n"
+        f"  let index = (wid.y * groups.x + wid.x) * {ZERO_WORKGROUP}u + li;\n"
+        "  if (index < p.m * p.n) { c[index] = 0.0; }\n"
+        "}\n"
+    )
 
 
 class _VectorKernel:
     """The pieces of one vector-layout kernel; :meth:`wgsl` puts them together.
 
-    Loads are done in *units* of four elements along the contiguous axis of the source matrix
-    (a vec4 load, or four guarded scalar loads): A units are ``(row r, k quad q)``, B units
-    ``(k row kk, column quad q)``. Unit ``u`` of a K step belongs to invocation ``u % T``.
+    Loads are done in *units*: with vec4 loads, four elements along the contiguous axis of the
+    source matrix (A units ``(row r, k quad q)``, B units ``(k row kk, column quad q)``); flat, one
+    element (A ``(row r, k kk)``, B ``(k row kk, column cc)``). Unit ``u`` of a K step belongs to
+    invocation ``u % T``.
     """
 
     def __init__(self, tile: MatmulTile, dtype: str) -> None:
+        if tile.kgrid and dtype != "f32":
+            raise ValueError(f"{tile.name}: kgrid adds into C with u32 atomics, so it needs f32 buffers")
         self.tile = tile
         self.dtype = dtype
         self.wx, self.wy = tile.workgroup_shape
         self.threads = tile.invocations
         self.a_stride = (tile.bm + tile.pad) // 4  # vec4 per row of the transposed A tile
-        self.a_units = tile.bm * tile.bk // 4
-        self.b_units = tile.bk * tile.bn // 4
-        self.vector_load = tile.vec4
-        self.element = f"vec4<{dtype}>" if tile.vec4 else dtype
+        self.flat = not tile.vec4
+        self.kt = tile.k_step  # K staged per step: bk for each slice
+        width = 1 if self.flat else 4
+        self.a_units = tile.bm * self.kt // width
+        self.b_units = self.kt * tile.bn // width
+        self.element = dtype if self.flat else f"vec4<{dtype}>"
+
+    def _steps(self, units: int) -> range:
+        return range(ceil_div(units, self.threads))
+
+    def _partial(self, units: int, s: int) -> bool:
+        """Whether step ``s`` of spreading ``units`` over the invocations has some left over."""
+        return bool(units % self.threads) and (s + 1) * self.threads > units
 
     # -- global loads into registers ------------------------------------------------------------
 
-    def _load_quad(self, matrix: str, reg: str, offset: str, inside: str, lane_guard: str) -> str:
-        """``reg = matrix[offset .. offset + 3]``, zero outside: a vec4 load where ``inside``, or
-        four scalar loads, each also guarded by ``lane_guard`` (``{c}`` is the lane)."""
-        out = [f"{reg} = vec4<f32>();\n"]
-        if self.vector_load:
-            value = widen(self.dtype, f"{matrix}[({offset}) >> 2u]", vector=True)
-            out.append(f"if ({inside}) {{ {reg} = {value}; }}\n")
-            return "".join(out)
-        out.append(f"if ({inside}) {{\n")
-        for c in range(4):
-            value = widen(self.dtype, f"{matrix}[{offset} + {c}u]")
-            out.append(f"  if ({lane_guard.format(c=c)}) {{ {reg}.{LANES[c]} = {value}; }}\n")
-        out.append("}\n")
-        return "".join(out)
+    def _load_vec4(self, matrix: str, reg: str, offset: str, inside: str) -> str:
+        """``reg = matrix[offset .. offset + 3]`` as one vec4 load where ``inside``, else zero."""
+        value = widen(self.dtype, f"{matrix}[({offset}) >> 2u]", vector=True)
+        return f"{reg} = vec4<f32>();\nif ({inside}) {{ {reg} = {value}; }}\n"
 
     def setup(self) -> str:
         """Per-invocation values that stay the same along K."""
@@ -89,17 +135,29 @@ class _VectorKernel:
             for i in range(tile.tm):
                 out.append(f"  let ar_{i} = row0 + {self._row(i)};\n")
                 out.append(f"  let ao_{i} = ar_{i} * p.k + quad_k;\n")
+        elif self.flat:
+            # Units past the tile (a last step with some left over) load the tile's last element
+            # again and are not stored: clamping keeps every load in bounds without a guard.
+            for s in self._steps(self.a_units):
+                out.append(f"  let ua_{s} = min(li + {s * self.threads}u, {self.a_units - 1}u);\n")
+                out.append(f"  let ar_{s} = ua_{s} / {self.kt}u;\n  let ak_{s} = ua_{s} % {self.kt}u;\n")
+                out.append(f"  let ao_{s} = min(row0 + ar_{s}, p.m - 1u) * p.k + ak_{s};\n")
         else:
-            for s in range(ceil_div(self.a_units, self.threads)):
+            for s in self._steps(self.a_units):
                 out.append(f"  let ua_{s} = li + {s * self.threads}u;\n")
-                out.append(f"  let ar_{s} = ua_{s} / {tile.bk // 4}u;\n")
-                out.append(f"  let ak_{s} = (ua_{s} % {tile.bk // 4}u) * 4u;\n")
+                out.append(f"  let ar_{s} = ua_{s} / {self.kt // 4}u;\n")
+                out.append(f"  let ak_{s} = (ua_{s} % {self.kt // 4}u) * 4u;\n")
                 out.append(f"  let ao_{s} = (row0 + ar_{s}) * p.k + ak_{s};\n")
-        for s in range(ceil_div(self.b_units, self.threads)):
-            out.append(f"  let ub_{s} = li + {s * self.threads}u;\n")
-            out.append(f"  let bk_{s} = ub_{s} / {tile.bn // 4}u;\n")
-            out.append(f"  let bq_{s} = ub_{s} % {tile.bn // 4}u;\n")
-            out.append(f"  let bo_{s} = bk_{s} * p.n + col0 + bq_{s} * 4u;\n")
+        for s in self._steps(self.b_units):
+            if self.flat:
+                out.append(f"  let ub_{s} = min(li + {s * self.threads}u, {self.b_units - 1}u);\n")
+                out.append(f"  let bk_{s} = ub_{s} / {tile.bn}u;\n  let bc_{s} = ub_{s} % {tile.bn}u;\n")
+                out.append(f"  let bo_{s} = bk_{s} * p.n + min(col0 + bc_{s}, p.n - 1u);\n")
+            else:
+                out.append(f"  let ub_{s} = li + {s * self.threads}u;\n")
+                out.append(f"  let bk_{s} = ub_{s} / {tile.bn // 4}u;\n")
+                out.append(f"  let bq_{s} = ub_{s} % {tile.bn // 4}u;\n")
+                out.append(f"  let bo_{s} = bk_{s} * p.n + col0 + bq_{s} * 4u;\n")
         return "".join(out)
 
     def _row(self, i: int) -> str:
@@ -109,36 +167,51 @@ class _VectorKernel:
 
     def declare_registers(self) -> str:
         tile, out = self.tile, []
+        kind = "0.0" if self.flat else "vec4<f32>()"
         if tile.subgroup:
             out += [f"  var pa_{i} = vec4<f32>();\n" for i in range(tile.tm)]
             if tile.double:
                 out += [f"  var qa_{i} = vec4<f32>();\n" for i in range(tile.tm)]
         else:
-            out += [f"  var pa_{s} = vec4<f32>();\n" for s in range(ceil_div(self.a_units, self.threads))]
-        out += [f"  var pb_{s} = vec4<f32>();\n" for s in range(ceil_div(self.b_units, self.threads))]
+            out += [f"  var pa_{s} = {kind};\n" for s in self._steps(self.a_units)]
+        out += [f"  var pb_{s} = {kind};\n" for s in self._steps(self.b_units)]
         return "".join(out)
 
     def load(self, k0: str) -> str:
         """Global loads of the K step at ``k0`` into the prefetch registers."""
+        if self.flat:
+            return (f"if ({k0} + {self.kt}u <= p.k) {{\n{indent(self._load_flat(k0, False))}}} else {{\n"
+                    f"{indent(self._load_flat(k0, True))}}}\n")
         tile, out = self.tile, []
         if tile.subgroup:
             for i in range(tile.tm):
-                inside = f"ar_{i} < p.m && {k0} + quad_k < p.k"
-                guard = f"{k0} + quad_k + {{c}}u < p.k"
-                out.append(self._load_quad("a", f"pa_{i}", f"ao_{i} + {k0}", inside, guard))
+                out.append(self._load_vec4("a", f"pa_{i}", f"ao_{i} + {k0}", f"ar_{i} < p.m && {k0} + quad_k < p.k"))
         else:
-            for s in range(ceil_div(self.a_units, self.threads)):
+            for s in self._steps(self.a_units):
                 inside = f"row0 + ar_{s} < p.m && {k0} + ak_{s} < p.k"
-                if self.a_units % self.threads and (s + 1) * self.threads > self.a_units:
+                if self._partial(self.a_units, s):
                     inside = f"ua_{s} < {self.a_units}u && " + inside
-                guard = f"{k0} + ak_{s} + {{c}}u < p.k"
-                out.append(self._load_quad("a", f"pa_{s}", f"ao_{s} + {k0}", inside, guard))
-        for s in range(ceil_div(self.b_units, self.threads)):
+                out.append(self._load_vec4("a", f"pa_{s}", f"ao_{s} + {k0}", inside))
+        for s in self._steps(self.b_units):
             inside = f"{k0} + bk_{s} < p.k && col0 + bq_{s} * 4u < p.n"
-            if self.b_units % self.threads and (s + 1) * self.threads > self.b_units:
+            if self._partial(self.b_units, s):
                 inside = f"ub_{s} < {self.b_units}u && " + inside
-            guard = f"col0 + bq_{s} * 4u + {{c}}u < p.n"
-            out.append(self._load_quad("b", f"pb_{s}", f"bo_{s} + {k0} * p.n", inside, guard))
+            out.append(self._load_vec4("b", f"pb_{s}", f"bo_{s} + {k0} * p.n", inside))
+        return "".join(out)
+
+    def _load_flat(self, k0: str, edge: bool) -> str:
+        """Flat loads of the K step at ``k0``; ``edge``: the step crosses K (zero past it)."""
+        out = []
+        for matrix, reg, steps, k, offset in (
+            ("a", "pa", self._steps(self.a_units), "ak", f"ao_{{s}} + {k0}"),
+            ("b", "pb", self._steps(self.b_units), "bk", f"bo_{{s}} + {k0} * p.n"),
+        ):
+            for s in steps:
+                value = widen(self.dtype, f"{matrix}[{offset.format(s=s)}]")
+                if edge:
+                    out.append(f"{reg}_{s} = 0.0;\nif ({k0} + {k}_{s} < p.k) {{ {reg}_{s} = {value}; }}\n")
+                else:
+                    out.append(f"{reg}_{s} = {value};\n")
         return "".join(out)
 
     def commit(self, buffer: str) -> str:
@@ -149,19 +222,28 @@ class _VectorKernel:
             if tile.double:
                 out += [f"qa_{i} = pa_{i};\n" for i in range(tile.tm)]
         else:
-            for s in range(ceil_div(self.a_units, self.threads)):
-                body = "".join(
-                    f"tile_a{sel}[ak_{s} + {c}u][ar_{s} >> 2u][ar_{s} & 3u] = pa_{s}.{LANES[c]};\n" for c in range(4)
-                )
-                if self.a_units % self.threads and (s + 1) * self.threads > self.a_units:
-                    body = f"if (ua_{s} < {self.a_units}u) {{\n{indent(body)}}}\n"
-                out.append(body)
-        for s in range(ceil_div(self.b_units, self.threads)):
-            body = f"tile_b{sel}[bk_{s}][bq_{s}] = pb_{s};\n"
-            if self.b_units % self.threads and (s + 1) * self.threads > self.b_units:
-                body = f"if (ub_{s} < {self.b_units}u) {{ {body.strip()} }}\n"
-            out.append(body)
+            for s in self._steps(self.a_units):
+                if self.flat:
+                    body = f"tile_a{sel}[ak_{s}][ar_{s} >> 2u][ar_{s} & 3u] = pa_{s};\n"
+                else:
+                    body = "".join(
+                        f"tile_a{sel}[ak_{s} + {c}u][ar_{s} >> 2u][ar_{s} & 3u] = pa_{s}.{LANES[c]};\n"
+                        for c in range(4)
+                    )
+                out.append(self._only_within(body, self.a_units, s))
+        for s in self._steps(self.b_units):
+            if self.flat:
+                body = f"tile_b{sel}[bk_{s}][bc_{s} >> 2u][bc_{s} & 3u] = pb_{s};\n"
+            else:
+                body = f"tile_b{sel}[bk_{s}][bq_{s}] = pb_{s};\n"
+            out.append(self._only_within(body, self.b_units, s))
         return "".join(out)
+
+    def _only_within(self, body: str, units: int, s: int) -> str:
+        """``body`` guarded where step ``s`` has units past the tile (unit index unclamped)."""
+        if not self._partial(units, s):
+            return body
+        return f"if (li + {s * self.threads}u < {units}u) {{\n{indent(body)}}}\n"
 
     def compute(self, buffer: str) -> str:
         """One K step of multiply-adds from the tiles of ``buffer``, unrolled."""
@@ -169,54 +251,67 @@ class _VectorKernel:
         sel = f"[{buffer}]" if tile.double else ""
         a_regs = "qa" if tile.double else "pa"
         for kk in range(tile.bk):
+            row = f"kz + {kk}u" if tile.slices > 1 else str(kk)  # this slice's rows of the staged step
             if tile.subgroup:
                 source, lane = divmod(kk, 4)
-                a_values = [
-                    f"quadBroadcast({a_regs}_{i}.{LANES[lane]}, {source}u)" for i in range(tile.tm)
-                ]
-                for i, value in enumerate(a_values):
-                    out.append(f"let a{kk}_{i} = {value};\n")
+                for i in range(tile.tm):
+                    out.append(f"let a{kk}_{i} = quadBroadcast({a_regs}_{i}.{LANES[lane]}, {source}u);\n")
                 a_scalar = [f"a{kk}_{i}" for i in range(tile.tm)]
             else:
                 for chunk in range(tile.tm // 4):
-                    out.append(f"let a{kk}_{chunk} = tile_a{sel}[{kk}][ax_{chunk}];\n")
+                    out.append(f"let a{kk}_{chunk} = tile_a{sel}[{row}][ax_{chunk}];\n")
                 a_scalar = [f"a{kk}_{i // 4}.{LANES[i % 4]}" for i in range(tile.tm)]
             for j in range(tile.tn // 4):
-                out.append(f"let b{kk}_{j} = tile_b{sel}[{kk}][bx_{j}];\n")
+                out.append(f"let b{kk}_{j} = tile_b{sel}[{row}][bx_{j}];\n")
             for i in range(tile.tm):
                 for j in range(tile.tn // 4):
                     out.append(f"acc_{i}_{j} += {a_scalar[i]} * b{kk}_{j};\n")
         return "".join(out)
 
     def store(self) -> str:
+        """The sums into C: vec4 stores, or scalar ones (flat), or with kgrid atomic adds, one
+        output after another. (Issuing sixteen outputs' loads, then their compare-exchanges,
+        together was 10-25% slower on an H200: the wider window between a load and its
+        exchange loses more races.)"""
         tile, out = self.tile, []
         for i in range(tile.tm):
-            out.append(f"let row_{i} = row0 + {self._row(i)};\n")
-            out.append(f"if (row_{i} < p.m) {{\n")
+            out.append(f"let row_{i} = row0 + {self._row(i)};\nif (row_{i} < p.m) {{\n")
             for j in range(tile.tn // 4):
-                col = f"col0 + (tx + {j * self.wx}u) * 4u"
-                if self.vector_load:
+                out.append(f"  let col_{i}_{j} = col0 + (tx + {j * self.wx}u) * 4u;\n")
+                if not self.flat and not tile.kgrid:
                     value = narrow(self.dtype, f"acc_{i}_{j}", vector=True)
-                    out.append(f"  let col_{i}_{j} = {col};\n")
                     out.append(f"  if (col_{i}_{j} < p.n) {{ c[(row_{i} * p.n + col_{i}_{j}) >> 2u] = {value}; }}\n")
                     continue
-                out.append(f"  let col_{i}_{j} = {col};\n")
                 for lane in range(4):
-                    value = narrow(self.dtype, f"acc_{i}_{j}.{LANES[lane]}")
-                    out.append(
-                        f"  if (col_{i}_{j} + {lane}u < p.n) "
-                        f"{{ c[row_{i} * p.n + col_{i}_{j} + {lane}u] = {value}; }}\n"
-                    )
+                    index, value = f"row_{i} * p.n + col_{i}_{j} + {lane}u", f"acc_{i}_{j}.{LANES[lane]}"
+                    write = f"add_to_c({index}, {value})" if tile.kgrid else f"c[{index}] = {narrow(self.dtype, value)}"
+                    out.append(f"  if (col_{i}_{j} + {lane}u < p.n) {{ {write}; }}\n")
             out.append("}\n")
         return "".join(out)
+
+    def k_range(self) -> str:
+        """The K range of this workgroup: all of K, or with kgrid its chunk (whole K steps)."""
+        tile = self.tile
+        if not tile.kgrid:
+            return "  let k_begin = 0u;\n  let k_end = p.k;\n"
+        return (
+            "  // chunk wid.z of groups.z, in whole K steps; a workgroup past the last K step adds nothing\n"
+            f"  let k_chunk = ((p.k + {self.kt - 1}u) / {self.kt}u + groups.z - 1u) / groups.z * {self.kt}u;\n"
+            "  let k_begin = wid.z * k_chunk;\n"
+            "  let k_end = min(p.k, k_begin + k_chunk);\n"
+            "  if (k_begin >= k_end) { return; }  // uniform across the workgroup\n"
+        )
 
     def wgsl(self) -> str:
         tile = self.tile
         buffers = 2 if tile.double else 1
-        lines = [header(self.dtype, self.element, subgroups=tile.subgroup)]
+        c_element = "atomic<u32>" if tile.kgrid else None
+        lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element)]
+        if tile.kgrid:
+            lines.append(_ADD_TO_C)
         for name, width, rows, needed in (
-            ("tile_a", self.a_stride, tile.bk, not tile.subgroup),
-            ("tile_b", tile.bn // 4, tile.bk, True),
+            ("tile_a", self.a_stride, self.kt, not tile.subgroup),
+            ("tile_b", tile.bn // 4, self.kt, True),
         ):
             if needed:
                 array = f"array<array<vec4<f32>, {width}>, {rows}>"
@@ -224,10 +319,10 @@ class _VectorKernel:
                     array = f"array<{array}, {buffers}>"
                 lines.append(f"var<workgroup> {name}: {array};\n")
         lane = ",\n        @builtin(subgroup_invocation_id) lane: u32" if tile.subgroup else ""
-        size_x, size_y, _ = tile.workgroup_size
-        groups = "        @builtin(num_workgroups) groups: vec3<u32>,\n" if tile.swizzle else ""
+        size_x, size_y, size_z = tile.workgroup_size
+        groups = "        @builtin(num_workgroups) groups: vec3<u32>,\n" if tile.swizzle or tile.kgrid else ""
         lines.append(
-            f"\n@compute @workgroup_size({size_x}, {size_y}, 1)\n"
+            f"\n@compute @workgroup_size({size_x}, {size_y}, {size_z})\n"
             "fn main(@builtin(workgroup_id) wid: vec3<u32>,\n"
             "        @builtin(local_invocation_id) lid: vec3<u32>,\n"
             f"{groups}"
@@ -237,6 +332,9 @@ class _VectorKernel:
             lines.append(f"  let tx = li % {self.wx}u;\n  let ty = li / {self.wx}u;\n")
         else:
             lines.append("  let tx = lid.x;\n  let ty = lid.y;\n")
+            if tile.slices > 1:
+                lines.append(f"  let kz = lid.z * {tile.bk}u;  // this slice's first row of each staged step\n")
+        lines.append(self.k_range())
         lines.append(self.setup())
         if not tile.subgroup:
             lines += [f"  let ax_{chunk} = ty + {chunk * self.wy}u;\n" for chunk in range(tile.tm // 4)]
@@ -245,28 +343,53 @@ class _VectorKernel:
             f"  var acc_{i}_{j} = vec4<f32>();\n" for i in range(tile.tm) for j in range(tile.tn // 4)
         ]
         lines.append(self.declare_registers())
-        step = f"{tile.bk}u"
+        step = f"{self.kt}u"
         if tile.double:
             lines.append("  // prologue: the first K step into buffer 0\n")
-            lines.append(indent(self.load("0u")))
+            lines.append(indent(self.load("k_begin")))
             lines.append(indent(self.commit("0u")))
             lines.append("  workgroupBarrier();\n  var cur = 0u;\n")
-            lines.append(f"  for (var k0 = 0u; k0 < p.k; k0 += {step}) {{\n")
+            lines.append(f"  for (var k0 = k_begin; k0 < k_end; k0 += {step}) {{\n")
             lines.append("    // the next K step's loads are in flight during this step's arithmetic\n")
             lines.append(indent(self.load(f"(k0 + {step})"), "    "))
             lines.append(indent(self.compute("cur"), "    "))
             lines.append(indent(self.commit("1u - cur"), "    "))
             lines.append("    workgroupBarrier();\n    cur = 1u - cur;\n  }\n")
         else:
-            lines.append(f"  for (var k0 = 0u; k0 < p.k; k0 += {step}) {{\n")
+            lines.append(f"  for (var k0 = k_begin; k0 < k_end; k0 += {step}) {{\n")
             lines.append(indent(self.load("k0"), "    "))
             lines.append(indent(self.commit(""), "    "))
             lines.append("    workgroupBarrier();\n")
             lines.append(indent(self.compute(""), "    "))
             lines.append("    workgroupBarrier();\n  }\n")
-        lines.append(indent(self.store()))
+        if tile.slices > 1:
+            lines.append(indent(self.combine_slices()))
+            lines.append("  if (lid.z == 0u) {\n" + indent(self.store(), "    ") + "  }\n")
+        else:
+            lines.append(indent(self.store()))
         lines.append("}\n")
         return "".join(lines)
+
+    def combine_slices(self) -> str:
+        """Slices 1.. hand their sums to slice 0 through the B tile, ``rows`` register rows of
+        each at a time; slice 0 adds them in slice order."""
+        tile, wy = self.tile, self.wy
+        sel = "[0]" if tile.double else ""
+        rows = min(tile.tm, self.kt // ((tile.slices - 1) * wy))  # register rows a round (>= 1: MatmulTile checks)
+        out = []
+        def slot(s: str, i: int) -> str:  # where register row i of slice s meets slice 0 this round
+            return f"tile_b{sel}[(({s} - 1u) * {rows}u + {i % rows}u) * {wy}u + ty]"
+
+        for first in range(0, tile.tm, rows):
+            chunk = range(first, min(tile.tm, first + rows))
+
+            out.append("workgroupBarrier();  // the tiles are free\nif (lid.z > 0u) {\n")
+            out += [f"  {slot('lid.z', i)}[bx_{j}] = acc_{i}_{j};\n" for i in chunk for j in range(tile.tn // 4)]
+            out.append("}\nworkgroupBarrier();\nif (lid.z == 0u) {\n")
+            for z in range(1, tile.slices):
+                out += [f"  acc_{i}_{j} += {slot(f'{z}u', i)}[bx_{j}];\n" for i in chunk for j in range(tile.tn // 4)]
+            out.append("}\n")
+        return "".join(out)
 
 
 def vector_wgsl(tile: MatmulTile, dtype: str) -> str:

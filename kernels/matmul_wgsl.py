@@ -18,7 +18,10 @@ Two shapes of code for a tiled candidate (:class:`MatmulTile`):
   ``tx + j * BN/TN``). It keeps a WGSL loop over the K step (its accumulators are separate
   locals);
 - the *vector* layout (:func:`wgtune.kernels.matmul_vector.vector_wgsl`), for register tiles
-  that are multiples of 4: ``vec4<f32>`` tiles and accumulators, every loop unrolled in Python.
+  that are multiples of 4: ``vec4<f32>`` tiles and accumulators, every loop unrolled in Python,
+  with vec4 or flat global loads, slices of K and kgrid tiles (see there).
+
+The skinny kernels, which stage nothing, are in :mod:`wgtune.kernels.matmul_skinny`.
 """
 
 from __future__ import annotations
@@ -54,7 +57,13 @@ class MatmulTile:
     options: ``vec4`` global loads and stores, ``pad`` floats (0 or 4) at the end of each row of
     the transposed A tile, ``double`` buffering, and ``subgroup`` (A shared across quads with
     ``quadBroadcast`` instead of workgroup memory; needs ``bk == 16`` and ``bn / tn`` a multiple
-    of 4, so that the four lanes of a quad own the same rows).
+    of 4, so that the four lanes of a quad own the same rows), ``swizzle`` (the order of the
+    workgroups), ``kgrid``: K cut into chunks, one workgroup each along the grid's z, so that
+    the grid has about ``kgrid`` workgroups (each adds its chunk's sums into C with atomics after
+    a first stage zeroed C; f32 only), and ``slices``: that many sets of ``(bn / tn, bm / tm)``
+    invocations (the workgroup's z) share each staged step of ``slices * bk`` along K, each
+    computing its ``bk`` of it, and add their sums in workgroup memory at the end: more
+    invocations for a block, with the same registers each.
     """
 
     bm: int
@@ -67,6 +76,8 @@ class MatmulTile:
     double: bool = False
     subgroup: bool = False
     swizzle: int = 0
+    kgrid: int = 0
+    slices: int = 1
 
     def __post_init__(self) -> None:
         if min(self.bm, self.bn, self.bk, self.tm, self.tn) < 1:
@@ -82,8 +93,15 @@ class MatmulTile:
             raise ValueError(f"{self}: pad must be 0 or 4 floats")
         if self.swizzle < 0 or (self.swizzle and not self.vector):
             raise ValueError(f"{self}: swizzle must be >= 0 and needs the vector layout")
-        if self.subgroup and (self.bk != 16 or self.workgroup_shape[0] % 4 or self.pad):
-            raise ValueError(f"{self}: subgroup needs bk == 16, bn / tn a multiple of 4 and no A tile to pad")
+        if self.kgrid < 0 or (self.kgrid and not self.vector):
+            raise ValueError(f"{self}: kgrid must be >= 0 and needs the vector layout")
+        if self.slices < 1 or (self.slices > 1 and (not self.vector or self.subgroup)):
+            raise ValueError(f"{self}: slices must be >= 1 and need the vector layout without subgroup")
+        if (self.slices - 1) * self.workgroup_shape[1] > self.slices * self.bk:
+            # The slices' sums meet in the B tile, a register row of each slice at least at a time.
+            raise ValueError(f"{self}: (slices - 1) * bm / tm must be at most slices * bk")
+        if self.subgroup and (self.bk != 16 or self.workgroup_shape[0] % 4 or self.pad or not self.vec4):
+            raise ValueError(f"{self}: subgroup needs vec4, bk == 16, bn / tn a multiple of 4 and no A tile to pad")
         if self.invocations > HARD_MAX_INVOCATIONS:
             raise ValueError(f"{self}: {self.invocations} invocations, more than {HARD_MAX_INVOCATIONS}")
         if self.workgroup_storage > HARD_MAX_STORAGE:
@@ -106,18 +124,23 @@ class MatmulTile:
         """The shape, flattened to one dimension with subgroup (naga allows
         ``subgroup_invocation_id`` only in one-dimensional workgroups)."""
         wx, wy = self.workgroup_shape
-        return (wx * wy, 1, 1) if self.subgroup else (wx, wy, 1)
+        return (wx * wy, 1, 1) if self.subgroup else (wx, wy, self.slices)
 
     @property
     def invocations(self) -> int:
-        return (self.bn // self.tn) * (self.bm // self.tm)
+        return (self.bn // self.tn) * (self.bm // self.tm) * self.slices
+
+    @property
+    def k_step(self) -> int:
+        """K staged per step: ``bk`` for each slice."""
+        return self.bk * self.slices
 
     @property
     def workgroup_storage(self) -> int:
-        """Bytes of the staged tiles: A is ``bk x (bm + pad)`` (none with subgroup), B ``bk x bn``;
-        twice that when double buffered. Always f32, whatever the buffers' type."""
-        a_tile = 0 if self.subgroup else self.bk * (self.bm + self.pad)
-        return F32_BYTES * (2 if self.double else 1) * (a_tile + self.bk * self.bn)
+        """Bytes of the staged tiles: A is ``k_step x (bm + pad)`` (none with subgroup), B
+        ``k_step x bn``; twice that when double buffered. Always f32, whatever the buffers' type."""
+        a_tile = 0 if self.subgroup else self.k_step * (self.bm + self.pad)
+        return F32_BYTES * (2 if self.double else 1) * (a_tile + self.k_step * self.bn)
 
 
     @property
@@ -128,14 +151,19 @@ class MatmulTile:
                 name += suffix
         if self.swizzle:
             name += f"_sw{self.swizzle}"
+        if self.slices > 1:
+            name += f"_s{self.slices}"
+        if self.kgrid:
+            name += f"_kg{self.kgrid}"
         return name
 
 
 # -- pieces every kernel shares (the vector layout too) ------------------------------------------
 
 
-def header(dtype: str, element: str, subgroups: bool = False) -> str:
-    """Directives, bindings (``element`` of A, B, C) and the params struct."""
+def header(dtype: str, element: str, subgroups: bool = False, b: str | None = None, c: str | None = None) -> str:
+    """Directives, bindings (``element`` of A, and of B and C unless ``b`` or ``c`` say otherwise)
+    and the params struct."""
     lines = []
     if dtype == "f16":
         lines.append("enable f16;\n")
@@ -143,8 +171,8 @@ def header(dtype: str, element: str, subgroups: bool = False) -> str:
         lines.append(SUBGROUPS_DIRECTIVE)
     lines.append(
         f"@group(0) @binding(0) var<storage, read> a: array<{element}>;\n"
-        f"@group(0) @binding(1) var<storage, read> b: array<{element}>;\n"
-        f"@group(0) @binding(2) var<storage, read_write> c: array<{element}>;\n"
+        f"@group(0) @binding(1) var<storage, read> b: array<{b or element}>;\n"
+        f"@group(0) @binding(2) var<storage, read_write> c: array<{c or element}>;\n"
         "struct Params { m: u32, n: u32, k: u32 }\n"
         "@group(0) @binding(3) var<uniform> p: Params;\n"
     )

@@ -22,10 +22,24 @@ are combined:
   rows, ``g`` invocations a row: ``g = 1`` sums a row in one invocation; larger ``g`` combine in
   workgroup memory (``tree``) or, for ``g = 4``, with ``subgroupShuffleXor`` (``shuffle``).
 
-The vec4 candidates bind ``x`` as ``array<vec4<f32>>``, so they need ``cols % 4 == 0`` (every
-row then starts on a vec4): the key records it (``"vec"``: 4 or 1) and the plan skips vec4
-candidates on keys without it. Workgroups are laid out on a 2-D grid, row-major over
-``num_workgroups.x``, because WebGPU allows at most 65535 workgroups per dimension.
+Loads are f32, vec4 (``vec4``: ``x`` bound as ``array<vec4<f32>>``, so ``cols % 4 == 0`` is
+needed, every row then starting on a vec4) or masked vec4 (``vec4m``: any ``cols``; the aligned
+vec4 over each row, the lanes outside it masked, and the last elements of ``x`` past its last
+whole vec4 read as f32 by the candidate's last stage: :mod:`wgtune.kernels.reduction_masked`).
+The key records what vec4 loads can do (``"vec"``: 4 where ``cols % 4 == 0``, 1 where not but
+``x`` holds a whole vec4, 0 where it does not): the plan skips vec4 candidates on keys other
+than 4, and masked ones on keys other than 1 (where plain vec4 serve, with the same loads
+unmasked). A plain vec4 candidate given an odd ``cols`` would read misaligned windows and drop
+the rows' tails; for ``max`` that can even pass a check on random data by luck, so it is never
+planned there. Workgroups are laid out on a 2-D grid, row-major over ``num_workgroups.x``,
+because WebGPU allows at most 65535 workgroups per dimension.
+
+On an NVIDIA H200 (Vulkan), ``bench/kernel_probe.py --full`` puts the best candidate of each
+key's first batch at a median of 130% of ``torch.sum`` over 24 shapes (``torch.amax``: 137% over
+8): odd row lengths 87-262% (3000x3001 87%, 97% in another run: torch's figure varies there), few
+long rows of odd length 102-127% (masked vec4 in two passes, 4x10000019 103%, 2x100000007 102%;
+f32 loads got 92-94% there), many short rows 110-608% (10000x1000 110%, 1000000x7 392%,
+262144x33 587% with masked vec4), squares 111-321%.
 
 Subgroups. The ``sg`` and ``shuffle`` candidates need the ``"subgroups"`` device feature (where
 it is missing they are refused by name, and the others run); what they assume of subgroups is
@@ -35,8 +49,8 @@ Numerics. Candidates add in different orders, so sums differ by rounding; the ``
 tolerance is :data:`SUM_RTOL` relative plus :data:`SUM_ATOL` absolute (see there). ``max`` is
 exact: every candidate returns an element of the row, so ``row_max`` compares exactly. A row of
 negative numbers, or of ``-inf``, has its true maximum (accumulators start from an element of
-the row, never from a made-up identity); an empty row (``cols == 0``) sums to 0 and has maximum
-``-inf``. NaN: sums propagate it (IEEE addition does), ``max`` does not promise to (WGSL's
+the row, or, masked, from a ``-inf`` made at run time); an empty row (``cols == 0``) sums to 0
+and has maximum ``-inf``. NaN: sums propagate it (IEEE addition does), ``max`` does not promise to (WGSL's
 ``max`` of a NaN is indeterminate: a candidate may return the NaN or the other operand), and
 neither does a GPU running with fast math.
 
@@ -64,6 +78,7 @@ from wgtune.key import Key
 
 from .common import F32_BYTES, ceil_div, wrapped_grid
 from .inputs import random_floats
+from .reduction_masked import masked_pack_wgsl, masked_row_wgsl, masked_split_wgsl, tail_wgsl
 from .reduction_wgsl import (
     MIN_CHUNK,
     OPS,
@@ -125,38 +140,36 @@ SUM_ATOL = 2.0**-5
 REDUCTION_VARIANTS: tuple[ReductionVariant, ...] = (
     ReductionVariant("row", 256, unroll=4),
     # one pass, tree
-    ReductionVariant("row", 64),
     ReductionVariant("row", 128),
     ReductionVariant("row", 256),
-    ReductionVariant("row", 512),
-    ReductionVariant("row", 128, unroll=4),
-    ReductionVariant("row", 64, width=4),
+    ReductionVariant("row", 128, unroll=4),  # odd rows: 1000x4097 194%, 4096x1023 207%, 3000x3001 97%
     ReductionVariant("row", 128, width=4),
     ReductionVariant("row", 256, width=4),
-    ReductionVariant("row", 512, width=4),
     ReductionVariant("row", 128, width=4, unroll=2),
     ReductionVariant("row", 256, width=4, unroll=2),
+    ReductionVariant("row", 128, width=4, masked=True),  # 4096x1023 182%
     # one pass, subgroups
-    ReductionVariant("row", 64, combine="sg"),
     ReductionVariant("row", 256, combine="sg"),
     ReductionVariant("row", 256, unroll=4, combine="sg"),
-    ReductionVariant("row", 64, width=4, combine="sg"),
     ReductionVariant("row", 128, width=4, combine="sg"),
     ReductionVariant("row", 256, width=4, combine="sg"),
-    ReductionVariant("row", 512, width=4, combine="sg"),
     ReductionVariant("row", 256, width=4, unroll=2, combine="sg"),
+    ReductionVariant("row", 256, width=4, unroll=2, combine="sg", masked=True),  # 3000x3001 97%
     # two passes
-    ReductionVariant("split", 256, chunk=4096),
-    ReductionVariant("split", 256, unroll=4, chunk=16384),
+    ReductionVariant("split", 256, chunk=4096),  # 3x1000003 212%
+    ReductionVariant("split", 256, unroll=4, chunk=16384),  # 3x1000003 216%
     ReductionVariant("split", 64, width=4, chunk=4096),
     ReductionVariant("split", 256, width=4, chunk=16384),
     ReductionVariant("split", 256, width=4, unroll=2, chunk=65536),
     ReductionVariant("split", 256, chunk=8192, combine="sg"),
     ReductionVariant("split", 256, width=4, chunk=16384, combine="sg"),
     ReductionVariant("split", 256, width=4, unroll=2, chunk=65536, combine="sg"),
+    ReductionVariant("split", 256, width=4, chunk=16384, masked=True),  # 16x1000001 104%
+    ReductionVariant("split", 256, width=4, unroll=2, chunk=65536, masked=True),  # 4x10000019 102%
+    ReductionVariant("split", 256, width=4, unroll=2, chunk=65536, combine="sg", masked=True),
     # several rows per workgroup
-    ReductionVariant("pack", 64, g=1, combine="none"),
     ReductionVariant("pack", 256, g=1, combine="none"),
+    ReductionVariant("pack", 256, unroll=4, g=1, combine="none"),
     ReductionVariant("pack", 64, width=4, g=1, combine="none"),
     ReductionVariant("pack", 256, g=4),
     ReductionVariant("pack", 256, g=8),
@@ -165,6 +178,10 @@ REDUCTION_VARIANTS: tuple[ReductionVariant, ...] = (
     ReductionVariant("pack", 256, width=4, g=4),
     ReductionVariant("pack", 256, g=4, combine="shuffle"),
     ReductionVariant("pack", 256, width=4, g=4, combine="shuffle"),
+    ReductionVariant("pack", 64, width=4, g=1, combine="none", masked=True),
+    ReductionVariant("pack", 256, width=4, g=1, combine="none", masked=True),
+    ReductionVariant("pack", 256, width=4, g=4, masked=True),
+    ReductionVariant("pack", 256, width=4, g=4, combine="shuffle", masked=True),
 )
 
 
@@ -199,8 +216,20 @@ GROUPS: dict[str, Group] = {
 
 
 def _vec4_priority(key: Key) -> int:
-    """Skip (-1) a vec4 candidate on keys whose cols it cannot cover."""
+    """Skip (-1) a plain vec4 candidate on keys whose cols it cannot cover."""
     return 0 if dict(key).get("vec", 1) == 4 else -1
+
+
+def _masked_priority(key: Key) -> int:
+    """A masked vec4 candidate serves any cols but needs a whole vec4 in ``x``; where plain vec4
+    ones can serve (the same loads, no masking), it is skipped."""
+    return 0 if dict(key).get("vec", 1) == 1 else -1
+
+
+def _tail_grid(args: Args) -> tuple[int, int, int]:
+    """One invocation where ``x`` has a tail past its last whole vec4, none otherwise."""
+    rows, cols = args.params[:2]
+    return (1 if rows * cols % 4 else 0, 1, 1)
 
 
 def reduction_kernel(op: str, variant: ReductionVariant, *, group: Group | None = None) -> Kernel:
@@ -208,20 +237,24 @@ def reduction_kernel(op: str, variant: ReductionVariant, *, group: Group | None 
     spec = reduction_op(op)
     features = ("subgroups",) if variant.subgroups else ()
     size = (variant.workgroup, 1, 1)
-    priority = _vec4_priority if variant.width == 4 else 0
+    priority = _masked_priority if variant.masked else _vec4_priority if variant.width == 4 else 0
+    # A masked row or pack candidate ends with the stage that reads the tail of x.
+    tail = (Kernel(variant.name + "_tail", tail_wgsl(spec), grid=_tail_grid, workgroup_size=(1, 1, 1),
+                   workgroup_storage=0),) if variant.masked else ()
     if variant.layout == "row":
         return Kernel(
-            variant.name, row_wgsl(spec, variant), grid=lambda args: wrapped_grid(args.params[0]),
+            variant.name, (masked_row_wgsl if variant.masked else row_wgsl)(spec, variant),
+            grid=lambda args: wrapped_grid(args.params[0]),
             workgroup_size=size, workgroup_storage=variant.workgroup_storage, priority=priority, group=group,
-            features=features,
+            features=features, then=tail,
         )
     if variant.layout == "pack":
         rows_per_group = variant.workgroup // variant.g
         return Kernel(
-            variant.name, pack_wgsl(spec, variant),
+            variant.name, (masked_pack_wgsl if variant.masked else pack_wgsl)(spec, variant),
             grid=lambda args: wrapped_grid(ceil_div(args.params[0], rows_per_group)),
             workgroup_size=size, workgroup_storage=variant.workgroup_storage, priority=priority, group=group,
-            features=features,
+            features=features, then=tail,
         )
     chunk = variant.chunk
     final = Kernel(
@@ -230,7 +263,7 @@ def reduction_kernel(op: str, variant: ReductionVariant, *, group: Group | None 
         workgroup_storage=variant.workgroup_storage, features=features,
     )
     return Kernel(
-        variant.name, split_wgsl(spec, variant),
+        variant.name, (masked_split_wgsl if variant.masked else split_wgsl)(spec, variant),
         grid=lambda args: wrapped_grid(args.params[0] * ceil_div(args.params[1], chunk)),
         workgroup_size=size, workgroup_storage=variant.workgroup_storage, priority=priority, group=group,
         features=features, then=(final,),
@@ -245,13 +278,16 @@ def scratch_elements(rows: int, cols: int) -> int:
 
 def reduction_key(op: str) -> Callable[[Args], dict[str, object]]:
     """The key function of ``op``'s set: rows and cols anchored to powers of two, the op, and
-    ``vec``: 4 where ``cols % 4 == 0`` (vec4 candidates can serve the call), else 1."""
+    ``vec``, what vec4 loads can do there: 4 where ``cols % 4 == 0`` (every row starts on a vec4:
+    plain vec4 candidates serve the call), 1 where the rows do not but ``x`` holds a whole vec4
+    (masked vec4 candidates serve it), 0 where ``x`` has fewer than 4 elements (no vec4 binding
+    fits: only f32 loads)."""
     reduction_op(op)
 
     def key(args: Args) -> dict[str, object]:
         rows, cols = args.params[:2]
-        return {"rows": anchor(rows), "cols": anchor(cols), "op": op, "vec": 4 if cols % 4 == 0 else 1,
-                "dtype": "f32"}
+        vec = 4 if cols % 4 == 0 else 1 if rows * cols >= 4 else 0
+        return {"rows": anchor(rows), "cols": anchor(cols), "op": op, "vec": vec, "dtype": "f32"}
 
     return key
 

@@ -85,7 +85,8 @@ class ReductionVariant:
 
     ``layout``: ``row`` (a workgroup per row), ``split`` (two passes through scratch) or ``pack``
     (``g`` invocations per row, ``workgroup / g`` rows per workgroup). ``width`` 1 (f32 loads)
-    or 4 (vec4 loads); ``unroll`` independent accumulators per invocation; ``combine`` how the
+    or 4 (vec4 loads: ``masked`` ones serve any ``cols``, plain ones need ``cols % 4 == 0``, see
+    :mod:`wgtune.kernels.reduction_masked`); ``unroll`` independent accumulators per invocation; ``combine`` how the
     invocations of a row (or chunk) meet: ``tree`` (workgroup memory), ``sg`` (subgroup
     operations, then workgroup memory), ``shuffle`` (``pack`` with ``g = 4``: subgroup shuffles),
     ``none`` (``pack`` with ``g = 1``). ``chunk``: elements per stage-1 workgroup (``split``).
@@ -98,6 +99,7 @@ class ReductionVariant:
     combine: str = "tree"
     g: int = 0
     chunk: int = 0
+    masked: bool = False
 
     def __post_init__(self) -> None:
         def bad(why: str) -> ValueError:
@@ -107,6 +109,8 @@ class ReductionVariant:
             raise bad(f"layout must be one of {LAYOUTS}, combine one of {COMBINES}")
         if self.width not in (1, 4) or self.unroll < 1:
             raise bad("width must be 1 or 4 and unroll >= 1")
+        if self.masked and self.width != 4:
+            raise bad("masked loads are vec4 loads: width must be 4")
         if self.workgroup < MIN_SUBGROUP or self.workgroup & (self.workgroup - 1):
             raise bad("workgroup must be a power of two >= 4")
         if self.layout == "pack":
@@ -130,7 +134,8 @@ class ReductionVariant:
 
     @property
     def name(self) -> str:
-        loads = ("f32" if self.width == 1 else "vec4") + (f"x{self.unroll}" if self.unroll > 1 else "")
+        loads = ("f32" if self.width == 1 else "vec4m" if self.masked else "vec4")
+        loads += f"x{self.unroll}" if self.unroll > 1 else ""
         if self.layout == "row":
             return f"row_{loads}_wg{self.workgroup}_{self.combine}"
         if self.layout == "split":
@@ -311,7 +316,18 @@ def split_wgsl(op: Op, v: ReductionVariant) -> str:
 
 
 def split_final_wgsl(op: Op, v: ReductionVariant) -> str:
-    """Stage 2: workgroup ``row`` reduces the row's partials in scratch into ``out[row]``."""
+    """Stage 2: workgroup ``row`` reduces the row's partials in scratch into ``out[row]``; after a
+    masked stage 1 (``v.masked``) also the row's elements past the last whole vec4 of ``x``,
+    which stage 1 cannot read (see :mod:`wgtune.kernels.reduction_masked`)."""
+    store = f"out[row] = {_finish(op, 'result')};"
+    if v.masked:
+        merged = _combine(op, "total", "x[e]")
+        store = (
+            "var total = result;\n"
+            "    for (var e = max(p.rows * p.cols / 4u * 4u, row * p.cols); e < row * p.cols + p.cols; e++) "
+            f"{{ total = {merged}; }}\n"
+            f"    out[row] = {_finish(op, 'total')};"
+        )
     return (
         _header("f32", v.subgroups)
         + _shared(v.combine, v.workgroup)
@@ -322,7 +338,7 @@ def split_final_wgsl(op: Op, v: ReductionVariant) -> str:
         f"  let chunks = (p.cols + {v.chunk - 1}u) / {v.chunk}u;\n"
         "  let start = row * chunks;\n"
         + _accumulate(op, 1, 1, "start", "chunks", "lid", v.workgroup, source="scratch")
-        + _workgroup_combine(op, v.combine, v.workgroup, f"out[row] = {_finish(op, 'result')};")
+        + _workgroup_combine(op, v.combine, v.workgroup, store)
         + "}\n"
     )
 

@@ -4,8 +4,9 @@ Each candidate is compiled and dispatched directly, without the tuner, so that a
 fails here by name rather than being quietly outvoted in a tune. Outputs are compared with numpy.
 Output buffers start as NaN (so an element never written shows) and carry a guard region past
 the end (so a store out of bounds shows); input buffers are followed by NaNs (so a load past the
-end of a matrix that reaches an output shows). Vec4 candidates run on sizes whose N and K are
-rounded up to multiples of 4: their plan never gives them other sizes.
+end of a matrix that reaches an output shows). Candidates with vec4 loads run on sizes whose N
+(vec4 B and C) or K (vec4 A) is rounded up to a multiple of 4: their plan never gives them other
+sizes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.device import check_grid, check_limits
 from wgtune.kernels import demo, matmul
+from wgtune.kernels.matmul_skinny import SkinnyTile
 from wgtune.kernels.matmul_wgsl import HARD_MAX_STORAGE, MatmulTile
 from wgtune.plan import Plan
 from wgtune.shaders import workgroup_shape
@@ -33,11 +35,14 @@ NAN_F16 = np.uint16(0x7E00)
 
 MATMUL = matmul.matmul_set()
 MATMUL_F16 = matmul.matmul_f16_set()
-# Odd sizes (none a multiple of a tile), a square one, and one with more than 8 block rows
-# (the swizzled order's second group) and several block columns.
-SIZES = [(1, 1, 1), (17, 33, 9), (130, 70, 65), (64, 64, 64), (1030, 135, 7)]
+# Odd sizes (none a multiple of a tile), a square one, one with more than 8 block rows (the
+# swizzled order's second group) and several block columns, a GEMV each way (one row, one
+# column), and small outputs over a long K: 1100 is five K chunks of the kgrid tiles (a partial
+# last one), 16500 their most chunks (MAX_K_CHUNKS) and long loops for the skinny kernels.
+SIZES = [(1, 1, 1), (17, 33, 9), (130, 70, 65), (64, 64, 64), (1030, 135, 7), (1, 37, 300), (40, 1, 513),
+         (9, 20, 1100), (3, 5, 16500)]
 TILE_OF = {tile.name: tile for tile in matmul.MATMUL_TILES + matmul.MATMUL_F16_TILES}
-F16_SIZES = [(1, 1, 1), (17, 33, 9), (130, 70, 65), (64, 64, 64)]
+F16_SIZES = [(1, 1, 1), (17, 33, 9), (130, 70, 65), (64, 64, 64), (1, 37, 300)]
 
 
 @pytest.fixture(scope="module")
@@ -59,15 +64,23 @@ def pipelines(device):
     return get
 
 
+def _needs(kernel: wgtune.Kernel) -> tuple[bool, bool]:
+    """Whether ``kernel`` reads A as vec4 (needs K a multiple of 4), and B and C (N)."""
+    tile = TILE_OF.get(kernel.name)
+    if isinstance(tile, SkinnyTile):
+        return tile.a_vec4, tile.vec4
+    vec4 = isinstance(tile, MatmulTile) and tile.vec4
+    return vec4, vec4
+
+
 def _is_vec4(kernel: wgtune.Kernel) -> bool:
-    return "_v4" in kernel.name
+    return any(_needs(kernel))
 
 
 def _sizes_for(kernel: wgtune.Kernel, sizes):
-    """The sizes as the plan would give them to ``kernel``: N and K rounded up to 4 for vec4."""
-    if not _is_vec4(kernel):
-        return sizes
-    return [(m, -(-n // 4) * 4, -(-k // 4) * 4) for m, n, k in sizes]
+    """The sizes as the plan would give them to ``kernel``: K or N rounded up to 4 for vec4 loads."""
+    k4, n4 = _needs(kernel)
+    return [(m, -(-n // 4) * 4 if n4 else n, -(-k // 4) * 4 if k4 else k) for m, n, k in sizes]
 
 
 def _runnable(device, kernel: wgtune.Kernel) -> None:
@@ -166,81 +179,123 @@ def _type_bytes(text: str) -> int:
 @pytest.mark.parametrize("tunables", [MATMUL, MATMUL_F16], ids=lambda s: s.name)
 def test_declared_storage_size_and_features_match_the_wgsl(tunables, device):
     for kernel in tunables.candidates:
-        arrays = re.findall(r"var<workgroup>\s+\w+\s*:\s*(.+?);", kernel.wgsl)
-        workgroup_size, storage = workgroup_shape(kernel)  # what the limits are checked against
-        assert storage == sum(_type_bytes(t) for t in arrays), kernel.name
-        size = re.search(r"@workgroup_size\((\d+),\s*(\d+),\s*(\d+)\)", kernel.wgsl)
-        assert tuple(int(n) for n in size.groups()) == workgroup_size, kernel.name
-        assert ("shader-f16" in kernel.features) == ("enable f16;" in kernel.wgsl), kernel.name
-        assert ("subgroups" in kernel.features) == ("quadBroadcast" in kernel.wgsl), kernel.name
-        # Every candidate fits lavapipe (32 KiB, 1024 invocations), and its grid the
-        # per-dimension limit up to sizes of 200,000.
-        x, y, z = workgroup_size
-        assert storage <= 32768 and x * y * z <= 1024, kernel.name
+        for stage in kernel.stages:
+            arrays = re.findall(r"var<workgroup>\s+\w+\s*:\s*(.+?);", stage.wgsl)
+            workgroup_size, storage = workgroup_shape(stage)  # what the limits are checked against
+            assert storage == sum(_type_bytes(t) for t in arrays), stage.name
+            size = re.search(r"@workgroup_size\((\d+),\s*(\d+),\s*(\d+)\)", stage.wgsl)
+            assert tuple(int(n) for n in size.groups()) == workgroup_size, stage.name
+            assert ("shader-f16" in stage.features) == ("enable f16;" in stage.wgsl), stage.name
+            # Every candidate fits lavapipe (32 KiB, 1024 invocations).
+            x, y, z = workgroup_size
+            assert storage <= 32768 and x * y * z <= 1024, stage.name
+        assert ("subgroups" in kernel.features) == any("quadBroadcast" in st.wgsl for st in kernel.stages)
         assert check_limits(kernel, device.limits) is None, kernel.name
-        assert check_grid(tuple(kernel.grid(Args((), (200_000, 200_000, 7)))), wgtune.DeviceLimits()) is None
+
+
+@pytest.mark.parametrize("size", [(200_000, 200_000, 7), (200_000, 16, 7), (16, 200_000, 7), (1, 1, 2**24)])
+def test_grids_fit_the_per_dimension_limit_for_every_size_the_plan_gives(size):
+    tunables = MATMUL
+    skipped = set(Plan(tunables.candidates, tunables.key(Args((), size))).skipped)
+    for index, kernel in enumerate(tunables.candidates):
+        if index not in skipped:
+            for stage in kernel.stages:
+                assert check_grid(tuple(stage.grid(Args((), size))), wgtune.DeviceLimits()) is None, (stage.name, size)
+
+
+def test_kgrid_tiles_split_k_into_bounded_chunks_after_zeroing_c():
+    kernel = next(k for k in MATMUL.candidates if "_kg" in k.name)
+    zero, add = kernel.stages
+    assert "c[index] = 0.0" in zero.wgsl and "atomicCompareExchangeWeak" in add.wgsl
+    assert add.grid(Args((), (9, 20, 1100)))[2] == 5  # ceil(1100 / MIN_K_CHUNK)
+    assert add.grid(Args((), (9, 20, 10**7)))[2] == matmul.MAX_K_CHUNKS
+    assert add.grid(Args((), (4096, 4096, 10**7)))[2] == 1  # enough blocks of C already
+    assert zero.grid(Args((), (9, 20, 1100))) == (1, 1, 1)
 
 
 def test_sets_are_big_distinct_and_start_naive():
-    assert len(MATMUL) >= 50
+    assert 40 <= len(MATMUL) <= 64  # enough to choose from, few enough to compile in a tune
     assert len(MATMUL_F16) >= 12
     for tunables, dtype in ((MATMUL, "f32"), (MATMUL_F16, "f16")):
         assert tunables.candidates[0].name == "naive_wg16x16"
         assert len({kernel.name for kernel in tunables.candidates}) == len(tunables)
-        assert len({kernel.wgsl for kernel in tunables.candidates}) == len(tunables)
+        assert len({"".join(stage.wgsl for stage in kernel.stages) for kernel in tunables.candidates}) == len(tunables)
         assert all((dtype == "f16") == ("shader-f16" in kernel.features) for kernel in tunables.candidates)
     names = list(MATMUL.index_of)
-    for needle in ("_v4", "_pad", "_db", "_sg", "_sw", "reg8x16", "256x128", "128x256"):
+    for needle in ("_v4", "_pad", "_db", "_sw", "_kg", "_s2", "_s4", "reg8x16", "256x128", "128x256", "rows",
+                   "cols", "_a4"):
         assert any(needle in name for name in names), needle
+    assert any("_sg" in name for name in MATMUL_F16.index_of)
+    assert not any("_kg" in name for name in MATMUL_F16.index_of)  # kgrid adds f32 words with atomics
     # Most candidates fit WebGPU's defaults; every group has some that do.
     defaults = wgtune.DeviceLimits()
     fitting = [kernel for kernel in MATMUL.candidates if check_limits(kernel, defaults) is None]
     assert len(fitting) > len(MATMUL) // 2
-    assert {kernel.group.name for kernel in fitting} == {"small", "medium", "large"}
+    assert {kernel.group.name for kernel in fitting} == set(matmul.GROUP_NAMES)
 
 
-def test_key_buckets_sizes_and_vec4_eligibility():
-    assert MATMUL.key(Args((), (192, 160, 96))).as_dict() == {"m": 256, "n": 256, "k": 128, "dtype": "f32", "vec": 4}
-    assert MATMUL.key(Args((), (192, 161, 96))).as_dict()["vec"] == 1
-    assert MATMUL.key(Args((), (192, 160, 97))).as_dict()["vec"] == 1
-    assert MATMUL_F16.key(Args((), (5, 8, 8))).as_dict() == {"m": 8, "n": 8, "k": 8, "dtype": "f16", "vec": 4}
+def test_key_buckets_sizes_and_records_what_vec4_loads_need():
+    assert MATMUL.key(Args((), (192, 160, 96))).as_dict() == {
+        "m": 256, "n": 256, "k": 128, "dtype": "f32", "vec_k": 4, "vec_n": 4}
+    for size, vec in (((192, 161, 96), (4, 1)), ((192, 160, 97), (1, 4)), ((3, 1, 1), (1, 1))):
+        fields = MATMUL.key(Args((), size)).as_dict()
+        assert (fields["vec_k"], fields["vec_n"]) == vec, size
+    assert MATMUL_F16.key(Args((), (5, 8, 8))).as_dict() == {
+        "m": 8, "n": 8, "k": 8, "dtype": "f16", "vec_k": 4, "vec_n": 4}
+
+
+def _admitted(kernel: wgtune.Kernel, size) -> bool:
+    """Whether ``kernel``'s vec4 loads can serve ``size``."""
+    _, n, k = size
+    k4, n4 = _needs(kernel)
+    return (not k4 or k % 4 == 0) and (not n4 or n % 4 == 0)
 
 
 @pytest.mark.parametrize(
-    ("size", "group"),
+    ("size", "kind", "group"),
     [
-        ((128, 128, 128), "small"),
-        ((192, 160, 96), "small"),
-        ((1, 4096, 4096), "small"),
-        ((67, 45, 33), "small"),
-        ((512, 512, 512), "medium"),
-        ((1000, 1000, 999), "medium"),
-        ((4096, 4096, 4096), "large"),
-        ((4096, 2048, 4094), "large"),
+        ((128, 128, 128), "small", "rows"),
+        ((192, 160, 96), "small", "rows"),
+        ((67, 45, 33), "small", "rows"),
+        ((1, 4096, 4096), "rows", "rows"),
+        ((16, 1024, 16384), "rows", "rows"),
+        ((4096, 1, 4096), "cols", "cols"),
+        ((8192, 16, 1023), "cols", "cols"),
+        ((64, 64, 65536), "deep", "deep"),
+        ((33, 4096, 4095), "deep", "deep"),
+        ((512, 512, 512), "medium", "medium"),
+        ((1000, 1000, 999), "medium", "medium"),
+        ((1023, 1025, 1027), "medium", "medium"),
+        ((4096, 4096, 4096), "large", "large"),
+        ((4096, 2048, 4094), "large", "medium"),  # K no multiple of 4: the medium tiles' flat forms first
     ],
 )
 @pytest.mark.parametrize("tunables", [MATMUL, MATMUL_F16], ids=lambda s: s.name)
-def test_first_batch_is_a_diverse_batch_of_the_keys_group(tunables, size, group):
-    _, n, k = size
+def test_first_batch_is_the_keys_first_group_and_only_what_can_serve_is_planned(tunables, size, kind, group):
     key = tunables.key(Args((), size))
+    assert matmul.size_class(key) == kind
     plan = Plan(tunables.candidates, key)
     first = [tunables.candidates[i] for i in plan.next()]
+    if group not in {kernel.group.name for kernel in tunables.candidates}:  # the f16 set has no deep group
+        return
     assert {kernel.group.name for kernel in first} == {group}
-    assert (4 if tunables is MATMUL else 3) <= len(first) <= 16
-    aligned = n % 4 == 0 and k % 4 == 0
-    # Tiles of the vector layout: vec4 first where N and K allow them (the scalar-load twins
-    # later), skipped where not (the twins first).
-    vector = [kernel for kernel in first if kernel.name in TILE_OF and TILE_OF[kernel.name].vector]
-    assert vector and all(_is_vec4(kernel) == aligned for kernel in vector)
-    skipped = {tunables.candidates[i].name for i in plan.skipped}
-    assert skipped == ({kernel.name for kernel in tunables.candidates if _is_vec4(kernel)} if not aligned else set())
-    # The naive kernels are benchmarked on small keys; every tile has a place in some batch.
-    assert ("naive_wg16x16" in {kernel.name for kernel in first}) == (group == "small")
+    assert 1 <= len(first) <= 16
+    # Tiles of the vector layout: vec4 first where N and K allow them (the flat twins later),
+    # skipped where not (the twins first); vec4 loads of the skinny kernels likewise.
+    assert all(_admitted(kernel, size) for kernel in first)
+    groups = matmul.groups_for(key)
+    assert groups[0] == group
+    assert ("rows" in groups) == (dict(key)["m"] <= matmul.SKINNY_MAX and kind not in ("medium", "large"))
+    for index, kernel in enumerate(tunables.candidates):
+        planned = kernel.group.name in groups and _admitted(kernel, size)
+        assert (index not in plan.skipped) == planned, kernel.name
+    # The naive kernels (in the small group) are never in a first batch.
+    assert "naive_wg16x16" not in {kernel.name for kernel in first}
     later = [i for batch in plan.remaining() for i in batch]
     assert len(first) + len(later) + len(plan.skipped) == len(tunables)
 
 
-def test_tile_rejects_what_it_cannot_generate():
+def test_tiles_reject_what_they_cannot_generate():
     with pytest.raises(ValueError, match="invocations"):
         MatmulTile(bm=128, bn=128, bk=8, tm=2, tn=2)
     with pytest.raises(ValueError, match="workgroup storage"):
@@ -251,10 +306,33 @@ def test_tile_rejects_what_it_cannot_generate():
         MatmulTile(bm=32, bn=32, bk=8, tm=2, tn=2, vec4=True)
     with pytest.raises(ValueError, match="subgroup"):
         MatmulTile(bm=64, bn=64, bk=8, tm=4, tn=4, subgroup=True)
+    with pytest.raises(ValueError, match="subgroup needs vec4"):
+        MatmulTile(bm=64, bn=64, bk=16, tm=8, tn=8, subgroup=True)
+    with pytest.raises(ValueError, match="slices"):
+        MatmulTile(bm=32, bn=32, bk=8, tm=2, tn=2, slices=2)
+    with pytest.raises(ValueError, match="slices"):
+        MatmulTile(bm=128, bn=32, bk=4, tm=4, tn=4, slices=2)  # 32 rows of invocations, 8 of K a step
+    with pytest.raises(ValueError, match="kgrid"):
+        MatmulTile(bm=32, bn=32, bk=8, tm=2, tn=2, kgrid=256)
+    with pytest.raises(ValueError, match="f32"):
+        matmul.tiled_matmul_wgsl(MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, kgrid=256), "f16")
+    with pytest.raises(ValueError, match="layout"):
+        SkinnyTile("diagonal", 4, 8)
+    with pytest.raises(ValueError, match="4 columns"):
+        SkinnyTile("rows", 4, 8, cols=8)
+    with pytest.raises(ValueError, match="multiple of 4 columns"):
+        SkinnyTile("cols", 4, 8, cols=2, vec4=True)
+    with pytest.raises(ValueError, match="vec4 loads of A"):
+        SkinnyTile("rows", 4, 8, a_vec4=True)
+    with pytest.raises(ValueError, match="registers"):
+        SkinnyTile("cols", 8, 8, cols=16)
     tile = MatmulTile(bm=128, bn=128, bk=16, tm=8, tn=8, vec4=True, pad=4, double=True)
     assert tile.workgroup_storage == 4 * 2 * 16 * (132 + 128) <= HARD_MAX_STORAGE
     assert check_limits(matmul.tiled_matmul_kernel(tile), wgtune.DeviceLimits()) is not None  # past the defaults
     assert tile.name == "tile128x128_k16_reg8x8_v4_pad_db"
+    sliced = MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, slices=4, kgrid=1024)
+    assert sliced.workgroup_size == (8, 8, 4) and sliced.k_step == 64
+    assert sliced.workgroup_storage == 4 * 64 * (32 + 32) and sliced.name == "tile32x32_k16_reg4x4_s4_kg1024"
 
 
 def test_cpu_references_match_numpy():

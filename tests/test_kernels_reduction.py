@@ -78,8 +78,15 @@ def _run(device, pipelines, kernel: wgtune.Kernel, x: np.ndarray) -> np.ndarray:
     return out[:rows]
 
 
+def _variant(kernel: wgtune.Kernel) -> reduction.ReductionVariant:
+    return reduction.REDUCTION_VARIANTS[SUM.index_of[kernel.name]]
+
+
 def _width(kernel: wgtune.Kernel) -> int:
-    return 4 if "vec4" in kernel.name else 1
+    """The multiple of 4 that cols must be for ``kernel``: 4 for plain vec4 loads, 1 for f32 and
+    masked vec4 loads (which serve any cols)."""
+    variant = _variant(kernel)
+    return 4 if variant.width == 4 and not variant.masked else 1
 
 
 # lavapipe (Mesa 22.3's llvmpipe) stops an invocation's loops, silently, after 65535 iterations
@@ -114,13 +121,14 @@ def _eighths(rng, shape) -> np.ndarray:
 
 @pytest.mark.parametrize(("op", "name"), CANDIDATES, ids=[f"{op}-{name}" for op, name in CANDIDATES])
 def test_candidate_matches_numpy_on_odd_shapes(device, pipelines, op, name):
-    """vec4 candidates run on cols rounded up to a multiple of 4: the plan never gives them others."""
+    """Plain vec4 candidates run on cols rounded up to a multiple of 4: the plan never gives them
+    others. Masked ones run on the odd shapes themselves."""
     kernel = SETS[op].candidates[SETS[op].index_of[name]]
     width = _width(kernel)
     for rows, base_cols in SHAPES:
         cols = -(-base_cols // width) * width
-        if _capped(device, op, name, rows, cols):  # only pack_f32_g1_* on 1 x 70001
-            assert name.startswith("pack_f32_g1_") and cols == 70001
+        if _capped(device, op, name, rows, cols):  # only pack_f32(x4)_g1_* on 1 x 70001
+            assert name.startswith(("pack_f32_g1_", "pack_f32x4_g1_")) and cols == 70001
             continue
         rng = np.random.default_rng(rows * 100_003 + cols)
         x = _eighths(rng, (rows, cols)) if op == "sum" else rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
@@ -141,6 +149,28 @@ def test_max_candidate_handles_negative_rows_and_infinities(device, pipelines, n
     x[4, cols - 1] = -0.5  # the maximum is the last element
     got = _run(device, pipelines, kernel, x)
     np.testing.assert_array_equal(got, x.max(axis=1))
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_masked_candidates_read_the_tail_past_the_last_whole_vec4_of_an_exact_buffer(device, pipelines, op):
+    """x exactly rows * cols f32 (no guard after it): where that is no multiple of 4 the vec4
+    binding ends before the last elements, which the candidate's last stage reads as f32. The
+    largest value of each row sits in its last column, so a candidate that drops the tail fails."""
+    tunables = SETS[op]
+    masked = [kernel for kernel in tunables.candidates if _variant(kernel).masked]
+    assert masked
+    for rows, cols in [(1, 7), (3, 5), (2, 4099), (5, 1), (4, 1)]:
+        assert tunables.key(Args((), (rows, cols))).as_dict()["vec"] == 1
+        x = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols) / 8
+        want = x.astype(np.float64).sum(axis=1) if op == "sum" else x.max(axis=1)
+        for kernel in masked:
+            buffers = (device.create_buffer(x.tobytes()), _guarded(device, rows),
+                       _guarded(device, reduction.scratch_elements(rows, cols)))
+            args = Args(buffers, (rows, cols))
+            device.dispatch(pipelines(kernel), args, tuple(kernel.grid(args)))
+            out = np.frombuffer(device.read_buffer_sync(buffers[1]), np.float32)
+            assert np.all(out[rows:] == SENTINEL), kernel.name
+            np.testing.assert_array_equal(out[:rows], want, err_msg=f"{kernel.name} on {rows}x{cols}")
 
 
 def test_two_pass_candidates_wrap_their_grid_and_stay_right(device, pipelines):
@@ -178,7 +208,8 @@ def test_declared_workgroup_storage_and_size_match_the_wgsl(kernel):
 def test_the_set_is_sized_distinct_and_candidate_0_is_the_plain_default():
     for tunables in (SUM, MAX):
         assert 20 <= len(tunables) <= 40
-        assert len({kernel.wgsl for kernel in tunables.candidates}) == len(tunables)
+        assert len({"".join(stage.wgsl for stage in kernel.stages) for kernel in tunables.candidates}) == len(tunables)
+        assert any(_variant(kernel).masked for kernel in tunables.candidates)
         first = tunables.candidates[0]
         assert first.name == "row_f32x4_wg256_tree" and first.group is None and not first.features
         assert check_limits(first, wgtune.DeviceLimits(), frozenset()) is None  # fits WebGPU's defaults
@@ -193,23 +224,30 @@ def test_exactly_the_subgroup_candidates_carry_the_directive():
             assert ("enable subgroups;" in stage.wgsl) == ("subgroups" in stage.features), stage.name
 
 
-def test_key_buckets_sizes_and_records_vec4_eligibility():
+def test_key_buckets_sizes_and_records_what_vec4_loads_can_do():
     assert SUM.key(Args((), (300, 129))).as_dict() == {"rows": 512, "cols": 256, "op": "sum", "vec": 1,
                                                         "dtype": "f32"}
     assert MAX.key(Args((), (1, 1 << 22))).as_dict() == {"rows": 1, "cols": 1 << 22, "op": "max", "vec": 4,
                                                           "dtype": "f32"}
+    assert SUM.key(Args((), (1, 3))).as_dict()["vec"] == 0  # no whole vec4 in x
+    assert SUM.key(Args((), (2, 3))).as_dict()["vec"] == 1
 
 
 @pytest.mark.parametrize("shape", [(16384, 1024), (300, 129), (1, 1 << 22), (64, 1 << 16), (1 << 14, 1 << 14),
-                                   (5, 1030), (1, 4099)])
-def test_plan_measures_one_regime_with_candidate_0_and_skips_vec4_where_cols_forbid(shape):
+                                   (5, 1030), (1, 4099), (1, 3), (1_000_000, 7)])
+def test_plan_measures_one_regime_with_candidate_0_and_only_candidates_that_serve_the_cols(shape):
+    """Plain vec4 candidates are skipped where rows do not start on a vec4, masked ones where
+    they do (the same loads without the masks serve) and where x holds no whole vec4."""
     rows, cols = shape
     key = SUM.key(Args((), shape))
     plan = Plan(SUM.candidates, key)
     skipped = set(plan.skipped)
     for index, kernel in enumerate(SUM.candidates):
-        long_rows = kernel.name.startswith("pack") and wgtune.anchor(cols) > reduction.MULTI_ROW_SKIP_COLS
-        assert (index in skipped) == (long_rows or (_width(kernel) == 4 and cols % 4 != 0)), kernel.name
+        variant = _variant(kernel)
+        long_rows = variant.layout == "pack" and wgtune.anchor(cols) > reduction.MULTI_ROW_SKIP_COLS
+        plain_misfit = variant.width == 4 and cols % 4 != 0
+        cannot = (cols % 4 == 0 or rows * cols < 4) if variant.masked else plain_misfit
+        assert (index in skipped) == (long_rows or cannot), kernel.name
     first = plan.next()
     assert first[0] == 0
     layouts = {SUM.candidates[index].name.split("_")[0] for index in first[1:]}

@@ -1,0 +1,282 @@
+"""Every candidate of the kernel families on shapes off the headline, each checked and timed,
+beside torch: what the sets' groups and priorities are drawn from.
+
+For each shape: the key, its class (matmul) or regime (reductions), torch's figure (CUDA
+events, as ``bench/kernels.py`` times it), then each candidate the key's plan does not skip
+(``--every``: also those of groups the key's class skips; ``--first-batch``: only the plan's
+first batch): compiled, timed once (one over 10
+times the best so far is ``slow`` and not sampled), its output checked against a float64
+reference (the set's tolerance), then timed with the device's timestamps (samples of at least
+``--min-sample`` seconds, the median of ``--samples``). Printed per shape: torch, the best
+candidate, and the best of the plan's first batch (where a tune starts) with their ratios to
+torch; at the end each family's median and minimum of the best's ratio. The best is what a
+tune should pick (the adaptive policy screens every batch the plan does not skip);
+``bench/shapes.py`` measures the tune itself. ``--out DIR`` also writes every candidate's
+figure (``probe.jsonl``).
+
+Usage::
+
+    python bench/kernel_probe.py                    # small shapes, minutes on lavapipe
+    python bench/kernel_probe.py --full             # the H200 shapes (issue 14's classes)
+    python bench/kernel_probe.py --only matmul --shapes 0:4 --out /tmp/probe
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernels import CUDA, cuda_seconds, torch  # bench/kernels.py: torch timed with CUDA events
+from wgtune import Args, TunableSet, run_inline
+from wgtune.backends.native import NativeDevice
+from wgtune.device import check_grid, check_limits
+from wgtune.kernels import reduction
+from wgtune.kernels.matmul import matmul_set, size_class
+from wgtune.plan import Plan
+
+SLOW = 10.0  # a first run this many times the best so far is not sampled
+
+# (M, N, K): every class of issue 14 (odd, small, skinny, K-heavy, rect, square, pow2).
+MATMUL_FULL = [
+    (64, 64, 65536), (256, 256, 16384), (128, 512, 32768), (16, 1024, 16384), (33, 4096, 4096), (4096, 33, 4096),
+    (1, 4096, 4096), (4096, 1, 4096), (8, 8192, 1024), (8192, 16, 1024), (1023, 1025, 1027), (999, 1001, 997),
+    (1000, 1000, 1000), (333, 4099, 517), (3001, 2999, 1001), (2047, 2049, 2051), (127, 129, 131), (32, 32, 32),
+    (64, 64, 64), (96, 96, 96), (128, 128, 128), (200, 150, 100), (256, 256, 256), (512, 512, 512),
+    (1024, 1024, 1024), (2000, 2000, 500), (1024, 4096, 256), (8192, 256, 1024), (3000, 5000, 700),
+    (1536, 1536, 1536), (8192, 512, 8192), (5000, 3000, 2000), (4096, 1024, 4096), (2048, 2048, 2048),
+    (3072, 3072, 3072), (4096, 4096, 4096),
+]
+MATMUL_SMALL = [(33, 65, 17), (127, 129, 131), (7, 256, 128), (256, 5, 128), (32, 32, 1024), (128, 128, 128)]
+# (rows, cols): many short rows, odd lengths, few long rows, squares.
+REDUCTION_FULL = [
+    (1_000_000, 7), (262_144, 33), (2_000_000, 3), (65_536, 100), (10_000, 1000), (1 << 20, 64), (1 << 22, 16),
+    (1 << 24, 4), (1000, 4097), (4096, 1023), (3, 1_000_003), (333, 777), (3000, 3001), (4, 10_000_019),
+    (16, 1_000_001), (2, 100_000_007), (1, 10_000_019), (64, 1 << 20), (8, 1 << 24), (1, 1 << 28),
+    (8191, 8191), (16384, 16384), (4096, 4096), (1024, 1024),
+]
+REDUCTION_SMALL = [(333, 777), (4, 65_537), (16_384, 7), (4096, 33), (100, 1023), (512, 512)]
+
+
+@dataclass
+class Problem:
+    """One family on one shape: the set, the call, the float64 reference output (a torch tensor
+    on the GPU where torch has one, else numpy), torch's seconds."""
+
+    family: str
+    label: str
+    tunables: TunableSet
+    args: Args
+    want: object
+    work: float  # FLOP or bytes
+    unit: str
+    torch_seconds: float | None
+    regime: str
+
+    def ok(self, output: bytes) -> bool:
+        """Whether ``output`` (the output buffer's bytes) is within the set's tolerance of the reference."""
+        tolerance = self.tunables
+        count = self.want.numel() if CUDA else self.want.size
+        got = np.frombuffer(output, np.float32)[:count]
+        if CUDA:  # compared on the GPU: numpy takes a second per 4096^2 output
+            got = torch.from_numpy(got.copy()).cuda().double().reshape(self.want.shape)
+            return bool(torch.all((got - self.want).abs() <= tolerance.atol + tolerance.rtol * self.want.abs()))
+        got = got.astype(np.float64).reshape(self.want.shape)
+        return bool(np.all(np.abs(got - self.want) <= tolerance.atol + tolerance.rtol * np.abs(self.want)))
+
+
+def matmul_problem(device: NativeDevice, tunables: TunableSet, m: int, n: int, k: int) -> Problem:
+    rng = np.random.default_rng(m * 7 + n * 3 + k)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    args = Args((device.create_buffer(a.tobytes()), device.create_buffer(b.tobytes()),
+                 device.create_buffer(size=4 * m * n)), (m, n, k))
+    if CUDA:
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        want = ta.double() @ tb.double()
+        torch.backends.cuda.matmul.allow_tf32 = False
+        seconds = cuda_seconds(lambda: ta @ tb)
+    else:
+        want, seconds = a.astype(np.float64) @ b.astype(np.float64), None
+    key = tunables.key(args)
+    return Problem("matmul", f"{m}x{n}x{k}", tunables, args, want, 2.0 * m * n * k, "GFLOP/s", seconds,
+                   size_class(key))
+
+
+def reduction_problem(device: NativeDevice, tunables: TunableSet, op: str, rows: int, cols: int) -> Problem:
+    count = rows * cols
+    if CUDA:
+        x_gpu = torch.rand(count, device="cuda", dtype=torch.float32) * 2 - 1
+        x = x_gpu.cpu().numpy()
+        view = x_gpu.view(rows, cols)
+        want = view.double().sum(dim=1) if op == "sum" else view.amax(dim=1).double()
+        run = (lambda: torch.sum(view, dim=-1)) if op == "sum" else (lambda: torch.amax(view, dim=-1))
+        seconds = cuda_seconds(run)
+    else:
+        x = np.random.default_rng(count).uniform(-1, 1, count).astype(np.float32)
+        view = x.reshape(rows, cols)
+        want = view.astype(np.float64).sum(axis=1) if op == "sum" else view.max(axis=1)
+        seconds = None
+    scratch = reduction.scratch_elements(rows, cols)
+    args = Args((device.create_buffer(x.tobytes()), device.create_buffer(size=4 * rows),
+                 device.create_buffer(size=4 * scratch)), (rows, cols))
+
+    key = dict(tunables.key(args))
+    regime = "multi_row" if key["cols"] <= reduction.MULTI_ROW_MAX_COLS else (
+        "two_pass" if key["rows"] <= reduction.TWO_PASS_MAX_ROWS and key["cols"] >= reduction.TWO_PASS_MIN_COLS
+        else "one_pass")
+    return Problem(f"row_{op}", f"{rows}x{cols}", tunables, args, want, 4.0 * count + 4.0 * rows, "GB/s",
+                   seconds, f"{regime} vec={key.get('vec')}")
+
+
+# -- measuring ---------------------------------------------------------------------------------------
+
+
+def _seconds(device: NativeDevice, pipeline, args: Args, grid, repeats: int) -> float:
+    return run_inline(device.resolve(run_inline(device.profile(pipeline, args, grid, repeats)))) / repeats
+
+
+def measure(device: NativeDevice, problem: Problem, compiled: dict, index: int, best: float, samples: int,
+            min_sample: float) -> dict:
+    """One candidate on one problem: its check, then its median seconds (or why not)."""
+    kernel = problem.tunables.candidates[index]
+    record = {"family": problem.family, "shape": problem.label, "candidate": kernel.name, "index": index}
+    problem_limits = check_limits(kernel, device.limits, device.features)
+    if problem_limits:
+        return record | {"status": "limit", "why": problem_limits}
+    grid = tuple(kernel.grid(problem.args))
+    if any(check_grid(tuple(stage.grid(problem.args)), device.limits) for stage in kernel.stages):
+        return record | {"status": "grid"}
+    slot = (problem.tunables.name, index)
+    if slot not in compiled:
+        compiled[slot] = run_inline(device.compile(kernel))
+    pipeline = compiled[slot]
+    first = _seconds(device, pipeline, problem.args, grid, 1)
+    if first > SLOW * best:
+        return record | {"status": "slow", "first_s": first}
+    output = 2 if problem.family == "matmul" else 1  # C, or out
+    if not problem.ok(device.read_buffer_sync(problem.args.buffers[output])):
+        return record | {"status": "wrong"}
+    repeats = 1
+    while True:
+        seconds = _seconds(device, pipeline, problem.args, grid, repeats)
+        if seconds * repeats >= min_sample or repeats >= 4096:
+            break
+        repeats = min(4096, max(repeats * 2, math.ceil(repeats * min_sample * 1.2 / max(seconds * repeats, 1e-9))))
+    timed = statistics.median(_seconds(device, pipeline, problem.args, grid, repeats) for _ in range(samples))
+    return record | {"status": "ok", "seconds": timed, "rate": problem.work / timed / 1e9}
+
+
+def probe(device: NativeDevice, problem: Problem, compiled: dict, samples: int, min_sample: float,
+          sink, every: bool = False, first_only: bool = False) -> float | None:
+    """Probe every candidate on ``problem``; print a line; answer the best one's ratio to torch."""
+    started = time.perf_counter()
+    key = problem.tunables.key(problem.args)
+    plan = Plan(problem.tunables.candidates, key)
+    first = set(plan.next())
+    # Every candidate the plan does not skip: what a tune may measure (with --every, also those of
+    # groups the key's class skips, which could not serve it better, to see where they stand).
+    indices = [i for i, kernel in enumerate(problem.tunables.candidates)
+               if i not in plan.skipped or (every and (not callable(kernel.priority) or kernel.priority(key) >= 0))]
+    if first_only:  # the first batch alone: a long row's first run in a one-pass candidate takes seconds
+        indices = sorted(first)
+    results, best = [], math.inf
+    for index in indices:
+        result = measure(device, problem, compiled, index, best, samples, min_sample)
+        result["first_batch"] = index in first
+        results.append(result)
+        if result["status"] == "ok":
+            best = min(best, result["seconds"])
+        if sink:
+            sink.write(json.dumps(result) + "\n")
+    torch_rate = problem.work / problem.torch_seconds / 1e9 if problem.torch_seconds else None
+    timed = sorted((r for r in results if r["status"] == "ok"), key=lambda r: -r["rate"])
+    wrong = [r["candidate"] for r in results if r["status"] == "wrong"]
+
+    def figure(result: dict | None) -> str:
+        if result is None:
+            return "-"
+        versus = f" {100 * result['rate'] / torch_rate:5.1f}%" if torch_rate else ""
+        return f"{result['candidate']} {result['rate']:,.1f}{versus}"
+
+    in_first = next((r for r in timed if r["first_batch"]), None)
+    torch_text = f"{torch_rate:,.1f}" if torch_rate else "-"
+    print(f"{problem.family:7} {problem.label:16} {problem.regime:16} torch {torch_text:>9} | best "
+          f"{figure(timed[0] if timed else None)} | first batch {figure(in_first)} | "
+          f"{len(timed)}/{len(indices)} timed in {time.perf_counter() - started:.1f} s"
+          + (f" WRONG {wrong}" if wrong else ""), flush=True)
+    if sink:
+        sink.write(json.dumps({"family": problem.family, "shape": problem.label, "torch_rate": torch_rate,
+                               "regime": problem.regime}) + "\n")
+        sink.flush()  # a run cut short keeps the shapes it finished
+    return timed[0]["rate"] / torch_rate if timed and torch_rate else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--full", action="store_true", help="the H200 shapes")
+    parser.add_argument("--only", action="append", help="matmul, row_sum or row_max (repeatable)")
+    parser.add_argument("--shapes", default=":", help="a slice of each family's shape list, as START:STOP")
+    parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--min-sample", type=float, default=5e-4)
+    parser.add_argument("--deadline", type=float, default=math.inf, help="start no shape after this many seconds")
+    parser.add_argument("--out", help="a directory for probe.jsonl")
+    parser.add_argument("--every", action="store_true", help="also the candidates of groups the key skips")
+    parser.add_argument("--first-batch", action="store_true", help="only the plan's first batch")
+    options = parser.parse_args(argv)
+    start, _, stop = options.shapes.partition(":")
+    part = slice(int(start) if start else None, int(stop) if stop else None)
+    only = options.only or ["matmul", "row_sum", "row_max"]
+    device = NativeDevice.open()
+    info = device.adapter_info
+    print(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}); "
+          f"torch: {torch.cuda.get_device_name() if CUDA else 'no CUDA GPU'}", flush=True)
+    sink = None
+    if options.out:
+        Path(options.out).mkdir(parents=True, exist_ok=True)
+        sink = open(Path(options.out) / "probe.jsonl", "w")  # noqa: SIM115 (open for the whole run)
+    began = time.perf_counter()
+    compiled: dict = {}
+    jobs: list[Callable[[], Problem]] = []
+    if "matmul" in only:
+        tunables = matmul_set()
+        jobs += [lambda s=s: matmul_problem(device, tunables, *s) for s in (MATMUL_FULL if options.full
+                                                                           else MATMUL_SMALL)[part]]
+    for op in ("sum", "max"):
+        if f"row_{op}" in only:
+            tunables_op = reduction.reduction_set(op)
+            jobs += [lambda s=s, op=op, t=tunables_op: reduction_problem(device, t, op, *s)
+                     for s in (REDUCTION_FULL if options.full else REDUCTION_SMALL)[part]]
+    ratios: dict[str, list[float]] = {}
+    for job in jobs:
+        if time.perf_counter() - began > options.deadline:
+            print("deadline reached: the remaining shapes are not probed", flush=True)
+            break
+        problem = job()
+        ratio = probe(device, problem, compiled, options.samples, options.min_sample, sink, options.every,
+                      options.first_batch)
+        if ratio is not None:
+            ratios.setdefault(problem.family, []).append(ratio)
+        for buffer in problem.args.buffers:
+            buffer.destroy()
+    for family, found in ratios.items():
+        print(f"{family}: the best candidate vs torch over {len(found)} shapes: median "
+              f"{100 * statistics.median(found):.1f}%, min {100 * min(found):.1f}%, "
+              f"{sum(r < 0.8 for r in found)} under 80%, {sum(r < 0.9 for r in found)} under 90%")
+    print(f"probed in {time.perf_counter() - began:.0f} s", flush=True)
+    if sink:
+        sink.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""The matmul family's candidates, by group (see :mod:`wgtune.kernels.matmul` for what the
+groups are and how a key picks them).
+
+Each entry is a tile (:class:`~wgtune.kernels.matmul_wgsl.MatmulTile`, or a
+:class:`~wgtune.kernels.matmul_skinny.SkinnyTile`) in the forms worth having: with vec4 global
+loads (``_v4``, for K and N multiples of 4), flat ones (any sizes), or both. The comments give
+what each reached on an NVIDIA H200 (Vulkan, wgpu-py 0.32) as a share of PyTorch's fp32 (TF32
+off) on the shapes ``bench/kernel_probe.py --full`` probes, where it is the fastest candidate or
+close to it (the reason it is here; ranges span two runs, and forms that never came within 5% of
+a shape's best were dropped). Every candidate fits 32 KiB of workgroup storage and 1024
+invocations (lavapipe's limits); those past WebGPU's defaults (16 KiB, 256) are refused by the
+core on devices without them, and each group keeps several candidates within the defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .matmul_skinny import SkinnyTile
+from .matmul_wgsl import MatmulTile
+
+__all__ = ["COLS", "DEEP", "GROUP_NAMES", "LARGE", "MATMUL_F16_GROUPS", "MATMUL_GROUPS", "MEDIUM", "ROWS", "SMALL"]
+
+ROWS, COLS, DEEP, SMALL, MEDIUM, LARGE = "rows", "cols", "deep", "small", "medium", "large"
+GROUP_NAMES = (ROWS, COLS, DEEP, SMALL, MEDIUM, LARGE)
+
+Tile = MatmulTile | SkinnyTile
+
+
+def _v4(*tiles: Tile) -> tuple[Tile, ...]:
+    """Each tile with vec4 loads only (its flat twin never came close)."""
+    return tuple(replace(tile, vec4=True) for tile in tiles)
+
+
+def _flat(*tiles: Tile) -> tuple[Tile, ...]:
+    """Each tile with flat loads only (its vec4 twin never came close)."""
+    return tuple(replace(tile, vec4=False) for tile in tiles)
+
+
+def _both(*tiles: Tile) -> tuple[Tile, ...]:
+    """Each tile with vec4 loads and with flat ones."""
+    return tuple(form for tile in tiles for form in (*_v4(tile), *_flat(tile)))
+
+
+T = MatmulTile
+
+
+def R(rows: int, cells: int, **options) -> SkinnyTile:
+    """A skinny tile of a few rows (short to read in the lists, like ``T``)."""
+    return SkinnyTile("rows", rows, cells, **options)
+
+
+def C(rows: int, cells: int, cols: int, **options) -> SkinnyTile:
+    """A skinny tile of a few columns."""
+    return SkinnyTile("cols", rows, cells, cols=cols, **options)
+
+
+MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
+    # A few rows (M <= 16), and small problems: a block of rows by 8 to 64 columns per workgroup,
+    # K split over its invocations.
+    ROWS: (
+        *_both(R(4, 8)),  # 33x4096x4096 62%, 1x4096x4096 68%
+        *_both(R(4, 16, unroll=8)),  # 8x8192x1024 105-130%, 256^3 312-506%, 200x150x100 340% (flat)
+        *_v4(R(16, 2)),  # 16x1024x16384 59%
+        *_both(R(1, 16, unroll=8)),  # 64^3 352%, 96^3 478%, 128^3 481%
+        *_v4(R(1, 2), R(4, 2)),  # 1x4096x4096 68%; 64x64x65536 31%
+    ),
+    # A few columns (N <= 16): 4 columns by 8 to 16 rows per workgroup, K split over it; ``a4``:
+    # A read as vec4 along K.
+    COLS: (
+        *_flat(C(4, 4, 4, threads=128)),  # 4096x1x4096 78% (K odd: no a4)
+        replace(C(2, 4, 1, threads=128), a_vec4=True),  # 4096x1x4096 97%
+        replace(C(2, 8, 1), a_vec4=True),  # 4096x1x4096 95%
+    ),
+    # Few outputs, long K: tiles whose grid splits K (about `kgrid` workgroups), some with slices.
+    DEEP: (
+        *_v4(T(32, 64, 16, 4, 4, kgrid=1024)),  # 128x512x32768 43-48%, 256x256x16384 37-50%
+        *_v4(T(32, 32, 16, 4, 4, kgrid=1024)),  # 256x256x16384 45-49%, 64x64x65536 32%
+        *_v4(T(32, 64, 16, 4, 4, slices=2, kgrid=1024)),  # 64x64x65536 33%
+        *_v4(T(32, 32, 16, 4, 4, slices=4, kgrid=1024)),  # 64x64x65536 31%
+        *_flat(T(64, 64, 8, 4, 4, kgrid=512)),  # 4096x33x4096 52-58%
+        *_flat(T(64, 64, 16, 8, 8, kgrid=512)),  # 4096x33x4096 51-59%
+    ),
+    # Few outputs: small blocks keep every core busy; cheap to compile.
+    SMALL: (
+        *_v4(T(32, 32, 16, 4, 4)),  # 32^3 736%
+        *_v4(T(32, 64, 16, 4, 4)),  # 512^3 131%
+        *_both(T(64, 32, 16, 4, 4, pad=4)),  # 1023x1025x1027 77% (flat)
+        *_flat(T(64, 64, 16, 4, 4, double=True)),  # 333x4099x517 65%
+        *_flat(T(64, 64, 8, 4, 4, pad=4, double=True)),  # 333x4099x517 67%
+        *_both(T(64, 32, 16, 4, 4, slices=2)),  # 8192x16x1024 129%, 512^3 128% (v4)
+    ),
+    # Hundreds to a few thousand blocks: 64- and 128-wide tiles, 8x8 per invocation.
+    MEDIUM: (
+        *_both(T(64, 128, 16, 8, 8, double=True)),  # 1024^3 91%, 1000^3 85% (v4), 999x1001x997 77%
+        *_flat(T(128, 64, 16, 8, 8, double=True)),  # 999x1001x997 72%
+        *_both(T(128, 64, 8, 8, 8, pad=4, double=True)),  # 3000x5000x700 92%, 5000x3000x2000 93% (v4)
+        *_both(T(64, 128, 8, 8, 8, double=True)),  # 3001x2999x1001 84% (flat), 3072^3 89% (v4)
+        *_both(T(64, 64, 8, 8, 8, double=True)),  # 2047x2049x2051 96% (flat)
+        *_both(T(64, 64, 8, 8, 8, double=True, slices=2)),  # 1536^3 82% (v4)
+    ),
+    # Big outputs: 128x128 and larger blocks, 64 to 128 outputs per invocation.
+    LARGE: (
+        *_v4(T(128, 256, 8, 8, 16, pad=4, double=True)),  # 4096^3 87%, 2000x2000x500 93%
+        *_both(T(128, 128, 16, 8, 8, double=True)),  # 8192x256x1024 99% (v4)
+        *_both(T(128, 128, 16, 8, 8, double=True, swizzle=8)),  # 8192x512x8192 87% (v4)
+        *_v4(T(128, 128, 8, 8, 16, double=True)),  # 1024x4096x256 89%
+        *_v4(T(256, 128, 8, 16, 8, pad=4, double=True)),  # 2000x2000x500 89%
+    ),
+}
+
+# The f16 set: fewer tiles, the same generators (f16 buffers, f32 tiles and arithmetic; no kgrid
+# tiles, whose atomics add f32 words).
+MATMUL_F16_GROUPS: dict[str, tuple[Tile, ...]] = {
+    ROWS: (*_both(R(4, 8)), *_both(R(16, 2))),
+    COLS: (*_both(C(4, 4, 4, threads=128)),),
+    SMALL: (*_v4(T(32, 32, 16, 4, 4)), *_both(T(64, 32, 16, 4, 4, pad=4)), *_both(T(64, 64, 8, 4, 4))),
+    MEDIUM: (
+        *_both(T(64, 128, 16, 8, 8, double=True)),
+        *_both(T(128, 64, 8, 8, 8, pad=4, double=True)),
+        *_v4(T(64, 64, 16, 8, 8, vec4=True, subgroup=True)),
+    ),
+    LARGE: (
+        *_v4(T(128, 256, 8, 8, 16, pad=4, double=True)),
+        *_both(T(128, 128, 16, 8, 8, double=True)),
+        *_v4(T(128, 128, 8, 8, 16, double=True)),
+        *_v4(T(256, 128, 8, 16, 8, pad=4, double=True)),
+    ),
+}
