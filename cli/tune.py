@@ -193,8 +193,8 @@ def print_table(console: Console, tuner, summaries: list[KeySummary]) -> None:
         table.add_row(s.set_name, str(s.key), s.status, s.winner, _time(s.median), runner_up, sure, speedup)
     console.print(table)
     console.print(
-        "confidence: the runner-up's median over the winner's, its bootstrap interval, and the share of "
-        "resamples in which the winner was faster"
+        "confidence: the runner-up's time over the winner's (round by round), its interval, and the "
+        "probability that the winner is the faster"
     )
 
 

@@ -15,9 +15,10 @@ Tuning time goes where the answer is in doubt. The policy runs in three parts:
    a margin is dropped. The margin shrinks as its samples grow (``SLACK / n**2``, never below the
    tolerance): one sample may be a descheduled one; four that all lose are not.
 3. **Settling**: once the finalists have ``MIN_SAMPLES`` samples each, a rival leaves when the
-   bootstrap interval of ``median(rival) / median(leader)`` says, at ``Config.confidence``, that
-   it is at most ``Config.tolerance`` faster than the leader: then the leader is the right pick,
-   or as good as it within the tolerance.
+   interval of its time over the leader's, round by round (``confidence.paired_ratio``: the
+   spread of the rounds only, which more samples narrow), says at ``Config.confidence`` that it
+   is at most ``Config.tolerance`` faster than the leader: then the leader is the right pick, or
+   as good as it within the tolerance.
 
 The rounds stop when one candidate is left, when every finalist has ``Config.max_samples``
 samples, or when they have spent ``Config.budget`` seconds; the winner is the candidate with
@@ -37,7 +38,7 @@ import time
 from collections.abc import Collection
 from dataclasses import replace
 
-from .confidence import bootstrap_ratio, median
+from .confidence import median, paired_ratio
 from .errors import Skip, candidate_failure
 from .measure import Arm, Bench, prepare_candidate
 from .plan import Plan
@@ -47,7 +48,7 @@ from .search import BATCH, Search
 
 __all__ = ["MIN_SAMPLES", "elimination_margin", "sample_adaptively", "search_adaptively"]
 
-# Samples each finalist has before the bootstrap judges it.
+# Samples each finalist has before the settling interval judges it.
 MIN_SAMPLES = 5
 # The elimination margin with one sample: its fastest sample must be twice the leader's median.
 SLACK = 1.0
@@ -75,7 +76,7 @@ class _Adaptive:
 
     def _leave(self, arm: Arm, why: str, eliminated: bool = False) -> None:
         """``arm`` stops being sampled; its result is final. ``eliminated``: it lost by the margin
-        (not settled by the bootstrap), so with few samples its median is marked unreliable."""
+        (not settled by the interval), so with few samples its median is marked unreliable."""
         self.alive = [other for other in self.alive if other is not arm]
         self._settle_result(arm, early=eliminated and len(arm.samples) < MIN_SAMPLES)
         self.step(f"{arm.name}: out after {len(arm.samples)} samples ({why})")
@@ -124,14 +125,14 @@ class _Adaptive:
                             eliminated=True)
 
     def _settle(self) -> None:
-        """Drop the finalists the bootstrap shows to be no better than the leader within tolerance."""
+        """Drop the finalists the interval shows to be no better than the leader within tolerance."""
         if len(self.alive) < 2 or any(len(arm.samples) < MIN_SAMPLES for arm in self.alive):
             return
         leader = self._leader()
         for arm in list(self.alive):
             if arm is leader:
                 continue
-            interval = bootstrap_ratio(leader.samples, arm.samples, self.config.confidence)
+            interval = paired_ratio(leader.samples, arm.samples, self.config.confidence)
             if interval.low > 1 - self.config.tolerance:
                 self._leave(arm, f"settled against {leader.name}: ratio {interval.ratio:.3f} "
                                  f"({interval.low:.3f}-{interval.high:.3f})")

@@ -14,7 +14,7 @@ Environment variables (each overrides the default; a bad value raises ConfigErro
                       ``fixed`` (CubeCL's: ``WGTUNE_SAMPLES`` samples each, first plan batch)
 ``WGTUNE_BUDGET``     adaptive: seconds of re-sampling finalists before it settles (default 1)
 ``WGTUNE_MAX_SAMPLES`` adaptive: most samples one candidate gets (default 30)
-``WGTUNE_CONFIDENCE`` the bootstrap level of the winner's confidence interval (default 0.95)
+``WGTUNE_CONFIDENCE`` the level of the winner's confidence interval (default 0.95)
 ``WGTUNE_TOLERANCE``  adaptive: candidates within this share of the leader count as equal
                       (default 0.01: sampling stops once a pick is sure to be within 1%)
 ``WGTUNE_WARMUPS``    untimed launches before sampling (default 2)

@@ -33,8 +33,8 @@ export function formatSeconds(seconds, digits = 3) {
 
 /**
  * A winner's confidence (wgtune.confidence.Confidence as JSON) for a table cell:
- * "1.23x [1.10, 1.31] p=0.99": the runner-up's median over the winner's, its bootstrap interval,
- * and the share of resamples in which the winner was faster. "–" when there is none.
+ * "1.23x [1.10, 1.31] p=0.99": the runner-up's time over the winner's (round by round), its
+ * interval, and the probability that the winner is the faster. "–" when there is none.
  */
 export function formatConfidence(confidence) {
   if (!confidence) return "–";
@@ -46,10 +46,10 @@ export function formatConfidence(confidence) {
 export function describeConfidence(confidence) {
   if (!confidence) return "Only one candidate was measured: there is no runner-up to compare with.";
   const [winnerSamples, runnerSamples] = confidence.samples ?? ["?", "?"];
-  return `The runner-up ${confidence.runner_up} takes ${Number(confidence.ratio).toFixed(3)}x the winner's median time ` +
-    `(${Math.round(confidence.level * 100)}% bootstrap interval ${Number(confidence.low).toFixed(3)}–` +
-    `${Number(confidence.high).toFixed(3)}); the winner was faster in ${Math.round(confidence.p_faster * 100)}% ` +
-    `of resamples (${winnerSamples} and ${runnerSamples} samples).`;
+  return `The runner-up ${confidence.runner_up} takes ${Number(confidence.ratio).toFixed(3)}x the winner's time, ` +
+    `round by round (${Math.round(confidence.level * 100)}% interval ${Number(confidence.low).toFixed(3)}–` +
+    `${Number(confidence.high).toFixed(3)}); the winner is the faster with probability ` +
+    `${Math.round(confidence.p_faster * 100)}% (${winnerSamples} and ${runnerSamples} samples).`;
 }
 
 /** "1 winner", "3 winners". */
