@@ -65,7 +65,8 @@ class _Problem:
 # What a page may set (from its URL, say ``/?policy=fixed``): how tunes sample, nothing that
 # touches files or logs.
 PAGE_SETTINGS = (
-    "policy", "budget", "max_samples", "tolerance", "confidence", "warmups", "samples", "min_sample", "time_limit",
+    "policy", "budget", "screen_budget", "max_samples", "tolerance", "confidence", "warmups", "samples", "min_sample",
+    "time_limit",
 )
 
 

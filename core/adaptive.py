@@ -147,19 +147,20 @@ class _Adaptive:
         return median(arm.samples) <= self.limit
 
     def _compile_next(
-        self, coming: list[int], first: Collection[int], probed: dict[str, int], promising: set[str]
+        self, coming: list[int], first: Collection[int], probed: dict[str, int], promising: set[str],
+        spent: bool = False,
     ) -> list[int]:
         """Which of the ``coming`` candidates to compile together now: the rest of the first batch
         (all screened), else up to COMPILE_AHEAD that the screening cannot prune before their
-        turn: of a group still on probation only its probes not yet run, so that a pruned group
-        costs no compile past its probes."""
+        turn: of a group still on probation (or of any, once the screen budget is ``spent``)
+        only its probes not yet run, so that a pruned group costs no compile past its probes."""
         if coming[0] in first:
             return [index for index in coming if index in first]
         batch: list[int] = []
         allowed: dict[str, int] = {}
         for index in coming:
             group = self.tunables.candidates[index].group
-            if group is not None and group.name not in promising:
+            if group is not None and (spent or group.name not in promising):
                 left = allowed.setdefault(group.name, GROUP_PROBES - probed.get(group.name, 0))
                 if left <= 0:
                     continue
@@ -168,6 +169,18 @@ class _Adaptive:
             if len(batch) == COMPILE_AHEAD:
                 break
         return batch
+
+    def _probe(self, index: int, probed: dict[str, int]) -> bool:
+        """Whether candidate ``index`` is one of its group's first GROUP_PROBES screened."""
+        group = self.tunables.candidates[index].group
+        return group is not None and probed.get(group.name, 0) < GROUP_PROBES
+
+    def _out_of_screen_budget(self, index: int) -> None:
+        """Record a candidate past the first batch, and past its group's probes, that the screen
+        budget leaves unscreened."""
+        name, budget = self.tunables.candidates[index].name, self.config.screen_budget
+        self._record(index, Skip(name, f"not screened: the tune had spent its screen budget ({budget}s), and "
+                                       "its group's first candidates were screened"), 0.0, 0)
 
     def _pruned(self, index: int, first: Collection[int], probed: dict[str, int], promising: set[str]) -> bool:
         """Whether candidate ``index`` is skipped: outside the plan's first batch, in a group whose
@@ -186,11 +199,16 @@ class _Adaptive:
         probed: dict[str, int] = {}
         promising: set[str] = set()
         ahead: set[int] = set()  # compiled, or asked for, ahead of their preparation
+        screening_since = time.perf_counter()
         for position, index in enumerate(order):
+            spent = index not in first and time.perf_counter() - screening_since >= self.config.screen_budget
+            if spent and not self._probe(index, probed):
+                self._out_of_screen_budget(index)
+                continue
             if self._pruned(index, first, probed, promising):
                 continue
             if index not in ahead:
-                batch = self._compile_next(order[position:], first, probed, promising)
+                batch = self._compile_next(order[position:], first, probed, promising, spent)
                 ahead.update(batch)
                 await self.bench.compile_soon(batch)
             started = time.perf_counter()

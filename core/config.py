@@ -13,6 +13,9 @@ Environment variables (each overrides the default; a bad value raises ConfigErro
 ``WGTUNE_POLICY``     ``adaptive`` (default: round robin, early elimination, see adaptive.py) |
                       ``fixed`` (CubeCL's: ``WGTUNE_SAMPLES`` samples each, first plan batch)
 ``WGTUNE_BUDGET``     adaptive: seconds of re-sampling finalists before it settles (default 1)
+``WGTUNE_SCREEN_BUDGET`` adaptive: seconds into a tune after which candidates outside the plan's
+                      first batch are no longer screened (default 5), except each group's first
+                      two (the first batch always is)
 ``WGTUNE_MAX_SAMPLES`` adaptive: most samples one candidate gets (default 30)
 ``WGTUNE_CONFIDENCE`` the level of the winner's confidence interval (default 0.95)
 ``WGTUNE_TOLERANCE``  adaptive: candidates within this share of the leader count as equal
@@ -83,6 +86,7 @@ DEFAULT_SAMPLES = 10
 # full sync costs tens of microseconds; browsers quantize GPU timestamps to ~100 us).
 DEFAULT_MIN_SAMPLE = 1e-3
 DEFAULT_BUDGET = 1.0
+DEFAULT_SCREEN_BUDGET = 5.0
 DEFAULT_MAX_SAMPLES = 30
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_TOLERANCE = 0.01
@@ -162,6 +166,11 @@ class Config:
     min_sample: float = DEFAULT_MIN_SAMPLE
     policy: Policy = Policy.ADAPTIVE
     budget: float = DEFAULT_BUDGET
+    screen_budget: float = DEFAULT_SCREEN_BUDGET
+    """Adaptive: seconds into a tune after which no candidate outside the plan's first batch is
+    screened (compiled and launched) but each group's first two (its probes: every kind of
+    candidate is still tried once); the first batch always is. What bounds a tune on a slow
+    device (a CPU adapter in a browser compiles a large kernel in about a second)."""
     max_samples: int = DEFAULT_MAX_SAMPLES
     confidence: float = DEFAULT_CONFIDENCE
     tolerance: float = DEFAULT_TOLERANCE
@@ -188,6 +197,8 @@ class Config:
             raise ConfigError(f"min_sample must be a finite number of seconds >= 0, got {self.min_sample}")
         if not (math.isfinite(self.budget) and self.budget >= 0):
             raise ConfigError(f"budget must be a finite number of seconds >= 0, got {self.budget}")
+        if not (math.isfinite(self.screen_budget) and self.screen_budget >= 0):
+            raise ConfigError(f"screen_budget must be a finite number of seconds >= 0, got {self.screen_budget}")
         if self.max_samples < 1:
             raise ConfigError(f"max_samples must be >= 1, got {self.max_samples}")
         if not 0 < self.confidence < 1:
@@ -213,6 +224,7 @@ class Config:
             log_to_stderr=bool(env.get("WGTUNE_LOG")),
             policy=Policy(policy),
             budget=_number(env, "WGTUNE_BUDGET", DEFAULT_BUDGET, float, 0.0),
+            screen_budget=_number(env, "WGTUNE_SCREEN_BUDGET", DEFAULT_SCREEN_BUDGET, float, 0.0),
             max_samples=_number(env, "WGTUNE_MAX_SAMPLES", DEFAULT_MAX_SAMPLES, int, 1),
             confidence=_number(env, "WGTUNE_CONFIDENCE", DEFAULT_CONFIDENCE, float, 0.5),
             tolerance=_number(env, "WGTUNE_TOLERANCE", DEFAULT_TOLERANCE, float, 0.0),

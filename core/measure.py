@@ -226,7 +226,9 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
                 return mismatch
         for _ in range(config.warmups - 1):  # the first launch was one
             device.dispatch(compiled, args, grid)
-        await device.sync()
+        # No wait for the warmups: calibration's first timed pass runs after them on the queue (and
+        # a wall-clock pass waits for them first), and it raises what they caused. A wait costs a
+        # round trip, some 100 ms in a browser on a CPU adapter.
         repeats, first = await calibrate(device, compiled, args, grid, bench.floor)
     except Exception as error:
         return candidate_failure(name, error, "launch")

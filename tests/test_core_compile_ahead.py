@@ -71,3 +71,34 @@ def test_a_compile_that_raises_something_else_is_tried_again_when_it_is_needed()
     assert winner == "a"
     assert device.compiles["odd"] == 2  # once ahead (not kept: not a compile error), once when prepared
     assert "hiccuped" in str(tuner.results(tunables, tuner.key(tunables, call(device, [1.0])))[1].reason)
+
+
+def test_past_the_screen_budget_only_each_later_groups_probes_are_screened():
+    device = FakeDevice()
+    for name in ("a0", "a1"):
+        device.script(name, duration=1e-3, stall=0.03)  # each launch holds the wall clock 30 ms
+    for name in ("b0", "b1", "b2", "c0", "c1"):
+        device.script(name, duration=0.9e-3)
+    device.script("b3", duration=0.5e-3)  # the fastest, but past its group's probes
+    device.script("c2", duration=0.4e-3)
+    groups = {"a": Group("likely", 3), "b": Group("later", 2), "c": Group("last", 1)}
+    names = ("a0", "a1", "b0", "b1", "b2", "b3", "c0", "c1", "c2")
+    tunables = make_set(*(kernel(name, group=groups[name[0]]) for name in names))
+    tuner, winner = tune(device, tunables, screen_budget=0.05)
+    assert winner in ("b0", "b1", "c0", "c1")  # every group's probes ran: none of them lost twice over
+    screened = {name for name in names if device.dispatches[name]}
+    assert screened == {"a0", "a1", "b0", "b1", "c0", "c1"}
+    assert not {"b2", "b3", "c2"} & set(device.compiles)  # not compiled either
+    results = tuner.results(tunables, tuner.key(tunables, call(device, [1.0])))
+    assert "screen budget" in results[names.index("b3")].reason
+    _, winner = tune(FakeDevice(scripts=device.scripts), tunables)  # the default budget: all are screened
+    assert winner == "c2"
+
+
+def test_a_bad_screen_budget_is_refused_by_name():
+    from wgtune import Config, ConfigError
+
+    with pytest.raises(ConfigError, match="screen_budget"):
+        Config(screen_budget=-1)
+    with pytest.raises(ConfigError, match="WGTUNE_SCREEN_BUDGET"):
+        Config.from_env({"WGTUNE_SCREEN_BUDGET": "soon"})
