@@ -23,24 +23,16 @@ from typing import Any, Protocol
 
 from wgtune.bindings import PARAMS, binding_plan, params_of, stage_entries
 from wgtune.device import CompiledKernel, Device, Timing
-from wgtune.errors import DeviceLost, KernelError, WgtuneError
+from wgtune.errors import DeviceLost, KernelError
 from wgtune.tunable import Args, Grid, Kernel
 from wgtune.uniforms import uniform_bytes
+
+from .batch_recorder import BatchRecorder
 
 __all__ = ["GPUShim", "TimedPass", "WebGPUDevice", "as_value"]
 
 TIMESTAMPS_BYTES = 16  # the two u64 timestamps written at the beginning and the end of a pass
 NO_GRID: Grid = (0, 0, 0)
-NOTHING_BOUND = (None, None)  # a pass's (pipeline, first bind group) before it has set any
-# Launches a batch records before it submits them and goes on in a new command buffer, so that
-# the GPU runs those while the next are recorded instead of idling until the end. Recording a
-# launch costs the CPU about as long as a small kernel runs (7-10 us on an H200's host, against
-# 2-3 us for an fma over 64K-1M floats) and a submission some 40 us, so per batch it costs about
-# launches * record + submissions * 40 us + the last submission's kernels: least near
-# sqrt(1000 * 40 / 3) ~ 110 launches a submission for 1000. Measured there (1000 launches, us
-# each, one submission -> 128 a submission): fma over 64K 10.4 -> 9.6, 1M 13.9 -> 12.1, 16M
-# 59.4 -> 50.5 (the GPU's own time: 48.6).
-LAUNCHES_PER_SUBMISSION = 128
 
 
 class GPUShim(Protocol):
@@ -177,14 +169,7 @@ class WebGPUDevice(Device):
         self._end_pass = shim.end
         self._submit = shim.submit
         self._timestamp_writes: Any = None
-        # The open batch (``wgtune.batch``): how many batches are open (nested ones join), the
-        # encoder and pass recording its launches (None until its first launch after a flush),
-        # and what that pass has set (see ``_encode_launches``).
-        self._batch_depth = 0
-        self._batch_encoder: Any = None
-        self._batch_pass: Any = None
-        self._batch_bound: tuple[Any, Any] = NOTHING_BOUND
-        self._batch_launches = 0  # recorded since the last submission
+        self._batch = BatchRecorder(self)  # the open batch's launches (``wgtune.batch``)
         if timestamps:
             self._queries = shim.create_query_set(2)
             self._resolve_buffer = shim.create_buffer(TIMESTAMPS_BYTES, shim.QUERY_RESOLVE | shim.COPY_SRC)
@@ -331,83 +316,25 @@ class WebGPUDevice(Device):
         self._end_pass(compute)
         return encoder
 
-    def _encode_launches(
-        self, compute: Any, steps: Sequence[tuple[Any, Any, Grid]], repeats: int, bound: tuple[Any, Any]
-    ) -> tuple[Any, Any]:
-        """Encode ``repeats`` launches of ``steps`` (``CompiledKernel.steps``) into a batch's pass
-        ``compute``, whose pipeline and first bind group are ``bound`` now; what they are after.
-
-        A pipeline or bind group is set only where it changes: in a batch of small launches those
-        calls are much of the cost of recording one. Within a pass a bind group stays set across
-        dispatches, and the same bind group object means the same stage (``args.cache`` keeps
-        one per stage and call), so the same pipeline and the same further groups. (A timed pass,
-        :meth:`_encode`, sets them in every launch, as the tune has always measured.)"""
-        set_pipeline, set_bind_group, dispatch_workgroups = self._pass_commands
-        current_pipeline, current_group = bound
-        for _ in range(repeats):
-            for pipeline, (index, group, more), (x, y, z) in steps:
-                if group is not current_group:
-                    if pipeline is not current_pipeline:
-                        set_pipeline(compute, pipeline)
-                        current_pipeline = pipeline
-                    set_bind_group(compute, index, group)
-                    if more:  # the groups past the first, for a stage that binds several
-                        for more_index, more_group in more:
-                            set_bind_group(compute, more_index, more_group)
-                    current_group = group
-                dispatch_workgroups(compute, x, y, z)
-        return current_pipeline, current_group
-
     def dispatch(self, pipeline: CompiledKernel, args: Args, grid: Grid, repeats: int = 1) -> None:
-        if self._batch_depth:
-            self._record(pipeline, args, grid, repeats)
+        if self._batch.depth:
+            self._batch.record(pipeline, args, grid, repeats)
         else:
             self._submit(self._encode(pipeline, args, grid, repeats, None))
 
-    # -- batches ----------------------------------------------------------------------------
+    # -- batches (``batch_recorder.py``) ------------------------------------------------------
 
     def begin_batch(self) -> None:
-        self._batch_depth += 1
+        self._batch.depth += 1
 
     def end_batch(self) -> None:
-        if not self._batch_depth:
-            raise WgtuneError("end_batch without an open batch")
-        self._batch_depth -= 1
-        if not self._batch_depth:
-            self.flush()
+        self._batch.end()
 
     def flush(self) -> None:
-        """Submit the launches the open batch recorded so far as one command buffer (one compute
-        pass); its next launch begins a new one. Called before every other submission and wait,
-        so that they see those launches."""
-        compute = self._batch_pass
-        if compute is None:
-            return
-        encoder = self._batch_encoder
-        self._batch_pass = self._batch_encoder = None  # gone even if the submission fails: never submitted twice
-        self._batch_launches = 0
-        self._end_pass(compute)
-        self._submit(encoder)
+        """Submit the launches the open batch recorded so far (see ``BatchRecorder.flush``):
+        called before every other submission and wait, so that they see those launches."""
+        self._batch.flush()
 
-    def _record(self, kernel: CompiledKernel, args: Args, grid: Grid, repeats: int) -> None:
-        """Encode the launches into the batch's pass, begun by the first launch after a flush;
-        submit them once there are ``LAUNCHES_PER_SUBMISSION``."""
-        # The bind groups first: a call that cannot bind fails unrecorded. One stage needs no list.
-        steps = (((kernel.pipeline, self._bind_groups(kernel, args), grid),) if not kernel.then
-                 else kernel.steps(args, grid, self._bind_groups))
-        compute = self._batch_pass
-        if compute is None:
-            self._batch_encoder = self._create_command_encoder()
-            compute = self._batch_pass = self._begin_compute_pass(self._batch_encoder)
-            self._batch_bound = NOTHING_BOUND
-        try:
-            self._batch_bound = self._encode_launches(compute, steps, repeats, self._batch_bound)
-        except BaseException:
-            self._batch_bound = NOTHING_BOUND  # what the pass has set is unknown now: set all again
-            raise
-        self._batch_launches += repeats
-        if self._batch_launches >= LAUNCHES_PER_SUBMISSION:
-            self.flush()
 
     # -- timing -----------------------------------------------------------------------------
 

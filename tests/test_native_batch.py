@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from wgtune import Args, Config, Hit, Kernel, Key, TunableSet, Tuner, run_inline
+from wgtune.backends.batch_recorder import LAUNCHES_PER_SUBMISSION
 from wgtune.backends.native import NativeDevice, WgpuShim
-from wgtune.backends.webgpu import LAUNCHES_PER_SUBMISSION, WebGPUDevice
+from wgtune.backends.webgpu import WebGPUDevice
 
 N = 4096  # elements: small, so a launch is cheap on lavapipe
 LAUNCHES = 40
