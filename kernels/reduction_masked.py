@@ -28,6 +28,7 @@ from .reduction_wgsl import (
     _header,
     _shared,
     _signature,
+    _strided_fold,
     _tree,
     _workgroup_combine,
 )
@@ -65,16 +66,7 @@ def _accumulate_masked(op: Op, unroll: int, lo: str, hi: str, thread: str, strid
         lanes = f"vec4<u32>(({index}) * 4u) + vec4<u32>(0u, 1u, 2u, 3u)"
         return f"select({identity}, x[{index}], ({lanes} >= lo4) & ({lanes} < hi4))"
 
-    if unroll > 1:
-        lines.append(f"  for (; i + {(unroll - 1) * stride}u < q_end; i += {unroll * stride}u) {{\n")
-        for u in range(unroll):
-            offset = f"i + {u * stride}u" if u else "i"
-            lines.append(f"    a{u} = {_combine(op, f'a{u}', take(offset))};\n")
-        lines.append("  }\n")
-    lines.append(f"  for (; i < q_end; i += {stride}u) {{ a0 = {_combine(op, 'a0', take('i'))}; }}\n")
-    total = "a0"
-    for u in range(1, unroll):
-        total = _combine(op, total, f"a{u}")
+    total = _strided_fold(op, unroll, stride, "q_end", take, lines)
     lines.append(f"  let v = {total};\n  let acc = {op.fold4.format(v='v')};\n")
     return "".join(lines)
 

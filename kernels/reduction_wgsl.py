@@ -23,6 +23,7 @@ Pure Python, standard library only, like every kernel family: it also runs in Py
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .common import F32_BYTES, SUBGROUPS_DIRECTIVE
@@ -192,6 +193,22 @@ def _combine(op: Op, a: str, b: str) -> str:
     return op.combine.format(a=a, b=b)
 
 
+def _strided_fold(op: Op, unroll: int, stride: int, bound: str, take: Callable[[str], str], lines: list[str]) -> str:
+    """Append to ``lines`` the loop that folds ``take(i)``, ``take(i + stride)``, ... below
+    ``bound`` into the accumulators ``a0`` .. ``a{unroll-1}`` (``unroll`` independent loads a step,
+    then one at a time), from the ``i`` already declared; answer the accumulators' fold."""
+    if unroll > 1:
+        lines.append(f"  for (; i + {(unroll - 1) * stride}u < {bound}; i += {unroll * stride}u) {{\n")
+        for u in range(unroll):
+            lines.append(f"    a{u} = {_combine(op, f'a{u}', take(f'i + {u * stride}u' if u else 'i'))};\n")
+        lines.append("  }\n")
+    lines.append(f"  for (; i < {bound}; i += {stride}u) {{ a0 = {_combine(op, 'a0', take('i'))}; }}\n")
+    total = "a0"
+    for u in range(1, unroll):
+        total = _combine(op, total, f"a{u}")
+    return total
+
+
 def _accumulate(op: Op, width: int, unroll: int, start: str, count: str, thread: str, stride: int,
                 source: str = "x") -> str:
     """Code leaving in ``acc`` (f32) this invocation's part: elements ``start + thread + k * stride``
@@ -204,16 +221,7 @@ def _accumulate(op: Op, width: int, unroll: int, start: str, count: str, thread:
         init = op.zero if width == 1 else f"vec4<f32>({op.zero})"
     lines = [f"  var a{u}: {element} = {init};\n" for u in range(unroll)]
     lines.append(f"  var i = {thread};\n")
-    if unroll > 1:
-        lines.append(f"  for (; i + {(unroll - 1) * stride}u < {count}; i += {unroll * stride}u) {{\n")
-        for u in range(unroll):
-            offset = f" + {u * stride}u" if u else ""
-            lines.append(f"    a{u} = {_combine(op, f'a{u}', f'{source}[{start} + i{offset}]')};\n")
-        lines.append("  }\n")
-    lines.append(f"  for (; i < {count}; i += {stride}u) {{ a0 = {_combine(op, 'a0', f'{source}[{start} + i]')}; }}\n")
-    total = "a0"
-    for u in range(1, unroll):
-        total = _combine(op, total, f"a{u}")
+    total = _strided_fold(op, unroll, stride, count, lambda index: f"{source}[{start} + {index}]", lines)
     if width == 4:
         lines.append(f"  let v = {total};\n")
         total = op.fold4.format(v="v")
