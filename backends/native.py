@@ -197,6 +197,7 @@ class NativeDevice(WebGPUDevice):
         self.identity = _identity(info)
         self.adapter_info = info
         self.limits = _limits(dict(device.limits))
+        self.compile_width = COMPILE_THREADS
         # WebGPU's names: wgpu-native says "subgroup" where the spec (and browsers) say "subgroups".
         self.features = frozenset(FEATURE_NAMES.get(f, f) for f in device.features)
         super().__init__(WgpuShim(device), timestamps=use_timestamps and "timestamp-query" in device.features)

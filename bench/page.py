@@ -7,6 +7,7 @@ Prints three figures against their targets:
   (``performance.now()`` has the navigation start as its origin); target <= 6 s;
 - ``check`` to Pending: the time ``wgtune.check(set, key)`` takes on a key never tuned, on every
   key of the demo suite (it starts the tune and returns); target <= 5 ms;
+- the 8 demo keys tuned one after another (the adaptive policy's defaults); target <= 40 s;
 - the longest main-thread task during a whole tune: the PerformanceObserver ``longtask`` entries
   (tasks over 50 ms) from the first check to the last winner, and, because that API is silent
   below 50 ms, the longest lateness of a 5 ms timer meanwhile (how long the page could not
@@ -146,6 +147,7 @@ def main() -> int:
     print(f"{'cold page-ready (median of ' + str(len(loads)) + ')':44} "
           f"{statistics.median(loads) / 1000:>20.2f} s {'<= 6 s':>10}")
     print(f"{'  each cold load':44} {', '.join(f'{ms / 1000:.2f}' for ms in loads):>20} s")
+    print(f"{'the 8 demo keys tuned, one after another':44} {tune['seconds']:>20.1f} s {'<= 40 s':>10}")
     print(f"{'check -> Pending (median of ' + str(len(pending)) + ' keys)':44} "
           f"{statistics.median(c['ms'] for c in pending):>19.2f} ms {'<= 5 ms':>10}")
     print(f"{'check -> Pending (slowest key)':44} {max(c['ms'] for c in pending):>19.2f} ms {'<= 5 ms':>10}")
@@ -166,7 +168,7 @@ def main() -> int:
     for c in checks:
         print(f"  check {c['set']:8} {c['key']:>12}: {c['ms']:.2f} ms -> {c['state']}")
     ok = (statistics.median(loads) <= 6000 and max(c["ms"] for c in pending) <= 5
-          and longest_task <= 50)
+          and longest_task <= 50 and tune["seconds"] <= 40)
     print("\nall targets met" if ok else "\nsome targets missed")
     return 0
 

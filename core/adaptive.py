@@ -3,12 +3,16 @@ early, settle the rest.
 
 Tuning time goes where the answer is in doubt. The policy runs in three parts:
 
-1. **Screening**, in the plan's order (every batch, not only the first): each candidate is
+1. **Screening**, in the plan's order (every batch, not only the first), after the bar (the
+   set's default, its first candidate: ``Bench.bar``): each candidate is
    compiled, warmed up and calibrated, and the calibration's last reading (a full-length sample)
    is its first sample. One sample already rules out a candidate at twice the leader's time.
-   Outside the plan's first batch, a priority group whose first ``GROUP_PROBES`` screened
-   candidates were all ruled out so is skipped for the rest: the plan puts a group's likeliest
-   first, and compiling is the dearest part of a screening (in the browser above all).
+   A priority group whose first ``GROUP_PROBES`` screened candidates were all ruled out so is
+   skipped for the rest, in the first batch too: the plan puts a group's likeliest first, and
+   the bar or an earlier group has shown the group to be slow on this device (the few-rows
+   matmul kernels lead the small keys on an H200 and are 5-30x slower than the naive kernel on
+   SwiftShader). Compiling is the dearest part of a screening in the browser, so there a
+   pruned group's members past its probes are never compiled (``Device.compile_width``).
 2. **Rounds**: every candidate still in the running gets one more sample per round, round
    robin, so that drift (clocks, heat, the rest of the machine) hits all of them alike. After
    each round a candidate whose *fastest* sample is slower than the leader's median by more than
@@ -56,7 +60,8 @@ SLACK = 1.0
 # them lost the screening (over twice the leader's time): the plan orders a group's likeliest
 # members first, and a shader compile is the dearest part of a screening in the browser.
 GROUP_PROBES = 2
-# Candidates past the first batch compiled together ahead of their screening, at most.
+# Candidates past the first batch compiled together ahead of their screening, at most (and no
+# more than the device overlaps: ``Device.compile_width``).
 COMPILE_AHEAD = 8
 # Samples that confirm a candidate under the short-circuit limit before it ends the tune.
 SHORT_CIRCUIT_SAMPLES = 3
@@ -150,15 +155,21 @@ class _Adaptive:
         self, coming: list[int], first: Collection[int], probed: dict[str, int], promising: set[str],
         spent: bool = False,
     ) -> list[int]:
-        """Which of the ``coming`` candidates to compile together now: the rest of the first batch
-        (all screened), else up to COMPILE_AHEAD that the screening cannot prune before their
-        turn: of a group still on probation (or of any, once the screen budget is ``spent``)
-        only its probes not yet run, so that a pruned group costs no compile past its probes."""
-        if coming[0] in first:
+        """Which of the ``coming`` candidates to compile together now. On a device that overlaps
+        compiles (``Device.compile_width`` over 1), the rest of the first batch at once: together
+        they cost about one. Otherwise, and past the first batch, only what the screening cannot
+        prune before its turn: of a group still on probation (of any, once the screen budget is
+        ``spent``) only its probes not yet run, so that a pruned group costs no compile past its
+        probes; past the first batch, as many as the device overlaps, at most COMPILE_AHEAD (one
+        at a time where it overlaps none, so the screen budget is checked before each)."""
+        in_first = coming[0] in first
+        if in_first and self.device.compile_width > 1:
             return [index for index in coming if index in first]
         batch: list[int] = []
         allowed: dict[str, int] = {}
         for index in coming:
+            if in_first and index not in first:
+                continue
             group = self.tunables.candidates[index].group
             if group is not None and (spent or group.name not in promising):
                 left = allowed.setdefault(group.name, GROUP_PROBES - probed.get(group.name, 0))
@@ -166,7 +177,7 @@ class _Adaptive:
                     continue
                 allowed[group.name] = left - 1
             batch.append(index)
-            if len(batch) == COMPILE_AHEAD:
+            if len(batch) >= min(COMPILE_AHEAD, self.device.compile_width) and not in_first:
                 break
         return batch
 
@@ -182,11 +193,12 @@ class _Adaptive:
         self._record(index, Skip(name, f"not screened: the tune had spent its screen budget ({budget}s), and "
                                        "its group's first candidates were screened"), 0.0, 0)
 
-    def _pruned(self, index: int, first: Collection[int], probed: dict[str, int], promising: set[str]) -> bool:
-        """Whether candidate ``index`` is skipped: outside the plan's first batch, in a group whose
-        first GROUP_PROBES measured candidates all lost the screening."""
+    def _pruned(self, index: int, probed: dict[str, int], promising: set[str]) -> bool:
+        """Whether candidate ``index`` is skipped: in a group whose first GROUP_PROBES measured
+        candidates all lost the screening (in the first batch too: to the bar, or to a candidate
+        of another group)."""
         group = self.tunables.candidates[index].group
-        if index in first or group is None or group.name in promising or probed.get(group.name, 0) < GROUP_PROBES:
+        if group is None or group.name in promising or probed.get(group.name, 0) < GROUP_PROBES:
             return False
         name = self.tunables.candidates[index].name
         reason = f"group {group.name}: its first {GROUP_PROBES} candidates were each over twice the leader's time"
@@ -205,7 +217,7 @@ class _Adaptive:
             if spent and not self._probe(index, probed):
                 self._out_of_screen_budget(index)
                 continue
-            if self._pruned(index, first, probed, promising):
+            if self._pruned(index, probed, promising):
                 continue
             if index not in ahead:
                 batch = self._compile_next(order[position:], first, probed, promising, spent)
@@ -276,13 +288,18 @@ async def sample_adaptively(bench: Bench, plan: Plan, on_trial: OnTrial, limit: 
     """Run the adaptive policy over the plan's candidates (see the module doc).
 
     ``limit`` is the short-circuit time in seconds per dispatch, if the set gives one for the key.
-    The plan's first batch is screened whole; a later group may be pruned. Every failure of a
+    The bench's bar (the set's default) is screened first, then the plan's batches in order;
+    a group may be pruned in any of them, and past the first one the screen budget applies. Every failure of a
     candidate is a value in the results; candidates never run are absent.
     """
     batches = plan.remaining()
-    first = batches[0] if batches else ()
+    first = set(batches[0]) if batches else set()
+    order = plan.order()
+    if bench.bar in order:
+        order = [bench.bar, *(index for index in order if index != bench.bar)]
+        first.add(bench.bar)
     policy = _Adaptive(bench, on_trial, limit)
-    if not await policy.screen(plan.order(), first):
+    if not await policy.screen(order, first):
         await policy.rounds()
     return policy.finish()
 

@@ -15,12 +15,13 @@ Environment variables (each overrides the default; a bad value raises ConfigErro
 ``WGTUNE_BUDGET``     adaptive: seconds of re-sampling finalists before it settles (default 1)
 ``WGTUNE_SCREEN_BUDGET`` adaptive: seconds into a tune after which candidates outside the plan's
                       first batch are no longer screened (default 5), except each group's first
-                      two (the first batch always is)
+                      two (the first batch always is, but for a group pruned there)
 ``WGTUNE_MAX_SAMPLES`` adaptive: most samples one candidate gets (default 30)
 ``WGTUNE_CONFIDENCE`` the level of the winner's confidence interval (default 0.95)
 ``WGTUNE_TOLERANCE``  adaptive: candidates within this share of the leader count as equal
                       (default 0.01: sampling stops once a pick is sure to be within 1%)
-``WGTUNE_WARMUPS``    untimed launches before sampling (default 2)
+``WGTUNE_WARMUPS``    untimed launches before sampling, the first launch one of them, fewer
+                      once 25 ms are spent (default 2)
 ``WGTUNE_SAMPLES``    fixed: timed samples per candidate (default 10)
 ``WGTUNE_MIN_SAMPLE`` shortest timed sample in seconds (default 0.001): dispatches repeat in
                       one pass until a sample is at least this long

@@ -139,6 +139,10 @@ class Device(ABC):
     """Seconds a reading of the clock may be off by, as the backend states it: only the answer for
     a device whose grain cannot be measured. The tuner measures the grain itself before its first
     tune (``clock.py``) and sizes every sample to that."""
+    compile_width: int = 1
+    """How many compiles :meth:`compile_many` overlaps. Where it is 1 a compile costs its full
+    time whenever it is made, so the adaptive policy compiles only what it is sure to screen
+    (``adaptive.py``); where it is more, compiling a whole batch together costs about one."""
 
     @abstractmethod
     async def compile(self, kernel: Kernel) -> Any:

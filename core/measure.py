@@ -28,6 +28,7 @@ from .tunable import Args, Grid, Kernel, TunableSet
 __all__ = [
     "GRAIN_MULTIPLE",
     "MAX_REPEATS",
+    "WARMUP_SECONDS",
     "Arm",
     "Bench",
     "LaunchGuard",
@@ -35,12 +36,16 @@ __all__ = [
     "clone_args",
     "prepare_candidate",
     "sample_floor",
+    "warmups_after",
 ]
 
 # A dispatch is repeated at most this often in one sample: past it the clock is not the limit.
 MAX_REPEATS = 4096
 # Rounds of measuring a sample before settling its repeat count.
 CALIBRATION_ROUNDS = 4
+# Warming up stops once this long has been spent on it, the first launch included (the time
+# Triton's do_bench spends warming up): on a CPU adapter one launch of a slow kernel takes longer.
+WARMUP_SECONDS = 0.025
 # A sample lasts at least this many grains of the device's clock: a reading is off by up to one
 # grain, so a sample of 50 grains is measured to within 2%.
 GRAIN_MULTIPLE = 50
@@ -149,6 +154,10 @@ class Bench:
     ruled_out: Mapping[int, CandidateError] = field(default_factory=dict)
     compile_ahead: Callable[[Sequence[int]], Awaitable[None]] | None = None
     """Compiles several candidates at once before they are prepared (``PipelineCache.compile_ahead``)."""
+    bar: int | None = None
+    """The candidate the adaptive policy screens first: the set's default (its first candidate)
+    where the plan has it. Its time is the bar the others are measured against from the start,
+    so a group slow on this device is pruned after its probes even in the first batch."""
 
     async def compile_soon(self, indices: Sequence[int]) -> None:
         """Compile ``indices`` together, ahead of their preparation, where the bench can."""
@@ -156,9 +165,10 @@ class Bench:
             await self.compile_ahead(indices)
 
 
-async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid]) -> Timeout | None:
+async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid]) -> Timeout | float:
     """Launch ``kernel`` once, alone, and time it against the tune's limit: a Timeout when it ran
-    past it (in the guard, which stopped it, or in process, where it can only be read after)."""
+    past it (in the guard, which stopped it, or in process, where it can only be read after),
+    else its wall time in seconds (launch and sync)."""
     limit = bench.limit.seconds()
     if bench.guard is not None:
         isolated = await bench.guard.first_launch(kernel, grids, bench.args, limit)
@@ -178,7 +188,18 @@ async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids:
     if seconds > limit:
         return Timeout(kernel.name, f"its first launch took {seconds:.3g} s, past {bench.limit.describe()}")
     bench.limit.observe(seconds)
-    return None
+    return seconds
+
+
+def warmups_after(first_launch: float, warmups: int) -> int:
+    """How many of ``warmups`` launches are still to come after a first launch that took
+    ``first_launch`` seconds: it was one, and warming up stops once WARMUP_SECONDS are spent
+    (a kernel of seconds on a CPU adapter needs no second run to warm anything)."""
+    if warmups <= 1:
+        return 0
+    if first_launch <= 0:
+        return warmups - 1
+    return min(warmups - 1, max(0, math.ceil(WARMUP_SECONDS / first_launch) - 1))
 
 
 async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
@@ -216,15 +237,15 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
         bench.step(f"{name}: compiled; dry run, not launched")
         return Measured(name, index, None)
     try:
-        timeout = await probe_first_launch(bench, kernel, compiled, grids)
-        if timeout is not None:
-            bench.step(f"{name}: {timeout.reason}")
-            return timeout
+        first_launch = await probe_first_launch(bench, kernel, compiled, grids)
+        if isinstance(first_launch, Timeout):
+            bench.step(f"{name}: {first_launch.reason}")
+            return first_launch
         if check is not None:
             mismatch = await check.mismatch(index)
             if mismatch is not None:
                 return mismatch
-        for _ in range(config.warmups - 1):  # the first launch was one
+        for _ in range(warmups_after(first_launch, config.warmups)):
             device.dispatch(compiled, args, grid)
         # No wait for the warmups: calibration's first timed pass runs after them on the queue (and
         # a wall-clock pass waits for them first), and it raises what they caused. A wait costs a

@@ -74,15 +74,17 @@ async def measure_key(
     async def pipeline(index: int) -> object:
         return await pipelines.compile(tunables, index)
 
-    # The checks' reference (the set's first candidate) is compiled with the first candidates measured.
-    reference = [0] if check is not None and 0 not in plan.skipped and 0 not in ruled_out else []
+    # The set's default (its first candidate) is screened first where the plan has it: it sets the
+    # bar. It is the checks' reference too, so it is compiled with the first candidates measured.
+    default = 0 if 0 not in plan.skipped and 0 not in ruled_out else None
+    reference = [0] if check is not None and default is not None else []
 
     async def compile_ahead(indices: Sequence[int]) -> None:
         await pipelines.compile_ahead(tunables, [*reference, *indices])
 
     time_limit = TimeLimit(config.time_limit)
     bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step, time_limit, guard, ruled_out,
-                  compile_ahead)
+                  compile_ahead, bar=default)
     limit = short_circuit_limit(tunables, key)
     if tunables.search is not None:
         sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)

@@ -51,6 +51,7 @@ def test_a_compile_error_is_kept_so_no_later_key_compiles_that_candidate_again()
 
 def test_a_later_group_on_probation_compiles_only_its_probes():
     device = FakeDevice()
+    device.compile_width = 8  # compiles ahead past the first batch, as natively
     times = {"a0": 1e-3, "a1": 1.1e-3, "b0": 5e-3, "b1": 5e-3, "b2": 0.5e-3, "b3": 0.5e-3}
     for name, seconds in times.items():
         device.script(name, duration=seconds)
@@ -102,3 +103,28 @@ def test_a_bad_screen_budget_is_refused_by_name():
         Config(screen_budget=-1)
     with pytest.raises(ConfigError, match="WGTUNE_SCREEN_BUDGET"):
         Config.from_env({"WGTUNE_SCREEN_BUDGET": "soon"})
+
+
+@pytest.mark.parametrize("width", [1, 4])
+def test_a_device_that_overlaps_compiles_gets_the_whole_first_batch_at_once(width):
+    device = FakeDevice()
+    device.compile_width = width
+    for name, seconds in {"a0": 1e-3, "a1": 1.1e-3, "a2": 1.2e-3, "a3": 0.9e-3}.items():
+        device.script(name, duration=seconds)
+    likely = Group("likely", 1)
+    tune(device, make_set(*(kernel(name, group=likely) for name in ("a0", "a1", "a2", "a3"))))
+    if width == 1:  # the group's probes first; the rest once they have shown the group is not slow
+        assert device.compiled_together == [["a0", "a1"], ["a2", "a3"]]
+    else:
+        assert device.compiled_together == [["a0", "a1", "a2", "a3"]]
+
+
+def test_a_device_that_overlaps_no_compiles_compiles_past_the_first_batch_one_at_a_time():
+    device = FakeDevice()  # compile_width 1: the browser's
+    times = {"a0": 1e-3, "a1": 1.1e-3, "b0": 1.5e-3, "b1": 1.5e-3, "b2": 1.5e-3}
+    for name, seconds in times.items():
+        device.script(name, duration=seconds)
+    groups = {"a": Group("likely", 2), "b": Group("close", 1)}
+    tune(device, make_set(*(kernel(name, group=groups[name[0]]) for name in times)))
+    assert device.compiled_together == [["a0", "a1"]]
+    assert all(device.compiles[name] == 1 for name in times)  # b's, one by one as screened

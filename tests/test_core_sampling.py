@@ -106,6 +106,34 @@ def test_a_later_group_whose_first_two_lose_the_screening_is_skipped_and_a_close
     assert [trial.name for trial in tuner.records.records[0].trials] == ["a0", "a1", "b0", "b1", "c0", "c1", "c2"]
 
 
+def test_the_sets_default_sets_the_bar_and_a_slow_group_is_pruned_even_in_the_first_batch():
+    # What the few-rows matmul kernels do on a CPU adapter: the plan's likeliest group is over
+    # twice the set's default there, and the group that wins comes later.
+    device = FakeDevice()
+    times = {"default": 2e-3, "r0": 9e-3, "r1": 7e-3, "r2": 0.5e-3, "r3": 8e-3, "t0": 1e-3, "t1": 1.5e-3}
+    for name, seconds in times.items():
+        device.script(name, duration=seconds)
+    groups = {"d": Group("tiles", 1), "r": Group("rows", 2), "t": Group("tiles", 1)}
+    tunables = make_set(*(kernel(name, group=groups[name[0]]) for name in times))
+    tuner, winner = tune(device, tunables)
+    assert winner == "t0"
+    trials = [trial.name for trial in tuner.records.records[0].trials]
+    assert trials[:3] == ["default", "r0", "r1"]  # the default first, though the rows batch comes first
+    assert "r2" not in trials and "r3" not in trials and "r2" not in device.compiles
+    assert "first 2 candidates were each over twice" in stored_results(tuner, tunables)["r3"]["reason"]
+
+
+def test_a_first_batch_group_that_beats_the_bar_is_screened_whole():
+    device = FakeDevice()
+    times = {"default": 5e-3, "r0": 2e-3, "r1": 3e-3, "r2": 0.5e-3}
+    for name, seconds in times.items():
+        device.script(name, duration=seconds)
+    groups = {"d": Group("tiles", 1), "r": Group("rows", 2)}
+    tuner, winner = tune(device, make_set(*(kernel(name, group=groups[name[0]]) for name in times)))
+    assert winner == "r2"
+    assert [trial.name for trial in tuner.records.records[0].trials][:4] == ["default", "r0", "r1", "r2"]
+
+
 def test_hopeless_candidates_get_one_sample_and_close_rivals_many():
     device = FakeDevice()
     machine = Machine(jitter=0.02)

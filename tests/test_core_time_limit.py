@@ -10,6 +10,7 @@ import pytest
 from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
 
 from wgtune import Config, ConfigError, DeviceLost, Measured, NoValidKernelFound, Timeout
+from wgtune.measure import WARMUP_SECONDS, warmups_after
 from wgtune.time_limit import FIRST_LIMIT, FLOOR, RELATIVE_FACTOR, TimeLimit
 
 pytestmark = pytest.mark.core
@@ -44,6 +45,24 @@ def test_a_candidate_within_the_limit_is_measured_with_every_warmup():
     tuner = make_tuner(device, config=quiet(time_limit=5.0, warmups=3))
     tuner.execute(tunables, call(device, [1.0]))
     assert device.dispatches["b"] == 3  # the first launch is one of the three warmups
+
+
+def test_a_first_launch_past_the_warmup_time_is_the_only_warmup():
+    device = FakeDevice()
+    device.script("slow", duration=3e-3, stall=WARMUP_SECONDS * 1.5)  # a CPU adapter's launch of seconds
+    device.script("quick", duration=2e-3)
+    tuner = make_tuner(device, config=quiet(time_limit=5.0, warmups=3))
+    assert tuner.execute(make_set("slow", "quick"), call(device, [1.0])).name == "quick"
+    assert device.dispatches["slow"] == 1
+    assert device.dispatches["quick"] == 3 + 1  # every warmup, then the call itself
+
+
+@pytest.mark.parametrize(("first_launch", "warmups", "after"), [
+    (0.0, 3, 2), (1e-5, 3, 2), (0.01, 3, 2), (0.01, 5, 2), (0.02, 5, 1), (WARMUP_SECONDS, 5, 0), (1.0, 2, 0),
+    (1e-5, 1, 0), (1e-5, 0, 0),
+])
+def test_warmups_stop_once_the_warmup_time_is_spent(first_launch, warmups, after):
+    assert warmups_after(first_launch, warmups) == after
 
 
 def test_every_candidate_past_the_limit_fails_the_tune_with_each_timeout_named():
