@@ -88,6 +88,10 @@ class GPUShim(Protocol):
         threads natively, the browser's concurrent ``createComputePipelineAsync``): each one's
         answer, or its KernelError, in order."""
 
+    def start_compiles(self, kernels: Sequence[Kernel]) -> None:
+        """Begin compiling ``kernels`` in the background and return, where the platform can (worker
+        threads natively); :meth:`compile_module` then takes each answer. Nothing by default."""
+
     def bind_group_layout(self, pipeline: Any, index: int) -> Any:
         """The pipeline's bind group layout ``index`` (asked for groups other than 0 only)."""
 
@@ -242,6 +246,11 @@ class WebGPUDevice(Device):
             failed = next((module for module in mine if isinstance(module, Exception)), None)
             compiled.append(failed if failed is not None else _assemble(kernel, mine))
         return compiled
+
+    def start_compiles(self, kernels: Sequence[Kernel]) -> None:
+        """Begin compiling every stage of ``kernels`` where the shim can
+        (:meth:`GPUShim.start_compiles`); a later compile takes the answers."""
+        self.shim.start_compiles([stage for kernel in kernels for stage in kernel.stages])
 
     def _bind_groups(self, stage: CompiledKernel, args: Args) -> tuple[int, Any, tuple[tuple[int, Any], ...]]:
         """``stage``'s bind groups for ``args``, made on first use and kept in ``args.cache``: the

@@ -19,6 +19,15 @@ Usage::
     python bench/kernel_probe.py                    # small shapes, minutes on lavapipe
     python bench/kernel_probe.py --full             # the H200 shapes (issue 14's classes)
     python bench/kernel_probe.py --only matmul --shapes 0:4 --out /tmp/probe
+    python bench/kernel_probe.py --full --only matmul --shape 64x64x65536 \
+        --tiles "T(32, 32, 16, 4, 4, vec4=True, kgrid=1024, stagger=8)" --tiles "R(1, 32, vec4=True, split=512)"
+
+``--tiles`` (repeatable) probes tiles that are not in the set yet: each a Python expression
+giving a tile or a tuple of tiles, with ``T`` (MatmulTile), ``R`` and ``C`` (skinny tiles of rows
+or columns, as in ``matmul_tiles.py``) and ``replace`` at hand, or ``@FILE``: one such expression
+a line (``#`` starts a comment); the set probed is then those
+tiles, ungrouped, after the naive kernel (every one planned where its vec4 loads can serve).
+``--shape MxNxK`` (repeatable) probes those matmul shapes instead of the lists'.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from wgtune.backends.native import NativeDevice
 from wgtune.device import check_grid, check_limits
 from wgtune.kernels import reduction
 from wgtune.kernels.matmul import matmul_set, size_class
+from wgtune.kernels.matmul_tiles import C, R, T
 from wgtune.plan import Plan
 
 SLOW = 10.0  # a first run this many times the best so far is not sampled
@@ -221,6 +231,23 @@ def probe(device: NativeDevice, problem: Problem, compiled: dict, samples: int, 
     return timed[0]["rate"] / torch_rate if timed and torch_rate else None
 
 
+def trial_tiles(expressions: list[str]) -> tuple:
+    """The tiles ``--tiles`` names: each expression a tile or a tuple of tiles."""
+    from dataclasses import replace
+
+    found: list = []
+    lines = []
+    for text in expressions:
+        if text.startswith("@"):
+            lines += [line.split("#")[0].strip() for line in Path(text[1:]).read_text().splitlines()]
+        else:
+            lines.append(text)
+    for text in filter(None, lines):
+        value = eval(text, {"T": T, "R": R, "C": C, "replace": replace})  # the user's own command line
+        found += list(value) if isinstance(value, (tuple, list)) else [value]
+    return tuple(found)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true", help="the H200 shapes")
@@ -232,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="a directory for probe.jsonl")
     parser.add_argument("--every", action="store_true", help="also the candidates of groups the key skips")
     parser.add_argument("--first-batch", action="store_true", help="only the plan's first batch")
+    parser.add_argument("--tiles", action="append", help="matmul tiles to probe instead of the set's (repeatable)")
+    parser.add_argument("--shape", action="append", help="a matmul shape MxNxK instead of the lists' (repeatable)")
     options = parser.parse_args(argv)
     start, _, stop = options.shapes.partition(":")
     part = slice(int(start) if start else None, int(stop) if stop else None)
@@ -248,9 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     compiled: dict = {}
     jobs: list[Callable[[], Problem]] = []
     if "matmul" in only:
-        tunables = matmul_set()
-        jobs += [lambda s=s: matmul_problem(device, tunables, *s) for s in (MATMUL_FULL if options.full
-                                                                           else MATMUL_SMALL)[part]]
+        tunables = matmul_set(trial_tiles(options.tiles)) if options.tiles else matmul_set()
+        shapes = ([tuple(int(x) for x in text.split("x")) for text in options.shape] if options.shape
+                  else (MATMUL_FULL if options.full else MATMUL_SMALL)[part])
+        jobs += [lambda s=s: matmul_problem(device, tunables, *s) for s in shapes]
     for op in ("sum", "max"):
         if f"row_{op}" in only:
             tunables_op = reduction.reduction_set(op)

@@ -181,6 +181,14 @@ class _Adaptive:
                 break
         return batch
 
+    def _compile_later(self, coming: list[int], ahead: set[int]) -> None:
+        """Begin compiling, in the background, the ``coming`` candidates not ``ahead``, in order, as
+        many as the device takes (``Device.background_compiles``): on a GPU they compile on the
+        host's free cores while the GPU measures the ones before them. A group pruned later
+        wastes its compiles, but no time: nothing waits for them."""
+        rest = [index for index in coming if index not in ahead]
+        self.bench.compile_later(rest[: self.device.background_compiles])
+
     def _probe(self, index: int, probed: dict[str, int]) -> bool:
         """Whether candidate ``index`` is one of its group's first GROUP_PROBES screened."""
         group = self.tunables.candidates[index].group
@@ -211,6 +219,7 @@ class _Adaptive:
         probed: dict[str, int] = {}
         promising: set[str] = set()
         ahead: set[int] = set()  # compiled, or asked for, ahead of their preparation
+        started_later = False  # the coming candidates begun in the background (once per screening)
         screening_since = time.perf_counter()
         for position, index in enumerate(order):
             spent = index not in first and time.perf_counter() - screening_since >= self.config.screen_budget
@@ -223,6 +232,9 @@ class _Adaptive:
                 batch = self._compile_next(order[position:], first, probed, promising, spent)
                 ahead.update(batch)
                 await self.bench.compile_soon(batch)
+                if self.device.background_compiles and not started_later:
+                    started_later = True
+                    self._compile_later(order[position:], ahead)
             started = time.perf_counter()
             prepared = await prepare_candidate(self.bench, index)
             self.sampled.order.append(index)

@@ -139,6 +139,10 @@ class Device(ABC):
     """Seconds a reading of the clock may be off by, as the backend states it: only the answer for
     a device whose grain cannot be measured. The tuner measures the grain itself before its first
     tune (``clock.py``) and sizes every sample to that."""
+    background_compiles: int = 0
+    """How many of the coming candidates the adaptive policy may compile in the background while
+    it measures (:meth:`start_compiles`), once the first batch is compiled: none where compiling
+    would slow the measuring (a CPU adapter runs kernels on the cores that compile)."""
     compile_width: int = 1
     """How many compiles :meth:`compile_many` overlaps. Where it is 1 a compile costs its full
     time whenever it is made, so the adaptive policy compiles only what it is sure to screen
@@ -160,6 +164,12 @@ class Device(ABC):
             except Exception as error:
                 compiled.append(error)
         return compiled
+
+    def start_compiles(self, kernels: Sequence[Kernel]) -> None:  # noqa: B027 (empty on purpose: a hint)
+        """Begin compiling ``kernels`` in the background and return at once, where the device can
+        (worker threads natively): a hint that they are wanted soon, so that their compiles
+        overlap the measuring of the candidates before them. A later :meth:`compile` or
+        :meth:`compile_many` of the same kernel takes the answer. This one does nothing."""
 
     @abstractmethod
     def dispatch(self, pipeline: Any, args: Args, grid: Grid, repeats: int = 1) -> None:

@@ -154,6 +154,8 @@ class Bench:
     ruled_out: Mapping[int, CandidateError] = field(default_factory=dict)
     compile_ahead: Callable[[Sequence[int]], Awaitable[None]] | None = None
     """Compiles several candidates at once before they are prepared (``PipelineCache.compile_ahead``)."""
+    begin_compiles: Callable[[Sequence[int]], None] | None = None
+    """Starts compiling candidates in the background, not waiting (``PipelineCache.start_compiles``)."""
     bar: int | None = None
     """The candidate the adaptive policy screens first: the set's default (its first candidate)
     where the plan has it. Its time is the bar the others are measured against from the start,
@@ -163,6 +165,12 @@ class Bench:
         """Compile ``indices`` together, ahead of their preparation, where the bench can."""
         if self.compile_ahead is not None and indices:
             await self.compile_ahead(indices)
+
+    def compile_later(self, indices: Sequence[int]) -> None:
+        """Begin compiling ``indices`` in the background where the device can, and return: the
+        candidates after the ones about to be measured, so their compiles overlap the measuring."""
+        if self.begin_compiles is not None and indices:
+            self.begin_compiles(indices)
 
 
 async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid]) -> Timeout | float:

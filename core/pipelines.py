@@ -66,20 +66,31 @@ class PipelineCache:
         all at once (``Device.compile_many``: overlapped where the platform can), before the
         sampler needs them; :meth:`compile` then answers each from here. Failures are kept for
         :meth:`compile` to raise, as if it had compiled the candidate itself."""
-        device = self.device
-        todo = [
-            index for index in dict.fromkeys(indices)
-            if (tunables.name, index) not in self.compiled and (tunables.name, index) not in self.failed
-            and check_limits(tunables.candidates[index], device.limits, device.features) is None
-        ]
+        todo = self._to_compile(tunables, indices)
         if len(todo) < 2:  # nothing to overlap: compile() does it when it is needed
             return
-        compiled = await device.compile_many([tunables.candidates[index] for index in todo])
+        compiled = await self.device.compile_many([tunables.candidates[index] for index in todo])
         for index, pipeline in zip(todo, compiled, strict=True):
             if isinstance(pipeline, KernelError):
                 self.failed[(tunables.name, index)] = pipeline
             elif not isinstance(pipeline, Exception):  # another error: compile() tries again and raises it
                 self.compiled[(tunables.name, index)] = pipeline
+
+    def start_compiles(self, tunables: TunableSet, indices: Iterable[int]) -> None:
+        """Begin compiling those of candidates ``indices`` that fit the device and are not
+        compiled yet, in the background where the device can (``Device.start_compiles``); a
+        later :meth:`compile` or :meth:`compile_ahead` takes them."""
+        todo = self._to_compile(tunables, indices)
+        if todo:
+            self.device.start_compiles([tunables.candidates[index] for index in todo])
+
+    def _to_compile(self, tunables: TunableSet, indices: Iterable[int]) -> list[int]:
+        device = self.device
+        return [
+            index for index in dict.fromkeys(indices)
+            if (tunables.name, index) not in self.compiled and (tunables.name, index) not in self.failed
+            and check_limits(tunables.candidates[index], device.limits, device.features) is None
+        ]
 
     def drop(self, set_name: str) -> None:
         """Forget a set's pipelines and fallback: its name now means other candidates."""

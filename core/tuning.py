@@ -84,7 +84,7 @@ async def measure_key(
 
     time_limit = TimeLimit(config.time_limit)
     bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step, time_limit, guard, ruled_out,
-                  compile_ahead, bar=default)
+                  compile_ahead, lambda indices: pipelines.start_compiles(tunables, indices), bar=default)
     limit = short_circuit_limit(tunables, key)
     if tunables.search is not None:
         sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)

@@ -17,13 +17,15 @@ Two sets:
     16, register tiles of 4x4 to 16x8, double buffering, a swizzled workgroup order, K *slices*
     (several sets of invocations share a block, each a part of every K step, summed in
     workgroup memory at the end), and *kgrid* tiles that split K over workgroups and add into C
-    with atomics (after a first stage zeroes C), for few outputs and a long K. Each comes with
-    vec4 global loads (``_v4``: K and N multiples of 4) or *flat* ones (coalesced scalar loads
-    that need no guard but on the K step crossing K: any sizes), or both;
+    with atomics (after a first stage zeroes C; ``stagger``: chunks of a block take their adds
+    in rotated orders), for few outputs and a long K. Each comes with vec4 global loads (``_v4``:
+    K and N multiples of 4) or *flat* ones (coalesced scalar loads that need no guard but on the
+    K step crossing K: any sizes), or both;
   - skinny kernels (:class:`SkinnyTile`, :mod:`wgtune.kernels.matmul_skinny`) for a few rows
     (``rows*``: M small, a GEMV at the extreme) or a few columns (``cols*``): no staging, K
     split over the invocations of a workgroup, partial sums in registers, added in workgroup
-    memory at the end.
+    memory at the end; with ``split`` K is also cut over workgroups, as kgrid tiles do
+    (planned only where K is at least SPLIT_MIN_K).
 
 - ``matmul_f16`` (:func:`matmul_f16_set`): f16 buffers (``features=("shader-f16",)``), f32
   arithmetic, a smaller space from the same generators (no kgrid tiles: their atomics add f32).
@@ -36,20 +38,24 @@ vec4 tile waits in a later batch. :func:`size_class` puts a key in a class: ``ro
 ``cols`` (N <= 16), ``deep`` (at most 512x512 outputs and K >= 1024), ``small`` (at most
 256x256), ``large`` (at least 2048x2048, neither side under 512) or ``medium``; each class
 takes the groups in its own order (:func:`groups_for`: ``rows`` first on small keys, the medium
-tiles first on large keys that vec4 cannot serve), and skips the groups it does not list and
-the skinny groups past SKINNY_MAX rows or columns. The adaptive policy screens every batch the
-plan does not skip, in that order (a later group whose first two candidates take over twice the
-leader's time is dropped), so the order mostly decides how soon the likely winner is measured;
+tiles first on large keys that vec4 cannot serve), and skips the groups it does not list, the
+skinny groups past SKINNY_MAX rows or columns and the deep group under DEEP_MIN_K of K. The
+adaptive policy screens every batch the plan does not skip, in that order (a later group whose
+first two candidates take over twice the leader's time is dropped), so the order mostly decides
+how soon the likely winner is measured;
 the fixed policy measures the first batch only.
 
-On an NVIDIA H200 (Vulkan, wgpu-py 0.32), ``bench/kernel_probe.py --full`` (every candidate a
-key plans, checked, timed beside torch's fp32 with TF32 off) puts the best candidate at a median
-of 91% of torch over 36 shapes: 82-99% on the large and rectangular ones (87% at 4096^3), 3-7x
-torch on small ones (a launch of torch costs more than their work), 85% at 1000^3, 76-96% on
-odd ones (all of M, N, K odd: 1023x1025x1027 77%, 999x1001x997 77%, 2047x2049x2051 96%;
-333x4099x517 67%), a GEMV of one column 97%, 8x8192x1024 105%, 8192x16x1024 129%; still short:
-one row (1x4096x4096, 68%), 33 rows or columns of 4096x4096 (52-63%) and long K with few
-outputs (16x1024x16384 59%, 256x256x16384 and 128x512x32768 about 45-50%, 64x64x65536 33%).
+On an NVIDIA H200 (Vulkan, wgpu-py 0.32), ``bench/shapes.py --full`` (the tune as it ships,
+beside torch's fp32 with TF32 off, and an oracle of every checked candidate;
+``bench/results/h200-shapes.txt``) puts the tuned winner at a median of 91% of torch over 36
+shapes, within 2% of the oracle's best on all 36: 83-99% on the large and rectangular ones
+(88% at 4096^3), 3-7x torch on small ones (a launch of torch costs more than their work), 85%
+at 1000^3, 66-95% on odd ones (all of M, N, K odd: 1023x1025x1027 83%, 999x1001x997 76%,
+2047x2049x2051 95%, 333x4099x517 66%), a GEMV of one column 92%, 8x8192x1024 125%, 8192x16x1024
+123%; still short: one row (1x4096x4096, 73%), 33 rows or columns of 4096x4096 (73%, 65%) and
+long K with few outputs (16x1024x16384 77%, 128x512x32768 60%, 256x256x16384 53%, 64x64x65536
+48%: an atomic add per K chunk and output, which cannot be a native float add in WGSL, bounds
+how far K can be split).
 
 Grids are ``(ceil(N / block_n), ceil(M / block_m), K chunks)``: at most 65535 workgroups a
 dimension, so the naive 16x16 default covers M and N up to 1,048,560; a candidate whose grid
@@ -72,11 +78,12 @@ from wgtune.key import Key
 from .common import ceil_div, wrapped_grid
 from .matmul_skinny import SkinnyTile, skinny_wgsl
 from .matmul_tiles import COLS, DEEP, GROUP_NAMES, LARGE, MATMUL_F16_GROUPS, MATMUL_GROUPS, MEDIUM, ROWS, SMALL
-from .matmul_vector import ZERO_WORKGROUP, vector_wgsl, zero_wgsl
-from .matmul_wgsl import DTYPES, MatmulTile, scalar_wgsl
+from .matmul_vector import vector_wgsl
+from .matmul_wgsl import DTYPES, MAX_K_CHUNKS, MIN_K_CHUNK, ZERO_WORKGROUP, MatmulTile, scalar_wgsl, zero_wgsl
 from .matmul_wgsl import naive_wgsl as naive_matmul_wgsl
 
 __all__ = [
+    "DEEP_MIN_K",
     "F16_OUTPUTS",
     "F16_TOLERANCE",
     "GROUP_NAMES",
@@ -86,6 +93,7 @@ __all__ = [
     "MAX_K_CHUNKS",
     "MIN_K_CHUNK",
     "SKINNY_MAX",
+    "SPLIT_MIN_K",
     "MatmulTile",
     "SkinnyTile",
     "groups_for",
@@ -107,14 +115,6 @@ __all__ = [
 # candidates may differ by one step where their f32 sums round differently.
 F16_TOLERANCE = 2e-3
 
-# The shortest K chunk a kgrid candidate gives one workgroup: shorter, zeroing C and the atomic
-# adds would cost more than the K loop they split.
-MIN_K_CHUNK = 256
-# The most K chunks of a kgrid candidate: each output of C takes one atomic add per chunk, and
-# adds to one address wait on one another (on an H200, 256 chunks of a 64x64 output spent most
-# of their time there).
-MAX_K_CHUNKS = 64
-
 # Each class's groups in the order their batches come; a group a class does not list is skipped
 # on its keys (tiles of 256x128 on a 64x64 output, say), and so are the skinny kernels on keys
 # with more than SKINNY_MAX rows (ROWS) or columns (COLS), where each workgroup would read the
@@ -132,6 +132,15 @@ _ORDER = {
 }
 _UNALIGNED_LARGE = (MEDIUM, LARGE, SMALL)
 SKINNY_MAX = 256
+# The deep group splits K (over workgroups in chunks of at least MIN_K_CHUNK, or within one in
+# slices): under two chunks' worth there is nothing to split. None of the H200 suite's shapes with
+# K under 512 had a deep winner, and on SwiftShader its split tiles are the dearest compiles (a
+# 128x128 kgrid tile took 7 s), which the page's small demo keys paid for nothing.
+DEEP_MIN_K = 2 * MIN_K_CHUNK
+# The shortest K (as keyed) on which skinny kernels that split K over workgroups are planned:
+# shorter, they make a few chunks at most, and on small keys they would be the rows group's
+# first probes and lose (that group leads there).
+SPLIT_MIN_K = 4096
 
 
 def _sizes(args: Args) -> tuple[int, int, int]:
@@ -178,16 +187,9 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
     ``kgrid``, after a stage that zeroes C). ``options`` go to :class:`~wgtune.Kernel` (group,
     priority); vec4 tiles get their priority rule by default."""
 
-    def chunks(m: int, n: int, k: int) -> int:
-        """K chunks of a kgrid tile: enough for about ``kgrid`` workgroups, none under MIN_K_CHUNK."""
-        if not tile.kgrid:
-            return 1
-        blocks = ceil_div(n, tile.bn) * ceil_div(m, tile.bm)
-        return max(1, min(tile.kgrid // max(1, blocks), ceil_div(k, MIN_K_CHUNK), MAX_K_CHUNKS))
-
     def grid(args: Args) -> tuple[int, int, int]:
         m, n, k = _sizes(args)
-        return (ceil_div(n, tile.bn), ceil_div(m, tile.bm), chunks(m, n, k))
+        return (ceil_div(n, tile.bn), ceil_div(m, tile.bm), tile.chunks(m, n, k))
 
     options.setdefault("priority", _priority(tile))
     features = _features(dtype, tile.subgroup)
@@ -200,16 +202,20 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
         features=features,
         **({} if tile.kgrid else options),
     )
-    if not tile.kgrid:
-        return kernel
+    return _zeroing_c_first(kernel, options) if tile.kgrid else kernel
+
+
+def _zeroing_c_first(kernel: Kernel, options: dict) -> Kernel:
+    """A candidate that adds into C (K split over workgroups): a first stage that zeroes C, then
+    ``kernel`` as the stage ``<name>_add``; ``options`` (group, priority) go to the candidate."""
     return Kernel(
-        tile.name,
+        kernel.name,
         zero_wgsl(),
         grid=lambda args: wrapped_grid(ceil_div(args.params[0] * args.params[1], ZERO_WORKGROUP)),
         workgroup_size=(ZERO_WORKGROUP, 1, 1),
         workgroup_storage=0,
-        features=features,
-        then=(replace(kernel, name=f"{tile.name}_add"),),
+        features=kernel.features,
+        then=(replace(kernel, name=f"{kernel.name}_add"),),
         **options,
     )
 
@@ -219,16 +225,18 @@ def skinny_matmul_kernel(tile: SkinnyTile, dtype: str = "f32", **options) -> Ker
     get their priority rule by default."""
     # Flat ones come first too: they are within a few percent of vec4 ones here, and a first
     # batch of a skinny key holds no other kind.
-    options.setdefault("priority", _needs(k=tile.a_vec4, n=tile.vec4) if tile.vec4 or tile.a_vec4 else 1)
-    return Kernel(
+    loads = _needs(k=tile.a_vec4, n=tile.vec4) if tile.vec4 or tile.a_vec4 else 1
+    options.setdefault("priority", _long_k(loads) if tile.split else loads)
+    kernel = Kernel(
         tile.name,
         skinny_wgsl(tile, dtype),
-        grid=lambda args: tile.grid(*_sizes(args)[:2]),
+        grid=lambda args: tile.grid(*_sizes(args)),
         workgroup_size=(tile.threads, 1, 1),
         workgroup_storage=tile.workgroup_storage,
         features=_features(dtype),
-        **options,
+        **({} if tile.split else options),
     )
+    return _zeroing_c_first(kernel, options) if tile.split else kernel
 
 
 # -- keys and priorities ---------------------------------------------------------------------------
@@ -266,9 +274,10 @@ def size_class(key: Key) -> str:
 def groups_for(key: Key) -> tuple[str, ...]:
     """The groups a key's plan takes its batches from, in order (the module doc): its class's
     order (the medium tiles first on a large key that vec4 loads cannot serve), less the skinny
-    kernels' groups where M (``rows``) or N (``cols``) is past SKINNY_MAX."""
+    kernels' groups where M (``rows``) or N (``cols``) is past SKINNY_MAX, and the deep group
+    where K is under DEEP_MIN_K."""
     fields = dict(key)
-    too_many = {ROWS: fields["m"] > SKINNY_MAX, COLS: fields["n"] > SKINNY_MAX}
+    too_many = {ROWS: fields["m"] > SKINNY_MAX, COLS: fields["n"] > SKINNY_MAX, DEEP: fields["k"] < DEEP_MIN_K}
     kind = size_class(key)
     order = _UNALIGNED_LARGE if kind == LARGE and not _aligned(key, True, True) else _ORDER[kind]
     return tuple(name for name in order if not too_many.get(name, False))
@@ -295,6 +304,17 @@ def _needs(k: bool, n: bool) -> Callable[[Key], int]:
     """A candidate with vec4 loads of A (``k``) or of B and C (``n``): first where the key
     allows them, skipped (it could not serve the call) elsewhere."""
     return lambda key: 1 if _aligned(key, k, n) else -1
+
+
+def _long_k(priority: int | Callable[[Key], int]) -> Callable[[Key], int]:
+    """``priority`` where the key's K is at least SPLIT_MIN_K, skipped elsewhere."""
+
+    def rule(key: Key) -> int:
+        if dict(key)["k"] < SPLIT_MIN_K:
+            return -1
+        return priority(key) if callable(priority) else priority
+
+    return rule
 
 
 def _flat_twin(key: Key) -> int:

@@ -24,6 +24,11 @@ a candidate's sums are the same on every run).
 
 Rows of A past M and columns of B past N are clamped to the last (their sums are never stored),
 so the loops need no guards; K ends each invocation's loop. Outputs past M or N are skipped.
+
+``split`` (f32 only): K is also cut into chunks over workgroups (the grid's z, about ``split``
+workgroups in all, as a kgrid tile's), each adding its block's sums into C with atomics after
+the candidate's first stage zeroed C: for a GEMV or a few rows of a wide B, where the blocks of
+C alone are too few to keep every core reading B, and for a long K.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .common import F32_BYTES, ceil_div
-from .matmul_wgsl import DTYPES, header, indent, narrow, widen
+from .matmul_wgsl import ADD_TO_C, DTYPES, header, indent, k_chunks, narrow, widen
 
 __all__ = ["REDUCE_STORAGE", "SkinnyTile", "skinny_wgsl"]
 
@@ -49,7 +54,8 @@ class SkinnyTile:
     ``cols`` columns by ``rows * cells`` rows, ``rows`` per invocation. ``threads`` invocations
     (``threads / cells`` slices of K), ``unroll`` K steps of loads issued together, ``vec4``: B
     (``rows``: and only B) read as vec4, for N a multiple of 4; ``a_vec4`` (``cols``): A read as
-    vec4 along K, four k a step, for K a multiple of 4.
+    vec4 along K, four k a step, for K a multiple of 4. ``split``: K chunks over about that
+    many workgroups, added into C with atomics (f32 only; 0: no split).
     """
 
     layout: str
@@ -60,6 +66,7 @@ class SkinnyTile:
     unroll: int = 4
     vec4: bool = False
     a_vec4: bool = False
+    split: int = 0
 
     def __post_init__(self) -> None:
         if self.layout not in ("rows", "cols"):
@@ -74,6 +81,8 @@ class SkinnyTile:
             raise ValueError(f"{self}: vec4 loads of B need a multiple of 4 columns")
         if self.a_vec4 and self.layout != "cols":
             raise ValueError(f"{self}: vec4 loads of A are for the 'cols' layout")
+        if self.split < 0:
+            raise ValueError(f"{self}: split must be >= 0")
         if self.outputs_per_thread > 64:
             raise ValueError(f"{self}: {self.outputs_per_thread} sums per invocation, more than 64 registers hold")
 
@@ -108,47 +117,69 @@ class SkinnyTile:
     @property
     def name(self) -> str:
         loads = ("a4" if self.a_vec4 else "") + ("v4" if self.vec4 else "f")
+        split = f"_kg{self.split}" if self.split else ""
         if self.layout == "rows":
-            return f"rows{self.rows}_c{4 * self.cells}_wg{self.threads}_u{self.unroll}_{loads}"
-        return f"cols{self.cols}_r{self.rows}x{self.cells}_wg{self.threads}_u{self.unroll}_{loads}"
+            return f"rows{self.rows}_c{4 * self.cells}_wg{self.threads}_u{self.unroll}_{loads}{split}"
+        return f"cols{self.cols}_r{self.rows}x{self.cells}_wg{self.threads}_u{self.unroll}_{loads}{split}"
 
-    def grid(self, m: int, n: int) -> tuple[int, int, int]:
+    def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        """Blocks of C along N and M, and K chunks (1 without ``split``)."""
         block_m, block_n = self.block
-        return (ceil_div(n, block_n), ceil_div(m, block_m), 1)
+        blocks_n, blocks_m = ceil_div(n, block_n), ceil_div(m, block_m)
+        return (blocks_n, blocks_m, k_chunks(self.split, blocks_n * blocks_m, k))
 
 
 def skinny_wgsl(tile: SkinnyTile, dtype: str = "f32") -> str:
-    """WGSL for ``tile`` with ``dtype`` buffers (f32 arithmetic)."""
+    """WGSL for ``tile`` with ``dtype`` buffers (f32 arithmetic). With ``split`` this is the
+    stage that adds into C (the candidate zeroes C first)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: one of {', '.join(DTYPES)}")
+    if tile.split and dtype != "f32":
+        raise ValueError(f"{tile.name}: split adds into C with u32 atomics, so it needs f32 buffers")
     return (_rows_wgsl if tile.layout == "rows" else _cols_wgsl)(tile, dtype)
 
 
 def _signature(tile: SkinnyTile, element: str, dtype: str, b_element: str) -> str:
     width = "vec4<f32>" if tile.layout == "rows" else "f32"
+    groups = " @builtin(num_workgroups) groups: vec3<u32>," if tile.split else ""
     return (
-        header(dtype, element, b=b_element, c=dtype)
+        header(dtype, element, b=b_element, c="atomic<u32>" if tile.split else dtype)
+        + (ADD_TO_C if tile.split else "")
         + f"var<workgroup> part: array<{width}, {tile.threads * tile.round_outputs}>;\n\n"
         f"@compute @workgroup_size({tile.threads}, 1, 1)\n"
-        "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {\n"
+        f"fn main(@builtin(workgroup_id) wid: vec3<u32>,{groups} @builtin(local_invocation_index) li: u32) {{\n"
     )
+
+
+def _write(tile: SkinnyTile, index: str, value: str) -> str:
+    """One output into C: stored, or added with ``split`` (C holds the other chunks' sums)."""
+    return f"add_to_c({index}, {value});" if tile.split else f"c[{index}] = {value};"
 
 
 Step = Callable[[str, int], tuple[str, str]]
 
 
 def _k_loop(tile: SkinnyTile, step: Step, count: str = "p.k") -> str:
-    """The K loop of one invocation over ``count`` steps: ``unroll`` steps at a time, every load of
-    them issued before their arithmetic (loads in flight together), then the rest one by one.
-    ``step(k, u)`` gives the loads and the multiply-adds of one step at ``k``, its values named by ``u``."""
+    """The K loop of one invocation over ``count`` steps (with ``split``, this workgroup's chunk
+    of them): ``unroll`` steps at a time, every load of them issued before their arithmetic
+    (loads in flight together), then the rest one by one. ``step(k, u)`` gives the loads and the
+    multiply-adds of one step at ``k``, its values named by ``u``."""
     s, u = tile.slices, tile.unroll
     steps = [step(f"k{i}", i) for i in range(u)]
     body = "".join(f"  let k{i} = k + {i * s}u;\n" for i in range(u))
     body += "".join(loads for loads, _ in steps) + "".join(sums for _, sums in steps)
     last = "".join(step("k", 0))
+    if tile.split:
+        # Chunk wid.z of groups.z; a workgroup past the last step adds nothing (uniform: no barrier yet).
+        head = (f"  let k_chunk = ({count} + groups.z - 1u) / groups.z;\n"
+                f"  let k_begin = wid.z * k_chunk;\n  let k_end = min({count}, k_begin + k_chunk);\n"
+                "  if (k_begin >= k_end) { return; }\n  var k = k_begin + slice;\n")
+        count = "k_end"
+    else:
+        head = "  var k = slice;\n"
     return (
-        "  var k = slice;\n"
-        f"  for (; k + {(u - 1) * s}u < {count}; k += {u * s}u) {{\n{indent(body)}  }}\n"
+        head
+        + f"  for (; k + {(u - 1) * s}u < {count}; k += {u * s}u) {{\n{indent(body)}  }}\n"
         f"  for (; k < {count}; k += {s}u) {{\n{indent(last)}  }}\n"
     )
 
@@ -184,7 +215,7 @@ def _rows_wgsl(tile: SkinnyTile, dtype: str) -> str:
         for j in range(4):
             col = f"col0 + cl * 4u + {j}u" if tile.vec4 else f"col0 + cl + {j * cells}u"
             value = narrow(dtype, f"{total}[{j}]")
-            out.append(f"if ({col} < p.n) {{ c[({row}) * p.n + {col}] = {value}; }}\n")
+            out.append(f"if ({col} < p.n) {{ {_write(tile, f'({row}) * p.n + {col}', value)} }}\n")
         return f"if ({row} < p.m) {{\n{indent(''.join(out))}}}\n"
 
     lines.append(_reduce(tile, [f"acc{r}" for r in range(rows)], "vec4<f32>()", store))
@@ -240,7 +271,7 @@ def _cols_wgsl(tile: SkinnyTile, dtype: str) -> str:
 
     def store(row: str, total: str, j: int) -> str:
         col = f"col0 + {j}u"
-        return f"if ({row} < p.m && {col} < p.n) {{ c[({row}) * p.n + {col}] = {narrow(dtype, total)}; }}\n"
+        return f"if ({row} < p.m && {col} < p.n) {{ {_write(tile, f'({row}) * p.n + {col}', narrow(dtype, total))} }}\n"
 
     lines.append(_reduce(tile, [f"acc{r}_{j}" for r in range(rows) for j in range(cols)], "0.0", store))
     lines.append("}\n")

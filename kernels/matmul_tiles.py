@@ -56,14 +56,15 @@ def C(rows: int, cells: int, cols: int, **options) -> SkinnyTile:
 
 
 MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
-    # A few rows (M <= 16), and small problems: a block of rows by 8 to 64 columns per workgroup,
-    # K split over its invocations.
+    # A few rows (M <= 16), and small problems: a block of rows by 8 to 128 columns per workgroup,
+    # K split over its invocations (and over workgroups with ``split``: planned on long K only).
     ROWS: (
-        *_both(R(4, 8)),  # 33x4096x4096 62%, 1x4096x4096 68%
+        *_v4(R(4, 16, split=1024)),  # 16x1024x16384 78%, 64x64x65536 47%
+        *_both(R(4, 8)),  # 33x4096x4096 62%
         *_both(R(4, 16, unroll=8)),  # 8x8192x1024 105-130%, 256^3 312-506%, 200x150x100 340% (flat)
-        *_v4(R(16, 2)),  # 16x1024x16384 59%
         *_both(R(1, 16, unroll=8)),  # 64^3 352%, 96^3 478%, 128^3 481%
-        *_v4(R(1, 2), R(4, 2)),  # 1x4096x4096 68%; 64x64x65536 31%
+        *_v4(R(1, 2)),  # 1x4096x4096 68% (within WebGPU's default 256 invocations)
+        *_v4(R(1, 8, threads=1024, unroll=8)),  # 1x4096x4096 78%
     ),
     # A few columns (N <= 16): 4 columns by 8 to 16 rows per workgroup, K split over it; ``a4``:
     # A read as vec4 along K.
@@ -72,14 +73,15 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         replace(C(2, 4, 1, threads=128), a_vec4=True),  # 4096x1x4096 97%
         replace(C(2, 8, 1), a_vec4=True),  # 4096x1x4096 95%
     ),
-    # Few outputs, long K: tiles whose grid splits K (about `kgrid` workgroups), some with slices.
+    # Few outputs, long K: tiles whose grid splits K (about `kgrid` workgroups), some with slices,
+    # their atomic adds staggered (``stagger``) where that measured faster.
     DEEP: (
-        *_v4(T(32, 64, 16, 4, 4, kgrid=1024)),  # 128x512x32768 43-48%, 256x256x16384 37-50%
-        *_v4(T(32, 32, 16, 4, 4, kgrid=1024)),  # 256x256x16384 45-49%, 64x64x65536 32%
-        *_v4(T(32, 64, 16, 4, 4, slices=2, kgrid=1024)),  # 64x64x65536 33%
-        *_v4(T(32, 32, 16, 4, 4, slices=4, kgrid=1024)),  # 64x64x65536 31%
-        *_flat(T(64, 64, 8, 4, 4, kgrid=512)),  # 4096x33x4096 52-58%
-        *_flat(T(64, 64, 16, 8, 8, kgrid=512)),  # 4096x33x4096 51-59%
+        *_v4(T(32, 64, 16, 4, 4, slices=2, kgrid=1024, stagger=8)),  # 64x64x65536 42%
+        *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, stagger=8)),  # 128x512x32768 58%, 256x256x16384 54%
+        *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=256, stagger=8)),  # 33x4096x4096 73%
+        *_v4(T(32, 64, 16, 4, 4, kgrid=1024)),  # 256x256x16384 48%, 128x512x32768 46%
+        *_flat(T(64, 36, 16, 4, 4, kgrid=512, stagger=8)),  # 4096x33x4096 62%
+        *_flat(T(64, 64, 16, 8, 8, kgrid=512, stagger=8)),  # 4096x33x4096 59%, 128x512x32768 52%
     ),
     # Few outputs: small blocks keep every core busy; cheap to compile.
     SMALL: (
@@ -98,6 +100,7 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_both(T(64, 128, 8, 8, 8, double=True)),  # 3001x2999x1001 84% (flat), 3072^3 89% (v4)
         *_both(T(64, 64, 8, 8, 8, double=True)),  # 2047x2049x2051 96% (flat)
         *_both(T(64, 64, 8, 8, 8, double=True, slices=2)),  # 1536^3 82% (v4)
+        *_flat(T(128, 32, 16, 8, 4, pad=4)),  # 1023x1025x1027 84%
     ),
     # Big outputs: 128x128 and larger blocks, 64 to 128 outputs per invocation.
     LARGE: (

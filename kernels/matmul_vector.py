@@ -21,7 +21,7 @@ step are issued before this step's arithmetic and stored after it, one barrier a
 ``swizzle`` (workgroups walk groups of block rows, for caches smaller than the operands),
 ``kgrid`` (K cut into as many chunks as the grid's z says, whole K steps each, one workgroup
 a chunk, each adding its sums into C with an atomic compare-exchange loop on C's bits after the
-candidate's first stage, :func:`zero_wgsl`, zeroed C: for problems with few outputs and a long
+candidate's first stage (``matmul_wgsl.zero_wgsl``) zeroed C: for problems with few outputs and a long
 K, where the blocks of C alone cannot fill the GPU), and ``subgroup``: the A tile is not staged at all; each lane of a
 quad loads a quarter of the K step of its rows from global memory and the quad shares them with
 ``quadBroadcast``. That assumes what every driver seen does (NVIDIA, lavapipe): subgroups are
@@ -40,40 +40,9 @@ into local arrays spill on some compilers.
 from __future__ import annotations
 
 from .common import ceil_div
-from .matmul_wgsl import LANES, MatmulTile, header, indent, narrow, widen
+from .matmul_wgsl import ADD_TO_C, LANES, MatmulTile, header, indent, narrow, widen
 
-__all__ = ["vector_wgsl", "zero_wgsl"]
-
-ZERO_WORKGROUP = 256  # invocations of the stage that zeroes C before a kgrid candidate adds into it
-
-# Adds an f32 into C, bound as atomic words: a compare-exchange loop (WGSL has no float atomics).
-_ADD_TO_C = """
-fn add_to_c(index: u32, value: f32) {
-  var old = atomicLoad(&c[index]);
-  loop {
-    let swapped = atomicCompareExchangeWeak(&c[index], old, bitcast<u32>(bitcast<f32>(old) + value));
-    if (swapped.exchanged) { break; }
-    old = swapped.old_value;
-  }
-}
-"""
-
-
-def zero_wgsl() -> str:
-    """The first stage of a ``kgrid`` candidate: C (f32, ``M x N``) set to zero. It declares only
-    C and the params, which it uses (the other buffers stay unbound in this stage)."""
-    return (
-        "@group(0) @binding(2) var<storage, read_write> c: array<f32>;\n"
-        "struct Params { m: u32, n: u32, k: u32 }\n"
-        "@group(0) @binding(3) var<uniform> p: Params;\n\n"
-        f"@compute @workgroup_size({ZERO_WORKGROUP}, 1, 1)\n"
-        "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,\n"
-        "        @builtin(local_invocation_index) li: u32) {\n"
-        f"  let index = (wid.y * groups.x + wid.x) * {ZERO_WORKGROUP}u + li;\n"
-        "  if (index < p.m * p.n) { c[index] = 0.0; }\n"
-        "}\n"
-    )
-
+__all__ = ["vector_wgsl"]
 
 class _VectorKernel:
     """The pieces of one vector-layout kernel; :meth:`wgsl` puts them together.
@@ -273,6 +242,8 @@ class _VectorKernel:
         output after another. (Issuing sixteen outputs' loads, then their compare-exchanges,
         together was 10-25% slower on an H200: the wider window between a load and its
         exchange loses more races.)"""
+        if self.tile.stagger:
+            return self.staggered_adds()
         tile, out = self.tile, []
         for i in range(tile.tm):
             out.append(f"let row_{i} = row0 + {self._row(i)};\nif (row_{i} < p.m) {{\n")
@@ -287,6 +258,30 @@ class _VectorKernel:
                     write = f"add_to_c({index}, {value})" if tile.kgrid else f"c[{index}] = {narrow(self.dtype, value)}"
                     out.append(f"  if (col_{i}_{j} + {lane}u < p.n) {{ {write}; }}\n")
             out.append("}\n")
+        return "".join(out)
+
+    def staggered_adds(self) -> str:
+        """A kgrid tile's atomic adds cut into ``stagger`` runs, taken in a rotated order: chunk
+        ``z`` starts with run ``z % stagger`` (a loop over a switch on a uniform value, so the
+        code holds each add once), so that the chunks of a block, which finish together, are
+        at different outputs at any moment. (On an H200, 8 runs took 64x64x65536 from 34% to
+        42% of torch; issuing a run's loads, then its compare-exchanges, together was slower.)"""
+        tile, out, adds = self.tile, [], []
+        for i in range(tile.tm):
+            out.append(f"let row_{i} = row0 + {self._row(i)};\n")
+            for j in range(tile.tn // 4):
+                if i == 0:
+                    out.append(f"let col_{j} = col0 + (tx + {j * self.wx}u) * 4u;\n")
+                adds += [f"if (row_{i} < p.m && col_{j} + {lane}u < p.n) "
+                         f"{{ add_to_c(row_{i} * p.n + col_{j} + {lane}u, acc_{i}_{j}.{LANES[lane]}); }}\n"
+                         for lane in range(4)]
+        runs = min(tile.stagger, len(adds))
+        out.append(f"for (var run = 0u; run < {runs}u; run++) {{\n  switch ((run + wid.z) % {runs}u) {{\n")
+        for r in range(runs):
+            label = "default" if r == runs - 1 else f"case {r}u"
+            part = adds[r * len(adds) // runs : (r + 1) * len(adds) // runs]
+            out.append(f"    {label}: {{\n{indent(''.join(part), '      ')}    }}\n")
+        out.append("  }\n}\n")
         return "".join(out)
 
     def k_range(self) -> str:
@@ -308,7 +303,7 @@ class _VectorKernel:
         c_element = "atomic<u32>" if tile.kgrid else None
         lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element)]
         if tile.kgrid:
-            lines.append(_ADD_TO_C)
+            lines.append(ADD_TO_C)
         for name, width, rows, needed in (
             ("tile_a", self.a_stride, self.kt, not tile.subgroup),
             ("tile_b", tile.bn // 4, self.kt, True),

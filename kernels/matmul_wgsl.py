@@ -30,7 +30,20 @@ from dataclasses import dataclass
 
 from .common import F32_BYTES, SUBGROUPS_DIRECTIVE, ceil_div
 
-__all__ = ["DTYPES", "HARD_MAX_INVOCATIONS", "HARD_MAX_STORAGE", "MatmulTile", "naive_wgsl", "scalar_wgsl"]
+__all__ = [
+    "ADD_TO_C",
+    "DTYPES",
+    "HARD_MAX_INVOCATIONS",
+    "HARD_MAX_STORAGE",
+    "MAX_K_CHUNKS",
+    "MIN_K_CHUNK",
+    "ZERO_WORKGROUP",
+    "MatmulTile",
+    "k_chunks",
+    "naive_wgsl",
+    "scalar_wgsl",
+    "zero_wgsl",
+]
 
 # What no candidate goes past, whatever the device (most GPUs stop at 1024 invocations, 48-64 KiB).
 # Candidates past WebGPU's default limits (wgtune.DeviceLimits()) declare what they need, and the
@@ -42,6 +55,55 @@ HARD_MAX_STORAGE = 49152
 DTYPES = {"f32": 4, "f16": 2}
 
 LANES = "xyzw"  # the components of a vec4, by index
+
+# The shortest K chunk a candidate that splits K over workgroups (kgrid tiles, split skinny
+# kernels) gives one workgroup: shorter, zeroing C and the atomic adds would cost more than the
+# K loop they split.
+MIN_K_CHUNK = 256
+# The most K chunks of such a candidate: each output of C takes
+# one atomic add per chunk, and adds to one address wait on one another (on an H200, 256 chunks
+# of a 64x64 output spent most of their time there).
+MAX_K_CHUNKS = 64
+
+# Adds an f32 into C, bound as atomic words: a compare-exchange loop (WGSL has no float atomics).
+ADD_TO_C = """
+fn add_to_c(index: u32, value: f32) {
+  var old = atomicLoad(&c[index]);
+  loop {
+    let swapped = atomicCompareExchangeWeak(&c[index], old, bitcast<u32>(bitcast<f32>(old) + value));
+    if (swapped.exchanged) { break; }
+    old = swapped.old_value;
+  }
+}
+"""
+# Invocations of the stage that zeroes C before a candidate that splits K adds into it.
+ZERO_WORKGROUP = 256
+
+
+def zero_wgsl() -> str:
+    """The first stage of a candidate that splits K (kgrid tiles, split skinny kernels): C (f32,
+    ``M x N``) set to zero. It declares only
+    C and the params, which it uses (the other buffers stay unbound in this stage)."""
+    return (
+        "@group(0) @binding(2) var<storage, read_write> c: array<f32>;\n"
+        "struct Params { m: u32, n: u32, k: u32 }\n"
+        "@group(0) @binding(3) var<uniform> p: Params;\n\n"
+        f"@compute @workgroup_size({ZERO_WORKGROUP}, 1, 1)\n"
+        "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,\n"
+        "        @builtin(local_invocation_index) li: u32) {\n"
+        f"  let index = (wid.y * groups.x + wid.x) * {ZERO_WORKGROUP}u + li;\n"
+        "  if (index < p.m * p.n) { c[index] = 0.0; }\n"
+        "}\n"
+    )
+
+
+def k_chunks(target: int, blocks: int, k: int) -> int:
+    """K chunks (workgroups along the grid's z) of a candidate that splits K over about
+    ``target`` workgroups, for ``blocks`` blocks of C and a K of ``k``: none under MIN_K_CHUNK,
+    at most MAX_K_CHUNKS, and 1 for a candidate that does not split (``target`` 0)."""
+    if not target:
+        return 1
+    return max(1, min(target // max(1, blocks), ceil_div(k, MIN_K_CHUNK), MAX_K_CHUNKS))
 
 
 # -- the tiles -----------------------------------------------------------------------------------
@@ -63,7 +125,10 @@ class MatmulTile:
     a first stage zeroed C; f32 only), and ``slices``: that many sets of ``(bn / tn, bm / tm)``
     invocations (the workgroup's z) share each staged step of ``slices * bk`` along K, each
     computing its ``bk`` of it, and add their sums in workgroup memory at the end: more
-    invocations for a block, with the same registers each.
+    invocations for a block, with the same registers each. ``stagger`` (kgrid tiles, 2 or
+    more): the chunks take their atomic adds in that many orders (rotations of one order, chunk
+    ``z`` taking rotation ``z % stagger``): chunks of a block finish together, and in one order
+    they would all queue on the same address of C at once.
     """
 
     bm: int
@@ -78,6 +143,7 @@ class MatmulTile:
     swizzle: int = 0
     kgrid: int = 0
     slices: int = 1
+    stagger: int = 0
 
     def __post_init__(self) -> None:
         if min(self.bm, self.bn, self.bk, self.tm, self.tn) < 1:
@@ -95,6 +161,8 @@ class MatmulTile:
             raise ValueError(f"{self}: swizzle must be >= 0 and needs the vector layout")
         if self.kgrid < 0 or (self.kgrid and not self.vector):
             raise ValueError(f"{self}: kgrid must be >= 0 and needs the vector layout")
+        if self.stagger and (self.stagger < 2 or not self.kgrid):
+            raise ValueError(f"{self}: stagger must be 0 or >= 2, and needs kgrid")
         if self.slices < 1 or (self.slices > 1 and (not self.vector or self.subgroup)):
             raise ValueError(f"{self}: slices must be >= 1 and need the vector layout without subgroup")
         if (self.slices - 1) * self.workgroup_shape[1] > self.slices * self.bk:
@@ -155,7 +223,14 @@ class MatmulTile:
             name += f"_s{self.slices}"
         if self.kgrid:
             name += f"_kg{self.kgrid}"
+        if self.stagger:
+            name += f"_st{self.stagger}"
         return name
+
+    def chunks(self, m: int, n: int, k: int) -> int:
+        """K chunks (the grid's z) for an ``m x n x k`` call: 1 unless ``kgrid``."""
+        blocks = ceil_div(n, self.bn) * ceil_div(m, self.bm)
+        return k_chunks(self.kgrid, blocks, k)
 
 
 # -- pieces every kernel shares (the vector layout too) ------------------------------------------

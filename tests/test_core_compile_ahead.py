@@ -128,3 +128,37 @@ def test_a_device_that_overlaps_no_compiles_compiles_past_the_first_batch_one_at
     tune(device, make_set(*(kernel(name, group=groups[name[0]]) for name in times)))
     assert device.compiled_together == [["a0", "a1"]]
     assert all(device.compiles[name] == 1 for name in times)  # b's, one by one as screened
+
+
+class BeginningDevice(FakeDevice):
+    """Records what the tune asks to compile in the background (``Device.start_compiles``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.begun: list[list[str]] = []
+        self.compile_width = 8
+        self.background_compiles = 3
+
+    def start_compiles(self, kernels) -> None:
+        self.begun.append([kernel.name for kernel in kernels])
+
+
+def test_on_a_gpu_the_coming_candidates_are_begun_in_the_background_once_the_first_batch_is_compiled():
+    device = BeginningDevice()
+    times = {"a0": 1e-3, "a1": 1.1e-3, "b0": 5e-3, "b1": 5e-3, "b2": 0.5e-3, "b3": 0.5e-3}
+    for name, seconds in times.items():
+        device.script(name, duration=seconds)
+    groups = {"a": Group("likely", 2), "b": Group("unlikely", 1)}
+    tune(device, make_set(*(kernel(name, group=groups[name[0]]) for name in times)))
+    assert device.compiled_together[0] == ["a0", "a1"]
+    assert device.begun == [["b0", "b1", "b2"]]  # in the plan's order, as many as the device takes, once
+
+
+def test_a_device_that_takes_no_background_compiles_gets_none():
+    device = BeginningDevice()
+    device.background_compiles = 0  # a CPU adapter: compiling would slow what it measures
+    for name in ("a0", "a1", "b0"):
+        device.script(name, duration=1e-3)
+    groups = {"a": Group("likely", 2), "b": Group("unlikely", 1)}
+    tune(device, make_set(*(kernel(name, group=groups[name[0]]) for name in ("a0", "a1", "b0"))))
+    assert device.begun == []
