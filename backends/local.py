@@ -7,20 +7,23 @@ and keeps winners under the device's own namespace so one GPU's winners never se
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
+from wgtune.bundle import entries_for, read_bundle
 from wgtune.config import Config
 from wgtune.errors import StoreError
 from wgtune.log import logger
-from wgtune.store import namespace_for
+from wgtune.store import StoredEntry, namespace_for
 from wgtune.tuner import Tuner
+from wgtune.validate import parse_json
 
 from .isolation import ChildLaunchGuard
 from .native import NativeDevice
 from .records import JsonlRecords
 from .sqlite_store import SqliteStore
 
-__all__ = ["open_store", "open_tuner"]
+__all__ = ["load_bundle", "open_store", "open_tuner"]
 
 
 def open_tuner(
@@ -30,6 +33,7 @@ def open_tuner(
     name: str = "default",
     observer: Callable[[object], None] | None = None,
     isolate: bool | None = None,
+    bundle: str | os.PathLike | dict | None = None,
 ) -> Tuner:
     """A tuner on ``device`` (a NativeDevice, a ``wgpu.GPUDevice``, or None for the default adapter).
 
@@ -40,8 +44,15 @@ def open_tuner(
     of every tune go to ``config.records`` when set. ``isolate`` (default ``config.isolate``,
     ``WGTUNE_ISOLATE``) runs each candidate's first launch in a child process killed at the time
     limit (``isolation.py``).
+
+    ``bundle`` (a bundle file's path, or the bundle itself: ``wgtune bundle``) seeds the tuner's
+    cache with the bundle's winners for this device and tuner name: a known GPU gets Hits at
+    once and tunes nothing; a winner of other candidates (stale) is tuned as usual, and a winner
+    stored here always wins (``TuneCache.seed``: seeds are kept in memory, never stored). A
+    bundle that cannot be read raises StoreError (or OSError) before any device work.
     """
     config = config if config is not None else Config.from_env()
+    documents = load_bundle(bundle) if bundle is not None else None
     if device is None:
         device = NativeDevice.open()
     elif not isinstance(device, NativeDevice):
@@ -52,7 +63,25 @@ def open_tuner(
     records = JsonlRecords(config.records) if config.records else None
     isolate = config.isolate if isolate is None else isolate
     guard = ChildLaunchGuard(device) if isolate else None
-    return Tuner(device, store=store, records=records, config=config, observer=observer, guard=guard)
+    tuner = Tuner(device, store=store, records=records, config=config, observer=observer, guard=guard)
+    if documents is not None:
+        seeds = entries_for(documents, namespace_for(device.identity, name))
+        tuner.cache.seed(seeds)
+        logger.info("seeded %d winners for this device from the bundle", len(seeds))
+    return tuner
+
+
+def load_bundle(bundle: str | os.PathLike | dict) -> list[tuple[dict, list[StoredEntry]]]:
+    """A bundle's namespaces and entries (``bundle.read_bundle``) from its file or its object.
+    Raises StoreError naming what is wrong (the file's path included), OSError when unreadable."""
+    if isinstance(bundle, dict):
+        return read_bundle(bundle)
+    with open(bundle, "rb") as file:
+        text = file.read()
+    try:
+        return read_bundle(parse_json(text))
+    except StoreError as bad:
+        raise StoreError(f"{os.fspath(bundle)}: {bad}") from None
 
 
 def open_store(directory: str | None, namespace: dict) -> SqliteStore | None:

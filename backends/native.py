@@ -20,13 +20,13 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import wgpu
 
 from wgtune.device import DeviceIdentity, DeviceLimits
-from wgtune.errors import KernelError
+from wgtune.errors import ConfigError, KernelError
 from wgtune.runner import run_inline
 from wgtune.tunable import Kernel
 
@@ -70,6 +70,7 @@ class WgpuShim:
         self.set_pipeline, self.set_bind_group, self.dispatch_workgroups = _pass_commands(pass_type)
         self.end = pass_type.end
         self._compilers: ThreadPoolExecutor | None = None  # made on the first compile of several
+        self._started: dict[int, tuple[Kernel, Future]] = {}  # compiles begun ahead, by id(kernel)
         # Read back to wait for the queue (see the module's docstring).
         self._sync_buffer = device.create_buffer(size=16, usage=self.STORAGE | self.COPY_SRC | self.COPY_DST)
 
@@ -113,6 +114,15 @@ class WgpuShim:
     # -- pipelines and bindings -------------------------------------------------------------
 
     async def compile_module(self, kernel: Kernel) -> tuple[Any, Any]:
+        started = self._take_started(kernel)
+        if started is None:
+            return await self._create_pipeline(kernel)
+        module = started.result()
+        if isinstance(module, Exception):
+            raise module
+        return module
+
+    async def _create_pipeline(self, kernel: Kernel) -> tuple[Any, Any]:
         try:
             module = self.device.create_shader_module(code=_for_naga(kernel.wgsl), label=kernel.name)
             compute = {"module": module, "entry_point": kernel.entry_point}
@@ -129,9 +139,30 @@ class WgpuShim:
         from 16 threads). wgpu-py captures each call's errors per thread."""
         if len(kernels) < 2:
             return [await as_value(self.compile_module(kernel)) for kernel in kernels]
+        pool = self._pool()
+        futures = [self._take_started(kernel) or pool.submit(self._compile_on_worker, kernel) for kernel in kernels]
+        return [future.result() for future in futures]
+
+    def start_compiles(self, kernels: Sequence[Kernel]) -> None:
+        """Begin compiling on the worker threads and return: the GPU goes on measuring the
+        candidates before them meanwhile. :meth:`compile_module` and :meth:`compile_modules`
+        take a begun compile's answer, waiting for it if it is not done."""
+        pool = self._pool()
+        for kernel in kernels:
+            if id(kernel) not in self._started:
+                self._started[id(kernel)] = (kernel, pool.submit(self._compile_on_worker, kernel))
+
+    def _take_started(self, kernel: Kernel) -> Future | None:
+        begun = self._started.pop(id(kernel), None)
+        return begun[1] if begun is not None and begun[0] is kernel else None
+
+    def _compile_on_worker(self, kernel: Kernel) -> tuple[Any, Any] | Exception:
+        return run_inline(as_value(self._create_pipeline(kernel)))
+
+    def _pool(self) -> ThreadPoolExecutor:
         if self._compilers is None:
             self._compilers = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="wgtune-compile")
-        return list(self._compilers.map(lambda kernel: run_inline(as_value(self.compile_module(kernel))), kernels))
+        return self._compilers
 
     def bind_group_layout(self, pipeline: Any, index: int) -> Any:
         try:
@@ -198,14 +229,26 @@ class NativeDevice(WebGPUDevice):
         self.adapter_info = info
         self.limits = _limits(dict(device.limits))
         self.compile_width = COMPILE_THREADS
+        # A GPU leaves the host's cores free while it measures: the coming candidates compile meanwhile.
+        self.background_compiles = 0 if info.get("adapter_type") == "CPU" else 4 * COMPILE_THREADS
         # WebGPU's names: wgpu-native says "subgroup" where the spec (and browsers) say "subgroups".
         self.features = frozenset(FEATURE_NAMES.get(f, f) for f in device.features)
         super().__init__(WgpuShim(device), timestamps=use_timestamps and "timestamp-query" in device.features)
 
     @classmethod
-    def open(cls, power_preference: str = "high-performance", *, use_timestamps: bool = True) -> NativeDevice:
-        """Open the default adapter's device, with ``timestamp-query`` when the adapter has it."""
-        adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+    def open(
+        cls, power_preference: str = "high-performance", *, use_timestamps: bool = True,
+        adapter_index: int | None = None,
+    ) -> NativeDevice:
+        """Open the default adapter's device, with ``timestamp-query`` when the adapter has it.
+
+        ``adapter_index`` opens the adapter at that index of ``wgpu.gpu.enumerate_adapters_sync()``
+        instead (one per GPU of a node: a tuning farm's worker opens its own); an index past the
+        list is a ConfigError naming the adapters there are."""
+        if adapter_index is not None:
+            adapter = _adapter_at(adapter_index)
+        else:
+            adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
         if adapter is None:
             raise RuntimeError(
                 "no WebGPU adapter: install a Vulkan driver (on Debian without a GPU: "
@@ -259,6 +302,17 @@ def _pass_commands(pass_type: type) -> tuple[Callable[..., None], Callable[..., 
         dispatch_c(compute._internal, x, y, z)
 
     return set_pipeline, set_bind_group, dispatch_workgroups
+
+
+def _adapter_at(index: int) -> Any:
+    """The adapter at ``index`` of wgpu-py's list of every adapter (in its order, which is stable
+    for one machine and driver); a ConfigError naming the adapters when there is none there."""
+    adapters = wgpu.gpu.enumerate_adapters_sync()
+    if not 0 <= index < len(adapters):
+        found = "; ".join(f"{i}: {a.info.get('device', '?')} ({a.info.get('backend_type', '?')})"
+                          for i, a in enumerate(adapters)) or "none"
+        raise ConfigError(f"no WebGPU adapter at index {index}; this machine has {len(adapters)}: {found}")
+    return adapters[index]
 
 
 def _identity(info: dict) -> DeviceIdentity:

@@ -27,6 +27,7 @@ from typing import Any
 
 from wgtune import Config, LogLevel
 from wgtune.bindings import output_indices
+from wgtune.bundle import entries_for, read_bundle
 from wgtune.clock import clock_grain as measure_grain
 from wgtune.errors import ConfigError, DeviceLost, WgtuneError
 from wgtune.kernels.demo import DemoCase, demo_suite
@@ -36,6 +37,7 @@ from wgtune.state import Hit, Pending
 from wgtune.store import StoredEntry, canonical_namespace, namespace_for
 from wgtune.tunable import Args, TunableSet
 from wgtune.tuner import Tuner
+from wgtune.validate import parse_json
 
 from . import indexeddb
 from .browser import BrowserDevice, js_object
@@ -103,6 +105,8 @@ class PageSession:
         self.namespace = namespace_for(device.identity, "default")
         self.clock_grain = device.clock_grain
         self.use_timestamps = True
+        self.seeds: list[StoredEntry] = []
+        """Winners for this device from bundles (:meth:`load_bundle`): every new tuner is seeded with them."""
 
     @classmethod
     async def open(
@@ -206,6 +210,7 @@ class PageSession:
         if self.tuner is None:
             self.tuner = Tuner(self.device, store=self.store, records=self.records, config=self.config,
                                observer=self._observe, coordinator=self.coordinator)
+            self.tuner.cache.seed(self.seeds)  # a reopened device's tuner starts from them too
         else:
             self.tuner.reload(self.store)
 
@@ -369,6 +374,21 @@ class PageSession:
 
     async def flush(self) -> None:
         await self.store.flush()
+
+    def load_bundle(self, text: str) -> str:
+        """Seed the tuner's cache from a bundle's winners for this device (``bundle.py``): its keys
+        are Hits at once (a key whose winner this page stored keeps that one; a stale winner is
+        tuned as usual). Kept in memory like natively (``TuneCache.seed``), not written to
+        IndexedDB. Answers JSON: how many winners were this device's, of how many in how many
+        namespaces. A bundle that is not valid raises StoreError naming what is wrong, and
+        seeds nothing.
+        """
+        documents = read_bundle(parse_json(str(text)))
+        mine = entries_for(documents, self.namespace)
+        self.seeds = list({entry.slot: entry for entry in [*self.seeds, *mine]}.values())
+        self.tuner.cache.seed(mine)
+        total = sum(len(entries) for _namespace, entries in documents)
+        return json.dumps({"seeded": len(mine), "entries": total, "namespaces": len(documents)})
 
     # -- progress -----------------------------------------------------------------------------
 

@@ -5,9 +5,13 @@
     wgtune tune [--cache-dir DIR] [--records FILE] [--json] [--dry-run] [--checks] [--log-level L]
     wgtune cache list | show [--json] [--candidates] | clear | export FILE | import FILE   [--cache-dir DIR]
     wgtune records FILE [--json]
+    wgtune bundle OUT [SOURCES...] [--max-bytes N]
     wgtune serve [--host H] [--port P]
+    wgtune collect --db PATH_OR_URL [--port P] [--host H] [--origin URL]
+    wgtune farm [--workers N [--same-adapter] | --scheduler ADDRESS] [--catalogue FILE] [--cache-dir DIR]
 
-Exit status: 0 on success, 1 when a tune failed (no valid kernel, say), 2 for bad arguments or files.
+Exit status: 0 on success, 1 when a tune failed (no valid kernel, say), 2 for bad arguments or files,
+130 when a farm was cancelled (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -57,9 +61,39 @@ def build_parser() -> argparse.ArgumentParser:
     imported.add_argument("file", help="a document written by export (native or browser)")
     imported.add_argument("--max-bytes", type=byte_count, help="refuse a larger file (default: 512 MiB)")
 
+    farm = commands.add_parser("farm", help="spread a catalogue's tunes over Dask workers, one per GPU adapter")
+    farm.add_argument("--workers", type=worker_count, metavar="N",
+                      help="a local cluster of N workers, worker i on adapter i (default: 1)")
+    farm.add_argument("--same-adapter", action="store_true", help="every local worker on adapter 0 (one GPU, lavapipe)")
+    farm.add_argument("--scheduler", metavar="ADDRESS", help="join this Dask scheduler's workers instead "
+                      "(each started with --nthreads 1 and WGTUNE_FARM_ADAPTER=its adapter index)")
+    farm.add_argument("--catalogue", metavar="FILE", help='JSON: {"matmul": [[M, N, K], ...], "fma": [[N]], '
+                      '"row_sum": [[rows, cols]], ...} (default: the demo suite)')
+    farm.add_argument("--cache-dir", help="where winners are kept (default: the user cache directory)")
+    farm.add_argument("--only", metavar="SET", action="append", help="tune only this set (repeatable)")
+    farm.add_argument("--retune", action="store_true", help="tune keys whose winners are stored already")
+    farm.add_argument("--json", action="store_true", help="print a machine-readable summary instead of tables")
+
     records = commands.add_parser("records", help="show the tune records of a JSON Lines file")
     records.add_argument("file")
     records.add_argument("--json", action="store_true", help="print the records as JSON lines")
+    bundle = commands.add_parser("bundle", help="one file of winners for many devices, from caches, exports, bundles")
+    bundle.add_argument("out", metavar="OUT", help="the bundle file to write (replaced whole, never half written)")
+    bundle.add_argument("sources", metavar="SOURCES", nargs="*",
+                        help="cache directories, export files (native or browser) and bundles "
+                             "(default: the user cache directory)")
+    bundle.add_argument("--max-bytes", type=byte_count, help="refuse a larger source file (default: 512 MiB)")
+    collect = commands.add_parser("collect", help="collect pages' winners and serve the fleet's bundle over HTTP")
+    collect.add_argument("--db", required=True, metavar="PATH_OR_URL",
+                         help="an SQLite file (made if missing), or postgresql://... (needs psycopg)")
+    collect.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    collect.add_argument("--port", type=port, default=8100, help="port (default: 8100; 0 picks a free one)")
+    collect.add_argument("--origin", action="append", metavar="URL",
+                         help="a page origin that may report (repeatable; default: any origin)")
+    collect.add_argument("--rate", type=float, default=30.0, help="reports a minute per client address (default: 30)")
+    collect.add_argument("--burst", type=int, default=20,
+                         help="reports a client address may send at once (default: 20)")
+    collect.add_argument("--verbose", action="store_true", help="log every request")
     serve = commands.add_parser("serve", help="serve the tuner page (Pyodide, the wheel) on 127.0.0.1")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=port, default=8000, help="port (default: 8000; 0 picks a free one)")
@@ -73,6 +107,13 @@ def port(text: str) -> int:
     number = int(text)  # argparse turns a ValueError into "invalid port value"
     if not 0 <= number <= 65535:
         raise argparse.ArgumentTypeError(f"{number} is not a port: give 0 to 65535")
+    return number
+
+
+def worker_count(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number}: give at least 1 worker")
     return number
 
 
@@ -95,10 +136,22 @@ def main(argv: list[str] | None = None) -> int:
             from .serve import run_serve
 
             return run_serve(args)
+        if args.command == "farm":
+            from .farm import run_farm_command
+
+            return run_farm_command(args)
+        if args.command == "collect":
+            from .collect import run_collect
+
+            return run_collect(args)
         if args.command == "cache":
             from .cache import run_cache
 
             return run_cache(args)
+        if args.command == "bundle":
+            from .bundle import run_bundle
+
+            return run_bundle(args)
         from .records import run_records
 
         return run_records(args)

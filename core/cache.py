@@ -9,6 +9,7 @@ leaves; a transition asked of the wrong state is a bug in wgtune and raises
     load/reload      (store)      -> Unchecked     (a Pending key keeps its running tune)
     look_up          (store)      -> Unchecked     (with a ``lookup``: one key's entry, read before
                                                    the key is first claimed, not all at load)
+    seed             (bundle)     -> Unchecked     (a key the store has no winner for: see ``seed``)
     claim            Unchecked    -> Hit | Miss    (checksum and index checked; with checks on, a
                                                    winner stored unchecked is a Miss: tuned again)
                      Miss         -> Pending       (the caller now runs the tune)
@@ -69,6 +70,7 @@ class TuneCache:
         self.ruled_out: dict[tuple[str, Key], dict[int, CandidateError]] = {}
         """Candidates a key's tunes do not launch again, each with the failure they get instead
         (the one whose first launch lost the device, say): ``(set name, key) -> index -> failure``."""
+        self._seeds: dict[tuple[str, Key], StoredEntry] = {}
         self.load(entries)
 
     # -- the hot path -------------------------------------------------------------------------
@@ -94,13 +96,43 @@ class TuneCache:
 
     def reload(self, entries: Iterable[StoredEntry]) -> None:
         """Forget every key that is not being tuned, then :meth:`load` ``entries``: what the store
-        says after an import or a clear. Running tunes go on and settle their keys."""
+        says after an import or a clear. Running tunes go on and settle their keys; seeds stay
+        (under what the store says)."""
         with self._lock:
             for set_name, table in self.states_by_set.items():
                 for key in [key for key, state in table.items() if state is not PENDING]:
                     del table[key]
                     self._entries.pop((set_name, key), None)
         self.load(entries)
+        self._plant()
+
+    def seed(self, entries: Iterable[StoredEntry]) -> int:
+        """Take winners tuned elsewhere (a bundle's, ``bundle.py``) for keys the store has none for.
+
+        Each is Unchecked like a stored winner, so its first claim compares its checksum with the
+        set's: a Hit, or a Miss (tuned as usual) when it was stored for other candidates. A winner
+        stored here always wins: a key with a state keeps it, and with a :attr:`lookup` a seed
+        waits behind the store until the key's first claim (:meth:`look_up`). Seeds are kept in
+        memory only, never written to the store: the store holds what this device decided, and
+        a newer bundle replaces an older one's winners without leftovers. Of two seeds for one
+        key the later counts. Answers how many seeds are kept.
+        """
+        with self._lock:
+            self._seeds.update((entry.slot, entry) for entry in entries)
+        self._plant()
+        return len(self._seeds)
+
+    def _plant(self) -> None:
+        """Seeds for keys without a state -> Unchecked, unless the store is read key by key (then
+        :meth:`look_up` asks it first)."""
+        if self.lookup is not None:
+            return
+        with self._lock:
+            for slot, entry in self._seeds.items():
+                table = self.states_by_set.setdefault(slot[0], {})
+                if slot[1] not in table:
+                    table[slot[1]] = Unchecked(entry.winner, entry.checksum)
+                    self._entries[slot] = entry
 
     # -- transitions --------------------------------------------------------------------------
 
@@ -154,15 +186,17 @@ class TuneCache:
 
     def look_up(self, set_name: str, key: Key) -> None:
         """Read an unknown key's stored entry through :attr:`lookup` (Unchecked from now on), before
-        it is claimed; nothing for a known key or without a lookup. A store that cannot be read is
-        a miss (a tune), as at load."""
+        it is claimed, or else its seed (:meth:`seed`); nothing for a known key or without a
+        lookup. A store that cannot be read is a miss (a tune), as at load, unless seeded."""
         if self.lookup is None or key in self.states_by_set.get(set_name, {}):
             return
         try:
             entry = self.lookup(set_name, key)
         except (OSError, StoreError) as error:
             logger.warning("could not read the stored winner of %s [%s]: %s", set_name, key, error)
-            return
+            entry = None
+        if entry is None:
+            entry = self._seeds.get((set_name, key))
         if entry is None:
             return
         with self._lock:  # another thread may have claimed the key meanwhile: its state stands

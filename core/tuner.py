@@ -354,7 +354,8 @@ class Tuner:
         its ``reason`` (``Launch``, ``Mismatch``, ``Skip``...).
 
         None when no tune with the set's current candidates decided the key (in this process or
-        in the store): never tuned, pinned, or tuned with other candidates. Raises StoreError
+        in the store): never tuned, pinned, or tuned with other candidates. Empty for a winner
+        seeded from a bundle (``TuneCache.seed``: bundles carry no results). Raises StoreError
         when the stored results cannot be read.
         """
         tunables = tunables.for_key(key)

@@ -48,3 +48,15 @@ def test_a_tune_on_pipelines_compiled_by_threads_picks_a_right_winner(device, mo
     compiled = {tunables.candidates[index].name for _set, index in tuner.pipelines.compiled}
     assert compiled == {c.name for c in candidates}  # all five, compiled together before sampling
     assert device.shim._compilers is not None  # through the worker threads
+
+
+def test_compiles_begun_ahead_are_taken_by_the_later_compile_with_their_errors(device):
+    kernels = [scale_kernel("ahead32", 32), broken("ahead_bad"), scale_kernel("ahead64", 64)]
+    device.start_compiles(kernels)
+    assert len(device.shim._started) == 3  # on worker threads; nothing waited for them
+    assert run_inline(device.compile(kernels[0])).kernel.name == "ahead32"
+    with pytest.raises(KernelError):
+        run_inline(device.compile(kernels[1]))
+    [taken] = run_inline(device.compile_many([kernels[2]]))
+    assert isinstance(taken, CompiledKernel) and taken.kernel.name == "ahead64"
+    assert device.shim._started == {}  # each taken once: a later compile of them compiles anew

@@ -23,6 +23,8 @@ import { refreshCache } from "./cache.js";
 import { afterStoreChange, refreshKeys, refreshKeysSoon, selectDefaultKey } from "./sync.js";
 import { onEvent } from "./events.js";
 import { clearStore, exportStore, importStore, onKeysClick, tuneAll } from "./actions.js";
+import { BUNDLE_SETTING, loadBundleFromAddress } from "./bundle.js";
+import { COLLECTOR_SETTING, describeSharing, shareFromAddress } from "./collector.js";
 
 // ---------------------------------------------------------------------------------------------
 // window.wgtune: { ready, start(options) }, then the API's own properties once it is ready.
@@ -55,13 +57,16 @@ window.wgtune = { ready, start };
 
 async function boot({ device = null }) {
   try {
-    // Tuning settings from the URL (/?policy=fixed, /?budget=0.5&max_samples=20): "defer" is the page's own.
-    const settings = Object.fromEntries([...new URLSearchParams(location.search)].filter(([name]) => name !== "defer"));
+    // Tuning settings from the URL (/?policy=fixed, /?budget=0.5&max_samples=20); the rest are the page's own.
+    const own = ["defer", BUNDLE_SETTING, COLLECTOR_SETTING];
+    const settings = Object.fromEntries([...new URLSearchParams(location.search)].filter(([name]) => !own.includes(name)));
     // The page is the demo: it asks for the demo's sets and keys (a library user's page does not).
     const api = await loadWgtune({ device, onStatus: showStatus, onEvent, settings, demo: true });
     ui.api = api;
     Object.assign(window.wgtune, api, tracked(api));
-    showReady(api);
+    const bundled = await loadBundleFromAddress(api); // before the keys are drawn: a known GPU's show as Hits
+    window.wgtune.sharing = await shareFromAddress(api, showSharing); // ?collector=URL: the fleet's winners, then ours
+    showReady(api, bundled);
     return api;
   } catch (error) {
     showLoadFailure(error);
@@ -81,15 +86,27 @@ function tracked(api) {
     else refreshKeysSoon();
     return answer;
   };
-  return { check: after(api.check), importCache: after(api.importCache), clearCache: after(api.clearCache) };
+  // Sharing asked from a console or an embedding script is shown on the page's line too.
+  const share = (url, options = {}) => api.shareWinners(url, {
+    ...options, onChange: (state) => { showSharing(state); options.onChange?.(state); },
+  });
+  return { check: after(api.check), importCache: after(api.importCache), clearCache: after(api.clearCache),
+    loadBundle: after(api.loadBundle), shareWinners: after(share) };
+}
+
+/** The line under the status that says sharing is on, to where, and what went. */
+function showSharing(state) {
+  $("sharing").textContent = describeSharing(state);
+  $("sharing").hidden = false;
 }
 
 function showStatus(text) {
   $("status").textContent = text;
 }
 
-function showReady(api) {
-  showStatus(`Ready (page ready in ${formatSeconds(api.readyMs / 1000)}, wgtune ${api.version})`);
+function showReady(api, bundled = "") {
+  const note = bundled ? `; ${bundled}` : "";
+  showStatus(`Ready (page ready in ${formatSeconds(api.readyMs / 1000)}, wgtune ${api.version})${note}`);
   $("status").classList.add("ok");
   const catalogue = api.catalogue();
   renderAdapter(api.adapterInfo, catalogue);

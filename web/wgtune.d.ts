@@ -199,6 +199,57 @@ export interface StoredPage {
   damaged: number;
 }
 
+/** A bundle of winners for many devices, as `wgtune bundle` writes it (format "wgtune.bundle/1"). */
+export interface Bundle {
+  format: "wgtune.bundle/1";
+  /** When it was built: ISO-8601 UTC ("2026-12-01T02:30:00Z"). */
+  built: string;
+  /** The wgtune version that built it. */
+  wgtune: string;
+  /** Each device namespace's fields (wgtune, device, tuner) and its winners. */
+  namespaces: Array<Record<string, unknown> & {
+    entries: Array<{
+      table: string; key: Record<string, string | number | boolean | null>; checksum: string; winner: number;
+      winner_name: string; confidence: Record<string, unknown> | null; policy: string; checked: boolean;
+      /** How many agreeing reports stand behind it (a collector's count). */
+      reports?: number;
+    }>;
+  }>;
+}
+
+/** What loadBundle seeded: this device's winners, of how many entries in how many namespaces. */
+export interface BundleLoad {
+  /** Winners of this GPU taken from the bundle (0: the bundle does not know it; keys tune as usual). */
+  seeded: number;
+  entries: number;
+  namespaces: number;
+}
+
+/** Options of shareWinners. */
+export interface ShareOptions {
+  /** Start from the collector's verified winners for this GPU (default true). */
+  receive?: boolean;
+  /** Called with the sharing's state after the bundle was taken and after every report. */
+  onChange?: (state: Sharing) => void;
+}
+
+/** Sharing winners with a fleet collector (`wgtune collect`): its state, live. */
+export interface Sharing {
+  /** The collector's base URL. */
+  readonly collector: string;
+  /** This GPU's verified winners (two or more agreeing reports) taken from the collector. */
+  seeded: number;
+  /** This GPU's winners with one report, left out: this page tunes those keys itself and reports. */
+  unverified: number;
+  /** Reports the collector took, and refused (a set or checksum it does not know). */
+  sent: number;
+  refused: number;
+  /** The last problem (unreachable, busy, a refusal), or null. */
+  error: string | null;
+  /** Stop sending. */
+  stop(): void;
+}
+
 export interface Wgtune {
   readonly version: string;
   readonly device: GPUDevice;
@@ -229,6 +280,18 @@ export interface Wgtune {
   /** Merge an export (native or browser) into IndexedDB; how many entries. */
   importCache(text: string): Promise<number>;
   clearCache(): Promise<number>;
+  /**
+   * Seed the tuner from a bundle (a URL on the page's origin, or the bundle itself): a GPU it
+   * knows gets Hits at once and tunes nothing. Kept in memory; a winner stored here keeps priority.
+   * Rejects with an Error naming what is wrong with the bundle, seeding nothing.
+   */
+  loadBundle(source: string | URL | Bundle): Promise<BundleLoad>;
+  /**
+   * Opt in to a fleet collector at `url` (its base URL, any origin): start from its verified
+   * winners for this GPU, then send each winner this page tunes (device identity, set, key,
+   * checksum, winner, confidence; nothing else). Rejects with a TypeError for a URL that is not http(s).
+   */
+  shareWinners(url: string | URL, options?: ShareOptions): Promise<Sharing>;
   flush(): Promise<void>;
   /** Listen to events; returns the function that stops listening. */
   on(listener: (event: WgtuneEvent) => void): () => void;

@@ -12,6 +12,8 @@ import { resolveBaseUrl, startPython } from "./python.js";
 import { pythonError, py } from "./errors.js";
 import { defineSet } from "./sets.js";
 import { batch } from "./batch.js";
+import { loadBundle } from "./bundle.js";
+import { shareWinners } from "./collector.js";
 
 /** Why wgtune cannot run here, with what to do about it (shown by the page). */
 export class WgtuneUnavailable extends Error {
@@ -180,6 +182,10 @@ export async function loadWgtune({
     /** Merge an export (native or browser) into IndexedDB; how many entries. */
     importCache: (text) => py(() => session.import_cache(text)),
     clearCache: () => py(() => session.clear_cache()),
+    /** Seed the tuner from a bundle of winners (a same-origin URL or the object; see bundle.js). */
+    loadBundle: (source) => loadBundle(api, source),
+    /** Send this page's winners to a fleet collector and start from its verified ones (collector.js). */
+    shareWinners: (url, options) => shareWinners(api, url, options),
     /** Wait until winners tuned so far are written to IndexedDB. */
     flush: () => py(() => session.flush()),
     /** Define a tunable set from JavaScript and tune it on your own buffers (see sets.js, wgtune.d.ts). */

@@ -1,0 +1,372 @@
+"""A tuning farm on Dask distributed: a catalogue's (set, key) tunes spread over workers, one per GPU adapter.
+
+A native user with many keys to tune (every shape of a model, every family) hands the farm a
+*catalogue*: sizes of the demo suite's sets (``kernels/demo.py``), planned into one job per
+(set, key) (:func:`plan_jobs`: sizes that share a key are one tune). The jobs go to the workers
+of a Dask cluster: a local one of N worker processes, one per adapter index (:func:`local_cluster`),
+or one the user runs (``dask scheduler`` and ``dask worker --nthreads 1`` on each node, each
+worker's adapter in ``WGTUNE_FARM_ADAPTER``). Each worker opens its adapter once and tunes its
+jobs with nothing stored there (``farm_worker.py``); :func:`run_farm` merges every winner into
+the local cache database under the namespace of the device that tuned it, as it arrives, so a
+farm stopped midway keeps what finished, and a farm run again tunes only what is not stored.
+
+What can go wrong, and what the farm does:
+
+- a worker dies (its process killed, its node gone): Dask runs its jobs again on the workers
+  left (a local cluster's nanny also starts the worker again). A job whose worker died
+  ``distributed.scheduler.allowed-failures`` times (3) is reported failed (``KilledWorker``);
+- a tune fails (no valid kernel, ...): reported for that job, not tried again;
+- anything else a job raises is tried again once (:data:`RETRIES`), then reported;
+- Ctrl-C (a KeyboardInterrupt in :func:`run_farm`): the jobs not finished are cancelled, those
+  finished already are merged, and the report says it was cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from wgtune.config import Config
+from wgtune.errors import ConfigError, StoreError
+from wgtune.store import StoredEntry, canonical_namespace
+from wgtune.validate import parse_json
+
+from .farm_worker import ADAPTER_ENV, FAMILIES, FarmJob, IgnoreInterrupts, tune_job, worker_identity
+from .sqlite_store import CacheDatabase, SqliteStore
+
+__all__ = [
+    "RETRIES",
+    "FarmReport",
+    "JobResult",
+    "WinnerMerger",
+    "default_catalogue",
+    "load_catalogue",
+    "local_cluster",
+    "parse_catalogue",
+    "plan_jobs",
+    "run_farm",
+]
+
+RETRIES = 1
+"""Times Dask runs a job again after it raised (not a tune's own failure, which is an answer):
+once, for a passing fault; a job that raises twice has a reason worth reading, not retrying."""
+MAX_CATALOGUE_BYTES = 16 << 20
+"""A catalogue file larger than this is refused unread: a million sizes is far past any farm."""
+WORKER_WAIT = 60.0
+"""Seconds to wait for a first worker to join a cluster the farm did not start."""
+LOCAL_HOST = "127.0.0.1"
+"""A local cluster listens on the loopback only: nothing outside this machine joins it."""
+"""Seconds to wait for a first worker to join a cluster the farm did not start."""
+
+
+# -- the catalogue ---------------------------------------------------------------------------------
+
+
+def plan_jobs(sizes: Iterable[tuple[str, tuple[int, ...]]]) -> list[FarmJob]:
+    """One job per (set, key) of ``(set name, size)`` pairs, in their order: a size whose key an
+    earlier size of its set has is the same tune, and is left out."""
+    jobs, seen = [], set()
+    for set_name, size in sizes:
+        job = FarmJob.plan(set_name, size)
+        if (set_name, job.key) not in seen:
+            seen.add((set_name, job.key))
+            jobs.append(job)
+    return jobs
+
+
+def default_catalogue(only: Iterable[str] | None = None) -> list[FarmJob]:
+    """The demo suite's sizes (what ``wgtune tune`` tunes), of the sets in ``only`` when given."""
+    wanted = _known_sets(only)
+    return plan_jobs((name, size) for name in wanted for size in FAMILIES[name].case.sizes)
+
+
+def _known_sets(only: Iterable[str] | None) -> list[str]:
+    if only is None:
+        return list(FAMILIES)
+    wanted = list(dict.fromkeys(only))
+    unknown = [name for name in wanted if name not in FAMILIES]
+    if unknown:
+        raise ConfigError(f"unknown set(s) {', '.join(unknown)}; sets: {', '.join(FAMILIES)}")
+    return wanted
+
+
+def parse_catalogue(
+    document: object, source: str = "the catalogue", only: Iterable[str] | None = None
+) -> list[FarmJob]:
+    """The jobs of a catalogue document: a JSON object of set name -> list of sizes, each size a
+    list of positive integers (``{"matmul": [[1024, 1024, 1024]], "fma": [[1048576]]}``). A
+    ConfigError names the first thing wrong (where, and what was expected)."""
+    if not isinstance(document, dict) or not document:
+        raise ConfigError(f"{source}: expected a JSON object of set name -> list of sizes, "
+                          f"like {{\"matmul\": [[1024, 1024, 1024]]}}; sets: {', '.join(FAMILIES)}")
+    wanted = _known_sets(only) if only is not None else None
+    pairs = []
+    for name, sizes in document.items():
+        family = FAMILIES.get(name)
+        if family is None:
+            raise ConfigError(f"{source}: unknown set {name!r}; sets: {', '.join(FAMILIES)}")
+        if not isinstance(sizes, list):
+            raise ConfigError(f"{source}: {name}: expected a list of sizes, got {type(sizes).__name__}")
+        for index, size in enumerate(sizes):
+            where = f"{source}: {name}[{index}]"
+            if not isinstance(size, list) or len(size) != len(family.dims):
+                raise ConfigError(f"{where}: expected [{', '.join(family.dims)}], got {json.dumps(size)[:80]}")
+            for dim, value in zip(family.dims, size, strict=True):
+                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                    raise ConfigError(f"{where}: {dim} must be a positive integer, got {json.dumps(value)[:40]}")
+            if wanted is None or name in wanted:
+                pairs.append((name, tuple(size)))
+    if not pairs:
+        raise ConfigError(f"{source}: no sizes to tune" + (" of the sets asked for" if only is not None else ""))
+    return plan_jobs(pairs)
+
+
+def load_catalogue(path: str | os.PathLike, only: Iterable[str] | None = None) -> list[FarmJob]:
+    """The jobs of the catalogue file at ``path`` (see :func:`parse_catalogue`); a ConfigError
+    for a file that is too large or not JSON, an OSError for one that cannot be read."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_CATALOGUE_BYTES:
+        raise ConfigError(f"{path}: {size} bytes, more than a catalogue may have ({MAX_CATALOGUE_BYTES})")
+    try:
+        document = parse_json(path.read_bytes())
+    except StoreError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    return parse_catalogue(document, str(path), only)
+
+
+# -- the results ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What became of one job: its winner (kept in the store) or why it failed, and where it ran."""
+
+    job: FarmJob
+    worker: str | None = None
+    adapter: int | None = None
+    device: str | None = None
+    entry: StoredEntry | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class FarmReport:
+    """A farm's outcome: each job's result, how many ran again after their worker died, what was
+    already stored (``skipped``), whether it was cancelled, and its wall time (from the first
+    job submitted to the last result merged)."""
+
+    jobs: int
+    results: list[JobResult] = field(default_factory=list)
+    skipped: list[FarmJob] = field(default_factory=list)
+    retried: int = 0
+    cancelled: bool = False
+    wall: float = 0.0
+    workers: dict[str, dict] = field(default_factory=dict)  # address -> worker_identity()
+
+    @property
+    def done(self) -> list[JobResult]:
+        return [result for result in self.results if result.ok]
+
+    @property
+    def failed(self) -> list[JobResult]:
+        return [result for result in self.results if not result.ok]
+
+    def per_worker(self) -> dict[str, dict]:
+        """Per worker: its device, jobs done, jobs failed, and the seconds its jobs took."""
+        rows: dict[str, dict] = {}
+        for result in self.results:
+            row = rows.setdefault(result.worker or "-", {"device": result.device, "adapter": result.adapter,
+                                                         "done": 0, "failed": 0, "seconds": 0.0})
+            row["done" if result.ok else "failed"] += 1
+            row["seconds"] += result.seconds
+        return rows
+
+
+class WinnerMerger:
+    """Keeps the winners workers send in the cache directory's database, each under its own
+    device's namespace (one SQLite transaction per winner, so each is kept as soon as it arrives)."""
+
+    def __init__(self, cache_dir: str | os.PathLike | None) -> None:
+        self.database = CacheDatabase(cache_dir)
+        self.path = self.database.path
+        self._stores: dict[str, SqliteStore] = {}
+
+    def store(self, namespace: dict | str) -> SqliteStore:
+        text = namespace if isinstance(namespace, str) else canonical_namespace(namespace)
+        store = self._stores.get(text)
+        if store is None:
+            store = self._stores[text] = SqliteStore(None, json.loads(text), database=self.database)
+        return store
+
+    def save(self, namespace: str, entry_text: str) -> StoredEntry:
+        """Keep the entry (its JSON text as a worker sent it) under ``namespace`` (canonical text);
+        a StoreError when either is not what a worker sends."""
+        entry = StoredEntry.from_json(parse_json(entry_text))
+        self.store(namespace).save(entry)
+        return entry
+
+    def has(self, namespace: dict, job: FarmJob) -> bool:
+        """Whether the job's winner is stored under ``namespace`` for the set's current candidates."""
+        tunables = FAMILIES[job.set_name].tunables.for_key(job.key)
+        entry = self.store(namespace).lookup(tunables.name, job.key)
+        return entry is not None and entry.checksum == tunables.checksum
+
+    def close(self) -> None:
+        self.database.close()
+
+
+# -- the cluster and the run -----------------------------------------------------------------------
+
+
+def local_cluster(workers: int, *, same_adapter: bool = False, quiet: bool = True) -> Any:
+    """A Dask cluster on this machine: ``workers`` worker processes (each under a nanny that
+    starts it again if it dies), one thread each, worker ``i`` on adapter ``i`` (all on adapter 0
+    with ``same_adapter``: a machine with one GPU, or lavapipe), each deaf to Ctrl-C (the client
+    acts on it: :class:`~wgtune.backends.farm_worker.IgnoreInterrupts`). It listens on the
+    loopback only and has no dashboard; Dask's own logs are silenced unless ``quiet`` is False."""
+    import logging
+
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    if workers < 1:
+        raise ConfigError(f"--workers {workers}: give at least 1")
+    level = logging.CRITICAL if quiet else logging.WARNING  # a job's errors come back with its result
+    spec = {
+        f"adapter-{index}" if not same_adapter else f"worker-{index}": {
+            "cls": Nanny,
+            "options": {"nthreads": 1, "host": LOCAL_HOST, "env": {ADAPTER_ENV: str(0 if same_adapter else index)},
+                        "silence_logs": level, "plugins": (IgnoreInterrupts(),)},
+        }
+        for index in range(workers)
+    }
+    scheduler = {"cls": Scheduler,
+                 "options": {"dashboard": False, "dashboard_address": f"{LOCAL_HOST}:0", "host": LOCAL_HOST}}
+    return SpecCluster(workers=spec, scheduler=scheduler, silence_logs=level, name="wgtune-farm")
+
+
+def run_farm(
+    client: Any,
+    jobs: list[FarmJob],
+    merger: WinnerMerger,
+    config: Config,
+    *,
+    retune: bool = False,
+    on_start: Callable[[FarmReport, int], None] | None = None,
+    on_result: Callable[[JobResult], None] | None = None,
+) -> FarmReport:
+    """Tune ``jobs`` on the workers of ``client``'s cluster and merge each winner into ``merger``
+    as it arrives (see the module doc). Jobs whose winners are stored for every worker's device
+    are skipped unless ``retune``. ``on_start(report, submitted)`` hears how many jobs go out,
+    ``on_result`` each job's result (after its winner was merged). A KeyboardInterrupt (Ctrl-C)
+    cancels the jobs not finished and returns the report so far, ``cancelled``."""
+    report = FarmReport(jobs=len(jobs))
+    config = replace(config, cache=False, records=None)  # workers keep nothing: the client stores
+    report.workers = _worker_identities(client, config)
+    todo = jobs
+    if not retune:
+        namespaces = [identity["namespace"] for identity in report.workers.values()]
+        report.skipped = [job for job in jobs if all(merger.has(namespace, job) for namespace in namespaces)]
+        skipped = set(report.skipped)
+        todo = [job for job in jobs if job not in skipped]
+    if on_start is not None:
+        on_start(report, len(todo))
+    if not todo:
+        return report
+    from distributed import as_completed
+
+    started = time.perf_counter()
+    batch = uuid.uuid4().hex[:8]
+    # The largest problems first (submitted first, and Dask runs higher priorities first): a farm
+    # then ends on short jobs, rather than one worker finishing a long one while the others wait.
+    todo = sorted(todo, key=lambda job: -math.prod(job.size))
+    futures = {
+        client.submit(tune_job, job, config, key=f"wgtune-farm-{batch}-{index}", pure=False, retries=RETRIES,
+                      priority=math.prod(job.size)): job
+        for index, job in enumerate(todo)
+    }
+    handled: set = set()
+
+    def take(future: Any) -> None:
+        handled.add(future.key)
+        result = _result_of(future, futures[future], merger)
+        report.results.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    try:
+        for future in as_completed(futures):
+            take(future)
+    except KeyboardInterrupt:
+        report.cancelled = True
+        for future in futures:  # what finished meanwhile is kept; the rest is cancelled
+            if future.key not in handled and future.status in ("finished", "error"):
+                # Ctrl-C again (or from on_result) is let go: the winner was merged before it.
+                with contextlib.suppress(KeyboardInterrupt):
+                    take(future)
+        client.cancel([future for future in futures if future.key not in handled])
+    report.wall = time.perf_counter() - started
+    report.retried = _retried(client, [future.key for future in futures])
+    return report
+
+
+def _worker_identities(client: Any, config: Config) -> dict[str, dict]:
+    """Every worker's adapter, device, namespace and pid (each opens its adapter now); a
+    ConfigError when a worker cannot, or when no worker joins within :data:`WORKER_WAIT`."""
+    try:
+        client.wait_for_workers(1, timeout=WORKER_WAIT)
+    except TimeoutError:
+        raise ConfigError(f"no Dask worker joined the scheduler within {WORKER_WAIT:.0f} s") from None
+    try:
+        return client.run(worker_identity, config)
+    except ConfigError:
+        raise
+    except Exception as error:
+        raise ConfigError(f"a worker could not open its adapter: {type(error).__name__}: {error}") from None
+
+
+def _result_of(future: Any, job: FarmJob, merger: WinnerMerger) -> JobResult:
+    """The job's result from its finished future, its winner merged into the store."""
+    if future.status != "finished":
+        error = future.exception()
+        return JobResult(job, error=f"{type(error).__name__}: {error}")
+    answer: Mapping[str, Any] = future.result()
+    result = JobResult(job, answer["worker"], answer["adapter"], answer["device"], None, answer["error"],
+                       answer["seconds"])
+    if result.ok:
+        try:
+            result = replace(result, entry=merger.save(answer["namespace"], answer["entry"]))
+        except (StoreError, OSError) as error:
+            result = replace(result, error=f"its winner could not be stored: {error}")
+    return result
+
+
+def _retried(client: Any, keys: list[str]) -> int:
+    """How many of the jobs ran again: their worker died while they ran (the scheduler counts
+    them ``suspicious``), or they raised and were retried."""
+
+    def count(dask_scheduler: Any, keys: list[str] = keys) -> int:
+        again = 0
+        for key in keys:
+            task = dask_scheduler.tasks.get(key)
+            if task is not None and (task.suspicious or (task.retries or 0) < RETRIES):
+                again += 1
+        return again
+
+    try:
+        return client.run_on_scheduler(count)
+    except Exception:  # a count for the summary: never worth failing the farm over
+        return 0

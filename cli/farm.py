@@ -1,0 +1,128 @@
+"""``wgtune farm``: a catalogue's tunes spread over Dask workers, one per GPU adapter (``backends/farm.py``).
+
+::
+
+    wgtune farm --workers 2                       # a local cluster, worker i on adapter i
+    wgtune farm --workers 2 --same-adapter        # both on adapter 0 (one GPU; lavapipe)
+    wgtune farm --scheduler tcp://host:8786       # a cluster you run: dask worker --nthreads 1 per GPU
+    wgtune farm --catalogue shapes.json           # {"matmul": [[M, N, K], ...], "fma": [[N]], ...}
+
+Progress over every job, then a summary per worker; winners are merged into the cache database as
+they arrive, under each worker's device. Ctrl-C cancels what is left and keeps what finished.
+Exit status: 0 when every job found its winner, 1 when some failed, 130 when cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from wgtune.config import Config
+from wgtune.errors import ConfigError
+from wgtune.log import format_seconds
+
+from .console import wide_console
+
+__all__ = ["run_farm_command"]
+
+CANCELLED = 130  # what a shell reports for a command stopped by Ctrl-C
+
+
+def run_farm_command(args) -> int:
+    try:
+        import distributed  # noqa: F401 (only to say how to get it)
+    except ImportError:
+        raise ConfigError("wgtune farm needs Dask distributed: pip install 'wgtune[farm]'") from None
+    from distributed import Client
+
+    from wgtune.backends.farm import WinnerMerger, default_catalogue, load_catalogue, local_cluster
+
+    if args.scheduler and (args.workers is not None or args.same_adapter):
+        raise ConfigError("--scheduler joins a cluster that has its workers: --workers and --same-adapter do not apply")
+    overrides = {"cache_dir": args.cache_dir} if args.cache_dir else {}
+    config = Config.from_env(**overrides)
+    jobs = load_catalogue(args.catalogue, args.only) if args.catalogue else default_catalogue(args.only)
+    merger = WinnerMerger(config.cache_dir)
+    console = Console(stderr=True)
+    cluster = None
+    try:
+        if args.scheduler:
+            client = Client(args.scheduler, timeout="30s")
+        else:
+            cluster = local_cluster(args.workers or 1, same_adapter=args.same_adapter)
+            client = Client(cluster)
+        with client:
+            report = _run(client, jobs, merger, config, console, args)
+    except KeyboardInterrupt:  # before the jobs went out (the cluster starting): nothing to keep
+        console.print("cancelled before any job ran")
+        return CANCELLED
+    finally:
+        if cluster is not None:
+            cluster.close()
+        merger.close()
+    if args.json:
+        json.dump(_as_json(report, merger), sys.stdout, indent=2)
+        print()
+    else:
+        _print_summary(wide_console(), report, merger)
+    if report.cancelled:
+        return CANCELLED
+    return 1 if report.failed else 0
+
+
+def _run(client, jobs, merger, config, console, args):
+    from wgtune.backends.farm import run_farm
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console, disable=args.json)
+    bar = {}
+
+    def started(report, submitted: int) -> None:
+        workers = len(report.workers)
+        skipped = f", {len(report.skipped)} already stored" if report.skipped else ""
+        bar["id"] = progress.add_task(f"farm: {submitted} job(s) on {workers} worker(s){skipped}", total=submitted)
+
+    def finished(result) -> None:
+        progress.advance(bar["id"])
+        if not result.ok:
+            progress.console.print(escape(f"failed: {result.job.label} on {result.worker or '?'}: {result.error}"),
+                                   highlight=False)
+
+    with progress:
+        return run_farm(client, jobs, merger, config, retune=args.retune, on_start=started, on_result=finished)
+
+
+def _print_summary(console: Console, report, merger) -> None:
+    table = Table(title="wgtune farm: jobs per worker")
+    for column in ("worker", "adapter", "device", "done", "failed", "tune time"):
+        table.add_column(column, justify="right" if column in ("adapter", "done", "failed", "tune time") else "left")
+    for worker, row in sorted(report.per_worker().items()):
+        table.add_row(escape(worker), str(row["adapter"]), escape(str(row["device"])), str(row["done"]),
+                      str(row["failed"]), format_seconds(row["seconds"]))
+    if report.results:
+        console.print(table)
+    for result in report.failed:
+        console.print(escape(f"failed: {result.job.label} [{result.job.key}]: {result.error}"), highlight=False)
+    not_run = report.jobs - len(report.skipped) - len(report.results)
+    console.print(escape(
+        f"{len(report.done)} done, {len(report.failed)} failed, "
+        f"{report.retried} retried (ran again: their worker died or they raised), "
+        f"{len(report.skipped)} already stored" + (f", {not_run} cancelled" if report.cancelled else "")
+        + f" of {report.jobs} job(s) in {format_seconds(report.wall)} on {len(report.workers)} worker(s); "
+        f"winners kept in {merger.path}"), highlight=False)
+
+
+def _as_json(report, merger) -> dict:
+    return {
+        "jobs": report.jobs, "done": len(report.done), "failed": len(report.failed), "retried": report.retried,
+        "skipped": len(report.skipped), "cancelled": report.cancelled, "wall": report.wall, "store": str(merger.path),
+        "workers": report.per_worker(),
+        "results": [{"set": r.job.set_name, "size": list(r.job.size), "key": r.job.key.as_dict(), "worker": r.worker,
+                     "device": r.device, "winner": r.entry.winner_name if r.entry else None, "error": r.error,
+                     "seconds": r.seconds} for r in report.results],
+    }
