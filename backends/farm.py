@@ -64,7 +64,6 @@ WORKER_WAIT = 60.0
 """Seconds to wait for a first worker to join a cluster the farm did not start."""
 LOCAL_HOST = "127.0.0.1"
 """A local cluster listens on the loopback only: nothing outside this machine joins it."""
-"""Seconds to wait for a first worker to join a cluster the farm did not start."""
 
 
 # -- the catalogue ---------------------------------------------------------------------------------

@@ -111,3 +111,20 @@ def wait_ready(page: Any) -> None:
     """Wait for the page's wgtune: its ready promise resolves (or rejects, raising here)."""
     page.wait_for_function("window.wgtune && window.wgtune.ready", timeout=READY_TIMEOUT_MS)
     page.evaluate("window.wgtune.ready.then(() => true)")
+
+
+RUN_WINNER = """async ([set, key]) => {
+  for (let i = 0; i < 100; i++) {
+    const ran = await window.wgtune.execute(set, key);
+    if (!ran.ran_fallback) return ran;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return null;
+}"""
+
+
+def run_winner(page: Any, set_name: str, key: str) -> dict | None:
+    """Execute ``set_name``'s ``key`` in the page until the call runs the key's winner, not the
+    fallback (the first calls on a winner known but not yet compiled run the fallback while it
+    compiles on the event loop): what ``wgtune.execute`` answered then, or None after 5 s."""
+    return page.evaluate(RUN_WINNER, [set_name, key])

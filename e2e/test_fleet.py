@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from harness import launch, open_page
+from harness import launch, open_page, run_winner
 
 from wgtune.backends.collector import REPORTS_FORMAT, Collector, RateLimiter
 from wgtune.backends.collector_db import VoteDatabase
@@ -154,14 +154,7 @@ def test_three_tabs_share_a_winner_and_a_fresh_one_starts_from_it(playwright, se
         assert (state["state"], state["winner"]) == ("Hit", entry.winner_name)
         # The first calls may run the fallback while the winner compiles (as for a stored winner
         # after a reload); the winner runs once compiled, and still nothing is tuned.
-        ran = page.evaluate("""async ([s, k]) => {
-          for (let i = 0; i < 100; i++) {
-            const ran = await window.wgtune.execute(s, k);
-            if (!ran.ran_fallback) return ran;
-            await new Promise((resolve) => setTimeout(resolve, 50));
-          }
-          return null;
-        }""", [SET, LABEL])
+        ran = run_winner(page, SET, LABEL)
         assert ran is not None and ran["ran"] == entry.winner_name
         page.wait_for_timeout(300)  # events arrive as microtasks: none may be a tune's
         assert page.evaluate("window.events.filter((e) => ['pending', 'started', 'record'].includes(e.type))") == []

@@ -9,7 +9,7 @@ Playwright's routing, so that the test writes nothing into ``web/``.
 from __future__ import annotations
 
 import pytest
-from harness import launch, open_page
+from harness import launch, open_page, run_winner
 
 from wgtune.bundle import build_bundle, bundle_text
 from wgtune.store import decode_export
@@ -56,14 +56,7 @@ def test_a_fresh_browser_that_loads_a_bundle_gets_a_hit_with_no_tuning(browser, 
     assert answer["state"] == "Hit" and answer["winner"] == winner  # at once: a miss would answer Pending
     # The first call may run the fallback while the winner compiles on the event loop (as for a
     # stored winner after a reload); the winner runs once compiled, still with no tune.
-    ran = page.evaluate("""async ([s, k]) => {
-      for (let i = 0; i < 100; i++) {
-        const ran = await window.wgtune.execute(s, k);
-        if (!ran.ran_fallback) return ran;
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      return null;
-    }""", [SET, KEY])
+    ran = run_winner(page, SET, KEY)
     assert ran is not None and ran["ran"] == winner and ran["state"] == "Hit"
     page.wait_for_timeout(200)  # events are delivered as microtasks: give any a chance to arrive
     assert page.evaluate("[window.startedTunes.length, window.wgtune.records().length]") == [0, 0]
