@@ -39,7 +39,7 @@ FEATURE_NAMES = {"subgroup": "subgroups"}
 # driver gained nothing).
 COMPILE_THREADS = max(1, min(16, os.cpu_count() or 1))
 # Features a kernel family may use, asked for wherever the adapter has them.
-WANTED_FEATURES = ("timestamp-query", "shader-f16", "subgroup", "subgroups")
+WANTED_FEATURES = ("timestamp-query", "shader-f16", "subgroup", "subgroups", "shader-float32-atomic")
 
 
 class WgpuShim:

@@ -135,9 +135,11 @@ class _Layouter:
             return self.scalar(name, where)
         if name == "atomic" and len(args) == 1:
             inner = self.lay(args[0], where, stack)
-            if inner.type not in ("i32", "u32") or self.space not in ("storage", "workgroup"):
+            # atomic<f32>: wgpu-native's float atomics (the device feature shader-float32-atomic).
+            if inner.type not in ("i32", "u32", "f32") or self.space not in ("storage", "workgroup"):
                 raise WgslError(f"{where}: atomic<{inner.type}> is only allowed as atomic<i32|u32> "
-                                f"in storage or workgroup memory, not {self.space}")
+                                f"(or atomic<f32> with float atomics) in storage or workgroup memory, "
+                                f"not {self.space}")
             return Layout(f"atomic<{inner.type}>", "atomic", 4, 4, inner.type)
         if re.fullmatch(r"vec[234]", name) and len(args) == 1:
             n, inner = int(name[3]), self.lay(args[0], where, stack)

@@ -79,7 +79,16 @@ from .common import ceil_div, wrapped_grid
 from .matmul_skinny import SkinnyTile, skinny_wgsl
 from .matmul_tiles import COLS, DEEP, GROUP_NAMES, LARGE, MATMUL_F16_GROUPS, MATMUL_GROUPS, MEDIUM, ROWS, SMALL
 from .matmul_vector import vector_wgsl
-from .matmul_wgsl import DTYPES, MAX_K_CHUNKS, MIN_K_CHUNK, ZERO_WORKGROUP, MatmulTile, scalar_wgsl, zero_wgsl
+from .matmul_wgsl import (
+    DTYPES,
+    FLOAT_ATOMICS,
+    MAX_K_CHUNKS,
+    MIN_K_CHUNK,
+    ZERO_WORKGROUP,
+    MatmulTile,
+    scalar_wgsl,
+    zero_wgsl,
+)
 from .matmul_wgsl import naive_wgsl as naive_matmul_wgsl
 
 __all__ = [
@@ -161,8 +170,9 @@ def tiled_matmul_wgsl(tile: MatmulTile, dtype: str = "f32") -> str:
     return vector_wgsl(tile, dtype) if tile.vector else scalar_wgsl(tile, dtype)
 
 
-def _features(dtype: str, subgroup: bool = False) -> tuple[str, ...]:
-    return (("shader-f16",) if dtype == "f16" else ()) + (("subgroups",) if subgroup else ())
+def _features(dtype: str, subgroup: bool = False, float_atomics: bool = False) -> tuple[str, ...]:
+    return ((("shader-f16",) if dtype == "f16" else ()) + (("subgroups",) if subgroup else ())
+            + ((FLOAT_ATOMICS,) if float_atomics else ()))
 
 
 def naive_matmul_kernel(wg_x: int = 16, wg_y: int = 16, dtype: str = "f32", **options) -> Kernel:
@@ -192,7 +202,7 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
         return (ceil_div(n, tile.bn), ceil_div(m, tile.bm), tile.chunks(m, n, k))
 
     options.setdefault("priority", _priority(tile))
-    features = _features(dtype, tile.subgroup)
+    features = _features(dtype, tile.subgroup, tile.float_atomics)
     kernel = Kernel(
         tile.name,
         tiled_matmul_wgsl(tile, dtype),
@@ -233,7 +243,7 @@ def skinny_matmul_kernel(tile: SkinnyTile, dtype: str = "f32", **options) -> Ker
         grid=lambda args: tile.grid(*_sizes(args)),
         workgroup_size=(tile.threads, 1, 1),
         workgroup_storage=tile.workgroup_storage,
-        features=_features(dtype),
+        features=_features(dtype, float_atomics=tile.float_atomics),
         **({} if tile.split else options),
     )
     return _zeroing_c_first(kernel, options) if tile.split else kernel

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .common import F32_BYTES, ceil_div
-from .matmul_wgsl import ADD_TO_C, DTYPES, header, indent, k_chunks, narrow, widen
+from .matmul_wgsl import DTYPES, MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, adds_into_c, header, indent, k_chunks, narrow, widen
 
 __all__ = ["REDUCE_STORAGE", "SkinnyTile", "skinny_wgsl"]
 
@@ -67,8 +67,11 @@ class SkinnyTile:
     vec4: bool = False
     a_vec4: bool = False
     split: int = 0
+    float_atomics: bool = False
 
     def __post_init__(self) -> None:
+        if self.float_atomics and not self.split:
+            raise ValueError(f"{self}: float_atomics are for the adds of split")
         if self.layout not in ("rows", "cols"):
             raise ValueError(f"{self}: layout must be 'rows' or 'cols'")
         if min(self.rows, self.cells, self.cols, self.threads, self.unroll) < 1:
@@ -117,7 +120,7 @@ class SkinnyTile:
     @property
     def name(self) -> str:
         loads = ("a4" if self.a_vec4 else "") + ("v4" if self.vec4 else "f")
-        split = f"_kg{self.split}" if self.split else ""
+        split = (f"_kg{self.split}" if self.split else "") + ("_fa" if self.float_atomics else "")
         if self.layout == "rows":
             return f"rows{self.rows}_c{4 * self.cells}_wg{self.threads}_u{self.unroll}_{loads}{split}"
         return f"cols{self.cols}_r{self.rows}x{self.cells}_wg{self.threads}_u{self.unroll}_{loads}{split}"
@@ -126,7 +129,8 @@ class SkinnyTile:
         """Blocks of C along N and M, and K chunks (1 without ``split``)."""
         block_m, block_n = self.block
         blocks_n, blocks_m = ceil_div(n, block_n), ceil_div(m, block_m)
-        return (blocks_n, blocks_m, k_chunks(self.split, blocks_n * blocks_m, k))
+        most = MAX_FLOAT_K_CHUNKS if self.float_atomics else MAX_K_CHUNKS
+        return (blocks_n, blocks_m, k_chunks(self.split, blocks_n * blocks_m, k, most))
 
 
 def skinny_wgsl(tile: SkinnyTile, dtype: str = "f32") -> str:
@@ -142,9 +146,10 @@ def skinny_wgsl(tile: SkinnyTile, dtype: str = "f32") -> str:
 def _signature(tile: SkinnyTile, element: str, dtype: str, b_element: str) -> str:
     width = "vec4<f32>" if tile.layout == "rows" else "f32"
     groups = " @builtin(num_workgroups) groups: vec3<u32>," if tile.split else ""
+    c_element, add_to_c = adds_into_c(tile.float_atomics)
     return (
-        header(dtype, element, b=b_element, c="atomic<u32>" if tile.split else dtype)
-        + (ADD_TO_C if tile.split else "")
+        header(dtype, element, b=b_element, c=c_element if tile.split else dtype)
+        + (add_to_c if tile.split else "")
         + f"var<workgroup> part: array<{width}, {tile.threads * tile.round_outputs}>;\n\n"
         f"@compute @workgroup_size({tile.threads}, 1, 1)\n"
         f"fn main(@builtin(workgroup_id) wid: vec3<u32>,{groups} @builtin(local_invocation_index) li: u32) {{\n"

@@ -59,12 +59,16 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
     # A few rows (M <= 16), and small problems: a block of rows by 8 to 128 columns per workgroup,
     # K split over its invocations (and over workgroups with ``split``: planned on long K only).
     ROWS: (
+        # ``float_atomics``: adds into C with the device's float atomics (natively; a device
+        # without them skips these at once, uncompiled, and takes the next).
+        *_v4(R(4, 16, split=1024, float_atomics=True)),  # 16x1024x16384 102%, 64x64x65536 67%
         *_v4(R(4, 16, split=1024)),  # 16x1024x16384 78%, 64x64x65536 47%
         *_both(R(4, 8)),  # 33x4096x4096 62%
         *_both(R(4, 16, unroll=8)),  # 8x8192x1024 105-130%, 256^3 312-506%, 200x150x100 340% (flat)
         *_both(R(1, 16, unroll=8)),  # 64^3 352%, 96^3 478%, 128^3 481%
         *_v4(R(1, 2)),  # 1x4096x4096 68% (within WebGPU's default 256 invocations)
         *_v4(R(1, 8, threads=1024, unroll=8)),  # 1x4096x4096 78%
+        *_v4(R(1, 16, unroll=8, split=2048, float_atomics=True)),  # 1x4096x4096 91%
     ),
     # A few columns (N <= 16): 4 columns by 8 to 16 rows per workgroup, K split over it; ``a4``:
     # A read as vec4 along K.
@@ -74,8 +78,13 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         replace(C(2, 8, 1), a_vec4=True),  # 4096x1x4096 95%
     ),
     # Few outputs, long K: tiles whose grid splits K (about `kgrid` workgroups), some with slices,
-    # their atomic adds staggered (``stagger``) where that measured faster.
+    # their atomic adds staggered (``stagger``) where that measured faster; with the device's float
+    # atomics first (figures of 2026-12-01 on an H200, probed with bench/kernel_probe.py --tiles).
     DEEP: (
+        *_v4(T(32, 64, 16, 4, 4, slices=2, kgrid=1024, float_atomics=True)),  # 64x64x65536 67%
+        *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=512, float_atomics=True)),  # 256x256x16384 70%, 128x512x32768 60%
+        *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, float_atomics=True)),  # 33x4096x4096 97%
+        *_flat(T(64, 64, 16, 8, 8, kgrid=1024, float_atomics=True)),  # 4096x33x4096 72%
         *_v4(T(32, 64, 16, 4, 4, slices=2, kgrid=1024, stagger=8)),  # 64x64x65536 42%
         *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, stagger=8)),  # 128x512x32768 58%, 256x256x16384 54%
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=256, stagger=8)),  # 33x4096x4096 73%

@@ -40,7 +40,7 @@ into local arrays spill on some compilers.
 from __future__ import annotations
 
 from .common import ceil_div
-from .matmul_wgsl import ADD_TO_C, LANES, MatmulTile, header, indent, narrow, widen
+from .matmul_wgsl import LANES, MatmulTile, adds_into_c, header, indent, narrow, widen
 
 __all__ = ["vector_wgsl"]
 
@@ -300,10 +300,10 @@ class _VectorKernel:
     def wgsl(self) -> str:
         tile = self.tile
         buffers = 2 if tile.double else 1
-        c_element = "atomic<u32>" if tile.kgrid else None
-        lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element)]
+        c_element, add_to_c = adds_into_c(tile.float_atomics)
+        lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element if tile.kgrid else None)]
         if tile.kgrid:
-            lines.append(ADD_TO_C)
+            lines.append(add_to_c)
         for name, width, rows, needed in (
             ("tile_a", self.a_stride, self.kt, not tile.subgroup),
             ("tile_b", tile.bn // 4, self.kt, True),

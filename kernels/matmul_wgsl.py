@@ -32,13 +32,17 @@ from .common import F32_BYTES, SUBGROUPS_DIRECTIVE, ceil_div
 
 __all__ = [
     "ADD_TO_C",
+    "ADD_TO_C_FLOAT",
     "DTYPES",
+    "FLOAT_ATOMICS",
     "HARD_MAX_INVOCATIONS",
     "HARD_MAX_STORAGE",
+    "MAX_FLOAT_K_CHUNKS",
     "MAX_K_CHUNKS",
     "MIN_K_CHUNK",
     "ZERO_WORKGROUP",
     "MatmulTile",
+    "adds_into_c",
     "k_chunks",
     "naive_wgsl",
     "scalar_wgsl",
@@ -76,6 +80,22 @@ fn add_to_c(index: u32, value: f32) {
   }
 }
 """
+# The same with the device's float atomics (``FLOAT_ATOMICS``; natively, not in browsers): one
+# hardware add, so adds to one address wait far less, and more chunks pay (MAX_FLOAT_K_CHUNKS).
+ADD_TO_C_FLOAT = """
+fn add_to_c(index: u32, value: f32) {
+  atomicAdd(&c[index], value);
+}
+"""
+FLOAT_ATOMICS = "shader-float32-atomic"
+MAX_FLOAT_K_CHUNKS = 256
+
+
+def adds_into_c(float_atomics: bool) -> tuple[str, str]:
+    """C's element type and the ``add_to_c`` function of a candidate that adds into C."""
+    return ("atomic<f32>", ADD_TO_C_FLOAT) if float_atomics else ("atomic<u32>", ADD_TO_C)
+
+
 # Invocations of the stage that zeroes C before a candidate that splits K adds into it.
 ZERO_WORKGROUP = 256
 
@@ -97,13 +117,13 @@ def zero_wgsl() -> str:
     )
 
 
-def k_chunks(target: int, blocks: int, k: int) -> int:
+def k_chunks(target: int, blocks: int, k: int, most: int = MAX_K_CHUNKS) -> int:
     """K chunks (workgroups along the grid's z) of a candidate that splits K over about
     ``target`` workgroups, for ``blocks`` blocks of C and a K of ``k``: none under MIN_K_CHUNK,
-    at most MAX_K_CHUNKS, and 1 for a candidate that does not split (``target`` 0)."""
+    at most ``most``, and 1 for a candidate that does not split (``target`` 0)."""
     if not target:
         return 1
-    return max(1, min(target // max(1, blocks), ceil_div(k, MIN_K_CHUNK), MAX_K_CHUNKS))
+    return max(1, min(target // max(1, blocks), ceil_div(k, MIN_K_CHUNK), most))
 
 
 # -- the tiles -----------------------------------------------------------------------------------
@@ -144,8 +164,11 @@ class MatmulTile:
     kgrid: int = 0
     slices: int = 1
     stagger: int = 0
+    float_atomics: bool = False
 
     def __post_init__(self) -> None:
+        if self.float_atomics and not self.kgrid:
+            raise ValueError(f"{self}: float_atomics are for the adds of kgrid")
         if min(self.bm, self.bn, self.bk, self.tm, self.tn) < 1:
             raise ValueError(f"{self}: every tile size must be >= 1")
         if self.bm % self.tm or self.bn % self.tn:
@@ -225,12 +248,14 @@ class MatmulTile:
             name += f"_kg{self.kgrid}"
         if self.stagger:
             name += f"_st{self.stagger}"
+        if self.float_atomics:
+            name += "_fa"
         return name
 
     def chunks(self, m: int, n: int, k: int) -> int:
         """K chunks (the grid's z) for an ``m x n x k`` call: 1 unless ``kgrid``."""
         blocks = ceil_div(n, self.bn) * ceil_div(m, self.bm)
-        return k_chunks(self.kgrid, blocks, k)
+        return k_chunks(self.kgrid, blocks, k, MAX_FLOAT_K_CHUNKS if self.float_atomics else MAX_K_CHUNKS)
 
 
 # -- pieces every kernel shares (the vector layout too) ------------------------------------------

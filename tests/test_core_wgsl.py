@@ -217,7 +217,7 @@ def test_the_classic_vec3_padding_cases():
 
 # The spec's "Alignment and Size" table, row by row (AlignOf, SizeOf).
 SPEC_TABLE = [
-    ("i32", 4, 4), ("u32", 4, 4), ("f32", 4, 4), ("f16", 2, 2), ("atomic<u32>", 4, 4),
+    ("i32", 4, 4), ("u32", 4, 4), ("f32", 4, 4), ("f16", 2, 2), ("atomic<u32>", 4, 4), ("atomic<f32>", 4, 4),
     ("vec2<f32>", 8, 8), ("vec2<f16>", 4, 4), ("vec3<u32>", 16, 12), ("vec3<f16>", 8, 6),
     ("vec4<i32>", 16, 16), ("vec4<f16>", 8, 8),
     ("mat2x2<f32>", 8, 16), ("mat2x2<f16>", 4, 8), ("mat3x2<f32>", 8, 24), ("mat3x2<f16>", 4, 12),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ import wgtune
 from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.device import check_grid, check_limits
-from wgtune.kernels import demo, matmul
+from wgtune.kernels import demo, matmul, matmul_wgsl
 from wgtune.kernels.matmul_skinny import SkinnyTile
 from wgtune.kernels.matmul_wgsl import HARD_MAX_STORAGE, MatmulTile
 from wgtune.plan import Plan
@@ -119,6 +120,10 @@ OTHER_TILES = [
     MatmulTile(32, 32, 16, 4, 4, vec4=True, slices=4, kgrid=1024),
     MatmulTile(64, 36, 16, 4, 4, slices=2, kgrid=1024, stagger=4),
     SkinnyTile("cols", 2, 4, 1, threads=128, a_vec4=True, split=512),
+    # The device's float atomics (natively: lavapipe and NVIDIA's Vulkan have them), up to 256 chunks.
+    MatmulTile(32, 64, 16, 4, 4, vec4=True, slices=2, kgrid=1024, float_atomics=True),
+    MatmulTile(64, 64, 16, 8, 8, kgrid=4096, float_atomics=True),
+    SkinnyTile("rows", 4, 16, vec4=True, split=4096, float_atomics=True),
 ]
 
 
@@ -224,12 +229,18 @@ def test_grids_fit_the_per_dimension_limit_for_every_size_the_plan_gives(size):
                 assert check_grid(tuple(stage.grid(Args((), size))), wgtune.DeviceLimits()) is None, (stage.name, size)
 
 
-def test_kgrid_tiles_split_k_into_bounded_chunks_after_zeroing_c():
-    kernel = next(k for k in MATMUL.candidates if "_kg" in k.name)
+@pytest.mark.parametrize("float_atomics", [False, True])
+def test_kgrid_tiles_split_k_into_bounded_chunks_after_zeroing_c(float_atomics):
+    kernel = next(k for k in MATMUL.candidates if k.name.startswith("tile") and "_kg" in k.name
+                  and k.name.endswith("_fa") == float_atomics)
     zero, add = kernel.stages
-    assert "c[index] = 0.0" in zero.wgsl and "atomicCompareExchangeWeak" in add.wgsl
+    adds = "atomicAdd(&c[index], value)" if float_atomics else "atomicCompareExchangeWeak"
+    assert "c[index] = 0.0" in zero.wgsl and adds in add.wgsl
+    # Float atomics are a device feature (natively): a device without it skips the candidate.
+    assert (matmul_wgsl.FLOAT_ATOMICS in kernel.features) == float_atomics
     assert add.grid(Args((), (9, 20, 1100)))[2] == 5  # ceil(1100 / MIN_K_CHUNK)
-    assert add.grid(Args((), (9, 20, 10**7)))[2] == matmul.MAX_K_CHUNKS
+    most = matmul_wgsl.MAX_FLOAT_K_CHUNKS if float_atomics else matmul.MAX_K_CHUNKS
+    assert add.grid(Args((), (9, 20, 10**7)))[2] == most
     assert add.grid(Args((), (4096, 4096, 10**7)))[2] == 1  # enough blocks of C already
     assert zero.grid(Args((), (9, 20, 1100))) == (1, 1, 1)
 
@@ -239,14 +250,16 @@ def test_skinny_kernels_that_split_k_are_planned_on_long_k_only_and_add_into_zer
     assert split
     for index in split:
         zero, add = MATMUL.candidates[index].stages
-        assert "c[index] = 0.0" in zero.wgsl and "add_to_c(" in add.wgsl and "atomic<u32>" in add.wgsl
+        words = "atomic<f32>" if MATMUL.candidates[index].name.endswith("_fa") else "atomic<u32>"
+        assert "c[index] = 0.0" in zero.wgsl and "add_to_c(" in add.wgsl and words in add.wgsl
     long_key = MATMUL.key(Args((), (16, 1024, 16384)))
     assert set(split) <= set(Plan(MATMUL.candidates, long_key).next())  # the rows group's first batch
     for size in ((8, 8192, 1024), (128, 128, 128), (1, 4096, 2048)):
         assert set(split) <= set(Plan(MATMUL.candidates, MATMUL.key(Args((), size))).skipped), size
-    tile = TILE_OF[MATMUL.candidates[split[0]].name]
+    tile = TILE_OF["rows4_c64_wg256_u4_v4_kg1024"]
     assert tile.grid(16, 1024, 16384) == (16, 4, 16)  # 64 blocks of 4x64: 1024 / 64 chunks
     assert tile.grid(1, 64, 10**6)[2] == matmul.MAX_K_CHUNKS  # one block: 1024 chunks, capped
+    assert replace(tile, float_atomics=True).grid(1, 64, 10**6)[2] == matmul_wgsl.MAX_FLOAT_K_CHUNKS
     assert tile.grid(16, 1024, 300) == (16, 4, 2)  # K over MIN_K_CHUNK: two chunks
 
 
