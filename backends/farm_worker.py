@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 ADAPTER_ENV = "WGTUNE_FARM_ADAPTER"
-"""The environment variable naming a worker's adapter: an index of ``wgpu.gpu.enumerate_adapters_sync()``."""
+"""The environment variable naming a worker's adapter: an index of ``native.indexed_adapters()``."""
 
 Size = tuple[int, ...]
 

@@ -242,9 +242,9 @@ class NativeDevice(WebGPUDevice):
     ) -> NativeDevice:
         """Open the default adapter's device, with ``timestamp-query`` when the adapter has it.
 
-        ``adapter_index`` opens the adapter at that index of ``wgpu.gpu.enumerate_adapters_sync()``
-        instead (one per GPU of a node: a tuning farm's worker opens its own); an index past the
-        list is a ConfigError naming the adapters there are."""
+        ``adapter_index`` opens the adapter at that index of :func:`indexed_adapters` instead
+        (one per GPU of a node: wgpu's list less the OpenGL duplicates; a tuning farm's worker
+        opens its own); an index past the list is a ConfigError naming the adapters there are."""
         if adapter_index is not None:
             adapter = _adapter_at(adapter_index)
         else:
@@ -304,10 +304,20 @@ def _pass_commands(pass_type: type) -> tuple[Callable[..., None], Callable[..., 
     return set_pipeline, set_bind_group, dispatch_workgroups
 
 
+def indexed_adapters() -> list:
+    """The adapters ``NativeDevice.open(adapter_index=)`` counts: wgpu-py's, less the OpenGL ones
+    where another backend has any (see :func:`_adapter_at`)."""
+    every = wgpu.gpu.enumerate_adapters_sync()
+    native = [a for a in every if not str(a.info.get("backend_type", "")).startswith("OpenGL")]
+    return native or every
+
+
 def _adapter_at(index: int) -> Any:
-    """The adapter at ``index`` of wgpu-py's list of every adapter (in its order, which is stable
-    for one machine and driver); a ConfigError naming the adapters when there is none there."""
-    adapters = wgpu.gpu.enumerate_adapters_sync()
+    """The adapter at ``index`` of wgpu-py's list of adapters (in its order, which is stable for
+    one machine and driver), less those of the OpenGL backend where another backend has any: each
+    GPU shows up again through OpenGL (an H200's adapters were Vulkan, then the same GPU's
+    OpenGL), so the indices count GPUs. A ConfigError naming the adapters when there is none."""
+    adapters = indexed_adapters()
     if not 0 <= index < len(adapters):
         found = "; ".join(f"{i}: {a.info.get('device', '?')} ({a.info.get('backend_type', '?')})"
                           for i, a in enumerate(adapters)) or "none"

@@ -10,6 +10,7 @@ from what the earlier one left.
 Usage::
 
     python bench/farm.py                         # 1 then 2 workers, one per adapter (a two-GPU node)
+                                                 # (bench/results/h200-farm.txt: the H200 command)
     python bench/farm.py --workers 1 2 4         # more runs
     python bench/farm.py --same-adapter --shapes 6   # lavapipe: correctness, not speedup
     python bench/farm.py --out bench/results/h200-farm.txt
@@ -30,9 +31,10 @@ from pathlib import Path
 from wgtune import Config, LogLevel
 from wgtune.backends.farm import WinnerMerger, local_cluster, plan_jobs, run_farm
 
-# Matmul shapes whose keys all differ (sizes a power of two apart), small to large: each tune
-# takes a fraction of a second to a second or two on an H200.
-SIDES = (256, 512, 1024, 2048)
+# Matmul shapes whose keys all differ (sizes a power of two apart), small to large. On one H200
+# the first 40 (256^3 .. 1024x1024x512) tuned in 10 s, 0.25 s a key: the whole 125 take about
+# 30-60 s on one GPU, what the two-GPU figure needs to dwarf the workers' start.
+SIDES = (128, 256, 512, 1024, 2048)
 
 
 def catalogue(count: int) -> list:
@@ -64,7 +66,8 @@ def one_run(workers: int, jobs: list, same_adapter: bool, config: Config, say) -
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts, one run each")
-    parser.add_argument("--shapes", type=int, default=48, help=f"matmul shapes (at most {len(SIDES) ** 3})")
+    every = len(SIDES) ** 3
+    parser.add_argument("--shapes", type=int, default=every, help=f"matmul shapes (default: all {every})")
     parser.add_argument("--same-adapter", action="store_true", help="every worker on adapter 0")
     parser.add_argument("--out", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
@@ -80,9 +83,9 @@ def main() -> int:
     say(f"wgtune farm bench: {len(jobs)} matmul keys ({jobs[0].label} .. {jobs[-1].label}), "
         f"policy {config.policy.value}, {config.samples} samples, __GL_SHADER_DISK_CACHE="
         f"{os.environ['__GL_SHADER_DISK_CACHE']}, {os.cpu_count()} CPUs")
-    import wgpu
+    from wgtune.backends.native import indexed_adapters
 
-    for index, adapter in enumerate(wgpu.gpu.enumerate_adapters_sync()):
+    for index, adapter in enumerate(indexed_adapters()):
         say(f"  adapter {index}: {adapter.info.get('device')} ({adapter.info.get('backend_type')})")
     walls = {workers: one_run(workers, jobs, args.same_adapter, config, say) for workers in args.workers}
     base = walls[args.workers[0]]

@@ -225,3 +225,23 @@ def test_the_command_farms_the_demo_sets_and_a_second_run_tunes_nothing(tmp_path
     assert (second["done"], second["skipped"]) == (0, 3)
     assert main(["farm", "--scheduler", "tcp://127.0.0.1:1", "--workers", "2"]) == 2
     assert "--scheduler joins a cluster" in capsys.readouterr().err
+
+
+def test_adapter_indices_count_gpus_not_their_opengl_twins(monkeypatch):
+    from types import SimpleNamespace
+
+    import wgpu
+
+    from wgtune.backends import native
+
+    def adapter(name, backend):
+        return SimpleNamespace(info={"device": name, "backend_type": backend})
+
+    # What an H200 node lists: each GPU through Vulkan, then again through OpenGL.
+    listed = [adapter("gpu0", "Vulkan"), adapter("gpu0/PCIe", "OpenGL"), adapter("gpu1", "Vulkan")]
+    monkeypatch.setattr(wgpu.gpu, "enumerate_adapters_sync", lambda: listed)
+    assert [a.info["device"] for a in native.indexed_adapters()] == ["gpu0", "gpu1"]
+    with pytest.raises(ConfigError, match="index 2; this machine has 2"):
+        native._adapter_at(2)
+    listed[:] = [adapter("only-gl", "OpenGL")]  # no other backend: OpenGL it is
+    assert [a.info["device"] for a in native.indexed_adapters()] == ["only-gl"]
