@@ -25,6 +25,7 @@ from wgtune.validate import parse_json
 
 from .http_cache import CachePolicy, Validators, not_modified
 from .pooled_server import PooledHTTPServer
+from .serve import serve_until_interrupted, server_url
 
 __all__ = ["CollectorHandler", "make_collector_server", "run_collect"]
 
@@ -171,15 +172,11 @@ def run_collect(args) -> int:
     collector = Collector(database, limiter=limiter)
     origins = frozenset(origin.rstrip("/") for origin in args.origin) if args.origin else None
     server = make_collector_server(collector, args.host, args.port, origins=origins, quiet=not args.verbose)
-    host, port = server.server_address[:2]
-    shown = f"[{host}]" if ":" in str(host) else host
-    print(f"wgtune: collecting winners at http://{shown}:{port}/v1/reports, bundle at http://{shown}:{port}/v1/bundle"
+    url = server_url(server, args.host)
+    print(f"wgtune: collecting winners at {url}/v1/reports, bundle at {url}/v1/bundle"
           f" ({database!r}; Ctrl-C to stop)", flush=True)
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        serve_until_interrupted(server)
     finally:
-        server.server_close()
         database.close()
     return 0

@@ -378,13 +378,24 @@ def run_serve(args) -> int:
         print("wgtune: building the wheel the page installs...", file=sys.stderr, flush=True)
         wheel = build_wheel(root, root / "build" / "web")
     server = make_server(args.host, args.port, web_dir, wheel, quiet=not args.verbose)
+    print(f"wgtune: serving the tuner page at {server_url(server, args.host)}/  (Ctrl-C to stop)", flush=True)
+    serve_until_interrupted(server)
+    return 0
+
+
+def server_url(server: http.server.HTTPServer, host: str) -> str:
+    """``http://HOST:PORT`` of a listening ``server`` bound to ``host``, as a browser opens it
+    (the loopback for a wildcard address, an IPv6 address in brackets)."""
     port = server.server_address[1]
-    shown = "127.0.0.1" if args.host in WILDCARD_HOSTS else f"[{args.host}]" if ":" in args.host else args.host
-    print(f"wgtune: serving the tuner page at http://{shown}:{port}/  (Ctrl-C to stop)", flush=True)
+    shown = "127.0.0.1" if host in WILDCARD_HOSTS else f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def serve_until_interrupted(server: http.server.HTTPServer) -> None:
+    """Serve until Ctrl-C, then close the listening socket."""
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
-    return 0

@@ -10,7 +10,7 @@ Tuning time goes where the answer is in doubt. The policy runs in three parts:
    A priority group whose first ``GROUP_PROBES`` screened candidates were all ruled out so is
    skipped for the rest, in the first batch too: the plan puts a group's likeliest first, and
    the bar or an earlier group has shown the group to be slow on this device (the few-rows
-   matmul kernels lead the small keys on an H200 and are 5-30x slower than the naive kernel on
+   matmul kernels lead the small keys on an H200 and took 4-90x the naive kernel's first launch on
    SwiftShader). Compiling is the dearest part of a screening in the browser, so there a
    pruned group's members past its probes are never compiled (``Device.compile_width``).
 2. **Rounds**: every candidate still in the running gets one more sample per round, round

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 BUNDLE_FORMAT = "wgtune.bundle/1"
-_FORMAT_NAME, _VERSION = BUNDLE_FORMAT.rsplit("/", 1)
+_FORMAT_NAME = BUNDLE_FORMAT.rsplit("/", 1)[0]
 
 SEEDING_FIELDS = ("table", "key", "checksum", "winner", "winner_name", "confidence", "policy", "checked")
 """The entry fields a bundle keeps: what seeding a cache needs (the results are dropped)."""
