@@ -254,6 +254,7 @@ def limits_of(gpu_device: Any) -> DeviceLimits:
             int(limits.maxComputeWorkgroupSizeZ),
         ),
         max_workgroups_per_dimension=int(limits.maxComputeWorkgroupsPerDimension),
+        max_storage_binding=int(limits.maxStorageBufferBindingSize),
     )
 
 

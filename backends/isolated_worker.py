@@ -43,23 +43,27 @@ class StageSpec:
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """A candidate's stages and the call's buffer names and params (the buffers were sent before)."""
+    """A candidate's stages, the call's buffer names and params (the buffers were sent before),
+    and the sizes of the candidate's scratch buffers on the call."""
 
     stages: tuple[StageSpec, ...]
     names: tuple | None
     params: tuple
+    scratch: dict
 
 
-def _kernel(stages: tuple[StageSpec, ...]):
+def _kernel(launch: LaunchSpec):
     from wgtune.tunable import Kernel
 
-    def rebuilt(stage: StageSpec, then: tuple = ()) -> Kernel:
+    def rebuilt(stage: StageSpec, then: tuple = (), scratch: dict | None = None) -> Kernel:
         params = None if stage.params is None else (lambda _args, values=stage.params: values)
         return Kernel(stage.name, stage.wgsl, grid=lambda _args, grid=stage.grid: grid,
                       entry_point=stage.entry_point, constants=stage.constants, features=stage.features,
-                      then=then, params=params)
+                      then=then, params=params, scratch=scratch or {})
 
-    return rebuilt(stages[0], tuple(rebuilt(stage) for stage in stages[1:]))
+    scratch = {name: (lambda _args, size=size: size) for name, size in launch.scratch.items()}
+    stages = launch.stages
+    return rebuilt(stages[0], tuple(rebuilt(stage) for stage in stages[1:]), scratch)
 
 
 def _answer(out: BinaryIO, message: tuple) -> None:
@@ -89,7 +93,7 @@ def main() -> int:
             buffers = [device.create_buffer(data) for data in payload]
             continue
         try:
-            kernel = _kernel(payload.stages)
+            kernel = _kernel(payload)
             compiled = run_inline(device.compile(kernel))
             _answer(out, ("compiled",))
             args = Args(tuple(buffers), payload.params, names=payload.names)

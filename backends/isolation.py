@@ -70,7 +70,8 @@ class ChildLaunchGuard:
                       None if stage.params is None else tuple(stage.params(args)))
             for stage, grid in zip(kernel.stages, grids, strict=True)
         )
-        worker.send(("launch", LaunchSpec(stages, args.names, args.params)))
+        scratch = {name: int(size(args)) for name, size in kernel.scratch.items()}
+        worker.send(("launch", LaunchSpec(stages, args.names, args.params, scratch)))
         answer = worker.receive(COMPILE_SECONDS)
         if answer is not None and answer[0] == "compiled":
             answer = worker.receive(limit + SLACK_SECONDS)

@@ -346,6 +346,7 @@ def _limits(limits: dict) -> DeviceLimits:
             int(limits["max-compute-workgroup-size-z"]),
         ),
         max_workgroups_per_dimension=int(limits["max-compute-workgroups-per-dimension"]),
+        max_storage_binding=int(limits["max-storage-buffer-binding-size"]),
     )
 
 

@@ -21,7 +21,7 @@ import struct
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from wgtune.bindings import PARAMS, binding_plan, params_of, stage_entries
+from wgtune.bindings import PARAMS, Scratch, binding_plan, params_of, stage_entries
 from wgtune.device import CompiledKernel, Device, Timing
 from wgtune.errors import DeviceLost, KernelError
 from wgtune.tunable import Args, Grid, Kernel
@@ -277,6 +277,8 @@ class WebGPUDevice(Device):
                 if not params:
                     continue
                 buffer = self._uniform(stage.kernel, params, group, binding, args)
+            elif isinstance(buffer, Scratch):
+                buffer = self._scratch(buffer, args)
             by_group.setdefault(group, []).append((binding, buffer))
         for index in range(max(by_group, default=0) + 1):
             by_group.setdefault(index, [])
@@ -289,6 +291,25 @@ class WebGPUDevice(Device):
             )
         except KernelError as error:
             raise KernelError(f"cannot bind the call's buffers: {error}") from None
+
+    def _scratch(self, scratch: Scratch, args: Args) -> Any:
+        """The scratch buffer ``scratch`` for the call (``Kernel.scratch``): one per name and size
+        and ``args``, kept in ``args.cache`` like the bind groups that hold it; a KernelError for a
+        size that is no whole number of bytes or more than a storage binding may hold."""
+        try:
+            size = scratch.size(args)
+        except Exception as error:
+            raise KernelError(f"scratch {scratch.name!r}: its size function failed: "
+                              f"{type(error).__name__}: {error}") from None
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise KernelError(f"scratch {scratch.name!r}: its size must be bytes >= 0, got {size!r}")
+        if size > self.limits.max_storage_binding:
+            raise KernelError(f"exceeds a device limit: scratch {scratch.name!r} of {size} bytes, the device binds "
+                              f"at most {self.limits.max_storage_binding} bytes of storage")
+        buffer = args.cache.get(("scratch", scratch.name, size))
+        if buffer is None:
+            buffer = args.cache[("scratch", scratch.name, size)] = self.create_buffer(size=size)
+        return buffer
 
     def _uniform(self, kernel: Kernel, params: tuple, group: int, binding: int, args: Args) -> Any:
         """The uniform buffer of ``params`` as ``kernel`` reads them there, one per packed value

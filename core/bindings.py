@@ -18,6 +18,10 @@ bindings, in any groups. :func:`stage_entries` places one call in one stage:
   Where the reflection cannot place the call (a source it cannot read, a candidate with several
   uniforms), buffer ``i`` binds at ``@group(0) @binding(i)`` and the params right after.
 
+A candidate's ``Kernel(scratch=...)`` buffers are the device's to make: each binding of that name,
+in any stage, takes a :class:`Scratch` in the answer (the device puts the buffer there), and a
+call in order does not count them among its buffers.
+
 A stage with its own ``Kernel(params=...)`` packs those values into its uniform instead of the
 call's (:func:`params_of`). :func:`output_indices` finds the call's buffers that a set's outputs
 name, through the first candidate's bindings.
@@ -25,7 +29,7 @@ name, through the first candidate's bindings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +41,7 @@ from .tunable import Args, Kernel, TunableSet
 __all__ = [
     "PARAMS",
     "CandidateBindings",
+    "Scratch",
     "Slot",
     "StageBindings",
     "binding_plan",
@@ -56,6 +61,15 @@ PARAMS: Any = _Params()
 
 
 @dataclass(frozen=True, slots=True)
+class Scratch:
+    """Stands in :func:`stage_entries`' answer for the candidate's scratch buffer ``name``, of
+    ``size(args)`` bytes (``Kernel.scratch``)."""
+
+    name: str
+    size: Callable[[Args], int]
+
+
+@dataclass(frozen=True, slots=True)
 class Slot:
     """A buffer binding a stage declares: a storage buffer, or a uniform (``uniform``)."""
 
@@ -71,13 +85,15 @@ class Slot:
 @dataclass(frozen=True, eq=False)
 class CandidateBindings:
     """What the stages of one candidate declare together: every name and ``(group, binding)``
-    (``declared``), its one params uniform (``params_at``, None where it declares none or several),
-    and where a call in order puts each buffer (``positions``: slot -> index; None where the
-    candidate declares several uniforms, and a call in order binds by the old rule)."""
+    (``declared``, less its scratch), its one params uniform (``params_at``, None where it declares
+    none or several), where a call in order puts each buffer (``positions``: slot -> index; None
+    where the candidate declares several uniforms, and a call in order binds by the old rule),
+    and its scratch buffers (``scratch``: name -> size in bytes of the call)."""
 
     declared: frozenset[BufferName]
     params_at: tuple[int, int] | None
     positions: Mapping[tuple[int, int], int] | None
+    scratch: Mapping[str, Callable[[Args], int]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,16 +106,29 @@ class StageBindings:
 
 def binding_plan(candidate: Kernel) -> tuple[StageBindings, ...] | None:
     """Each stage's bindings as its WGSL declares them (see the module doc); None where a stage's
-    source cannot be read (or has no compute entry point): calls then bind by the old rule."""
+    source cannot be read (or has no compute entry point): calls then bind by the old rule. A
+    KernelError where the candidate's scratch cannot be bound (a name no stage declares as storage,
+    or a source beyond the reflection)."""
     declared: list[tuple[Slot, ...]] = []
+    scratch = candidate.scratch
     for stage in candidate.stages:
         shader = shader_of(stage)
         if shader is None or not any(entry.stage == "compute" for entry in shader.entry_points):
+            if scratch:
+                raise KernelError(f"{candidate.name}: its scratch buffers bind by the names its WGSL declares, "
+                                  f"and wgtune cannot read the bindings of stage {stage.name!r}")
             return None
         slots = [Slot(b.group, b.binding, b.name, b.address_space == "uniform")
                  for b in shader.bindings if b.address_space in ("storage", "uniform")]
         declared.append(tuple(sorted(slots, key=lambda s: (s.group, s.binding))))
     every = [slot for slots in declared for slot in slots]
+    for name in scratch:
+        kinds = {slot.uniform for slot in every if slot.name == name}
+        if kinds != {False}:
+            raise KernelError(f"{candidate.name}: scratch {name!r} is " + (
+                "declared by no stage" if not kinds else "declared as a uniform: scratch is a storage buffer"))
+    own = {(s.group, s.binding) for s in every if s.name in scratch}
+    every = [slot for slot in every if (slot.group, slot.binding) not in own]
     uniforms = {(s.group, s.binding) for s in every if s.uniform}
     params_at = next(iter(uniforms)) if len(uniforms) == 1 else None
     positions: dict[tuple[int, int], int] | None = None
@@ -110,10 +139,10 @@ def binding_plan(candidate: Kernel) -> tuple[StageBindings, ...] | None:
         positions = {}
         for group in sorted(highest):
             for binding in range(highest[group] + 1):
-                if (group, binding) != params_at:
+                if (group, binding) != params_at and (group, binding) not in own:
                     positions[(group, binding)] = len(positions)
     names = {s.name for s in every} | {(s.group, s.binding) for s in every}
-    plan = CandidateBindings(frozenset(names), params_at, positions)
+    plan = CandidateBindings(frozenset(names), params_at, positions, scratch)
     return tuple(StageBindings(slots, plan) for slots in declared)
 
 
@@ -132,11 +161,13 @@ def stage_entries(plan: StageBindings | None, args: Args, stage: str) -> list[tu
     buffers = args.buffers
     if plan is None or plan.candidate.positions is None:
         return [(0, index, buffer) for index, buffer in enumerate(buffers)] + [(0, len(buffers), PARAMS)]
-    positions, params_at = plan.candidate.positions, plan.candidate.params_at
+    positions, params_at, scratch = plan.candidate.positions, plan.candidate.params_at, plan.candidate.scratch
     entries, missing = [], []
     for slot in plan.slots:
         at = (slot.group, slot.binding)
-        if at == params_at:
+        if slot.name in scratch:
+            entries.append((slot.group, slot.binding, Scratch(slot.name, scratch[slot.name])))
+        elif at == params_at:
             entries.append((slot.group, slot.binding, PARAMS))
         elif positions[at] < len(buffers):
             entries.append((slot.group, slot.binding, buffers[positions[at]]))
@@ -153,6 +184,11 @@ def _by_name(plan: StageBindings | None, args: Args, stage: str) -> list[tuple[i
     if plan is None:
         raise KernelError(f"{stage}: the call names its buffers, but wgtune cannot read this stage's bindings "
                           "from its WGSL; give the buffers in order")
+    scratch = plan.candidate.scratch
+    own = [name for name in names if name in scratch]
+    if own:
+        raise KernelError(f"the call gives {', '.join(map(repr, own))}, which this candidate makes itself "
+                          "(its scratch)")
     unknown = [name for name in names if name not in plan.candidate.declared]
     if unknown:
         known = sorted(str(name) for name in plan.candidate.declared if isinstance(name, str))
@@ -161,6 +197,9 @@ def _by_name(plan: StageBindings | None, args: Args, stage: str) -> list[tuple[i
     index_of = {name: index for index, name in enumerate(names)}
     entries, missing, unnamed_uniforms = [], [], []
     for slot in plan.slots:
+        if slot.name in scratch:
+            entries.append((slot.group, slot.binding, Scratch(slot.name, scratch[slot.name])))
+            continue
         by_name, by_slot = index_of.get(slot.name), index_of.get((slot.group, slot.binding))
         if by_name is not None and by_slot is not None:
             raise KernelError(f"{stage}: the call gives {slot} twice, by name and by (group, binding)")

@@ -52,6 +52,9 @@ class DeviceLimits:
     max_invocations: int = 256
     max_workgroup_size: Grid = (256, 256, 64)
     max_workgroups_per_dimension: int = 65535
+    max_storage_binding: int = 134217728
+    """Bytes of the largest storage buffer a binding may hold: what a candidate's scratch is
+    checked against (``Kernel.scratch``)."""
 
 
 def check_limits(kernel: Kernel, limits: DeviceLimits, features: frozenset[str] | None = None) -> str | None:

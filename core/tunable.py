@@ -73,6 +73,14 @@ class Kernel:
     reads the call's ``params``. A function cannot be compared by value, so only the fact that a
     stage has one is part of its identity: change what it computes and rename the candidate (or
     change its WGSL), or stored winners keep standing for the old one.
+    ``scratch`` names the candidate's workspace buffers (a split-K matmul's partial sums, say):
+    WGSL name -> a function of the call's :class:`Args` giving its size in bytes. The device
+    makes them, not the caller, and binds each wherever a stage declares that name (a storage
+    binding; a call in order does not count them among its buffers). They are kept with the
+    call's bind groups and may be shared by candidates that declare the same name and size, so
+    their contents at the start of a launch are undefined: a stage writes what a later one reads.
+    Declared on the candidate (its first stage); like ``params``, only the names are part of its
+    identity.
     """
 
     name: str
@@ -88,6 +96,7 @@ class Kernel:
     constants: Mapping[str, int | float | bool] = field(default_factory=dict)
     configuration: Mapping[str, Any] | None = field(default=None, compare=False)
     params: Callable[[Args], Sequence[int | float]] | None = None
+    scratch: Mapping[str, Callable[[Args], int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -112,6 +121,11 @@ class Kernel:
             if not isinstance(stage, Kernel):
                 raise ConfigError(f"kernel {self.name!r}: each stage in then must be a Kernel, got {stage!r}")
         object.__setattr__(self, "constants", _checked_constants(self.name, self.constants))
+        object.__setattr__(self, "scratch", _checked_scratch(self.name, self.scratch))
+        for stage in self.then:
+            if stage.scratch:
+                raise ConfigError(f"kernel {self.name!r}: stage {stage.name!r} declares scratch; declare it on "
+                                  "the candidate (its first stage), whose stages all bind it by name")
 
     @property
     def stages(self) -> tuple[Kernel, ...]:
@@ -131,8 +145,24 @@ class Kernel:
             parts.append("constants:" + ",".join(f"{name}={value!r}" for name, value in sorted(self.constants.items())))
         if self.params is not None:  # only its presence: a function has no value to fingerprint
             parts.append("params:function")
+        if self.scratch:
+            parts.append("scratch:" + ",".join(sorted(self.scratch)))
         parts.extend(stage.fingerprint() for stage in self.then)
         return "\x1f".join(parts)
+
+
+def _checked_scratch(kernel: str, scratch: object) -> dict[str, Callable[[Args], int]]:
+    """A kernel's scratch buffers as a plain dict, or a ConfigError naming what is wrong."""
+    if not isinstance(scratch, Mapping):
+        raise ConfigError(f"kernel {kernel!r}: scratch must map WGSL names to functions of the call's Args "
+                          f"giving bytes, got {type(scratch).__name__}")
+    for name, size in scratch.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(f"kernel {kernel!r}: scratch name {name!r} is not a WGSL identifier")
+        if not callable(size):
+            raise ConfigError(f"kernel {kernel!r}: scratch {name!r} needs a function of the call's Args giving "
+                              f"its size in bytes, got {size!r}")
+    return dict(scratch)
 
 
 def _checked_constants(kernel: str, constants: object) -> dict[str, int | float | bool]:
@@ -274,8 +304,8 @@ class TunableSet:
     and integer codes, compared exactly) within ``atol + rtol * |reference|``. Each of the three
     may be one value for every output or a sequence with one per output. Not given, they are the
     ``var<storage, read_write>`` bindings of the first candidate, less scratch that a later stage
-    only reads (``buffer_names.written_by``); give them where that candidate writes other scratch,
-    and ``outputs=()`` for no checks at all.
+    only reads (``buffer_names.written_by``) and less its declared ``scratch``; give them where that
+    candidate writes other scratch, and ``outputs=()`` for no checks at all.
     ``reference(inputs, params)``, if given, says what the outputs should be: it receives the
     call's buffers as bytes (before any kernel ran) and its params, and returns one value per
     output (bytes, anything with ``tobytes()`` such as a numpy array, or a sequence of numbers).
@@ -366,7 +396,9 @@ class TunableSet:
         """The outputs the checks compare: as given, or (read from the first candidate's WGSL on
         first use, since sets are built by the hundred and reading costs) its written bindings."""
         if self._outputs is None:
-            written = written_by([stage.wgsl for stage in self.candidates[0].stages])
+            first = self.candidates[0]
+            written = tuple(name for name in written_by([stage.wgsl for stage in first.stages])
+                            if name not in first.scratch)
             self._tolerances = _tolerances(self.name, written, self.output_type, self.atol, self.rtol)
             self._outputs = written
         return self._outputs
