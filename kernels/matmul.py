@@ -76,6 +76,7 @@ from wgtune import Args, Group, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
 from .common import ceil_div, wrapped_grid
+from .matmul_partials import PARTIALS, partials_bytes, reduce_stage
 from .matmul_skinny import SkinnyTile, skinny_wgsl
 from .matmul_tiles import COLS, DEEP, GROUP_NAMES, LARGE, MATMUL_F16_GROUPS, MATMUL_GROUPS, MEDIUM, ROWS, SMALL
 from .matmul_vector import vector_wgsl
@@ -203,6 +204,11 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
 
     options.setdefault("priority", _priority(tile))
     features = _features(dtype, tile.subgroup, tile.float_atomics)
+    if tile.partials:
+        if dtype != "f32":
+            raise ValueError(f"{tile.name}: partials are f32 (the reduce stage writes f32 C)")
+        options["then"] = (reduce_stage(tile.name, tile.chunks),)
+        options["scratch"] = {PARTIALS: lambda args: partials_bytes(*_sizes(args)[:2], tile.chunks(*_sizes(args)))}
     kernel = Kernel(
         tile.name,
         tiled_matmul_wgsl(tile, dtype),
@@ -210,9 +216,9 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
         workgroup_size=tile.workgroup_size,
         workgroup_storage=tile.workgroup_storage,
         features=features,
-        **({} if tile.kgrid else options),
+        **({} if tile.kgrid and not tile.partials else options),
     )
-    return _zeroing_c_first(kernel, options) if tile.kgrid else kernel
+    return _zeroing_c_first(kernel, options) if tile.kgrid and not tile.partials else kernel
 
 
 def _zeroing_c_first(kernel: Kernel, options: dict) -> Kernel:

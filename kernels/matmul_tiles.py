@@ -77,20 +77,22 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         replace(C(2, 4, 1, threads=128), a_vec4=True),  # 4096x1x4096 97%
         replace(C(2, 8, 1), a_vec4=True),  # 4096x1x4096 95%
     ),
-    # Few outputs, long K: tiles whose grid splits K (about `kgrid` workgroups), some with slices,
-    # their atomic adds staggered (``stagger``) where that measured faster; with the device's float
-    # atomics first (figures of 2026-12-01 on an H200, probed with bench/kernel_probe.py --tiles).
+    # Few outputs, long K: tiles whose grid splits K (about `kgrid` workgroups): with the device's
+    # float atomics first, then in two passes (``partials``: no atomics, so browsers have them too),
+    # then with compare-exchange adds, staggered (``stagger``) where that measured faster. On an
+    # H200 a 128x128 tile runs one workgroup per SM: kgrid=128 keeps its grid to one wave (48
+    # chunks instead of 32 at 128x512x32768 fell from 34.6 to 26.0 TFLOP/s). Figures of
+    # 2026-12-01 (probe_tmp/splitk.py and bench/kernel_probe.py --tiles).
     DEEP: (
-        *_v4(T(32, 64, 16, 4, 4, slices=2, kgrid=1024, float_atomics=True)),  # 64x64x65536 67%
-        *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=512, float_atomics=True)),  # 256x256x16384 70%, 128x512x32768 60%
+        *_v4(T(64, 64, 16, 8, 8, double=True, kgrid=256, partials=True)),  # 64x64x65536 90-92%
+        *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, float_atomics=True)),  # 128x512x32768 80%, 256x256x16384 83%
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, float_atomics=True)),  # 33x4096x4096 97%
-        *_flat(T(64, 64, 16, 8, 8, kgrid=1024, float_atomics=True)),  # 4096x33x4096 72%
-        *_v4(T(32, 64, 16, 4, 4, slices=2, kgrid=1024, stagger=8)),  # 64x64x65536 42%
-        *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, stagger=8)),  # 128x512x32768 58%, 256x256x16384 54%
+        *_flat(T(64, 40, 8, 8, 4, double=True, kgrid=512, float_atomics=True)),  # 4096x33x4096 88%
+        *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, partials=True)),  # 128x512x32768 79%, 256x256x16384 80%
+        *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, partials=True)),
+        *_flat(T(64, 40, 8, 8, 4, double=True, kgrid=512, partials=True)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=256, stagger=8)),  # 33x4096x4096 73%
-        *_v4(T(32, 64, 16, 4, 4, kgrid=1024)),  # 256x256x16384 48%, 128x512x32768 46%
         *_flat(T(64, 36, 16, 4, 4, kgrid=512, stagger=8)),  # 4096x33x4096 62%
-        *_flat(T(64, 64, 16, 8, 8, kgrid=512, stagger=8)),  # 4096x33x4096 59%, 128x512x32768 52%
     ),
     # Few outputs: small blocks keep every core busy; cheap to compile.
     SMALL: (

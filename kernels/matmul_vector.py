@@ -40,6 +40,7 @@ into local arrays spill on some compilers.
 from __future__ import annotations
 
 from .common import ceil_div
+from .matmul_partials import partials_base, partials_header
 from .matmul_wgsl import LANES, MatmulTile, adds_into_c, header, indent, narrow, widen
 
 __all__ = ["vector_wgsl"]
@@ -289,6 +290,13 @@ class _VectorKernel:
         tile = self.tile
         if not tile.kgrid:
             return "  let k_begin = 0u;\n  let k_end = p.k;\n"
+        if tile.partials:  # an empty chunk still writes its (zero) partial sums: the reduce reads them all
+            return (
+                partials_base()
+                + f"  let k_chunk = ((p.k + {self.kt - 1}u) / {self.kt}u + groups.z - 1u) / groups.z * {self.kt}u;\n"
+                "  let k_begin = wid.z * k_chunk;\n"
+                "  let k_end = min(p.k, k_begin + k_chunk);\n"
+            )
         return (
             "  // chunk wid.z of groups.z, in whole K steps; a workgroup past the last K step adds nothing\n"
             f"  let k_chunk = ((p.k + {self.kt - 1}u) / {self.kt}u + groups.z - 1u) / groups.z * {self.kt}u;\n"
@@ -301,9 +309,10 @@ class _VectorKernel:
         tile = self.tile
         buffers = 2 if tile.double else 1
         c_element, add_to_c = adds_into_c(tile.float_atomics)
-        lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element if tile.kgrid else None)]
+        lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element if tile.kgrid else None,
+                        with_c=not tile.partials)]
         if tile.kgrid:
-            lines.append(add_to_c)
+            lines.append(partials_header() if tile.partials else add_to_c)
         for name, width, rows, needed in (
             ("tile_a", self.a_stride, self.kt, not tile.subgroup),
             ("tile_b", tile.bn // 4, self.kt, True),

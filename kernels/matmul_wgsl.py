@@ -148,7 +148,9 @@ class MatmulTile:
     invocations for a block, with the same registers each. ``stagger`` (kgrid tiles, 2 or
     more): the chunks take their atomic adds in that many orders (rotations of one order, chunk
     ``z`` taking rotation ``z % stagger``): chunks of a block finish together, and in one order
-    they would all queue on the same address of C at once.
+    they would all queue on the same address of C at once. ``partials`` (kgrid tiles): the
+    chunks write their sums into scratch and a second stage adds them into C
+    (:mod:`wgtune.kernels.matmul_partials`), instead of zeroing C and adding with atomics.
     """
 
     bm: int
@@ -165,10 +167,13 @@ class MatmulTile:
     slices: int = 1
     stagger: int = 0
     float_atomics: bool = False
+    partials: bool = False
 
     def __post_init__(self) -> None:
         if self.float_atomics and not self.kgrid:
             raise ValueError(f"{self}: float_atomics are for the adds of kgrid")
+        if self.partials and (not self.kgrid or self.float_atomics or self.stagger):
+            raise ValueError(f"{self}: partials need kgrid, and take no atomics (float_atomics, stagger)")
         if min(self.bm, self.bn, self.bk, self.tm, self.tn) < 1:
             raise ValueError(f"{self}: every tile size must be >= 1")
         if self.bm % self.tm or self.bn % self.tn:
@@ -250,20 +255,24 @@ class MatmulTile:
             name += f"_st{self.stagger}"
         if self.float_atomics:
             name += "_fa"
+        if self.partials:
+            name += "_2p"
         return name
 
     def chunks(self, m: int, n: int, k: int) -> int:
         """K chunks (the grid's z) for an ``m x n x k`` call: 1 unless ``kgrid``."""
         blocks = ceil_div(n, self.bn) * ceil_div(m, self.bm)
-        return k_chunks(self.kgrid, blocks, k, MAX_FLOAT_K_CHUNKS if self.float_atomics else MAX_K_CHUNKS)
+        most = MAX_FLOAT_K_CHUNKS if self.float_atomics or self.partials else MAX_K_CHUNKS
+        return k_chunks(self.kgrid, blocks, k, most)
 
 
 # -- pieces every kernel shares (the vector layout too) ------------------------------------------
 
 
-def header(dtype: str, element: str, subgroups: bool = False, b: str | None = None, c: str | None = None) -> str:
-    """Directives, bindings (``element`` of A, and of B and C unless ``b`` or ``c`` say otherwise)
-    and the params struct."""
+def header(dtype: str, element: str, subgroups: bool = False, b: str | None = None, c: str | None = None,
+           with_c: bool = True) -> str:
+    """Directives, bindings (``element`` of A, and of B and C unless ``b`` or ``c`` say otherwise;
+    no C without ``with_c``) and the params struct."""
     lines = []
     if dtype == "f16":
         lines.append("enable f16;\n")
@@ -272,8 +281,8 @@ def header(dtype: str, element: str, subgroups: bool = False, b: str | None = No
     lines.append(
         f"@group(0) @binding(0) var<storage, read> a: array<{element}>;\n"
         f"@group(0) @binding(1) var<storage, read> b: array<{b or element}>;\n"
-        f"@group(0) @binding(2) var<storage, read_write> c: array<{c or element}>;\n"
-        "struct Params { m: u32, n: u32, k: u32 }\n"
+        + (f"@group(0) @binding(2) var<storage, read_write> c: array<{c or element}>;\n" if with_c else "")
+        + "struct Params { m: u32, n: u32, k: u32 }\n"
         "@group(0) @binding(3) var<uniform> p: Params;\n"
     )
     return "".join(lines)

@@ -22,6 +22,7 @@ from kernel_checks import tune_checked
 import wgtune
 from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
+from wgtune.bindings import binding_plan
 from wgtune.device import check_grid, check_limits
 from wgtune.kernels import demo, matmul, matmul_wgsl
 from wgtune.kernels.matmul_skinny import SkinnyTile
@@ -232,7 +233,7 @@ def test_grids_fit_the_per_dimension_limit_for_every_size_the_plan_gives(size):
 @pytest.mark.parametrize("float_atomics", [False, True])
 def test_kgrid_tiles_split_k_into_bounded_chunks_after_zeroing_c(float_atomics):
     kernel = next(k for k in MATMUL.candidates if k.name.startswith("tile") and "_kg" in k.name
-                  and k.name.endswith("_fa") == float_atomics)
+                  and not k.name.endswith("_2p") and k.name.endswith("_fa") == float_atomics)
     zero, add = kernel.stages
     adds = "atomicAdd(&c[index], value)" if float_atomics else "atomicCompareExchangeWeak"
     assert "c[index] = 0.0" in zero.wgsl and adds in add.wgsl
@@ -240,9 +241,33 @@ def test_kgrid_tiles_split_k_into_bounded_chunks_after_zeroing_c(float_atomics):
     assert (matmul_wgsl.FLOAT_ATOMICS in kernel.features) == float_atomics
     assert add.grid(Args((), (9, 20, 1100)))[2] == 5  # ceil(1100 / MIN_K_CHUNK)
     most = matmul_wgsl.MAX_FLOAT_K_CHUNKS if float_atomics else matmul.MAX_K_CHUNKS
-    assert add.grid(Args((), (9, 20, 10**7)))[2] == most
+    assert add.grid(Args((), (9, 20, 10**7)))[2] == min(most, TILE_OF[kernel.name].kgrid)  # one block of C
     assert add.grid(Args((), (4096, 4096, 10**7)))[2] == 1  # enough blocks of C already
     assert zero.grid(Args((), (9, 20, 1100))) == (1, 1, 1)
+
+
+def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c():
+    kernel = next(k for k in MATMUL.candidates if k.name.endswith("_2p"))
+    chunks, total = kernel.stages
+    assert not kernel.features and "atomic" not in chunks.wgsl + total.wgsl  # no device feature: browsers too
+    assert "var<storage, read_write> c:" not in chunks.wgsl and "part[part_base + index] = value" in chunks.wgsl
+    # The scratch holds every chunk's sums, each chunk's starting on a vec4; the sum's own params
+    # carry the number of chunks, and the call in order is still (A, B, C).
+    tile = TILE_OF[kernel.name]
+    for m, n, k in [(9, 20, 1100), (64, 64, 65536), (3, 5, 16500)]:
+        call = Args((), (m, n, k))
+        z = kernel.grid(call)[2]
+        assert z == tile.chunks(m, n, k) and 1 <= z <= matmul_wgsl.MAX_FLOAT_K_CHUNKS
+        assert kernel.scratch["part"](call) == 4 * z * (-(-m * n // 4) * 4)
+        assert total.params(call) == (m, n, z)
+    plan = binding_plan(kernel)
+    assert plan[0].candidate.positions == {(0, 0): 0, (0, 1): 1, (0, 2): 2}
+    with pytest.raises(ValueError, match="partials need kgrid"):
+        MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, partials=True)
+    with pytest.raises(ValueError, match="take no atomics"):
+        MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, kgrid=256, partials=True, float_atomics=True)
+    with pytest.raises(ValueError, match="partials are f32"):
+        matmul.tiled_matmul_kernel(tile, "f16")
 
 
 def test_skinny_kernels_that_split_k_are_planned_on_long_k_only_and_add_into_zeroed_c():
@@ -269,7 +294,7 @@ def test_staggered_adds_rotate_runs_of_one_order_by_chunk():
     assert tile.name.endswith("_kg1024_st8") and "switch ((run + wid.z) % 8u)" in wgsl
     # Each of the 16 outputs of an invocation is added once, in one of the 8 runs of 2.
     assert wgsl.count("add_to_c(row_") == 16 and wgsl.count("case ") == 7 and "default:" in wgsl
-    assert "tile32x64_k16_reg4x4_v4_s2_kg1024_st8" in MATMUL.index_of
+    assert "tile36x128_k16_reg4x8_v4_db_kg256_st8" in MATMUL.index_of
 
 
 def test_sets_are_big_distinct_and_start_naive():
