@@ -127,8 +127,11 @@ def binding_plan(candidate: Kernel) -> tuple[StageBindings, ...] | None:
         if kinds != {False}:
             raise KernelError(f"{candidate.name}: scratch {name!r} is " + (
                 "declared by no stage" if not kinds else "declared as a uniform: scratch is a storage buffer"))
-    own = {(s.group, s.binding) for s in every if s.name in scratch}
-    every = [slot for slot in every if (slot.group, slot.binding) not in own]
+    # Slots that only scratch takes are not the call's: a call in order skips them. (Stages number
+    # their bindings as they like: scratch at one stage's binding 1 may be another's binding 0.)
+    theirs = [slot for slot in every if slot.name not in scratch]
+    own = {(s.group, s.binding) for s in every if s.name in scratch} - {(s.group, s.binding) for s in theirs}
+    every = theirs
     uniforms = {(s.group, s.binding) for s in every if s.uniform}
     params_at = next(iter(uniforms)) if len(uniforms) == 1 else None
     positions: dict[tuple[int, int], int] | None = None

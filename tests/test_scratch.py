@@ -169,3 +169,15 @@ def test_scratch_is_checked_where_the_kernel_is_made_and_its_names_are_part_of_t
     with_scratch, without = two_pass(), Kernel("two_pass", PASS_1, grid=blocks, then=two_pass().then)
     assert with_scratch.fingerprint() != without.fingerprint()
     assert with_scratch.fingerprint() == two_pass(size=lambda args: 8 * args.params[0]).fingerprint()
+
+
+def test_stages_may_bind_the_scratch_at_different_slots_even_where_another_stage_has_a_call_buffer(device):
+    # Pass 2 numbers its bindings from 0: tmp at (0, 0), where pass 1 has the call's x.
+    renumbered = PASS_2.replace("@binding(3) var<storage, read_write> tmp", "@binding(0) var<storage, read_write> tmp")
+    kernel = Kernel("renumbered", PASS_1, grid=blocks, then=(Kernel("renumbered_add", renumbered, grid=blocks),),
+                    scratch={"tmp": lambda args: 4 * args.params[0]})
+    assert binding_plan(kernel)[0].candidate.positions == {(0, 0): 0, (0, 1): 1}
+    for by_name in (False, True):
+        args, x = call(device, by_name)
+        device.dispatch(run_inline(device.compile(kernel)), args, blocks(args))
+        np.testing.assert_array_equal(output(device, args), 2 * x + 1)
