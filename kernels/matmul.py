@@ -16,9 +16,11 @@ Two sets:
     :mod:`wgtune.kernels.matmul_vector`): block tiles from 32x32 to 256x128, K steps of 8 and
     16, register tiles of 4x4 to 16x8, double buffering, a swizzled workgroup order, K *slices*
     (several sets of invocations share a block, each a part of every K step, summed in
-    workgroup memory at the end), and *kgrid* tiles that split K over workgroups and add into C
-    with atomics (after a first stage zeroes C; ``stagger``: chunks of a block take their adds
-    in rotated orders), for few outputs and a long K. Each comes with vec4 global loads (``_v4``:
+    workgroup memory at the end), and *kgrid* tiles that split K over workgroups, for few
+    outputs and a long K: they add into C with atomics (after a first stage zeroes C;
+    ``stagger``: chunks of a block take their adds in rotated orders), or write partial sums to
+    scratch that a second stage adds up (``partials``, :mod:`wgtune.kernels.matmul_partials`).
+    Each comes with vec4 global loads (``_v4``:
     K and N multiples of 4) or *flat* ones (coalesced scalar loads that need no guard but on the
     K step crossing K: any sizes), or both;
   - skinny kernels (:class:`SkinnyTile`, :mod:`wgtune.kernels.matmul_skinny`) for a few rows
@@ -47,15 +49,13 @@ the fixed policy measures the first batch only.
 
 On an NVIDIA H200 (Vulkan, wgpu-py 0.32), ``bench/shapes.py --full`` (the tune as it ships,
 beside torch's fp32 with TF32 off, and an oracle of every checked candidate;
-``bench/results/h200-shapes.txt``) puts the tuned winner at a median of 91% of torch over 36
-shapes, within 2% of the oracle's best on all 36: 83-99% on the large and rectangular ones
-(88% at 4096^3), 3-7x torch on small ones (a launch of torch costs more than their work), 85%
-at 1000^3, 66-95% on odd ones (all of M, N, K odd: 1023x1025x1027 83%, 999x1001x997 76%,
-2047x2049x2051 95%, 333x4099x517 66%), a GEMV of one column 92%, 8x8192x1024 125%, 8192x16x1024
-123%; still short: one row (1x4096x4096, 73%), 33 rows or columns of 4096x4096 (73%, 65%) and
-long K with few outputs (16x1024x16384 77%, 128x512x32768 60%, 256x256x16384 53%, 64x64x65536
-48%: an atomic add per K chunk and output, which cannot be a native float add in WGSL, bounds
-how far K can be split).
+``bench/results/h200-shapes.txt``, fifth run) puts the tuned winner at a median of 92.5% of torch
+over 36 shapes, within 2% of the oracle's best on 35 (32^3: 3.4%, a few microseconds): 87-102%
+on the large and rectangular ones (87% at 4096^3), 2.6-7.5x torch on small ones (a launch of
+torch costs more than their work), 85% at 1000^3, 66-94% on odd ones (all of M, N, K odd:
+1023x1025x1027 83%, 999x1001x997 77%, 2047x2049x2051 94%, 333x4099x517 66%), GEMVs 90-95%,
+33 rows or columns of 4096x4096 91-98%, and long K with few outputs 77-101% (64x64x65536 92% in
+two passes, 256x256x16384 82%, 128x512x32768 77%).
 
 Grids are ``(ceil(N / block_n), ceil(M / block_m), K chunks)``: at most 65535 workgroups a
 dimension, so the naive 16x16 default covers M and N up to 1,048,560; a candidate whose grid
