@@ -175,6 +175,23 @@ await window.wgtune.session.add_case(DemoCase(tunables, ((1000,),), make_args))
 '''
 
 
+# Split-K in two passes (partial sums in scratch the device makes), on a K-heavy shape that is no
+# multiple of any tile: browsers have no float atomics, so this is their split-K. Only two-pass
+# candidates, so that whichever wins, its product is checked.
+SPLIT_K_SET = r'''
+from js import window
+from wgtune import TunableSet
+from wgtune.kernels.demo import DemoCase, make_matmul_args
+from wgtune.kernels.matmul import matmul_key, tiled_matmul_kernel
+from wgtune.kernels.matmul_tiles import T
+
+tiles = [T(64, 64, 16, 8, 8, double=True, kgrid=256, partials=True),
+         T(64, 40, 8, 8, 4, double=True, kgrid=512, partials=True)]
+tunables = TunableSet("split_k", [tiled_matmul_kernel(tile, priority=1) for tile in tiles], key=matmul_key)
+await window.wgtune.session.add_case(DemoCase(tunables, ((13, 21, 1500),), make_matmul_args))
+'''
+
+
 # A space rendered per key (the length baked into the source, as runtimes that generate WGSL per
 # shape write it) and searched: each key's 30 configurations are its own set, 6 of them measured.
 PER_KEY_SEARCH_SET = r'''
@@ -574,6 +591,20 @@ def test_a_kernel_over_two_bind_groups_with_named_buffers_tunes_and_computes_in_
     assert done["state"] == "Hit" and all("median" in result for result in done["results"]), done
     ran = execute(page, "two_groups", "1000")
     np.testing.assert_array_equal(output_of(ran), np.arange(1000, dtype=np.float32) + 1.0)  # y, found by name
+    assert log.errors == []
+    page.close()
+
+
+def test_split_k_in_two_passes_binds_its_scratch_and_computes_the_product_in_the_page(browser):
+    page, log = browser.open()
+    page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)", SPLIT_K_SET)
+    page.evaluate("window.wgtune.check('split_k', '13x21x1500')")
+    done = settle(page, "split_k", "13x21x1500")
+    assert done["state"] == "Hit", done
+    measured = {result["name"] for result in done["results"] if "median" in result}
+    assert {"tile64x64_k16_reg8x8_db_kg256_2p", "tile64x40_k8_reg8x4_db_kg512_2p"} <= measured, done["results"]
+    answer = execute(page, "split_k", "13x21x1500")
+    np.testing.assert_allclose(output_of(answer).reshape(13, 21), expected_matmul(13, 21, 1500), rtol=1e-4, atol=1e-3)
     assert log.errors == []
     page.close()
 
