@@ -136,9 +136,8 @@ def reduction_problem(device: NativeDevice, tunables: TunableSet, op: str, rows:
         view = x.reshape(rows, cols)
         want = view.astype(np.float64).sum(axis=1) if op == "sum" else view.max(axis=1)
         seconds = None
-    scratch = reduction.scratch_elements(rows, cols)
-    args = Args((device.create_buffer(x.tobytes()), device.create_buffer(size=4 * rows),
-                 device.create_buffer(size=4 * scratch)), (rows, cols))
+    # (x, out): the two-pass candidates' partials are scratch the device makes.
+    args = Args((device.create_buffer(x.tobytes()), device.create_buffer(size=4 * rows)), (rows, cols))
 
     key = dict(tunables.key(args))
     regime = "multi_row" if key["cols"] <= reduction.MULTI_ROW_MAX_COLS else (

@@ -76,10 +76,13 @@ def make_fma_args(device: Any, size: Size, seed: int = 0) -> Args:
 
 
 def make_row_sum_args(device: Any, size: Size, seed: int = 0) -> Args:
+    """Buffers ``(x, out)`` for row sums of ``x[rows, cols]``, seeded; params ``(rows, cols)``
+    (the two-pass candidates' partials are scratch the device makes)."""
     return make_reduction_args(device, size, "sum", seed)
 
 
 def make_row_max_args(device: Any, size: Size, seed: int = 0) -> Args:
+    """Buffers ``(x, out)`` for row maxima of ``x[rows, cols]``, seeded; params ``(rows, cols)``."""
     return make_reduction_args(device, size, "max", seed)
 
 

@@ -1,12 +1,15 @@
 """Row reductions: ``out[r] = sum(x[r, :])`` or ``max(x[r, :])`` of a row-major f32 ``x[rows, cols]``.
 
-Call convention (see :class:`wgtune.Args`): buffers ``(x, out, scratch)`` at bindings 0, 1, 2,
-then the params ``(rows, cols)`` as a uniform at binding 3. ``out`` holds ``rows`` f32;
-``scratch`` holds at least :func:`scratch_elements` ``(rows, cols)`` f32, the partial results of
-the two-pass candidates (the others leave it alone; with a smaller one the two-pass candidates
-return wrong sums, as WebGPU clamps stores past a buffer). :func:`make_reduction_args` builds such a
-call with seeded inputs. One set per operation: ``reduction_set("sum")`` is the set
-``"row_sum"``, ``reduction_set("max")`` the set ``"row_max"``.
+Call convention (see :class:`wgtune.Args`): buffers ``(x, out)`` at bindings 0, 1, then the
+params ``(rows, cols)`` as a uniform at binding 2. ``out`` holds ``rows`` f32, the set's one
+output (buffer 1 of the call). The two-pass candidates' partial results are theirs: each
+declares ``scratch`` (``Kernel(scratch=...)``, :data:`SCRATCH`, at binding 3) of
+:func:`scratch_elements` ``(rows, cols, chunk)`` f32, which the device makes per call and keeps
+with its bind groups; the caller gives no buffer for it. (A call in order that still gives a
+third buffer, as this family once asked, binds as before: no candidate declares a third buffer
+of the call, so it is left alone.) :func:`make_reduction_args` builds a call with seeded inputs.
+One set per operation: ``reduction_set("sum")`` is the set ``"row_sum"``,
+``reduction_set("max")`` the set ``"row_max"``.
 
 Candidates differ in how a row is spread over invocations, and in how their partial results
 are combined:
@@ -16,8 +19,9 @@ are combined:
   tree in workgroup memory (``tree``) or ``subgroupAdd`` / ``subgroupMax`` followed by a small
   workgroup-memory step over one value per subgroup (``sg``).
 - ``split_*`` (group ``two_pass``): for a few long rows. Stage 1 runs several workgroups per
-  row, each reducing a chunk of ``chunk`` elements into ``scratch``; stage 2 (the candidate's
-  ``then``) runs one workgroup per row over that row's partials and writes ``out``.
+  row, each reducing a chunk of ``chunk`` elements into ``scratch`` (the candidate's own, see
+  above); stage 2 (the candidate's ``then``) runs one workgroup per row over that row's partials
+  and writes ``out``.
 - ``pack_*`` (group ``multi_row``): for many short rows. A workgroup handles ``workgroup / g``
   rows, ``g`` invocations a row: ``g = 1`` sums a row in one invocation; larger ``g`` combine in
   workgroup memory (``tree``) or, for ``g = 4``, with ``subgroupShuffleXor`` (``shuffle``).
@@ -82,6 +86,7 @@ from .reduction_masked import masked_pack_wgsl, masked_row_wgsl, masked_split_wg
 from .reduction_wgsl import (
     MIN_CHUNK,
     OPS,
+    SCRATCH,
     ReductionVariant,
     pack_wgsl,
     reduction_op,
@@ -95,6 +100,7 @@ __all__ = [
     "MIN_CHUNK",
     "OPS",
     "REDUCTION_VARIANTS",
+    "SCRATCH",
     "SUM_ATOL",
     "SUM_RTOL",
     "ReductionVariant",
@@ -257,6 +263,11 @@ def reduction_kernel(op: str, variant: ReductionVariant, *, group: Group | None 
             features=features, then=tail,
         )
     chunk = variant.chunk
+
+    def partials_bytes(args: Args) -> int:
+        rows, cols = args.params[:2]
+        return F32_BYTES * scratch_elements(rows, cols, chunk)
+
     final = Kernel(
         variant.name + "_final", split_final_wgsl(spec, variant),
         grid=lambda args: wrapped_grid(args.params[0]), workgroup_size=size,
@@ -266,14 +277,16 @@ def reduction_kernel(op: str, variant: ReductionVariant, *, group: Group | None 
         variant.name, (masked_split_wgsl if variant.masked else split_wgsl)(spec, variant),
         grid=lambda args: wrapped_grid(args.params[0] * ceil_div(args.params[1], chunk)),
         workgroup_size=size, workgroup_storage=variant.workgroup_storage, priority=priority, group=group,
-        features=features, then=(final,),
+        features=features, then=(final,), scratch={SCRATCH: partials_bytes},
     )
 
 
-def scratch_elements(rows: int, cols: int) -> int:
-    """The f32 elements ``scratch`` needs for ``rows x cols``: a partial per chunk of the
-    smallest chunk (:data:`MIN_CHUNK`) of any two-pass candidate; at least 1."""
-    return max(1, rows * ceil_div(cols, MIN_CHUNK))
+def scratch_elements(rows: int, cols: int, chunk: int = MIN_CHUNK) -> int:
+    """The f32 partials a two-pass candidate of ``chunk`` elements a workgroup writes for
+    ``rows x cols``: one per chunk of each row, and at least 1 (a storage binding of
+    ``array<f32>`` holds at least one). With the default chunk, the smallest any two-pass
+    candidate has (:data:`MIN_CHUNK`), the most any of them writes."""
+    return max(1, rows * ceil_div(cols, chunk))
 
 
 def reduction_key(op: str) -> Callable[[Args], dict[str, object]]:
@@ -301,7 +314,8 @@ def reduction_set(op: str, variants: Sequence[ReductionVariant] = REDUCTION_VARI
         for index, variant in enumerate(variants)
     ]
     exact = spec.zero is None  # max returns an element of the row: every candidate agrees exactly
-    # outputs given: the scratch buffer is read_write too, and its contents differ by candidate.
+    # The output by index, as every family gives it (bench/ reads it as one): ``out``, buffer 1 of
+    # the call. The two-pass candidates' partials are their scratch, never an output.
     return TunableSet(
         f"row_{op}", candidates, key=reduction_key(op), outputs=(1,),
         atol=0.0 if exact else SUM_ATOL, rtol=0.0 if exact else SUM_RTOL,
@@ -314,7 +328,8 @@ INPUT_BLOCK = 1 << 22  # values of x made from one seed by make_reduction_args
 
 
 def make_reduction_args(device: Any, size: tuple[int, int], op: str, seed: int = 0) -> Args:
-    """Buffers ``(x, out, scratch)`` for ``x[rows, cols]`` with seeded inputs; params ``(rows, cols)``.
+    """Buffers ``(x, out)`` for ``x[rows, cols]`` with seeded inputs; params ``(rows, cols)``. No
+    scratch: the two-pass candidates' partials are the device's (``Kernel(scratch=...)``).
 
     The values are those of :func:`wgtune.kernels.inputs.random_floats` (magnitudes in [0.5, 1),
     random signs), made in blocks of ``INPUT_BLOCK`` values with a seed each: one call of it
@@ -326,11 +341,7 @@ def make_reduction_args(device: Any, size: tuple[int, int], op: str, seed: int =
     x = array("f")
     for block, begin in enumerate(range(0, count, INPUT_BLOCK)):
         x.extend(random_floats(min(INPUT_BLOCK, count - begin), seed=f"reduce-{op}-{rows}x{cols}-{seed}-{block}"))
-    buffers = (
-        device.create_buffer(x.tobytes()),
-        device.create_buffer(size=F32_BYTES * rows),
-        device.create_buffer(size=F32_BYTES * scratch_elements(rows, cols)),
-    )
+    buffers = (device.create_buffer(x.tobytes()), device.create_buffer(size=F32_BYTES * rows))
     return Args(buffers, (rows, cols))
 
 

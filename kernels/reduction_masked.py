@@ -12,7 +12,7 @@ One gap remains: an ``array<vec4<f32>>`` binding ends at the last whole vec4 of 
 where ``rows * cols`` is not a multiple of 4 the last one to three elements of ``x`` cannot be
 read through it. The candidate's last stage reads them through an ``array<f32>`` binding and
 combines them into their rows' results: the second stage of ``split`` candidates does it
-alongside its work (:func:`split_final_wgsl` with ``tail=True``); ``row`` and ``pack`` candidates
+alongside its work (:func:`split_final_wgsl` of a masked variant); ``row`` and ``pack`` candidates
 get a stage of their own, :func:`tail_wgsl`, one invocation (dispatched only where there is a
 tail: its grid is empty otherwise).
 """
@@ -20,8 +20,7 @@ tail: its grid is empty otherwise).
 from __future__ import annotations
 
 from .reduction_wgsl import (
-    _TOUCH_OUT,
-    _TOUCH_SCRATCH,
+    SCRATCH,
     Op,
     ReductionVariant,
     _combine,
@@ -77,7 +76,6 @@ def masked_row_wgsl(op: Op, v: ReductionVariant) -> str:
         _header("vec4<f32>", v.subgroups)
         + _shared(v.combine, v.workgroup)
         + _signature(v.workgroup, v.subgroups)
-        + _TOUCH_SCRATCH
         + "  let row = group;\n"
         "  if (row >= p.rows) { return; }\n"
         + _prologue(op)
@@ -89,12 +87,11 @@ def masked_row_wgsl(op: Op, v: ReductionVariant) -> str:
 
 def masked_split_wgsl(op: Op, v: ReductionVariant) -> str:
     """Stage 1, masked: workgroup ``g`` reduces chunk ``g % chunks`` (``chunk`` elements) of row
-    ``g / chunks`` into ``scratch[g]``."""
+    ``g / chunks`` into its partials, ``scratch[g]``."""
     return (
-        _header("vec4<f32>", v.subgroups)
+        _header("vec4<f32>", v.subgroups, out=False, scratch=True)
         + _shared(v.combine, v.workgroup)
         + _signature(v.workgroup, v.subgroups)
-        + _TOUCH_OUT
         + f"  let chunks = (p.cols + {v.chunk - 1}u) / {v.chunk}u;\n"
         "  if (group >= p.rows * chunks) { return; }\n"
         "  let row = group / chunks;\n"
@@ -102,7 +99,7 @@ def masked_split_wgsl(op: Op, v: ReductionVariant) -> str:
         f"  let hi = min(row * p.cols + p.cols, lo + {v.chunk}u);\n"
         + _prologue(op)
         + _accumulate_masked(op, v.unroll, "lo", "hi", "lid", v.workgroup)
-        + _workgroup_combine(op, v.combine, v.workgroup, "scratch[group] = result;")
+        + _workgroup_combine(op, v.combine, v.workgroup, f"{SCRATCH}[group] = result;")
         + "}\n"
     )
 
@@ -114,7 +111,6 @@ def masked_pack_wgsl(op: Op, v: ReductionVariant) -> str:
         _header("vec4<f32>", v.subgroups),
         _shared(v.combine, v.workgroup),
         _signature(v.workgroup, v.subgroups),
-        _TOUCH_SCRATCH,
         f"  let row = group * {rows_per_group}u + lid / {v.g}u;\n",
         f"  let t = lid % {v.g}u;\n" if v.g > 1 else "  let t = 0u;\n",
         "  let lo = select(0u, row * p.cols, row < p.rows);\n",
@@ -151,7 +147,6 @@ def tail_wgsl(op: Op) -> str:
     return (
         _header("f32", False)
         + "\n@compute @workgroup_size(1, 1, 1)\nfn main() {\n"
-        + _TOUCH_SCRATCH
         + tail_elements(op)
         + "}\n"
     )

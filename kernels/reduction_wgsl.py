@@ -1,11 +1,14 @@
 """WGSL generators of the reduction family (see :mod:`wgtune.kernels.reduction` for the sets).
 
-``out[r] = sum(x[r, :])`` or ``max(x[r, :])`` of a row-major f32 ``x[rows, cols]``: buffers
-``(x, out, scratch)`` at bindings 0, 1, 2, params ``(rows, cols)`` as a uniform at binding 3.
+``out[r] = sum(x[r, :])`` or ``max(x[r, :])`` of a row-major f32 ``x[rows, cols]``: the call's
+buffers ``(x, out)`` at bindings 0, 1, params ``(rows, cols)`` as a uniform at binding 2, and for
+the two-pass candidates their partials, :data:`SCRATCH`, at binding 3: a scratch buffer the
+device makes (``Kernel(scratch=...)``), which the call neither gives nor counts.
 An :class:`Op` says how one operation combines values in WGSL (:data:`OPS`: ``sum``, ``max``); a
 :class:`ReductionVariant` is one candidate's shape; :func:`row_wgsl`, :func:`pack_wgsl` and the
-two stages :func:`split_wgsl`, :func:`split_final_wgsl` generate the code of its layout. Every
-stage uses each of the four bindings (see ``_TOUCH_*``), as the call binds them all.
+two stages :func:`split_wgsl`, :func:`split_final_wgsl` generate the code of its layout. Each
+stage declares only the bindings it uses (:func:`_header`): a pipeline's layout "auto" holds only
+those, and wgtune binds in each stage what that stage declares.
 
 Max never starts from a made-up identity: accumulators start from an element of the range, and
 an empty row's ``-inf`` is built at run time (a constant infinity is a WGSL error).
@@ -32,6 +35,7 @@ __all__ = [
     "MIN_CHUNK",
     "MIN_SUBGROUP",
     "OPS",
+    "SCRATCH",
     "Op",
     "ReductionVariant",
     "pack_wgsl",
@@ -45,6 +49,8 @@ __all__ = [
 MIN_SUBGROUP = 4
 # The smallest chunk a two-pass candidate may have: scratch_elements (a partial per chunk) uses it.
 MIN_CHUNK = 4096
+# The WGSL name of the two-pass candidates' partials: their Kernel(scratch=...) buffer.
+SCRATCH = "scratch"
 
 
 # -- operations --------------------------------------------------------------------------------
@@ -157,21 +163,19 @@ class ReductionVariant:
 # -- WGSL --------------------------------------------------------------------------------------
 
 
-def _header(element: str, subgroups: bool) -> str:
-    return (SUBGROUPS_DIRECTIVE if subgroups else "") + (
-        f"@group(0) @binding(0) var<storage, read> x: array<{element}>;\n"
-        "@group(0) @binding(1) var<storage, read_write> out: array<f32>;\n"
-        "@group(0) @binding(2) var<storage, read_write> scratch: array<f32>;\n"
-        "struct Params { rows: u32, cols: u32 }\n"
-        "@group(0) @binding(3) var<uniform> p: Params;\n"
-    )
-
-
-# Layout "auto" binds only what a stage uses, and the call binds all four: a stage that needs no
-# scratch (or no x) touches it in a branch that never runs (0 rows dispatch no workgroup at all).
-_TOUCH_SCRATCH = "  if (p.rows == 0u) { scratch[0] = 0.0; }  // binds scratch for layout auto; never runs\n"
-_TOUCH_X = "  if (p.rows == 0u) { out[0] = x[0]; }  // binds x for layout auto; never runs\n"
-_TOUCH_OUT = "  if (p.rows == 0u) { out[0] = 0.0; }  // binds out for layout auto; never runs\n"
+def _header(element: str | None, subgroups: bool, *, out: bool = True, scratch: bool = False) -> str:
+    """The bindings of one stage, only those it uses: ``x`` as ``array<element>`` (None: the stage
+    reads no x), ``out`` (``out``), the params, and the partials (``scratch``). A binding a stage
+    declares but never uses would be missing from its layout "auto", and binding it would fail."""
+    lines = [SUBGROUPS_DIRECTIVE if subgroups else ""]
+    if element is not None:
+        lines.append(f"@group(0) @binding(0) var<storage, read> x: array<{element}>;\n")
+    if out:
+        lines.append("@group(0) @binding(1) var<storage, read_write> out: array<f32>;\n")
+    lines.append("struct Params { rows: u32, cols: u32 }\n@group(0) @binding(2) var<uniform> p: Params;\n")
+    if scratch:
+        lines.append(f"@group(0) @binding(3) var<storage, read_write> {SCRATCH}: array<f32>;\n")
+    return "".join(lines)
 
 
 def _signature(workgroup: int, subgroups: bool) -> str:
@@ -288,7 +292,6 @@ def row_wgsl(op: Op, v: ReductionVariant) -> str:
         _header(element, v.subgroups)
         + _shared(v.combine, v.workgroup)
         + _signature(v.workgroup, v.subgroups)
-        + _TOUCH_SCRATCH
         + "  let row = group;\n"
         "  if (row >= p.rows) { return; }\n"
         f"  let count = {count};\n"
@@ -305,10 +308,9 @@ def split_wgsl(op: Op, v: ReductionVariant) -> str:
     per_chunk = v.chunk // v.width
     count = "p.cols" if v.width == 1 else "(p.cols / 4u)"
     return (
-        _header(element, v.subgroups)
+        _header(element, v.subgroups, out=False, scratch=True)
         + _shared(v.combine, v.workgroup)
         + _signature(v.workgroup, v.subgroups)
-        + _TOUCH_OUT
         + f"  let chunks = (p.cols + {v.chunk - 1}u) / {v.chunk}u;\n"
         "  if (group >= p.rows * chunks) { return; }\n"
         "  let row = group / chunks;\n"
@@ -318,7 +320,7 @@ def split_wgsl(op: Op, v: ReductionVariant) -> str:
         "  let start = row * count + begin;\n"
         f"  let length = min(count - begin, {per_chunk}u);\n"
         + _accumulate(op, v.width, v.unroll, "start", "length", "lid", v.workgroup)
-        + _workgroup_combine(op, v.combine, v.workgroup, "scratch[group] = result;")
+        + _workgroup_combine(op, v.combine, v.workgroup, f"{SCRATCH}[group] = result;")
         + "}\n"
     )
 
@@ -337,15 +339,14 @@ def split_final_wgsl(op: Op, v: ReductionVariant) -> str:
             f"    out[row] = {_finish(op, 'total')};"
         )
     return (
-        _header("f32", v.subgroups)
+        _header("f32" if v.masked else None, v.subgroups, scratch=True)
         + _shared(v.combine, v.workgroup)
         + _signature(v.workgroup, v.subgroups)
-        + _TOUCH_X
         + "  let row = group;\n"
         "  if (row >= p.rows) { return; }\n"
         f"  let chunks = (p.cols + {v.chunk - 1}u) / {v.chunk}u;\n"
         "  let start = row * chunks;\n"
-        + _accumulate(op, 1, 1, "start", "chunks", "lid", v.workgroup, source="scratch")
+        + _accumulate(op, 1, 1, "start", "chunks", "lid", v.workgroup, source=SCRATCH)
         + _workgroup_combine(op, v.combine, v.workgroup, store)
         + "}\n"
     )
@@ -360,7 +361,6 @@ def pack_wgsl(op: Op, v: ReductionVariant) -> str:
         _header(element, v.subgroups),
         _shared(v.combine, v.workgroup),
         _signature(v.workgroup, v.subgroups),
-        _TOUCH_SCRATCH,
         f"  let row = group * {rows_per_group}u + lid / {v.g}u;\n",
         f"  let t = lid % {v.g}u;\n" if v.g > 1 else "  let t = 0u;\n",
         f"  let count = select(0u, {count}, row < p.rows);\n",

@@ -1,11 +1,13 @@
 """The reduction family on the real adapter (lavapipe here): every candidate of both sets, odd
 shapes, the plan's regimes, and a tune of each set.
 
-Each candidate is compiled and dispatched directly, without the tuner, so that a wrong
-candidate fails here by name. Sums are checked exactly: inputs are multiples of 1/8 of
-magnitude at most 1, whose f32 sums are exact in any order at these sizes. Output and scratch
-buffers start as NaN and carry a guard region past the end (a store out of bounds shows); x is
-followed by NaNs (a load past the end that reaches an output shows).
+Each candidate is compiled and dispatched directly, without the tuner, on a call of just
+``(x, out)``, so that a wrong candidate fails here by name. Sums are checked exactly: inputs are
+multiples of 1/8 of magnitude at most 1, whose f32 sums are exact in any order at these sizes.
+The output starts as NaN and carries a guard region past the end (a store out of bounds shows);
+x is followed by NaNs (a load past the end that reaches an output shows). The two-pass
+candidates' partials are in scratch the device makes: it must be exactly the size the candidate
+declares, and hold every chunk's partial result after the dispatch.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from kernel_checks import tune_checked
 import wgtune
 from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
+from wgtune.bindings import binding_plan
 from wgtune.device import check_grid, check_limits
 from wgtune.kernels import reduction
 from wgtune.plan import Plan
 
-GUARD = 64  # f32 words after each output and scratch, which no candidate may write
+GUARD = 64  # f32 words after the output, which no candidate may write
 SENTINEL = np.float32(-12345.0)
 
 SUM = reduction.reduction_set("sum")
@@ -58,13 +61,12 @@ def _guarded(device, count: int):
 
 
 def _run(device, pipelines, kernel: wgtune.Kernel, x: np.ndarray) -> np.ndarray:
-    """Dispatch ``kernel`` (every stage) once on ``x``; return ``out`` after checking the guards."""
+    """Dispatch ``kernel`` (every stage) once on ``x``, buffers ``(x, out)`` only; return ``out``
+    after checking its guard and, for a two-pass candidate, its partials (:func:`_check_partials`)."""
     rows, cols = x.shape
-    scratch = reduction.scratch_elements(rows, cols)
     buffers = (
         device.create_buffer(np.concatenate([x.ravel(), np.full(GUARD, np.nan, np.float32)]).tobytes()),
         _guarded(device, rows),
-        _guarded(device, scratch),
     )
     args = Args(buffers, (rows, cols))
     grid = tuple(kernel.grid(args))
@@ -73,9 +75,46 @@ def _run(device, pipelines, kernel: wgtune.Kernel, x: np.ndarray) -> np.ndarray:
     device.dispatch(pipelines(kernel), args, grid)
     out = np.frombuffer(device.read_buffer_sync(buffers[1]), np.float32)
     assert np.all(out[rows:] == SENTINEL), f"{kernel.name} wrote past the end of out"
-    partials = np.frombuffer(device.read_buffer_sync(buffers[2]), np.float32)
-    assert np.all(partials[scratch:] == SENTINEL), f"{kernel.name} wrote past scratch_elements"
+    _check_partials(device, kernel, args, x)
     return out[:rows]
+
+
+def _scratch_made(args: Args) -> dict[tuple, object]:
+    """The scratch buffers the device made for the call, by their ``args.cache`` key
+    ``("scratch", name, bytes)``."""
+    return {key: value for key, value in args.cache.items() if isinstance(key, tuple) and key[0] == "scratch"}
+
+
+def _check_partials(device, kernel: wgtune.Kernel, args: Args, x: np.ndarray) -> None:
+    """A two-pass candidate's scratch is exactly the size it declares, ``scratch_elements(rows,
+    cols, chunk)`` f32, and after the dispatch holds each chunk's result (row after row); one-pass
+    and pack candidates get no scratch at all."""
+    variant, made = _variant(kernel), _scratch_made(args)
+    if variant.layout != "split":
+        assert made == {}, f"{kernel.name} declares no scratch, yet the device made {list(made)}"
+        return
+    rows, cols = x.shape
+    size = 4 * reduction.scratch_elements(rows, cols, variant.chunk)
+    assert list(made) == [("scratch", reduction.SCRATCH, size)], kernel.name
+    buffer = made[("scratch", reduction.SCRATCH, size)]
+    assert buffer.size == size, f"{kernel.name}: scratch of {buffer.size} bytes, {size} declared"
+    want = _chunk_results(x, variant, "max" if kernel in MAX.candidates else "sum")
+    got = np.frombuffer(device.read_buffer_sync(buffer), np.float32)[: want.size]
+    np.testing.assert_array_equal(got, want, err_msg=f"{kernel.name}: the partials in its scratch")
+
+
+def _chunk_results(x: np.ndarray, variant: reduction.ReductionVariant, op: str) -> np.ndarray:
+    """What stage 1 of a split candidate writes: each row's chunks of ``variant.chunk`` elements
+    reduced, row after row. A masked one leaves the tail of x (past its last whole vec4) to stage
+    2: stage 1 reads it as the op's identity."""
+    rows, cols = x.shape
+    flat = x.astype(np.float64).ravel()
+    if variant.masked:
+        flat[rows * cols // 4 * 4:] = 0.0 if op == "sum" else -np.inf
+    reduce = np.sum if op == "sum" else np.max
+    chunks = -(-cols // variant.chunk)
+    return np.array([reduce(flat[r * cols + c * variant.chunk: r * cols + min(cols, (c + 1) * variant.chunk)])
+                     for r in range(rows) for c in range(chunks)], np.float32)
 
 
 def _variant(kernel: wgtune.Kernel) -> reduction.ReductionVariant:
@@ -164,13 +203,13 @@ def test_masked_candidates_read_the_tail_past_the_last_whole_vec4_of_an_exact_bu
         x = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols) / 8
         want = x.astype(np.float64).sum(axis=1) if op == "sum" else x.max(axis=1)
         for kernel in masked:
-            buffers = (device.create_buffer(x.tobytes()), _guarded(device, rows),
-                       _guarded(device, reduction.scratch_elements(rows, cols)))
+            buffers = (device.create_buffer(x.tobytes()), _guarded(device, rows))
             args = Args(buffers, (rows, cols))
             device.dispatch(pipelines(kernel), args, tuple(kernel.grid(args)))
             out = np.frombuffer(device.read_buffer_sync(buffers[1]), np.float32)
             assert np.all(out[rows:] == SENTINEL), kernel.name
             np.testing.assert_array_equal(out[:rows], want, err_msg=f"{kernel.name} on {rows}x{cols}")
+            _check_partials(device, kernel, args, x)
 
 
 def test_two_pass_candidates_wrap_their_grid_and_stay_right(device, pipelines):
@@ -300,20 +339,23 @@ def test_cpu_references_match_numpy():
 def test_make_reduction_args_builds_seeded_buffers(device):
     args = reduction.make_reduction_args(device, (3, 5000), "sum", seed=1)
     assert args.params == (3, 5000)
-    x, out, scratch = args.buffers
-    assert (x.size, out.size, scratch.size) == (4 * 15000, 4 * 3, 4 * reduction.scratch_elements(3, 5000))
+    x, out = args.buffers  # no scratch: the two-pass candidates' own
+    assert (x.size, out.size) == (4 * 15000, 4 * 3)
     again = reduction.make_reduction_args(device, (3, 5000), "sum", seed=1)
     assert device.read_buffer_sync(x) == device.read_buffer_sync(again.buffers[0])
     other = reduction.make_reduction_args(device, (3, 5000), "sum", seed=2)
     assert device.read_buffer_sync(x) != device.read_buffer_sync(other.buffers[0])
     assert reduction.scratch_elements(0, 0) == 1 and reduction.scratch_elements(2, 4097) == 4
+    assert reduction.scratch_elements(2, 4097, chunk=8192) == 2 and reduction.scratch_elements(3, 0, 8192) == 1
 
 
 @pytest.mark.parametrize("op", ["sum", "max"])
 @pytest.mark.parametrize("shape", [(3, 20000), (200, 516)], ids=lambda s: "x".join(map(str, s)))
 def test_tune_gives_right_output_and_a_hit(device, op, shape):
+    """On (x, out) alone: 3x20000 is the two-pass regime, 200x516 the one-pass one."""
     tunables = SETS[op]
     args = reduction.make_reduction_args(device, shape, op)
+    assert len(args.buffers) == 2
     _, trials = tune_checked(device, tunables, args, samples=2)
     key = tunables.key(args)
     assert len(trials) == len(Plan(tunables.candidates, key).order())
@@ -324,3 +366,71 @@ def test_tune_gives_right_output_and_a_hit(device, op, shape):
         np.testing.assert_allclose(out, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
     else:
         np.testing.assert_array_equal(out, x.max(axis=1))
+
+
+# -- the call convention: (x, out); the partials are the two-pass candidates' scratch -------------
+
+SPLIT = [name for name in SUM.index_of if name.startswith("split_")]
+
+
+def test_only_the_two_pass_candidates_declare_scratch_and_out_is_the_one_output():
+    for tunables in (SUM, MAX):
+        assert tunables.outputs == (1,)
+        for kernel in tunables.candidates:
+            two_pass = _variant(kernel).layout == "split"
+            assert set(kernel.scratch) == ({reduction.SCRATCH} if two_pass else set()), kernel.name
+            for stage in kernel.stages:
+                assert (reduction.SCRATCH in stage.wgsl) == two_pass, stage.name
+            # What a call in order counts, in every candidate: x and out, nothing else.
+            assert binding_plan(kernel)[0].candidate.positions == {(0, 0): 0, (0, 1): 1}, kernel.name
+    assert len(SPLIT) == 11
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_a_two_pass_candidate_needs_no_buffer_of_the_caller_in_order_or_by_name(device, pipelines, op):
+    """Every split candidate on a call of (x, out) alone, in order and by name: right, with its
+    scratch made by the device at the declared size."""
+    tunables = SETS[op]
+    rows, cols = 3, 20_003  # 5 chunks of 4096 a row, the last one short
+    rng = np.random.default_rng(11)
+    for name in SPLIT:
+        kernel = tunables.candidates[tunables.index_of[name]]
+        cols_here = cols if _width(kernel) == 1 else cols + 1  # plain vec4: cols % 4 == 0
+        x_here = _eighths(rng, (rows, cols_here))
+        want = x_here.astype(np.float64).sum(axis=1) if op == "sum" else x_here.max(axis=1)
+        for by_name in (False, True):
+            buffers = (device.create_buffer(x_here.tobytes()), device.create_buffer(size=4 * rows))
+            args = Args({"x": buffers[0], "out": buffers[1]} if by_name else buffers, (rows, cols_here))
+            device.dispatch(pipelines(kernel), args, tuple(kernel.grid(args)))
+            got = np.frombuffer(device.read_buffer_sync(buffers[1]), np.float32)
+            np.testing.assert_array_equal(got, want, err_msg=f"{name}, {'by name' if by_name else 'in order'}")
+            _check_partials(device, kernel, args, x_here)
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_a_call_in_order_that_still_gives_a_third_buffer_binds_as_before_and_leaves_it_alone(device, pipelines, op):
+    """The old convention, (x, out, scratch): the extra buffer binds nowhere (no candidate
+    declares a third buffer of the call), the results are right and its contents unchanged."""
+    tunables = SETS[op]
+    rows, cols = 5, 9_001
+    x = _eighths(np.random.default_rng(5), (rows, cols))
+    want = x.astype(np.float64).sum(axis=1) if op == "sum" else x.max(axis=1)
+    names = ["row_f32x4_wg256_tree", "row_vec4m_wg128_tree", "split_f32_wg256_c4096_tree",
+             "split_vec4m_wg256_c16384_tree", "pack_f32_g8_wg256_tree"]
+    for name in names:
+        kernel = tunables.candidates[tunables.index_of[name]]
+        old_scratch = _guarded(device, reduction.scratch_elements(rows, cols))
+        before = device.read_buffer_sync(old_scratch)
+        buffers = (device.create_buffer(x.tobytes()), device.create_buffer(size=4 * rows), old_scratch)
+        args = Args(buffers, (rows, cols))
+        device.dispatch(pipelines(kernel), args, tuple(kernel.grid(args)))
+        got = np.frombuffer(device.read_buffer_sync(buffers[1]), np.float32)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        assert device.read_buffer_sync(old_scratch) == before, f"{name} wrote the caller's third buffer"
+        _check_partials(device, kernel, args, x)
+    # Through the tuner too: the output checks find out at index 1, the third buffer is copied along.
+    args = Args((device.create_buffer(x.tobytes()), device.create_buffer(size=4 * rows),
+                 device.create_buffer(size=4 * reduction.scratch_elements(rows, cols))), (rows, cols))
+    tune_checked(device, tunables, args, samples=2)
+    got = np.frombuffer(device.read_buffer_sync(args.buffers[1]), np.float32)
+    np.testing.assert_array_equal(got, want)  # sums of eighths are exact in any order
