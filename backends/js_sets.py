@@ -8,7 +8,8 @@ into :class:`~wgtune.Args`, and answers ``check``/``execute``/``settle`` for it
 
     name            the set's name (its stored winners are kept under it)
     candidates      [{name, wgsl, grid, entryPoint?, constants?, workgroupSize?, workgroupStorage?,
-                      features?, priority?, params?, then?: [stage, ...]}, ...]
+                      features?, priority?, params?, then?: [stage, ...],
+                      scratch?: {wgslName: bytes | (call) => bytes}}, ...]
     space           or one source and parameter lists: {name?, source | render(point), params,
                       default, grid(point, call), restrict?(point), constants?(point),
                       workgroupSize?(point), entryPoint?, features?}
@@ -56,7 +57,7 @@ RECENT_CALLS = 64
 new bind groups."""
 
 _CANDIDATE_FIELDS = {"name", "wgsl", "grid", "entryPoint", "constants", "workgroupSize", "workgroupStorage",
-                     "features", "priority", "params", "then"}
+                     "features", "priority", "params", "then", "scratch"}
 _SET_FIELDS = {"name", "candidates", "space", "key", "outputs", "outputType", "atol", "rtol", "reference", "search"}
 
 
@@ -141,7 +142,38 @@ def _candidate(spec: Any, index: int, calls: _Calls) -> Kernel:
         params=None if stage_params is None else calls.function(stage_params, f"{where}: params",
                                                                lambda answer, _w: tuple(_plain(answer))),
         then=tuple(_candidate(stage, i, calls) for i, stage in enumerate(spec.get("then") or ())),
+        scratch=_scratch(spec.get("scratch"), where, calls),
     )
+
+
+def _scratch(spec: Any, where: str, calls: _Calls) -> dict[str, Callable[[Args], int]]:
+    """A candidate's ``scratch``: each WGSL name's size in bytes, a number or a function of the
+    call (``Kernel.scratch``: the device makes the buffers, the app gives none)."""
+    spec = _plain(spec)
+    if spec is None:
+        return {}
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{where}: scratch must be an object {{wgslName: bytes or a function of the call}}, "
+                          f"got {spec!r}")
+    sizes: dict[str, Callable[[Args], int]] = {}
+    for name, size in spec.items():
+        here = f"{where}: scratch {name!r}"
+        if callable(size):
+            sizes[name] = calls.function(size, here, _bytes)
+        else:
+            fixed = _bytes(size, here)
+            sizes[name] = lambda _args, fixed=fixed: fixed
+    return sizes
+
+
+def _bytes(answer: Any, where: str) -> int:
+    """A size in bytes as JavaScript gives it (a number; an integral float counts)."""
+    size = _plain(answer)
+    if isinstance(size, float) and size.is_integer():
+        size = int(size)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ConfigError(f"{where} must be a whole number of bytes >= 0, got {size!r}")
+    return size
 
 
 def _space(spec: Any, set_name: str, calls: _Calls) -> list[Kernel]:

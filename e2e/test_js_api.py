@@ -100,6 +100,72 @@ def test_a_set_or_call_described_wrong_is_an_error_that_says_what(browser):
     page.close()
 
 
+# A two-pass sum an app wrote, its partials in scratch the device makes: the app gives only its input
+# and its output, and names the scratch's size as a function of the call.
+TWO_PASS_WITH_SCRATCH = r"""
+async ({ n }) => {
+  const wgtune = window.wgtune;
+  const device = wgtune.device;
+  const partialsOf = (wg) => Math.ceil(n / wg);
+  const chunks = (wg) => `
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(2) var<uniform> n: u32;
+var<workgroup> sums: array<f32, ${wg}>;
+@compute @workgroup_size(${wg})
+fn main(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_id) l: vec3<u32>) {
+  let i = w.x * ${wg}u + l.x;
+  sums[l.x] = select(0.0, x[i], i < n);
+  workgroupBarrier();
+  if (l.x == 0u) { var t = 0.0; for (var j = 0u; j < ${wg}u; j++) { t += sums[j]; } partials[w.x] = t; }
+}`;
+  const total = `
+@group(0) @binding(0) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> count: u32;
+@compute @workgroup_size(1)
+fn main() { var t = 0.0; for (var j = 0u; j < count; j++) { t += partials[j]; } out[0] = t; }`;
+  const set = await wgtune.defineSet({
+    name: "js_two_pass_scratch",
+    candidates: [64, 128].map((wg) => ({
+      name: `sum_wg${wg}`, wgsl: chunks(wg), grid: [partialsOf(wg)],
+      scratch: { partials: (call) => 4 * Math.ceil(call.params[0] / wg) },
+      then: [{ name: `total_wg${wg}`, wgsl: total, grid: [1], params: () => [partialsOf(wg)] }],
+    })),
+    key: () => ({ n }),
+    outputs: ["out"],
+  });
+  const xBuffer = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+  device.queue.writeBuffer(xBuffer, 0, new Float32Array(n).fill(0.5));
+  const out = device.createBuffer({ size: 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+  const call = { buffers: { x: xBuffer, out }, params: [n] };
+  set.check(call);
+  const settled = await set.settle(call);
+  const ran = await set.execute(call);
+  const readback = device.createBuffer({ size: 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToBuffer(out, 0, readback, 0, 4);
+  device.queue.submit([encoder.finish()]);
+  await readback.mapAsync(GPUMapMode.READ);
+  const sum = new Float32Array(readback.getMappedRange().slice(0))[0];
+  readback.unmap();
+  return { settled, ran, sum, results: set.results(call) };
+}
+"""
+
+
+def test_an_apps_two_pass_kernel_keeps_its_partials_in_scratch_and_gives_only_its_own_buffers(browser):
+    page, log = browser.open()
+    answer = page.evaluate(TWO_PASS_WITH_SCRATCH, {"n": 10000})
+    assert answer["settled"]["state"] == "Hit", answer["settled"]
+    results = answer["results"]
+    assert len(results) == 2 and all("median" in result for result in results), results  # both ran
+    assert answer["ran"]["ran"] == answer["settled"]["winner"]
+    assert answer["sum"] == 5000.0
+    assert log.errors == []
+    page.close()
+
+
 # Launches of two sets that do not commute (x += 1, x *= 2), in place: only the right order gives
 # the right values. The same launches go one by one on one buffer and in a batch on another.
 BATCH = r"""

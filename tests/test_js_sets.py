@@ -105,6 +105,13 @@ def test_a_space_from_javascript_makes_its_candidates_from_a_render_function():
     ({"shape": 1}, "unknown field\\(s\\) shape"),
     ({"key": "n"}, "key must be a function"),
     ({"search": {"budget": 3}}, "search: .*budget"),
+    ({"candidates": [{"name": "a", "wgsl": SCALE, "grid": [1], "scratch": 64}]}, "'a': scratch must be an object"),
+    ({"candidates": [{"name": "a", "wgsl": SCALE, "grid": [1], "scratch": {"t": -4}}]},
+     "scratch 't' must be a whole number of bytes >= 0, got -4"),
+    ({"candidates": [{"name": "a", "wgsl": SCALE, "grid": [1], "scratch": {"t": 2.5}}]}, "got 2.5"),
+    ({"candidates": [{"name": "a", "wgsl": SCALE, "grid": [1],
+                      "then": [{"name": "b", "wgsl": SCALE, "grid": [1], "scratch": {"t": 4}}]}]},
+     "declare it on the candidate"),
 ])
 def test_a_set_described_wrong_is_a_config_error_naming_the_field(bad, problem):
     described, _ = spec(**bad)

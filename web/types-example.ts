@@ -34,6 +34,19 @@ export async function scaleOnce(device: GPUDevice, x: GPUBuffer, y: GPUBuffer, n
   return ran.ran;
 }
 
+// A two-pass candidate whose partials are scratch the device makes: the call gives x and out only.
+export async function twoPassSum(wgtune: Wgtune, pass1: string, pass2: string, n: number): Promise<TunableSetHandle> {
+  const chunks = Math.ceil(n / 256);
+  return wgtune.defineSet({
+    name: "sum",
+    candidates: [{
+      name: "two_pass", wgsl: pass1, grid: [chunks],
+      scratch: { partials: (call) => 4 * Math.ceil(Number(Array.isArray(call.params) ? call.params[0] : n) / 256) },
+      then: [{ name: "total", wgsl: pass2, grid: [1], params: () => [chunks] }],
+    }],
+  });
+}
+
 export async function firstStoredKeys(wgtune: Wgtune): Promise<string[]> {
   const page = await wgtune.storedPage({ limit: 10 });
   return page.entries.map((entry) => `${entry.table} ${entry.label}: ${entry.winner_name}`);

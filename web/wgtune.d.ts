@@ -111,6 +111,12 @@ export interface Candidate {
   params?: (call: CallView) => ParamValue[];
   /** Further stages, dispatched after this one in the same pass (a two-pass reduction). */
   then?: Candidate[];
+  /**
+   * Workspace buffers the device makes for each call (the app gives none), by the WGSL name its
+   * stages declare them under: bytes, or a function of the call. Declared on the candidate, not
+   * on a stage; never one of the call's buffers or outputs; contents undefined at each launch.
+   */
+  scratch?: Record<string, number | ((call: CallView) => number)>;
 }
 
 /** A point of a parameter space: parameter name -> value. */
