@@ -102,6 +102,22 @@ class RatioInterval:
     p_faster: float
 
 
+# The interval bounds worth printing as numbers. One round of samples leaves one degree of freedom,
+# whose interval spans many orders of magnitude (0.000 to 1166245974.129 was seen after a screen):
+# past these it says no more than "unbounded", and reads so.
+SHOWN_BOUNDS = (1e-3, 1e3)
+
+
+def shown_bound(value: float) -> str:
+    """An interval bound as people read it: three decimals, or ``<0.001`` / ``>1000`` past
+    :data:`SHOWN_BOUNDS` (``web/format.js`` shows them alike)."""
+    if value < SHOWN_BOUNDS[0]:
+        return "<0.001"
+    if value > SHOWN_BOUNDS[1]:
+        return ">1000"
+    return f"{value:.3f}"
+
+
 def paired_ratio(
     base: Sequence[float], other: Sequence[float], level: float = 0.95, *, across_tunes: bool = False
 ) -> RatioInterval:
@@ -218,13 +234,15 @@ class Confidence:
 
     def short(self) -> str:
         """For a table cell: ``1.23x [1.10, 1.31] p=0.99`` (the runner-up's time over the winner's,
-        its interval, the probability that the winner is the faster)."""
-        return f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] p={self.p_faster:.2f}"
+        its interval, the probability that the winner is the faster). Bounds past
+        :data:`SHOWN_BOUNDS` read ``<0.001`` or ``>1000``."""
+        return f"{self.ratio:.3f}x [{shown_bound(self.low)}, {shown_bound(self.high)}] p={self.p_faster:.2f}"
 
     def describe(self) -> str:
         """One line for people: ``1.23x vs B, 95% interval [1.10, 1.31], P(winner faster)=0.99``."""
         return (
-            f"{self.ratio:.3f}x vs {self.runner_up}, {self.level:.0%} interval [{self.low:.3f}, {self.high:.3f}], "
+            f"{self.ratio:.3f}x vs {self.runner_up}, {self.level:.0%} interval "
+            f"[{shown_bound(self.low)}, {shown_bound(self.high)}], "
             f"P(winner faster)={self.p_faster:.2f} ({self.samples[0]} and {self.samples[1]} samples)"
         )
 

@@ -190,6 +190,16 @@ def test_a_confidence_round_trips_and_reads_well():
     assert "vs b" in SURE.describe() and "95% interval" in SURE.describe() and "12 and 9 samples" in SURE.describe()
 
 
+def test_one_rounds_interval_reads_as_unbounded_not_as_digits():
+    # One round of samples: one degree of freedom, an interval over many orders of magnitude.
+    one = paired_ratio([1.0], [3.16])
+    assert one.low < 1e-3 and one.high > 1e3
+    sure = Confidence("b", one.ratio, one.low, one.high, 0.95, one.p_faster, (1, 1))
+    assert sure.short() == f"3.160x [<0.001, >1000] p={one.p_faster:.2f}"
+    assert "interval [<0.001, >1000]" in sure.describe()
+    assert Confidence("b", 1.0, 0.001, 1000.0, 0.95, 0.5, (3, 3)).short() == "1.000x [0.001, 1000.000] p=0.50"
+
+
 @pytest.mark.parametrize("bad", [None, [], {"runner_up": "b"}, {**SURE.to_json(), "ratio": "fast"}])
 def test_a_malformed_confidence_is_a_value_error(bad):
     with pytest.raises(ValueError, match="confidence"):

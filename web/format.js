@@ -32,14 +32,26 @@ export function formatSeconds(seconds, digits = 3) {
 }
 
 /**
+ * An interval bound as people read it, as wgtune.confidence.shown_bound writes it: three decimals,
+ * or "<0.001" / ">1000" (one round of samples gives bounds many orders of magnitude apart, which
+ * say no more than "unbounded").
+ */
+export function formatBound(value) {
+  const number = Number(value);
+  if (number < 1e-3) return "<0.001";
+  if (number > 1e3) return ">1000";
+  return number.toFixed(3);
+}
+
+/**
  * A winner's confidence (wgtune.confidence.Confidence as JSON) for a table cell:
  * "1.23x [1.10, 1.31] p=0.99": the runner-up's time over the winner's (round by round), its
  * interval, and the probability that the winner is the faster. "–" when there is none.
  */
 export function formatConfidence(confidence) {
   if (!confidence) return "–";
-  const x = (value) => Number(value).toFixed(3);
-  return `${x(confidence.ratio)}x [${x(confidence.low)}, ${x(confidence.high)}] p=${Number(confidence.p_faster).toFixed(2)}`;
+  const bounds = `[${formatBound(confidence.low)}, ${formatBound(confidence.high)}]`;
+  return `${Number(confidence.ratio).toFixed(3)}x ${bounds} p=${Number(confidence.p_faster).toFixed(2)}`;
 }
 
 /** The same, said in full (a tooltip). */
@@ -47,8 +59,8 @@ export function describeConfidence(confidence) {
   if (!confidence) return "Only one candidate was measured: there is no runner-up to compare with.";
   const [winnerSamples, runnerSamples] = confidence.samples ?? ["?", "?"];
   return `The runner-up ${confidence.runner_up} takes ${Number(confidence.ratio).toFixed(3)}x the winner's time, ` +
-    `round by round (${Math.round(confidence.level * 100)}% interval ${Number(confidence.low).toFixed(3)}–` +
-    `${Number(confidence.high).toFixed(3)}); the winner is the faster with probability ` +
+    `round by round (${Math.round(confidence.level * 100)}% interval ${formatBound(confidence.low)}–` +
+    `${formatBound(confidence.high)}); the winner is the faster with probability ` +
     `${Math.round(confidence.p_faster * 100)}% (${winnerSamples} and ${runnerSamples} samples).`;
 }
 
