@@ -143,12 +143,20 @@ class _VectorKernel:
             if tile.double:
                 out += [f"  var qa_{i} = vec4<f32>();\n" for i in range(tile.tm)]
         else:
-            out += [f"  var pa_{s} = {kind};\n" for s in self._steps(self.a_units)]
-        out += [f"  var pb_{s} = {kind};\n" for s in self._steps(self.b_units)]
+            out += [f"  var {a}_{s} = {kind};\n" for a in self._sets("a") for s in self._steps(self.a_units)]
+        out += [f"  var {b}_{s} = {kind};\n" for b in self._sets("b") for s in self._steps(self.b_units)]
         return "".join(out)
 
-    def load(self, k0: str) -> str:
-        """Global loads of the K step at ``k0`` into the prefetch registers."""
+    def _sets(self, matrix: str) -> tuple[str, ...]:
+        """The prefetch registers' names for ``matrix``: ``pa``/``pb``, and ``ra``/``rb`` for the
+        step after the next with ``ahead=2``."""
+        return (f"p{matrix}", f"r{matrix}") if self.tile.ahead == 2 else (f"p{matrix}",)
+
+    def load(self, k0: str, regs: str = "p") -> str:
+        """Global loads of the K step at ``k0`` into the prefetch registers (``regs``: ``p``, or
+        ``r`` for the second set of ``ahead=2``)."""
+        if regs != "p":
+            return self.load(k0).replace("pa_", f"{regs}a_").replace("pb_", f"{regs}b_")
         if self.flat:
             return (f"if ({k0} + {self.kt}u <= p.k) {{\n{indent(self._load_flat(k0, False))}}} else {{\n"
                     f"{indent(self._load_flat(k0, True))}}}\n")
@@ -184,8 +192,11 @@ class _VectorKernel:
                     out.append(f"{reg}_{s} = {value};\n")
         return "".join(out)
 
-    def commit(self, buffer: str) -> str:
-        """The prefetch registers into the tiles of ``buffer`` (A transposed)."""
+    def commit(self, buffer: str, regs: str = "p") -> str:
+        """The prefetch registers (``regs``, as :meth:`load`) into the tiles of ``buffer`` (A
+        transposed)."""
+        if regs != "p":
+            return self.commit(buffer).replace("pa_", f"{regs}a_").replace("pb_", f"{regs}b_")
         tile, out = self.tile, []
         sel = f"[{buffer}]" if tile.double else ""
         if tile.subgroup:
@@ -348,7 +359,9 @@ class _VectorKernel:
         ]
         lines.append(self.declare_registers())
         step = f"{self.kt}u"
-        if tile.double:
+        if tile.ahead == 2:
+            lines.append(self.two_ahead(step))
+        elif tile.double:
             lines.append("  // prologue: the first K step into buffer 0\n")
             lines.append(indent(self.load("k_begin")))
             lines.append(indent(self.commit("0u")))
@@ -373,6 +386,30 @@ class _VectorKernel:
             lines.append(indent(self.store()))
         lines.append("}\n")
         return "".join(lines)
+
+    def two_ahead(self, step: str) -> str:
+        """The K loop with loads two steps ahead (``ahead=2``): while step ``k`` is computed from
+        one buffer, step ``k + 1`` waits in registers to be staged into the other and step
+        ``k + 2`` is being loaded into the other registers; the loop is unrolled twice so that
+        the two register sets keep their names."""
+        def half(load_into: str, commit_from: str, ahead: str) -> str:  # a block: its lets are its own
+            return ("    {\n" + indent(self.load(f"(k0 + {ahead})", load_into), "      ")
+                    + indent(self.compute("cur"), "      ")
+                    + indent(self.commit("1u - cur", commit_from), "      ")
+                    + "      workgroupBarrier();\n      cur = 1u - cur;\n    }\n")
+
+        return (
+            "  // prologue: the first K step into buffer 0, the second into registers\n"
+            + indent(self.load("k_begin"))
+            + indent(self.commit("0u"))
+            + "  workgroupBarrier();\n  var cur = 0u;\n"
+            + indent(self.load(f"(k_begin + {step})", "r"))
+            + f"  for (var k0 = k_begin; k0 < k_end; k0 += 2u * {step}) {{\n"
+            + half("p", "r", f"2u * {step}")
+            + f"    if (k0 + {step} >= k_end) {{ break; }}  // uniform across the workgroup\n"
+            + half("r", "p", f"3u * {step}")
+            + "  }\n"
+        )
 
     def combine_slices(self) -> str:
         """Slices 1.. hand their sums to slice 0 through the B tile, ``rows`` register rows of

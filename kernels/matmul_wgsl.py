@@ -151,6 +151,8 @@ class MatmulTile:
     they would all queue on the same address of C at once. ``partials`` (kgrid tiles): the
     chunks write their sums into scratch and a second stage adds them into C
     (:mod:`wgtune.kernels.matmul_partials`), instead of zeroing C and adding with atomics.
+    ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
+    second set of prefetch registers, for loads whose latency one step's arithmetic does not hide).
     """
 
     bm: int
@@ -168,10 +170,13 @@ class MatmulTile:
     stagger: int = 0
     float_atomics: bool = False
     partials: bool = False
+    ahead: int = 1
 
     def __post_init__(self) -> None:
         if self.float_atomics and not self.kgrid:
             raise ValueError(f"{self}: float_atomics are for the adds of kgrid")
+        if self.ahead not in (1, 2) or (self.ahead == 2 and (not self.double or self.subgroup)):
+            raise ValueError(f"{self}: ahead is 1 or 2 K steps, and 2 needs double buffering without subgroup")
         if self.partials and (not self.kgrid or self.float_atomics or self.stagger):
             raise ValueError(f"{self}: partials need kgrid, and take no atomics (float_atomics, stagger)")
         if min(self.bm, self.bn, self.bk, self.tm, self.tn) < 1:
@@ -242,7 +247,8 @@ class MatmulTile:
     @property
     def name(self) -> str:
         name = f"tile{self.bm}x{self.bn}_k{self.bk}_reg{self.tm}x{self.tn}"
-        for flag, suffix in ((self.vec4, "_v4"), (self.pad, "_pad"), (self.double, "_db"), (self.subgroup, "_sg")):
+        for flag, suffix in ((self.vec4, "_v4"), (self.pad, "_pad"), (self.double, "_db"), (self.ahead == 2, "_a2"),
+                             (self.subgroup, "_sg")):
             if flag:
                 name += suffix
         if self.swizzle:

@@ -125,6 +125,9 @@ OTHER_TILES = [
     MatmulTile(32, 64, 16, 4, 4, vec4=True, slices=2, kgrid=1024, float_atomics=True),
     MatmulTile(64, 64, 16, 8, 8, kgrid=4096, float_atomics=True),
     SkinnyTile("rows", 4, 16, vec4=True, split=4096, float_atomics=True),
+    # Loads two K steps ahead, in chunks of K that end mid-way through the unrolled pair.
+    MatmulTile(64, 64, 16, 8, 8, vec4=True, double=True, kgrid=256, partials=True, ahead=2),
+    MatmulTile(32, 64, 8, 4, 8, double=True, kgrid=1024, float_atomics=True, ahead=2),
 ]
 
 
@@ -288,6 +291,18 @@ def test_skinny_kernels_that_split_k_are_planned_on_long_k_only_and_add_into_zer
     assert tile.grid(16, 1024, 300) == (16, 4, 2)  # K over MIN_K_CHUNK: two chunks
 
 
+def test_loads_two_steps_ahead_alternate_two_register_sets_in_a_loop_unrolled_twice():
+    tile = MatmulTile(bm=64, bn=64, bk=8, tm=8, tn=8, double=True, ahead=2)
+    wgsl = matmul.tiled_matmul_wgsl(tile)
+    assert tile.name == "tile64x64_k8_reg8x8_db_a2"
+    assert "var ra_0" in wgsl and "var rb_0" in wgsl and "k0 += 2u * 8u" in wgsl
+    assert "if (k0 + 8u >= k_end) { break; }" in wgsl
+    # The first half loads step k + 2 into pa while staging rb (step k + 1); the second the reverse.
+    first, second = wgsl.split("break;")
+    assert "pa_0 = a[" in first.split("for (var k0")[1] and "= rb_0;" in first
+    assert "ra_0 = a[" in second and "= pb_0;" in second
+
+
 def test_staggered_adds_rotate_runs_of_one_order_by_chunk():
     tile = MatmulTile(bm=32, bn=64, bk=16, tm=4, tn=4, vec4=True, slices=2, kgrid=1024, stagger=8)
     wgsl = matmul.tiled_matmul_wgsl(tile)
@@ -406,6 +421,10 @@ def test_tiles_reject_what_they_cannot_generate():
         MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, stagger=4)  # no kgrid: nothing to stagger
     with pytest.raises(ValueError, match="stagger"):
         MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, kgrid=256, stagger=1)
+    with pytest.raises(ValueError, match="ahead is 1 or 2"):
+        MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, double=True, ahead=3)
+    with pytest.raises(ValueError, match="2 needs double buffering"):
+        MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, ahead=2)
     with pytest.raises(ValueError, match="split"):
         SkinnyTile("rows", 4, 8, split=-1)
     with pytest.raises(ValueError, match="f32"):
