@@ -49,13 +49,13 @@ the fixed policy measures the first batch only.
 
 On an NVIDIA H200 (Vulkan, wgpu-py 0.32), ``bench/shapes.py --full`` (the tune as it ships,
 beside torch's fp32 with TF32 off, and an oracle of every checked candidate;
-``bench/results/h200-shapes.txt``, sixth run) puts the tuned winner at a median of 93.0% of torch
-over 36 shapes, within 2% of the oracle's best on all 36: 87-102% on the large and rectangular
+``bench/results/h200-shapes.txt``, eighth run) puts the tuned winner at a median of 91.9% of torch
+over 36 shapes, within 2% of the oracle's best on all 36: 86-102% on the large and rectangular
 ones (87% at 4096^3), 2.6-7.5x torch on small ones (a launch of torch costs more than their
-work), 84-85% at 1000^3 and 1536^3, 78-93% on odd ones (all of M, N, K odd: 1023x1025x1027 88%,
-999x1001x997 78%, 2047x2049x2051 93%, 333x4099x517 80%), GEMVs 90-95%, 33 rows or columns of
-4096x4096 91-98%, and long K with few outputs 77-101% (64x64x65536 93% in two passes,
-256x256x16384 83%, 128x512x32768 77.5%).
+work), 85-87% at 1000^3 and 1536^3, 82-94% on odd ones (all of M, N, K odd: 1023x1025x1027 91%,
+999x1001x997 82%, 2047x2049x2051 94%, 333x4099x517 82%), GEMVs 90-95%, 33 rows or columns of
+4096x4096 91-98%, and long K with few outputs 79-101% (64x64x65536 92% in two passes,
+256x256x16384 82%, 128x512x32768 79%).
 
 Grids are ``(ceil(N / block_n), ceil(M / block_m), K chunks)``: at most 65535 workgroups a
 dimension, so the naive 16x16 default covers M and N up to 1,048,560; a candidate whose grid
