@@ -162,6 +162,9 @@ def stage_entries(plan: StageBindings | None, args: Args, stage: str) -> list[tu
     if args.names is not None:
         return _by_name(plan, args, stage)
     buffers = args.buffers
+    if plan is not None and plan.candidate.positions is None and plan.candidate.scratch:
+        raise KernelError(f"{stage}: this candidate declares several uniforms and scratch, so a call in order "
+                          "cannot say where its buffers go: name them")
     if plan is None or plan.candidate.positions is None:
         return [(0, index, buffer) for index, buffer in enumerate(buffers)] + [(0, len(buffers), PARAMS)]
     positions, params_at, scratch = plan.candidate.positions, plan.candidate.params_at, plan.candidate.scratch

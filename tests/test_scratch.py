@@ -181,3 +181,14 @@ def test_stages_may_bind_the_scratch_at_different_slots_even_where_another_stage
         args, x = call(device, by_name)
         device.dispatch(run_inline(device.compile(kernel)), args, blocks(args))
         np.testing.assert_array_equal(output(device, args), 2 * x + 1)
+
+
+def test_a_call_in_order_to_a_candidate_with_scratch_and_two_uniforms_is_told_to_name_its_buffers(device):
+    second_uniform = PASS_1.replace("@compute", "@group(0) @binding(4) var<uniform> extra: vec4<f32>;\n@compute")
+    second_uniform = second_uniform.replace("2.0 * x[g.x]", "extra.x * x[g.x]")
+    kernel = Kernel("two_uniforms", second_uniform, grid=blocks,
+                    then=(Kernel("two_uniforms_add", PASS_2, grid=blocks),),
+                    scratch={"tmp": lambda args: 4 * args.params[0]})
+    args, _ = call(device)
+    with pytest.raises(KernelError, match=r"several uniforms and scratch.*name them"):
+        device.dispatch(run_inline(device.compile(kernel)), args, blocks(args))
