@@ -9,7 +9,7 @@ of each output and stores it. No atomics: it needs no device feature, so browser
 without compare-exchange loops, and no output waits on another chunk's add. What it costs is
 the scratch (``chunks * M * N`` floats) and a second launch.
 
-Measured on an NVIDIA H200 (``probe_tmp``-style probe of 2026-12-01, torch fp32 at 18.6
+Measured on an NVIDIA H200 (a probe of 2026-12-01, ``bench/results/h200-shapes.txt``; torch fp32 at 18.6
 TFLOP/s): a 64x64 tile of 256 chunks at 64x64x65536 reached 16.7-17.1 TFLOP/s in two passes,
 against 12.1-14.8 with float atomics (each output took 256 adds there); on 128x512x32768 with
 32 chunks the two were within 2% (34.3 against 34.6).

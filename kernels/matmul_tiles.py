@@ -82,7 +82,7 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
     # then with compare-exchange adds, staggered (``stagger``) where that measured faster. On an
     # H200 a 128x128 tile runs one workgroup per SM: kgrid=128 keeps its grid to one wave (48
     # chunks instead of 32 at 128x512x32768 fell from 34.6 to 26.0 TFLOP/s). Figures of
-    # 2026-12-01 (probe_tmp/splitk.py and bench/kernel_probe.py --tiles).
+    # 2026-12-01 (bench/kernel_probe.py --tiles and a probe of the same kernels; bench/results/h200-shapes.txt).
     DEEP: (
         *_v4(T(64, 64, 16, 8, 8, double=True, kgrid=256, partials=True)),  # 64x64x65536 90-92%
         *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, float_atomics=True)),  # 128x512x32768 80%, 256x256x16384 83%
