@@ -195,30 +195,34 @@ def naive_matmul_kernel(wg_x: int = 16, wg_y: int = 16, dtype: str = "f32", **op
 
 def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kernel:
     """The candidate for ``tile``: one workgroup per ``bm x bn`` block of C (per K chunk with
-    ``kgrid``, after a stage that zeroes C). ``options`` go to :class:`~wgtune.Kernel` (group,
-    priority); vec4 tiles get their priority rule by default."""
+    ``kgrid``, after a stage that zeroes C, or with ``partials`` before a stage that sums the
+    chunks). ``options`` go to :class:`~wgtune.Kernel` (group, priority); vec4 tiles get their
+    priority rule by default."""
 
     def grid(args: Args) -> tuple[int, int, int]:
         m, n, k = _sizes(args)
         return (ceil_div(n, tile.bn), ceil_div(m, tile.bm), tile.chunks(m, n, k))
 
+    def scratch_bytes(args: Args) -> int:
+        m, n, k = _sizes(args)
+        return partials_bytes(m, n, tile.chunks(m, n, k))
+
     options.setdefault("priority", _priority(tile))
-    features = _features(dtype, tile.subgroup, tile.float_atomics)
+    adds_into_c = tile.kgrid and not tile.partials
     if tile.partials:
         if dtype != "f32":
             raise ValueError(f"{tile.name}: partials are f32 (the reduce stage writes f32 C)")
-        options["then"] = (reduce_stage(tile.name, tile.chunks),)
-        options["scratch"] = {PARTIALS: lambda args: partials_bytes(*_sizes(args)[:2], tile.chunks(*_sizes(args)))}
+        options |= {"then": (reduce_stage(tile.name, tile.chunks),), "scratch": {PARTIALS: scratch_bytes}}
     kernel = Kernel(
         tile.name,
         tiled_matmul_wgsl(tile, dtype),
         grid=grid,
         workgroup_size=tile.workgroup_size,
         workgroup_storage=tile.workgroup_storage,
-        features=features,
-        **({} if tile.kgrid and not tile.partials else options),
+        features=_features(dtype, tile.subgroup, tile.float_atomics),
+        **({} if adds_into_c else options),
     )
-    return _zeroing_c_first(kernel, options) if tile.kgrid and not tile.partials else kernel
+    return _zeroing_c_first(kernel, options) if adds_into_c else kernel
 
 
 def _zeroing_c_first(kernel: Kernel, options: dict) -> Kernel:

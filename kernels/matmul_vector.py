@@ -155,34 +155,34 @@ class _VectorKernel:
     def load(self, k0: str, regs: str = "p") -> str:
         """Global loads of the K step at ``k0`` into the prefetch registers (``regs``: ``p``, or
         ``r`` for the second set of ``ahead=2``)."""
-        if regs != "p":
-            return self.load(k0).replace("pa_", f"{regs}a_").replace("pb_", f"{regs}b_")
+        pa, pb = f"{regs}a", f"{regs}b"
         if self.flat:
-            return (f"if ({k0} + {self.kt}u <= p.k) {{\n{indent(self._load_flat(k0, False))}}} else {{\n"
-                    f"{indent(self._load_flat(k0, True))}}}\n")
+            return (f"if ({k0} + {self.kt}u <= p.k) {{\n{indent(self._load_flat(k0, False, regs))}}} else {{\n"
+                    f"{indent(self._load_flat(k0, True, regs))}}}\n")
         tile, out = self.tile, []
         if tile.subgroup:
             for i in range(tile.tm):
-                out.append(self._load_vec4("a", f"pa_{i}", f"ao_{i} + {k0}", f"ar_{i} < p.m && {k0} + quad_k < p.k"))
+                out.append(self._load_vec4("a", f"{pa}_{i}", f"ao_{i} + {k0}", f"ar_{i} < p.m && {k0} + quad_k < p.k"))
         else:
             for s in self._steps(self.a_units):
                 inside = f"row0 + ar_{s} < p.m && {k0} + ak_{s} < p.k"
                 if self._partial(self.a_units, s):
                     inside = f"ua_{s} < {self.a_units}u && " + inside
-                out.append(self._load_vec4("a", f"pa_{s}", f"ao_{s} + {k0}", inside))
+                out.append(self._load_vec4("a", f"{pa}_{s}", f"ao_{s} + {k0}", inside))
         for s in self._steps(self.b_units):
             inside = f"{k0} + bk_{s} < p.k && col0 + bq_{s} * 4u < p.n"
             if self._partial(self.b_units, s):
                 inside = f"ub_{s} < {self.b_units}u && " + inside
-            out.append(self._load_vec4("b", f"pb_{s}", f"bo_{s} + {k0} * p.n", inside))
+            out.append(self._load_vec4("b", f"{pb}_{s}", f"bo_{s} + {k0} * p.n", inside))
         return "".join(out)
 
-    def _load_flat(self, k0: str, edge: bool) -> str:
-        """Flat loads of the K step at ``k0``; ``edge``: the step crosses K (zero past it)."""
+    def _load_flat(self, k0: str, edge: bool, regs: str) -> str:
+        """Flat loads of the K step at ``k0`` into the ``regs`` registers; ``edge``: the step
+        crosses K (zero past it)."""
         out = []
         for matrix, reg, steps, k, offset in (
-            ("a", "pa", self._steps(self.a_units), "ak", f"ao_{{s}} + {k0}"),
-            ("b", "pb", self._steps(self.b_units), "bk", f"bo_{{s}} + {k0} * p.n"),
+            ("a", f"{regs}a", self._steps(self.a_units), "ak", f"ao_{{s}} + {k0}"),
+            ("b", f"{regs}b", self._steps(self.b_units), "bk", f"bo_{{s}} + {k0} * p.n"),
         ):
             for s in steps:
                 value = widen(self.dtype, f"{matrix}[{offset.format(s=s)}]")
@@ -195,28 +195,26 @@ class _VectorKernel:
     def commit(self, buffer: str, regs: str = "p") -> str:
         """The prefetch registers (``regs``, as :meth:`load`) into the tiles of ``buffer`` (A
         transposed)."""
-        if regs != "p":
-            return self.commit(buffer).replace("pa_", f"{regs}a_").replace("pb_", f"{regs}b_")
-        tile, out = self.tile, []
+        tile, out, pa, pb = self.tile, [], f"{regs}a", f"{regs}b"
         sel = f"[{buffer}]" if tile.double else ""
         if tile.subgroup:
             if tile.double:
-                out += [f"qa_{i} = pa_{i};\n" for i in range(tile.tm)]
+                out += [f"qa_{i} = {pa}_{i};\n" for i in range(tile.tm)]
         else:
             for s in self._steps(self.a_units):
                 if self.flat:
-                    body = f"tile_a{sel}[ak_{s}][ar_{s} >> 2u][ar_{s} & 3u] = pa_{s};\n"
+                    body = f"tile_a{sel}[ak_{s}][ar_{s} >> 2u][ar_{s} & 3u] = {pa}_{s};\n"
                 else:
                     body = "".join(
-                        f"tile_a{sel}[ak_{s} + {c}u][ar_{s} >> 2u][ar_{s} & 3u] = pa_{s}.{LANES[c]};\n"
+                        f"tile_a{sel}[ak_{s} + {c}u][ar_{s} >> 2u][ar_{s} & 3u] = {pa}_{s}.{LANES[c]};\n"
                         for c in range(4)
                     )
                 out.append(self._only_within(body, self.a_units, s))
         for s in self._steps(self.b_units):
             if self.flat:
-                body = f"tile_b{sel}[bk_{s}][bc_{s} >> 2u][bc_{s} & 3u] = pb_{s};\n"
+                body = f"tile_b{sel}[bk_{s}][bc_{s} >> 2u][bc_{s} & 3u] = {pb}_{s};\n"
             else:
-                body = f"tile_b{sel}[bk_{s}][bq_{s}] = pb_{s};\n"
+                body = f"tile_b{sel}[bk_{s}][bq_{s}] = {pb}_{s};\n"
             out.append(self._only_within(body, self.b_units, s))
         return "".join(out)
 
