@@ -115,7 +115,9 @@ var<workgroup> sums: array<f32, ${wg}>;
 @compute @workgroup_size(${wg})
 fn main(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_id) l: vec3<u32>) {
   let i = w.x * ${wg}u + l.x;
-  sums[l.x] = select(0.0, x[i], i < n);
+  var value = 0.0;
+  if (i < n) { value = x[i]; }  // no read past x (select would read it either way)
+  sums[l.x] = value;
   workgroupBarrier();
   if (l.x == 0u) { var t = 0.0; for (var j = 0u; j < ${wg}u; j++) { t += sums[j]; } partials[w.x] = t; }
 }`;
