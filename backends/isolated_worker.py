@@ -39,6 +39,7 @@ class StageSpec:
     features: tuple[str, ...]
     grid: tuple[int, int, int]
     params: tuple | None
+    runtime_checks: bool = True
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def _kernel(launch: LaunchSpec):
         params = None if stage.params is None else (lambda _args, values=stage.params: values)
         return Kernel(stage.name, stage.wgsl, grid=lambda _args, grid=stage.grid: grid,
                       entry_point=stage.entry_point, constants=stage.constants, features=stage.features,
-                      then=then, params=params, scratch=scratch or {})
+                      then=then, params=params, scratch=scratch or {}, runtime_checks=stage.runtime_checks)
 
     scratch = {name: (lambda _args, size=size: size) for name, size in launch.scratch.items()}
     stages = launch.stages

@@ -67,7 +67,7 @@ class ChildLaunchGuard:
         worker = self._started()
         stages = tuple(
             StageSpec(stage.name, stage.wgsl, stage.entry_point, dict(stage.constants), stage.features, grid,
-                      None if stage.params is None else tuple(stage.params(args)))
+                      None if stage.params is None else tuple(stage.params(args)), stage.runtime_checks)
             for stage, grid in zip(kernel.stages, grids, strict=True)
         )
         scratch = {name: int(size(args)) for name, size in kernel.scratch.items()}

@@ -30,6 +30,7 @@ from wgtune.errors import ConfigError, KernelError
 from wgtune.runner import run_inline
 from wgtune.tunable import Kernel
 
+from .unchecked import create_unchecked_module
 from .webgpu import WebGPUDevice, as_value
 
 __all__ = ["NativeDevice", "WgpuShim"]
@@ -124,7 +125,10 @@ class WgpuShim:
 
     async def _create_pipeline(self, kernel: Kernel) -> tuple[Any, Any]:
         try:
-            module = self.device.create_shader_module(code=_for_naga(kernel.wgsl), label=kernel.name)
+            if kernel.runtime_checks:
+                module = self.device.create_shader_module(code=_for_naga(kernel.wgsl), label=kernel.name)
+            else:
+                module = create_unchecked_module(self.device, _for_naga(kernel.wgsl), kernel.name)
             compute = {"module": module, "entry_point": kernel.entry_point}
             if kernel.constants:
                 compute["constants"] = {name: float(value) for name, value in kernel.constants.items()}

@@ -28,6 +28,9 @@ or columns, as in ``matmul_tiles.py``) and ``replace`` at hand, or ``@FILE``: on
 a line (``#`` starts a comment); the set probed is then those
 tiles, ungrouped, after the naive kernel (every one planned where its vec4 loads can serve).
 ``--shape MxNxK`` (repeatable) probes those matmul shapes instead of the lists'.
+``--runtime-checks on|off`` compiles every candidate with or without WebGPU's runtime checks
+(``Kernel.runtime_checks``; by default each as its set says): run it both ways for the A/B that
+chose the matmul tiles in ``matmul_tiles.CHECKED``.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +105,19 @@ class Problem:
             return bool(torch.all((got - self.want).abs() <= tolerance.atol + tolerance.rtol * self.want.abs()))
         got = got.astype(np.float64).reshape(self.want.shape)
         return bool(np.all(np.abs(got - self.want) <= tolerance.atol + tolerance.rtol * np.abs(self.want)))
+
+
+def with_runtime_checks(tunables: TunableSet, checks: str) -> TunableSet:
+    """``tunables`` with every stage of every candidate compiled with (``on``) or without
+    (``off``) the runtime checks, or as it is (``set``): an A/B of ``Kernel.runtime_checks``."""
+    if checks == "set":
+        return tunables
+    on = checks == "on"
+    forced = [replace(kernel, runtime_checks=on, then=tuple(replace(stage, runtime_checks=on) for stage in kernel.then))
+              for kernel in tunables.candidates]
+    return TunableSet(tunables.name, forced, tunables.key_function, outputs=tunables.outputs,
+                      input_gen=tunables.input_gen, output_type=tunables.output_type, atol=tunables.atol,
+                      rtol=tunables.rtol, reference=tunables.reference)
 
 
 def matmul_problem(device: NativeDevice, tunables: TunableSet, m: int, n: int, k: int) -> Problem:
@@ -232,7 +248,6 @@ def probe(device: NativeDevice, problem: Problem, compiled: dict, samples: int, 
 
 def trial_tiles(expressions: list[str]) -> tuple:
     """The tiles ``--tiles`` names: each expression a tile or a tuple of tiles."""
-    from dataclasses import replace
 
     found: list = []
     lines = []
@@ -260,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-batch", action="store_true", help="only the plan's first batch")
     parser.add_argument("--tiles", action="append", help="matmul tiles to probe instead of the set's (repeatable)")
     parser.add_argument("--shape", action="append", help="a matmul shape MxNxK instead of the lists' (repeatable)")
+    parser.add_argument("--runtime-checks", choices=("set", "on", "off"), default="set",
+                        help="compile every candidate with (on) or without (off) WebGPU's runtime checks, "
+                             "or as the set says (Kernel.runtime_checks)")
     options = parser.parse_args(argv)
     start, _, stop = options.shapes.partition(":")
     part = slice(int(start) if start else None, int(stop) if stop else None)
@@ -279,10 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         tunables = matmul_set(trial_tiles(options.tiles)) if options.tiles else matmul_set()
         shapes = ([tuple(int(x) for x in text.split("x")) for text in options.shape] if options.shape
                   else (MATMUL_FULL if options.full else MATMUL_SMALL)[part])
+        tunables = with_runtime_checks(tunables, options.runtime_checks)
         jobs += [lambda s=s: matmul_problem(device, tunables, *s) for s in shapes]
     for op in ("sum", "max"):
         if f"row_{op}" in only:
-            tunables_op = reduction.reduction_set(op)
+            tunables_op = with_runtime_checks(reduction.reduction_set(op), options.runtime_checks)
             jobs += [lambda s=s, op=op, t=tunables_op: reduction_problem(device, t, op, *s)
                      for s in (REDUCTION_FULL if options.full else REDUCTION_SMALL)[part]]
     ratios: dict[str, list[float]] = {}

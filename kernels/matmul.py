@@ -78,7 +78,7 @@ from wgtune.key import Key
 from .common import ceil_div, wrapped_grid
 from .matmul_partials import PARTIALS, partials_bytes, reduce_stage
 from .matmul_skinny import SkinnyTile, skinny_wgsl
-from .matmul_tiles import COLS, DEEP, GROUP_NAMES, LARGE, MATMUL_F16_GROUPS, MATMUL_GROUPS, MEDIUM, ROWS, SMALL
+from .matmul_tiles import CHECKED, COLS, DEEP, GROUP_NAMES, LARGE, MATMUL_F16_GROUPS, MATMUL_GROUPS, MEDIUM, ROWS, SMALL
 from .matmul_vector import vector_wgsl
 from .matmul_wgsl import (
     DTYPES,
@@ -359,8 +359,18 @@ MATMUL_F16_TILES: tuple[MatmulTile | SkinnyTile, ...] = tuple(
 
 def _candidate(tile: MatmulTile | SkinnyTile, dtype: str, group: Group | None) -> Kernel:
     if isinstance(tile, SkinnyTile):
-        return skinny_matmul_kernel(tile, dtype, group=group)
-    return tiled_matmul_kernel(tile, dtype, group=group)
+        kernel = skinny_matmul_kernel(tile, dtype, group=group)
+    else:
+        kernel = tiled_matmul_kernel(tile, dtype, group=group)
+    return kernel if tile in CHECKED else unchecked(kernel)
+
+
+def unchecked(kernel: Kernel) -> Kernel:
+    """``kernel`` with every stage compiled without runtime checks where the device can
+    (``Kernel.runtime_checks``): each family's indices are in bounds and its loops end by
+    construction, which the tests check on every tile over odd sizes."""
+    stages = tuple(replace(stage, runtime_checks=False) for stage in kernel.then)
+    return replace(kernel, runtime_checks=False, then=stages)
 
 
 def _candidates(
@@ -370,7 +380,7 @@ def _candidates(
     ``groups`` (a custom tile list is one ungrouped batch)."""
     group_of = {tile: _GROUPS[name] for name, members in groups.items() for tile in members}
     small = _GROUPS[SMALL] if group_of else None
-    candidates = [naive_matmul_kernel(16, 16, dtype, group=small, priority=1)]
+    candidates = [unchecked(naive_matmul_kernel(16, 16, dtype, group=small, priority=1))]
     candidates += [_candidate(tile, dtype, group_of.get(tile)) for tile in tiles]
     return candidates
 

@@ -19,7 +19,9 @@ from dataclasses import replace
 from .matmul_skinny import SkinnyTile
 from .matmul_wgsl import MatmulTile
 
-__all__ = ["COLS", "DEEP", "GROUP_NAMES", "LARGE", "MATMUL_F16_GROUPS", "MATMUL_GROUPS", "MEDIUM", "ROWS", "SMALL"]
+__all__ = [
+    "CHECKED", "COLS", "DEEP", "GROUP_NAMES", "LARGE", "MATMUL_F16_GROUPS", "MATMUL_GROUPS", "MEDIUM", "ROWS", "SMALL",
+]
 
 ROWS, COLS, DEEP, SMALL, MEDIUM, LARGE = "rows", "cols", "deep", "small", "medium", "large"
 GROUP_NAMES = (ROWS, COLS, DEEP, SMALL, MEDIUM, LARGE)
@@ -147,3 +149,18 @@ MATMUL_F16_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_v4(T(256, 128, 8, 16, 8, pad=4, double=True)),
     ),
 }
+
+# The tiles compiled with WebGPU's runtime checks (``Kernel.runtime_checks``) even where the device
+# can leave them out: every other candidate ran faster without them on an H200 (median of each
+# candidate over the shapes: +1% to +30%, the few-rows tiles most; 4096^3 43.7 -> 45.8 TFLOP/s),
+# these 2-9% slower where they lead (2026-12-01, ``bench/kernel_probe.py --full`` with and without,
+# ``bench/results/h200-shapes.txt``). Browsers always check.
+CHECKED: frozenset[Tile] = frozenset({
+    *_v4(T(128, 128, 16, 8, 8, double=True)),  # 8192x256x1024 -9%, 4096^3 -5%
+    *_v4(T(128, 128, 16, 8, 8, double=True, swizzle=8)),  # 8192x512x8192 -8%
+    *_v4(T(256, 128, 8, 16, 8, pad=4, double=True)),  # 2048^3 -2%
+    *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, float_atomics=True)),  # 128x512x32768 -4%
+    *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, partials=True)),  # 256x256x16384 -4%
+    *_flat(T(64, 64, 8, 8, 8, double=True)),  # 2047x2049x2051 -2%
+    *_v4(R(1, 16, unroll=8, split=2048, float_atomics=True)),  # 1x4096x4096 -1%, elsewhere -10%
+})
