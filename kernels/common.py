@@ -1,11 +1,16 @@
-"""Small facts every kernel family shares: ceiling division, the 2-D grid, f32 size, a directive.
+"""Small facts every kernel family shares: ceiling division, the 2-D grid, f32 size, a directive,
+compiling without runtime checks.
 
 Pure Python (standard library), as everything in ``wgtune.kernels``: it also runs in Pyodide.
 """
 
 from __future__ import annotations
 
-__all__ = ["F32_BYTES", "GRID_ROW", "SUBGROUPS_DIRECTIVE", "ceil_div", "wrapped_grid"]
+from dataclasses import replace
+
+from wgtune import Kernel
+
+__all__ = ["F32_BYTES", "GRID_ROW", "SUBGROUPS_DIRECTIVE", "ceil_div", "unchecked", "wrapped_grid"]
 
 F32_BYTES = 4
 
@@ -29,3 +34,12 @@ def wrapped_grid(groups: int) -> tuple[int, int, int]:
     if groups <= GRID_ROW:
         return (groups, 1, 1)
     return (GRID_ROW, ceil_div(groups, GRID_ROW), 1)
+
+
+def unchecked(kernel: Kernel) -> Kernel:
+    """``kernel`` with every stage compiled without WebGPU's runtime checks where the device can
+    (``Kernel.runtime_checks``): the families' indices are in bounds and their loops end by
+    construction, which the tests check over odd sizes. On an H200 most candidates ran faster
+    so (``bench/kernel_probe.py --runtime-checks on|off``)."""
+    stages = tuple(replace(stage, runtime_checks=False) for stage in kernel.then)
+    return replace(kernel, runtime_checks=False, then=stages)

@@ -75,7 +75,7 @@ from dataclasses import replace
 from wgtune import Args, Group, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
-from .common import ceil_div, wrapped_grid
+from .common import ceil_div, unchecked, wrapped_grid
 from .matmul_partials import PARTIALS, partials_bytes, reduce_stage
 from .matmul_skinny import SkinnyTile, skinny_wgsl
 from .matmul_tiles import CHECKED, COLS, DEEP, GROUP_NAMES, LARGE, MATMUL_F16_GROUPS, MATMUL_GROUPS, MEDIUM, ROWS, SMALL
@@ -363,14 +363,6 @@ def _candidate(tile: MatmulTile | SkinnyTile, dtype: str, group: Group | None) -
     else:
         kernel = tiled_matmul_kernel(tile, dtype, group=group)
     return kernel if tile in CHECKED else unchecked(kernel)
-
-
-def unchecked(kernel: Kernel) -> Kernel:
-    """``kernel`` with every stage compiled without runtime checks where the device can
-    (``Kernel.runtime_checks``): each family's indices are in bounds and its loops end by
-    construction, which the tests check on every tile over odd sizes."""
-    stages = tuple(replace(stage, runtime_checks=False) for stage in kernel.then)
-    return replace(kernel, runtime_checks=False, then=stages)
 
 
 def _candidates(

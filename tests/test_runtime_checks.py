@@ -13,6 +13,7 @@ from wgtune.backends.isolated_worker import LaunchSpec, StageSpec, _kernel
 from wgtune.backends.isolation import ChildLaunchGuard
 from wgtune.backends.native import NativeDevice
 from wgtune.kernels.matmul import matmul_f16_set, matmul_set
+from wgtune.kernels.reduction import reduction_set
 from wgtune.kernels.matmul_tiles import CHECKED
 
 N = 1000
@@ -154,3 +155,9 @@ def test_matmul_candidates_are_unchecked_in_every_stage_but_the_tiles_measured_f
         assert [stage.runtime_checks for stage in kernel.stages] == [wanted] * len(kernel.stages), kernel.name
     if tunables.name == "matmul":
         assert {k.name for k in tunables.candidates if k.runtime_checks} == checked_names
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_every_reduction_candidate_is_unchecked_in_every_stage(op):
+    tunables = reduction_set(op)
+    assert all(not stage.runtime_checks for kernel in tunables.candidates for stage in kernel.stages)
