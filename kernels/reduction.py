@@ -123,6 +123,8 @@ MULTI_ROW_MAX_COLS = 256
 # long row is never the pick (and it is what lavapipe's loop cap cuts short).
 MULTI_ROW_SKIP_COLS = 4096
 TWO_PASS_MAX_ROWS = 256
+# Packs of at least this many invocations a row are screened first on rows past MULTI_ROW_MAX_COLS.
+WIDE_PACK = 16
 TWO_PASS_MIN_COLS = 8192
 
 # The row_sum tolerance: |got - want| <= SUM_ATOL + SUM_RTOL * |want|, want from candidate 0.
@@ -232,6 +234,15 @@ def _masked_priority(key: Key) -> int:
     return 0 if dict(key).get("vec", 1) == 1 else -1
 
 
+def _wide_pack_priority(key: Key) -> int:
+    """First in their group (so its probes) on rows of hundreds to a few thousand columns: there
+    packs of 16 or 32 invocations a row led the one_pass group by 18-45% (H200, compiled without
+    runtime checks), while the group's other candidates, of one or four invocations a row, are
+    over twice the leader's time and would have pruned it."""
+    _, cols = _dims(key)
+    return 1 if MULTI_ROW_MAX_COLS < cols <= MULTI_ROW_SKIP_COLS else 0
+
+
 def _tail_grid(args: Args) -> tuple[int, int, int]:
     """One invocation where ``x`` has a tail past its last whole vec4, none otherwise."""
     rows, cols = args.params[:2]
@@ -243,7 +254,8 @@ def reduction_kernel(op: str, variant: ReductionVariant, *, group: Group | None 
     spec = reduction_op(op)
     features = ("subgroups",) if variant.subgroups else ()
     size = (variant.workgroup, 1, 1)
-    priority = _masked_priority if variant.masked else _vec4_priority if variant.width == 4 else 0
+    priority = (_masked_priority if variant.masked else _vec4_priority if variant.width == 4
+                else _wide_pack_priority if variant.layout == "pack" and variant.g >= WIDE_PACK else 0)
     # A masked row or pack candidate ends with the stage that reads the tail of x.
     tail = (Kernel(variant.name + "_tail", tail_wgsl(spec), grid=_tail_grid, workgroup_size=(1, 1, 1),
                    workgroup_storage=0),) if variant.masked else ()
