@@ -63,7 +63,9 @@ class Space:
     ``restrict`` is a function of a configuration (or a sequence of them) that says whether it is
     valid. ``grid`` gives a configuration's workgroups for a call's Args. ``workgroup_size`` and
     ``workgroup_storage`` are read from the WGSL unless given (per configuration, or one value for
-    all), as for any :class:`Kernel`. ``features`` and ``entry_point`` are every candidate's.
+    all), as for any :class:`Kernel`. ``features``, ``entry_point`` and ``runtime_checks`` (False:
+    compiled without WebGPU's runtime checks where the device can, ``Kernel.runtime_checks``) are
+    every candidate's.
     """
 
     name: str
@@ -78,6 +80,7 @@ class Space:
     constants: Callable[[Params], Mapping[str, int | float | bool]] | None = None
     features: tuple[str, ...] = ()
     entry_point: str = "main"
+    runtime_checks: bool = True
     _restrictions: tuple[Restriction, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -141,6 +144,7 @@ class Space:
             features=self.features,
             constants=self._constants(label, wgsl, params),
             configuration=params,
+            runtime_checks=self.runtime_checks,
         )
 
     def candidates(self, limit: int = MAX_CANDIDATES) -> list[Kernel]:

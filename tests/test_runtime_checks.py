@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wgtune import Args, Config, ConfigError, Kernel, KernelError, Measured, TunableSet, Tuner, run_inline
+from wgtune import Args, Config, ConfigError, Kernel, KernelError, Measured, Space, TunableSet, Tuner, run_inline
 from wgtune.backends import native, unchecked
 from wgtune.backends.isolated_worker import LaunchSpec, StageSpec, _kernel
 from wgtune.backends.isolation import ChildLaunchGuard
@@ -161,3 +161,22 @@ def test_matmul_candidates_are_unchecked_in_every_stage_but_the_tiles_measured_f
 def test_every_reduction_candidate_is_unchecked_in_every_stage(op):
     tunables = reduction_set(op)
     assert all(not stage.runtime_checks for kernel in tunables.candidates for stage in kernel.stages)
+
+
+def test_a_space_passes_runtime_checks_to_every_candidate_and_they_tune_unchecked(device, trusted_calls):
+    # The workgroup tile's size is an override: each configuration compiles its own module.
+    source = SUM_ROWS.replace("var<workgroup> tile: array<f32, 64>;", "override SPARE: u32 = 0u;\n"
+                              "var<workgroup> tile: array<f32, 64>;").replace(
+        "var total = 0.0;", "var total = f32(SPARE) * 0.0;")
+    space = Space("sums", source=source, params={"SPARE": [0, 1, 2]}, default={"SPARE": 0},
+                  grid=lambda p, args: blocks(args), runtime_checks=False)
+    candidates = space.candidates()
+    assert [kernel.runtime_checks for kernel in candidates] == [False] * 3
+    tunables = TunableSet("unchecked_space", candidates, key=lambda a: {"n": a.params[0]})
+    tuner = Tuner(device, config=Config(log_level="disabled", cache=False, samples=3, warmups=1))
+    args, x = call(device)
+    tuner.execute(tunables, args)
+    np.testing.assert_allclose(output(device, args), prefix_sums(x), rtol=1e-5)
+    assert sorted(trusted_calls) == sorted(kernel.name for kernel in candidates)
+    assert Space("sums", source=source, params={"SPARE": [0]}, default={"SPARE": 0},
+                 grid=lambda p, args: blocks(args)).candidates()[0].runtime_checks
