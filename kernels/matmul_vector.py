@@ -263,6 +263,9 @@ class _VectorKernel:
                     value = narrow(self.dtype, f"acc_{i}_{j}", vector=True)
                     out.append(f"  if (col_{i}_{j} < p.n) {{ c[(row_{i} * p.n + col_{i}_{j}) >> 2u] = {value}; }}\n")
                     continue
+                if not self.flat and tile.partials:
+                    out.append(f"  if (col_{i}_{j} < p.n) {{ store_c4(row_{i} * p.n + col_{i}_{j}, acc_{i}_{j}); }}\n")
+                    continue
                 for lane in range(4):
                     index, value = f"row_{i} * p.n + col_{i}_{j} + {lane}u", f"acc_{i}_{j}.{LANES[lane]}"
                     write = f"add_to_c({index}, {value})" if tile.kgrid else f"c[{index}] = {narrow(self.dtype, value)}"
@@ -321,7 +324,7 @@ class _VectorKernel:
         lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element if tile.kgrid else None,
                         with_c=not tile.partials)]
         if tile.kgrid:
-            lines.append(partials_header() if tile.partials else add_to_c)
+            lines.append(partials_header(vector=not self.flat) if tile.partials else add_to_c)
         for name, width, rows, needed in (
             ("tile_a", self.a_stride, self.kt, not tile.subgroup),
             ("tile_b", tile.bn // 4, self.kt, True),

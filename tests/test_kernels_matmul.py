@@ -253,7 +253,11 @@ def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c
     kernel = next(k for k in MATMUL.candidates if k.name.endswith("_2p"))
     chunks, total = kernel.stages
     assert not kernel.features and "atomic" not in chunks.wgsl + total.wgsl  # no device feature: browsers too
-    assert "var<storage, read_write> c:" not in chunks.wgsl and "part[part_base + index] = value" in chunks.wgsl
+    assert "var<storage, read_write> c:" not in chunks.wgsl
+    # A vec4 tile writes its sums four at a time (a flat one one by one).
+    assert "part[(part_base + index) >> 2u] = value" in chunks.wgsl and "store_c4(row_0 * p.n" in chunks.wgsl
+    flat = next(k for k in MATMUL.candidates if k.name.endswith("_2p") and "_v4" not in k.name)
+    assert "part[part_base + index] = value" in flat.stages[0].wgsl and "store_c4" not in flat.stages[0].wgsl
     # The scratch holds every chunk's sums, each chunk's starting on a vec4; the sum's own params
     # carry the number of chunks, and the call in order is still (A, B, C).
     tile = TILE_OF[kernel.name]
