@@ -79,19 +79,22 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         replace(C(2, 4, 1, threads=128), a_vec4=True),  # 4096x1x4096 97%
         replace(C(2, 8, 1), a_vec4=True),  # 4096x1x4096 95%
     ),
-    # Few outputs, long K: tiles whose grid splits K (about `kgrid` workgroups): with the device's
-    # float atomics first, then in two passes (``partials``: no atomics, so browsers have them too),
-    # then with compare-exchange adds, staggered (``stagger``) where that measured faster. On an
-    # H200 a 128x128 tile runs one workgroup per SM: kgrid=128 keeps its grid to one wave (48
-    # chunks instead of 32 at 128x512x32768 fell from 34.6 to 26.0 TFLOP/s). Figures of
-    # 2026-12-01 (bench/kernel_probe.py --tiles and a probe of the same kernels; bench/results/h200-shapes.txt).
+    # Few outputs, long K: tiles whose grid splits K (about `kgrid` workgroups): in two passes
+    # (``partials``: no atomics, so browsers have them too; vec4 tiles write their partial sums
+    # four at a time, which took 128x512x32768 from 34.0 with float atomics to 37.0 TFLOP/s: the
+    # chunks' scalar stores or adds, all at the end, cost a 128x256 chunk a fifth of its time),
+    # with the device's float atomics, then with compare-exchange adds, staggered (``stagger``)
+    # where that measured faster. On an H200 a 128x128 tile runs one workgroup per SM: kgrid=128
+    # keeps its grid to one wave (48 chunks instead of 32 at 128x512x32768 fell from 34.6 to 26.0
+    # TFLOP/s). Figures of 2026-12-01 (bench/kernel_probe.py --tiles, compiled as CHECKED says;
+    # bench/results/h200-shapes.txt).
     DEEP: (
-        *_v4(T(64, 64, 16, 8, 8, double=True, kgrid=256, partials=True)),  # 64x64x65536 90-92%
-        *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, float_atomics=True)),  # 128x512x32768 80%, 256x256x16384 83%
+        *_v4(T(64, 64, 16, 8, 8, double=True, kgrid=256, partials=True)),  # 64x64x65536 104%
+        *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, partials=True)),  # 256x256x16384 89%, 128x512x32768 78%
+        *_v4(T(128, 256, 8, 8, 16, pad=4, double=True, kgrid=128, partials=True)),  # 128x512x32768 83%
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, float_atomics=True)),  # 33x4096x4096 97%
         *_flat(T(64, 40, 8, 8, 4, double=True, kgrid=512, float_atomics=True)),  # 4096x33x4096 88%
-        *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, partials=True)),  # 128x512x32768 79%, 256x256x16384 80%
-        *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, partials=True)),
+        *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, partials=True)),  # 33x4096x4096 99%
         *_flat(T(64, 40, 8, 8, 4, double=True, kgrid=512, partials=True)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=256, stagger=8)),  # 33x4096x4096 73%
         *_flat(T(64, 36, 16, 4, 4, kgrid=512, stagger=8)),  # 4096x33x4096 62%
@@ -159,7 +162,6 @@ CHECKED: frozenset[Tile] = frozenset({
     *_v4(T(128, 128, 16, 8, 8, double=True)),  # 8192x256x1024 -9%, 4096^3 -5%
     *_v4(T(128, 128, 16, 8, 8, double=True, swizzle=8)),  # 8192x512x8192 -8%
     *_v4(T(256, 128, 8, 16, 8, pad=4, double=True)),  # 2048^3 -2%
-    *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, float_atomics=True)),  # 128x512x32768 -4%
     *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, partials=True)),  # 256x256x16384 -4%
     *_flat(T(64, 64, 8, 8, 8, double=True)),  # 2047x2049x2051 -2%
     *_v4(R(1, 16, unroll=8, split=2048, float_atomics=True)),  # 1x4096x4096 -1%, elsewhere -10%
