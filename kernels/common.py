@@ -1,7 +1,8 @@
 """Small facts every kernel family shares: ceiling division, the 2-D grid, f32 size, a directive,
 compiling without runtime checks.
 
-Pure Python (standard library), as everything in ``wgtune.kernels``: it also runs in Pyodide.
+Pure Python (the standard library and wgtune's core), as everything in ``wgtune.kernels``: it also
+runs in Pyodide.
 """
 
 from __future__ import annotations

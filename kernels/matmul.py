@@ -49,13 +49,15 @@ the fixed policy measures the first batch only.
 
 On an NVIDIA H200 (Vulkan, wgpu-py 0.32), ``bench/shapes.py --full`` (the tune as it ships,
 beside torch's fp32 with TF32 off, and an oracle of every checked candidate;
-``bench/results/h200-shapes.txt``, eighth run) puts the tuned winner at a median of 91.9% of torch
-over 36 shapes, within 2% of the oracle's best on all 36: 86-102% on the large and rectangular
-ones (87% at 4096^3), 2.6-7.5x torch on small ones (a launch of torch costs more than their
-work), 85-87% at 1000^3 and 1536^3, 82-94% on odd ones (all of M, N, K odd: 1023x1025x1027 91%,
-999x1001x997 82%, 2047x2049x2051 94%, 333x4099x517 82%), GEMVs 90-95%, 33 rows or columns of
-4096x4096 91-98%, and long K with few outputs 79-101% (64x64x65536 92% in two passes,
-256x256x16384 82%, 128x512x32768 79%).
+``bench/results/h200-shapes.txt``, the run of 4012cbb) puts the tuned winner at a median of 98.8%
+of torch over 36 shapes, none under 80%, within 2% of the oracle's best on all 36: 84-103% on the
+large and rectangular ones (90.6-92.8% at 4096^3, 84% at 1536^3), 4.6-8.4x torch on small ones (a
+launch of torch costs more than their work), 82-100% on odd ones (all of M, N, K odd; 5.2x at
+127x129x131), GEMVs 91-100%, 33 rows or
+columns of 4096x4096 98-102%, and long K with few outputs 84-119% (64x64x65536 119% and
+128x512x32768 84% in two passes). Most candidates are compiled without WebGPU's runtime checks
+there (``Kernel.runtime_checks``; :data:`~wgtune.kernels.matmul_tiles.CHECKED` are not): the
+median was 91.9% with every candidate checked.
 
 Grids are ``(ceil(N / block_n), ceil(M / block_m), K chunks)``: at most 65535 workgroups a
 dimension, so the naive 16x16 default covers M and N up to 1,048,560; a candidate whose grid
