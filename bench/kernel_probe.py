@@ -29,8 +29,8 @@ a line (``#`` starts a comment); the set probed is then those
 tiles, ungrouped, after the naive kernel (every one planned where its vec4 loads can serve).
 ``--shape MxNxK`` (repeatable) probes those matmul shapes instead of the lists'.
 ``--runtime-checks on|off`` compiles every candidate with or without WebGPU's runtime checks
-(``Kernel.runtime_checks``; by default each as its set says): run it both ways for the A/B that
-chose the matmul tiles in ``matmul_tiles.CHECKED``.
+(``Kernel.runtime_checks``; by default each as its set says); ``bench/runtime_checks.py`` times
+both ways in one run.
 """
 
 from __future__ import annotations

@@ -41,6 +41,6 @@ def unchecked(kernel: Kernel) -> Kernel:
     """``kernel`` with every stage compiled without WebGPU's runtime checks where the device can
     (``Kernel.runtime_checks``): the families' indices are in bounds and their loops end by
     construction, which the tests check over odd sizes. On an H200 most candidates ran faster
-    so (``bench/kernel_probe.py --runtime-checks on|off``)."""
+    so (``bench/runtime_checks.py``)."""
     stages = tuple(replace(stage, runtime_checks=False) for stage in kernel.then)
     return replace(kernel, runtime_checks=False, then=stages)
