@@ -163,6 +163,14 @@ class WgpuShim:
     def _compile_on_worker(self, kernel: Kernel) -> tuple[Any, Any] | Exception:
         return run_inline(as_value(self._create_pipeline(kernel)))
 
+    def close(self) -> None:
+        """Stop the compile threads; compiles begun ahead and not yet taken are dropped. A later
+        compile of several starts them again."""
+        self._started.clear()
+        if self._compilers is not None:
+            self._compilers.shutdown(wait=False, cancel_futures=True)
+            self._compilers = None
+
     def _pool(self) -> ThreadPoolExecutor:
         if self._compilers is None:
             self._compilers = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="wgtune-compile")
@@ -268,6 +276,19 @@ class NativeDevice(WebGPUDevice):
             required_features=features, required_limits={name: adapter.limits[name] for name in limit_names}
         )
         return cls(device, use_timestamps=use_timestamps)
+
+    def close(self) -> None:
+        """Release what wgtune holds for this device: its compile threads (up to 16, otherwise
+        kept until the device is garbage-collected). The wgpu device stays open, as it may be the
+        caller's; this device still works, and starts its threads again when it next compiles
+        several kernels. ``with NativeDevice.open() as device:`` closes it at the end."""
+        self.shim.close()
+
+    def __enter__(self) -> NativeDevice:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def read_buffer_sync(self, buffer: Any) -> bytes:
         """The buffer's contents after all submitted work (an open batch's launches submitted

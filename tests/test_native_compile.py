@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import threading
+import time
 
 import pytest
 from test_native import quick, scale_kernel, scale_set
@@ -60,3 +62,26 @@ def test_compiles_begun_ahead_are_taken_by_the_later_compile_with_their_errors(d
     [taken] = run_inline(device.compile_many([kernels[2]]))
     assert isinstance(taken, CompiledKernel) and taken.kernel.name == "ahead64"
     assert device.shim._started == {}  # each taken once: a later compile of them compiles anew
+
+
+def compile_threads() -> int:
+    return sum(thread.name.startswith("wgtune-compile") for thread in threading.enumerate())
+
+
+def test_closing_a_device_stops_its_compile_threads_and_it_still_compiles_after(monkeypatch):
+    monkeypatch.setattr(native, "COMPILE_THREADS", 3)
+    before = compile_threads()
+    with NativeDevice.open() as device:
+        device.start_compiles([scale_kernel("closing32", 32), scale_kernel("closing64", 64)])
+        assert compile_threads() > before
+        assert run_inline(device.compile(scale_kernel("closing128", 128))).kernel.name == "closing128"
+    for _ in range(200):  # the threads finish their current compile, then end
+        if compile_threads() == before:
+            break
+        time.sleep(0.01)
+    assert compile_threads() == before
+    assert device.shim._started == {} and device.shim._compilers is None
+    compiled = run_inline(device.compile_many([scale_kernel("after32", 32), scale_kernel("after64", 64)]))
+    assert [c.kernel.name for c in compiled] == ["after32", "after64"]  # threads again, on demand
+    device.close()
+    device.close()  # twice is harmless
