@@ -53,6 +53,7 @@ from wgtune import Args, TunableSet, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.device import check_grid, check_limits
 from wgtune.kernels import reduction
+from wgtune.kernels.common import with_runtime_checks
 from wgtune.kernels.matmul import matmul_set, size_class
 from wgtune.kernels.matmul_tiles import C, R, T
 from wgtune.plan import Plan
@@ -107,14 +108,12 @@ class Problem:
         return bool(np.all(np.abs(got - self.want) <= tolerance.atol + tolerance.rtol * np.abs(self.want)))
 
 
-def with_runtime_checks(tunables: TunableSet, checks: str) -> TunableSet:
-    """``tunables`` with every stage of every candidate compiled with (``on``) or without
-    (``off``) the runtime checks, or as it is (``set``): an A/B of ``Kernel.runtime_checks``."""
+def forced_runtime_checks(tunables: TunableSet, checks: str) -> TunableSet:
+    """``tunables`` with every candidate compiled with (``on``) or without (``off``) the runtime
+    checks, or as it is (``set``): an A/B of ``Kernel.runtime_checks``."""
     if checks == "set":
         return tunables
-    on = checks == "on"
-    forced = [replace(kernel, runtime_checks=on, then=tuple(replace(stage, runtime_checks=on) for stage in kernel.then))
-              for kernel in tunables.candidates]
+    forced = [with_runtime_checks(kernel, checks == "on") for kernel in tunables.candidates]
     return TunableSet(tunables.name, forced, tunables.key_function, outputs=tunables.outputs,
                       input_gen=tunables.input_gen, output_type=tunables.output_type, atol=tunables.atol,
                       rtol=tunables.rtol, reference=tunables.reference)
@@ -297,11 +296,11 @@ def main(argv: list[str] | None = None) -> int:
         tunables = matmul_set(trial_tiles(options.tiles)) if options.tiles else matmul_set()
         shapes = ([tuple(int(x) for x in text.split("x")) for text in options.shape] if options.shape
                   else (MATMUL_FULL if options.full else MATMUL_SMALL)[part])
-        tunables = with_runtime_checks(tunables, options.runtime_checks)
+        tunables = forced_runtime_checks(tunables, options.runtime_checks)
         jobs += [lambda s=s: matmul_problem(device, tunables, *s) for s in shapes]
     for op in ("sum", "max"):
         if f"row_{op}" in only:
-            tunables_op = with_runtime_checks(reduction.reduction_set(op), options.runtime_checks)
+            tunables_op = forced_runtime_checks(reduction.reduction_set(op), options.runtime_checks)
             jobs += [lambda s=s, op=op, t=tunables_op: reduction_problem(device, t, op, *s)
                      for s in (REDUCTION_FULL if options.full else REDUCTION_SMALL)[part]]
     ratios: dict[str, list[float]] = {}

@@ -33,10 +33,10 @@ from kernel_probe import (  # bench/kernel_probe.py: the shapes, problems and ch
     REDUCTION_FULL,
     REDUCTION_SMALL,
     Problem,
+    forced_runtime_checks,
     matmul_problem,
     measure,
     reduction_problem,
-    with_runtime_checks,
 )
 
 from wgtune.backends.native import NativeDevice
@@ -50,7 +50,7 @@ NEAR_BEST = 0.9  # a candidate counts on a shape where its faster form is within
 def pair(device: NativeDevice, problem: Problem, compiled: dict, samples: int, min_sample: float) -> list[dict]:
     """Every planned candidate of ``problem`` timed checked then unchecked: one row each, with
     both rates (None where that form is slow or wrong) and the set's own choice."""
-    forms = {checks: replace(problem, tunables=with_runtime_checks(problem.tunables, checks))
+    forms = {checks: replace(problem, tunables=forced_runtime_checks(problem.tunables, checks))
              for checks in ("on", "off")}
     plan = Plan(problem.tunables.candidates, problem.tunables.key(problem.args))
     rows, best = [], math.inf

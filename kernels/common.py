@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from wgtune import Kernel
 
-__all__ = ["F32_BYTES", "GRID_ROW", "SUBGROUPS_DIRECTIVE", "ceil_div", "unchecked", "wrapped_grid"]
+__all__ = ["F32_BYTES", "GRID_ROW", "SUBGROUPS_DIRECTIVE", "ceil_div", "with_runtime_checks", "wrapped_grid"]
 
 F32_BYTES = 4
 
@@ -37,10 +37,10 @@ def wrapped_grid(groups: int) -> tuple[int, int, int]:
     return (GRID_ROW, ceil_div(groups, GRID_ROW), 1)
 
 
-def unchecked(kernel: Kernel) -> Kernel:
-    """``kernel`` with every stage compiled without WebGPU's runtime checks where the device can
-    (``Kernel.runtime_checks``): the families' indices are in bounds and their loops end by
-    construction, which the tests check over odd sizes. On an H200 most candidates ran faster
-    so (``bench/runtime_checks.py``)."""
-    stages = tuple(replace(stage, runtime_checks=False) for stage in kernel.then)
-    return replace(kernel, runtime_checks=False, then=stages)
+def with_runtime_checks(kernel: Kernel, checks: bool) -> Kernel:
+    """``kernel`` with every stage compiled with (True) or without (False) WebGPU's runtime checks
+    where the device can leave them out (``Kernel.runtime_checks``). The families' indices are in
+    bounds and their loops end by construction, which the tests check over odd sizes; on an H200
+    most candidates ran faster without (``bench/runtime_checks.py``)."""
+    stages = tuple(replace(stage, runtime_checks=checks) for stage in kernel.then)
+    return replace(kernel, runtime_checks=checks, then=stages)

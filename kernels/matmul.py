@@ -53,11 +53,11 @@ beside torch's fp32 with TF32 off, and an oracle of every checked candidate;
 of torch over 36 shapes, none under 80%, within 2% of the oracle's best on all 36: 84-103% on the
 large and rectangular ones (90.6-92.8% at 4096^3, 84% at 1536^3), 4.6-8.4x torch on small ones (a
 launch of torch costs more than their work), 82-100% on odd ones (all of M, N, K odd; 5.2x at
-127x129x131), GEMVs 91-100%, 33 rows or
-columns of 4096x4096 98-102%, and long K with few outputs 84-119% (64x64x65536 119% and
-128x512x32768 84% in two passes). Most candidates are compiled without WebGPU's runtime checks
-there (``Kernel.runtime_checks``; :data:`~wgtune.kernels.matmul_tiles.CHECKED` are not): the
-median was 91.9% with every candidate checked.
+127x129x131), GEMVs 91-100%, 33 rows or columns of 4096x4096 98-102%, and long K with few
+outputs 84-119% (64x64x65536 119% and 128x512x32768 84% in two passes). Most candidates are
+compiled without WebGPU's runtime checks there (``Kernel.runtime_checks``;
+:data:`~wgtune.kernels.matmul_tiles.CHECKED` are not): the median was 91.9% with every candidate
+checked.
 
 Grids are ``(ceil(N / block_n), ceil(M / block_m), K chunks)``: at most 65535 workgroups a
 dimension, so the naive 16x16 default covers M and N up to 1,048,560; a candidate whose grid
@@ -77,7 +77,7 @@ from dataclasses import replace
 from wgtune import Args, Group, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
-from .common import ceil_div, unchecked, wrapped_grid
+from .common import ceil_div, with_runtime_checks, wrapped_grid
 from .matmul_partials import PARTIALS, partials_bytes, reduce_stage
 from .matmul_skinny import SkinnyTile, skinny_wgsl
 from .matmul_tiles import CHECKED, COLS, DEEP, GROUP_NAMES, LARGE, MATMUL_F16_GROUPS, MATMUL_GROUPS, MEDIUM, ROWS, SMALL
@@ -364,7 +364,7 @@ def _candidate(tile: MatmulTile | SkinnyTile, dtype: str, group: Group | None) -
         kernel = skinny_matmul_kernel(tile, dtype, group=group)
     else:
         kernel = tiled_matmul_kernel(tile, dtype, group=group)
-    return kernel if tile in CHECKED else unchecked(kernel)
+    return with_runtime_checks(kernel, tile in CHECKED)
 
 
 def _candidates(
@@ -374,7 +374,7 @@ def _candidates(
     ``groups`` (a custom tile list is one ungrouped batch)."""
     group_of = {tile: _GROUPS[name] for name, members in groups.items() for tile in members}
     small = _GROUPS[SMALL] if group_of else None
-    candidates = [unchecked(naive_matmul_kernel(16, 16, dtype, group=small, priority=1))]
+    candidates = [with_runtime_checks(naive_matmul_kernel(16, 16, dtype, group=small, priority=1), False)]
     candidates += [_candidate(tile, dtype, group_of.get(tile)) for tile in tiles]
     return candidates
 

@@ -80,7 +80,7 @@ from typing import Any
 from wgtune import Args, Group, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
-from .common import F32_BYTES, ceil_div, unchecked, wrapped_grid
+from .common import F32_BYTES, ceil_div, with_runtime_checks, wrapped_grid
 from .inputs import random_floats
 from .reduction_masked import masked_pack_wgsl, masked_row_wgsl, masked_split_wgsl, tail_wgsl
 from .reduction_wgsl import (
@@ -123,9 +123,9 @@ MULTI_ROW_MAX_COLS = 256
 # long row is never the pick (and it is what lavapipe's loop cap cuts short).
 MULTI_ROW_SKIP_COLS = 4096
 TWO_PASS_MAX_ROWS = 256
+TWO_PASS_MIN_COLS = 8192
 # Packs of at least this many invocations a row are screened first on rows past MULTI_ROW_MAX_COLS.
 WIDE_PACK = 16
-TWO_PASS_MIN_COLS = 8192
 
 # The row_sum tolerance: |got - want| <= SUM_ATOL + SUM_RTOL * |want|, want from candidate 0.
 # Reordering an f32 sum of n terms changes it by rounding errors that, for data without a
@@ -236,9 +236,10 @@ def _masked_priority(key: Key) -> int:
 
 def _wide_pack_priority(key: Key) -> int:
     """First in their group (so its probes) on rows of hundreds to a few thousand columns: there
-    packs of 16 or 32 invocations a row led the one_pass group by 18-45% (H200, compiled without
-    runtime checks), while the group's other candidates, of one or four invocations a row, are
-    over twice the leader's time and would have pruned it."""
+    packs of 16 or 32 invocations a row were the best by 20-43% over the one_pass pick (H200,
+    compiled without runtime checks: the regret of the tune that pruned them), while the group's
+    other candidates, of one or four invocations a row, are over twice the leader's time and
+    pruned it."""
     _, cols = _dims(key)
     return 1 if MULTI_ROW_MAX_COLS < cols <= MULTI_ROW_SKIP_COLS else 0
 
@@ -323,7 +324,7 @@ def reduction_set(op: str, variants: Sequence[ReductionVariant] = REDUCTION_VARI
     the best candidate of a shape ran up to 45% faster so, 0-3% on most; none lost beyond noise)."""
     spec = reduction_op(op)
     candidates = [
-        unchecked(reduction_kernel(op, variant, group=None if index == 0 else GROUPS[variant.layout]))
+        with_runtime_checks(reduction_kernel(op, variant, group=None if index == 0 else GROUPS[variant.layout]), False)
         for index, variant in enumerate(variants)
     ]
     exact = spec.zero is None  # max returns an element of the row: every candidate agrees exactly
