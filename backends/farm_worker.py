@@ -28,12 +28,13 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from wgtune.args import Args
 from wgtune.config import Config
 from wgtune.errors import ConfigError, WgtuneError
 from wgtune.kernels.demo import FMA_ALPHA, DemoCase, demo_suite
 from wgtune.key import Key, KeyMemo
 from wgtune.store import canonical_namespace, namespace_for
-from wgtune.tunable import Args, TunableSet
+from wgtune.tunable import TunableSet
 from wgtune.tuner import Tuner
 
 __all__ = [

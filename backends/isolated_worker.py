@@ -78,9 +78,9 @@ def main() -> int:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     requests = sys.stdin.buffer
 
+    from wgtune.args import Args
     from wgtune.backends.native import NativeDevice
     from wgtune.runner import run_inline
-    from wgtune.tunable import Args
 
     device = NativeDevice.open()
     _answer(out, ("ready", device.identity.as_dict()))

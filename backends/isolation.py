@@ -29,10 +29,11 @@ import threading
 import weakref
 from typing import Any
 
+from wgtune.args import Args, Grid
 from wgtune.device import Device
 from wgtune.errors import KernelError
 from wgtune.log import logger
-from wgtune.tunable import Args, Grid, Kernel
+from wgtune.tunable import Kernel
 
 from .isolated_worker import LaunchSpec, StageSpec
 

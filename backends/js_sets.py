@@ -41,13 +41,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from wgtune.args import Args
 from wgtune.errors import ConfigError, WgtuneError
 from wgtune.key import Key
 from wgtune.results import result_to_json
 from wgtune.search import Search
 from wgtune.space import Space
 from wgtune.state import Hit, Pending
-from wgtune.tunable import Args, Kernel, TunableSet
+from wgtune.tunable import Kernel, TunableSet
 from wgtune.uniforms import param_names, params_by_name
 
 __all__ = ["RECENT_CALLS", "JsSet", "define_set"]

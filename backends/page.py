@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wgtune import Config, LogLevel
+from wgtune.args import Args
 from wgtune.bindings import output_indices
 from wgtune.bundle import entries_for, read_bundle
 from wgtune.clock import clock_grain as measure_grain
@@ -35,7 +36,7 @@ from wgtune.key import Key
 from wgtune.log import logger
 from wgtune.state import Hit, Pending
 from wgtune.store import StoredEntry, canonical_namespace, namespace_for
-from wgtune.tunable import Args, TunableSet
+from wgtune.tunable import TunableSet
 from wgtune.tuner import Tuner
 from wgtune.validate import parse_json
 

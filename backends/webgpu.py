@@ -21,10 +21,11 @@ import struct
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
+from wgtune.args import Args, Grid
 from wgtune.bindings import PARAMS, Scratch, binding_plan, params_of, stage_entries
 from wgtune.device import CompiledKernel, Device, Timing
 from wgtune.errors import DeviceLost, KernelError
-from wgtune.tunable import Args, Grid, Kernel
+from wgtune.tunable import Kernel
 from wgtune.uniforms import uniform_bytes
 
 from .batch_recorder import BatchRecorder

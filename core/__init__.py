@@ -7,6 +7,7 @@ This package is the pure core: standard library only, the same in CPython and in
 Devices and stores live in :mod:`wgtune.backends`; kernel families in :mod:`wgtune.kernels`.
 """
 
+from .args import Args
 from .batch import Batch
 from .clock import clock_grain, grain_of, measure_clock_grain
 from .config import Config, LogLevel, Pin
@@ -39,7 +40,7 @@ from .search import Search
 from .space import Space
 from .state import MISS, PENDING, Hit, Miss, Pending, TuneState, Unchecked
 from .store import MemoryStore, StoredEntry
-from .tunable import Args, Group, Kernel, TunableSet
+from .tunable import Group, Kernel, TunableSet
 from .tuner import Tuner
 from .version import __version__
 

@@ -33,10 +33,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .args import Args
 from .buffer_names import BufferName, Output
 from .errors import ConfigError, KernelError
 from .shaders import shader_of
-from .tunable import Args, Kernel, TunableSet
+from .tunable import Kernel, TunableSet
 
 __all__ = [
     "PARAMS",

@@ -1,6 +1,6 @@
 """How a call names its buffers and a set its outputs, checked; and a candidate's outputs by default.
 
-A call gives its buffers in order or by name (:class:`~wgtune.tunable.Args`): each name is a WGSL
+A call gives its buffers in order or by name (:class:`~wgtune.args.Args`): each name is a WGSL
 variable's name (``"x"``) or a ``(group, binding)`` pair. A set's ``outputs`` are buffer indices
 or such names. Where a name binds is read per stage from the WGSL (``bindings.py``); this module
 only checks the names' form, and reads which bindings a candidate writes (:func:`written_by`).

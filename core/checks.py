@@ -21,12 +21,13 @@ import struct
 from collections.abc import Collection
 from typing import Any
 
+from .args import Args
 from .bindings import output_indices
 from .device import Device
 from .errors import CandidateError, ConfigError, Mismatch, TuneFailed, candidate_failure
 from .measure import clone_args
 from .pipelines import PipelineCache
-from .tunable import Args, TunableSet
+from .tunable import TunableSet
 
 __all__ = ["OutputCheck", "compare"]
 

@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .args import Args, Grid
 from .shaders import ShapeError, workgroup_shape
-from .tunable import Args, Grid, Kernel
+from .tunable import Kernel
 
 __all__ = ["CompiledKernel", "Device", "DeviceIdentity", "DeviceLimits", "Timing", "check_grid", "check_limits"]
 

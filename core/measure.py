@@ -18,12 +18,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .args import Args, Grid
 from .config import Config
 from .device import Device, check_grid, check_limits
 from .errors import CandidateError, DeviceLost, InvalidSamples, Launch, Mismatch, Timeout, candidate_failure
 from .results import Measured, Result, Stats
 from .time_limit import TimeLimit
-from .tunable import Args, Grid, Kernel, TunableSet
+from .tunable import Kernel, TunableSet
 
 __all__ = [
     "GRAIN_MULTIPLE",

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import weakref
 
-from .tunable import Grid, Kernel
+from .args import Grid
+from .tunable import Kernel
 from .wgsl import ShaderModule, WgslError, reflect
 
 __all__ = ["ShapeError", "shader_of", "workgroup_shape"]

@@ -42,8 +42,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from .args import Args, Grid
 from .errors import ConfigError
-from .tunable import Args, Grid, Kernel
+from .tunable import Kernel
 from .wgsl import WgslError, reflect
 
 __all__ = ["MAX_CANDIDATES", "Space"]

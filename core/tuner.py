@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .args import Args
 from .batch import Batch
 from .cache import TuneCache
 from .config import Config, LogLevel
@@ -49,7 +50,7 @@ from .results import Result
 from .runner import Spawner, default_spawner
 from .state import MISS, Hit, TuneState, Unchecked
 from .store import WRITE_PENDING, Store, StoredEntry
-from .tunable import Args, Kernel, TunableSet
+from .tunable import Kernel, TunableSet
 from .tuning import measure_key
 
 __all__ = ["Tuner"]

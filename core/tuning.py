@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from .adaptive import sample_adaptively, search_adaptively
+from .args import Args
 from .checks import OutputCheck
 from .clock import clock_grain
 from .config import Config, Policy
@@ -31,7 +32,7 @@ from .ranking import decide
 from .results import Result
 from .sampling import SamplingPolicy, short_circuit_limit
 from .time_limit import TimeLimit
-from .tunable import Args, TunableSet
+from .tunable import TunableSet
 
 __all__ = ["POLICIES", "measure_key"]
 

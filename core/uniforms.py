@@ -7,7 +7,7 @@ field given the int ``2`` (a JavaScript ``2.0`` arrives so) gets ``2.0``, a ``u3
 a negative number or a fraction is an error naming the field, and numpy's scalars work. A float
 vector or fixed-size float array (``vec4<f32>``, ``array<f32, 4>``) takes up to its count of
 params, each as a float, the rest zero. A source the reflection cannot read, or a uniform of
-another type, keeps the plain rule of :func:`~wgtune.tunable.pack_params`: ints as ``u32``
+another type, keeps the plain rule of :func:`~wgtune.args.pack_params`: ints as ``u32``
 (``i32`` if negative), floats as ``f32``; so an integer vector keeps a float's bits, which a
 kernel reads back with ``bitcast<f32>``.
 
@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from .args import pack_params
 from .bindings import binding_plan
 from .errors import ConfigError
 from .shaders import shader_of
-from .tunable import Kernel, pack_params
+from .tunable import Kernel
 from .wgsl import ShaderModule, WgslError, pack_struct
 from .wgsl_layout import by_field, layout
 

@@ -18,7 +18,7 @@ def test_numpy_outputs_are_converted_to_the_outputs_type_little_endian():
 
 
 def test_numpy_scalars_are_params_of_their_own_kind():
-    from wgtune.tunable import pack_params
+    from wgtune.args import pack_params
 
     packed = pack_params((np.uint32(7), np.float32(2.5), np.int64(-3), np.float64(0.5)))
     assert packed == struct.pack("<Ifif", 7, 2.5, -3, 0.5)
