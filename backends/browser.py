@@ -65,7 +65,7 @@ def _unbound(interface: Any, name: str) -> Any:
 
 class BrowserShim:
     """The WebGPU calls :class:`~wgtune.backends.webgpu.WebGPUDevice` makes, on a browser's
-    ``GPUDevice`` (see :class:`~wgtune.backends.webgpu.GPUShim` for what each one does)."""
+    ``GPUDevice`` (see :class:`~wgtune.backends.gpu_shim.GPUShim` for what each one does)."""
 
     def __init__(self, gpu_device: Any) -> None:
         self.gpu = gpu_device

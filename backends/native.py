@@ -45,7 +45,7 @@ WANTED_FEATURES = ("timestamp-query", "shader-f16", "subgroup", "subgroups", "sh
 
 class WgpuShim:
     """The WebGPU calls :class:`~wgtune.backends.webgpu.WebGPUDevice` makes, on a wgpu-py
-    ``GPUDevice`` (see :class:`~wgtune.backends.webgpu.GPUShim` for what each one does)."""
+    ``GPUDevice`` (see :class:`~wgtune.backends.gpu_shim.GPUShim` for what each one does)."""
 
     MAP_READ = int(wgpu.BufferUsage.MAP_READ)
     COPY_SRC = int(wgpu.BufferUsage.COPY_SRC)
