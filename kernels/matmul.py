@@ -32,7 +32,7 @@ Two sets:
 - ``matmul_f16`` (:func:`matmul_f16_set`): f16 buffers (``features=("shader-f16",)``), f32
   arithmetic, a smaller space from the same generators (no kgrid tiles: their atomics add f32).
 
-Keys and groups. The key holds M, N, K anchored to powers of two, the dtype, and what vec4 loads
+Keys and groups (``kernels/matmul_keys.py``). The key holds M, N, K anchored to powers of two, the dtype, and what vec4 loads
 need: ``vec_k`` 4 where K is a multiple of 4 (rows of A start on a vec4), ``vec_n`` 4 where N is
 (rows of B and C do), else 1. A candidate whose vec4 loads the key does not allow is skipped
 (negative priority: it could not serve the call); where they are allowed, the flat twin of a
@@ -71,16 +71,28 @@ add partial sums, so outputs agree to rounding, far inside the sets' tolerances.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from dataclasses import replace
 
-from wgtune import Args, Group, Kernel, TunableSet, anchor
-from wgtune.key import Key
+from wgtune import Args, Group, Kernel, TunableSet
 
 from .common import ceil_div, with_runtime_checks, wrapped_grid
+from .matmul_keys import (
+    DEEP_MIN_K,
+    PLAN_GROUPS,
+    SKINNY_MAX,
+    SPLIT_MIN_K,
+    groups_for,
+    long_k_only,
+    matmul_f16_key,
+    matmul_key,
+    matmul_sizes,
+    needs_vec4,
+    size_class,
+    tile_priority,
+)
 from .matmul_partials import PARTIALS, partials_bytes, reduce_stage
 from .matmul_skinny import SkinnyTile, skinny_wgsl
-from .matmul_tiles import CHECKED, COLS, DEEP, GROUP_NAMES, LARGE, MATMUL_F16_GROUPS, MATMUL_GROUPS, MEDIUM, ROWS, SMALL
+from .matmul_tiles import CHECKED, GROUP_NAMES, MATMUL_F16_GROUPS, MATMUL_GROUPS, SMALL
 from .matmul_vector import vector_wgsl
 from .matmul_wgsl import (
     DTYPES,
@@ -127,39 +139,6 @@ __all__ = [
 # candidates may differ by one step where their f32 sums round differently.
 F16_TOLERANCE = 2e-3
 
-# Each class's groups in the order their batches come; a group a class does not list is skipped
-# on its keys (tiles of 256x128 on a 64x64 output, say), and so are the skinny kernels on keys
-# with more than SKINNY_MAX rows (ROWS) or columns (COLS), where each workgroup would read the
-# whole of the other operand for a sliver of the output. Small keys start with the kernels of a
-# few rows (on an H200 they beat the small tiles on every small shape probed but 32^3, by up to
-# 1.8x at 256^3); large keys whose K or N is no multiple of 4 start with the medium tiles (their
-# flat forms reached 84-96% of torch at 2047x2049x2051 and 3001x2999x1001, the large ones 69-75%).
-_ORDER = {
-    ROWS: (ROWS, DEEP, SMALL, MEDIUM, COLS),
-    COLS: (COLS, DEEP, SMALL, MEDIUM, ROWS),
-    DEEP: (DEEP, ROWS, COLS, MEDIUM, SMALL, LARGE),
-    SMALL: (ROWS, SMALL, COLS, MEDIUM, DEEP),
-    MEDIUM: (MEDIUM, LARGE, SMALL, DEEP),
-    LARGE: (LARGE, MEDIUM, SMALL),
-}
-_UNALIGNED_LARGE = (MEDIUM, LARGE, SMALL)
-SKINNY_MAX = 256
-# The deep group splits K (over workgroups in chunks of at least MIN_K_CHUNK, or within one in
-# slices): under two chunks' worth there is nothing to split. None of the H200 suite's shapes with
-# K under 512 had a deep winner, and on SwiftShader its split tiles are the dearest compiles (a
-# 128x128 kgrid tile took 7 s), which the page's small demo keys paid for nothing.
-DEEP_MIN_K = 2 * MIN_K_CHUNK
-# The shortest K (as keyed) on which skinny kernels that split K over workgroups are planned:
-# shorter, they make a few chunks at most, and on small keys they would be the rows group's
-# first probes and lose (that group leads there).
-SPLIT_MIN_K = 4096
-
-
-def _sizes(args: Args) -> tuple[int, int, int]:
-    m, n, k = args.params[:3]
-    return m, n, k
-
-
 # -- kernels -------------------------------------------------------------------------------------
 
 
@@ -182,7 +161,7 @@ def naive_matmul_kernel(wg_x: int = 16, wg_y: int = 16, dtype: str = "f32", **op
     """The naive candidate: a ``wg_x x wg_y`` workgroup covers as many outputs."""
 
     def grid(args: Args) -> tuple[int, int, int]:
-        m, n, _ = _sizes(args)
+        m, n, _ = matmul_sizes(args)
         return (ceil_div(n, wg_x), ceil_div(m, wg_y), 1)
 
     return Kernel(
@@ -202,14 +181,14 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
     priority rule by default."""
 
     def grid(args: Args) -> tuple[int, int, int]:
-        m, n, k = _sizes(args)
+        m, n, k = matmul_sizes(args)
         return (ceil_div(n, tile.bn), ceil_div(m, tile.bm), tile.chunks(m, n, k))
 
     def scratch_bytes(args: Args) -> int:
-        m, n, k = _sizes(args)
+        m, n, k = matmul_sizes(args)
         return partials_bytes(m, n, tile.chunks(m, n, k))
 
-    options.setdefault("priority", _priority(tile))
+    options.setdefault("priority", tile_priority(tile))
     adds_into_c = tile.kgrid and not tile.partials
     if tile.partials:
         if dtype != "f32":
@@ -247,110 +226,18 @@ def skinny_matmul_kernel(tile: SkinnyTile, dtype: str = "f32", **options) -> Ker
     get their priority rule by default."""
     # Flat ones come first too: they are within a few percent of vec4 ones here, and a first
     # batch of a skinny key holds no other kind.
-    loads = _needs(k=tile.a_vec4, n=tile.vec4) if tile.vec4 or tile.a_vec4 else 1
-    options.setdefault("priority", _long_k(loads) if tile.split else loads)
+    loads = needs_vec4(k=tile.a_vec4, n=tile.vec4) if tile.vec4 or tile.a_vec4 else 1
+    options.setdefault("priority", long_k_only(loads) if tile.split else loads)
     kernel = Kernel(
         tile.name,
         skinny_wgsl(tile, dtype),
-        grid=lambda args: tile.grid(*_sizes(args)),
+        grid=lambda args: tile.grid(*matmul_sizes(args)),
         workgroup_size=(tile.threads, 1, 1),
         workgroup_storage=tile.workgroup_storage,
         features=_features(dtype, float_atomics=tile.float_atomics),
         **({} if tile.split else options),
     )
     return _zeroing_c_first(kernel, options) if tile.split else kernel
-
-
-# -- keys and priorities ---------------------------------------------------------------------------
-
-
-def matmul_key(args: Args, dtype: str = "f32") -> dict[str, object]:
-    """Sizes bucketed to powers of two, the dtype, and what vec4 access allows: ``vec_k`` 4 where
-    K is a multiple of 4 (rows of A start on a vec4), ``vec_n`` 4 where N is (rows of B and C
-    do), else 1."""
-    m, n, k = _sizes(args)
-    return {"m": anchor(m), "n": anchor(n), "k": anchor(k), "dtype": dtype,
-            "vec_k": 4 if k % 4 == 0 else 1, "vec_n": 4 if n % 4 == 0 else 1}
-
-
-def _f16_key(args: Args) -> dict[str, object]:
-    return matmul_key(args, "f16")
-
-
-def size_class(key: Key) -> str:
-    """The class of a key, which decides the order of the groups its batches come from
-    (:func:`groups_for`, the module doc)."""
-    fields = dict(key)
-    m, n, k = fields["m"], fields["n"], fields["k"]
-    if m <= 16 or n <= 16:
-        return ROWS if m <= n else COLS
-    if m * n <= 512 * 512 and k >= 1024:
-        return DEEP
-    if m * n <= 256 * 256:
-        return SMALL
-    if m * n >= 2048 * 2048 and min(m, n) >= 512:
-        return LARGE
-    return MEDIUM
-
-
-def groups_for(key: Key) -> tuple[str, ...]:
-    """The groups a key's plan takes its batches from, in order (the module doc): its class's
-    order (the medium tiles first on a large key that vec4 loads cannot serve), less the skinny
-    kernels' groups where M (``rows``) or N (``cols``) is past SKINNY_MAX, and the deep group
-    where K is under DEEP_MIN_K."""
-    fields = dict(key)
-    too_many = {ROWS: fields["m"] > SKINNY_MAX, COLS: fields["n"] > SKINNY_MAX, DEEP: fields["k"] < DEEP_MIN_K}
-    kind = size_class(key)
-    order = _UNALIGNED_LARGE if kind == LARGE and not _aligned(key, True, True) else _ORDER[kind]
-    return tuple(name for name in order if not too_many.get(name, False))
-
-
-def _group_priority(name: str) -> Callable[[Key], int]:
-    def priority(key: Key) -> int:
-        order = groups_for(key)
-        return len(order) - order.index(name) if name in order else -1
-
-    return priority
-
-
-_GROUPS = {name: Group(name, _group_priority(name)) for name in GROUP_NAMES}
-
-
-def _aligned(key: Key, k: bool, n: bool) -> bool:
-    """Whether the key allows vec4 rows of A (``k``: K a multiple of 4) and of B and C (``n``)."""
-    fields = dict(key)
-    return (not k or fields.get("vec_k", 1) == 4) and (not n or fields.get("vec_n", 1) == 4)
-
-
-def _needs(k: bool, n: bool) -> Callable[[Key], int]:
-    """A candidate with vec4 loads of A (``k``) or of B and C (``n``): first where the key
-    allows them, skipped (it could not serve the call) elsewhere."""
-    return lambda key: 1 if _aligned(key, k, n) else -1
-
-
-def _long_k(priority: int | Callable[[Key], int]) -> Callable[[Key], int]:
-    """``priority`` where the key's K is at least SPLIT_MIN_K, skipped elsewhere."""
-
-    def rule(key: Key) -> int:
-        if dict(key)["k"] < SPLIT_MIN_K:
-            return -1
-        return priority(key) if callable(priority) else priority
-
-    return rule
-
-
-def _flat_twin(key: Key) -> int:
-    """A flat tile: a reserve (after the first batch) where its vec4 twin can serve the key,
-    first elsewhere."""
-    return 0 if _aligned(key, True, True) else 1
-
-
-def _priority(tile: MatmulTile) -> int | Callable[[Key], int]:
-    """vec4 tiles: first where the key allows vec4, skipped elsewhere; their flat twins: a
-    reserve where vec4 is allowed, first elsewhere; tiles of the scalar layout: always first."""
-    if tile.vec4:
-        return _needs(k=True, n=True)
-    return _flat_twin if tile.vector else 1
 
 
 MATMUL_TILES: tuple[MatmulTile | SkinnyTile, ...] = tuple(tile for tiles in MATMUL_GROUPS.values() for tile in tiles)
@@ -372,8 +259,8 @@ def _candidates(
 ) -> list[Kernel]:
     """The naive kernel first (candidate 0), then one per tile, grouped where the tile is in
     ``groups`` (a custom tile list is one ungrouped batch)."""
-    group_of = {tile: _GROUPS[name] for name, members in groups.items() for tile in members}
-    small = _GROUPS[SMALL] if group_of else None
+    group_of = {tile: PLAN_GROUPS[name] for name, members in groups.items() for tile in members}
+    small = PLAN_GROUPS[SMALL] if group_of else None
     candidates = [with_runtime_checks(naive_matmul_kernel(16, 16, dtype, group=small, priority=1), False)]
     candidates += [_candidate(tile, dtype, group_of.get(tile)) for tile in tiles]
     return candidates
@@ -406,7 +293,7 @@ def matmul_f16_set(tiles: tuple[MatmulTile | SkinnyTile, ...] | None = None) -> 
     """
     groups = MATMUL_F16_GROUPS if tiles is None or tuple(tiles) == MATMUL_F16_TILES else {}
     candidates = _candidates("f16", MATMUL_F16_TILES if tiles is None else tuple(tiles), groups)
-    return TunableSet("matmul_f16", candidates, key=_f16_key, outputs=(2,), **F16_OUTPUTS)
+    return TunableSet("matmul_f16", candidates, key=matmul_f16_key, outputs=(2,), **F16_OUTPUTS)
 
 
 # -- CPU references --------------------------------------------------------------------------------

@@ -1,0 +1,158 @@
+"""The matmul sets' keys, and the plan they make: which groups of candidates a key measures, in what order.
+
+The key holds M, N, K anchored to powers of two, the dtype, and what vec4 loads need: ``vec_k``
+4 where K is a multiple of 4 (rows of A start on a vec4), ``vec_n`` 4 where N is (rows of B and
+C do), else 1. :func:`size_class` puts a key in a class, and :func:`groups_for` gives the groups
+its batches come from, in order (``kernels/matmul.py``'s module doc says why each). The rules
+here are the candidates' priorities: a vec4 candidate is skipped where the key does not allow
+its loads, a flat twin waits in a later batch where its vec4 twin can serve, a group a key's
+class does not list is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from wgtune import Args, Group, anchor
+from wgtune.key import Key
+
+from .matmul_tiles import COLS, DEEP, GROUP_NAMES, LARGE, MEDIUM, ROWS, SMALL
+from .matmul_wgsl import MIN_K_CHUNK, MatmulTile
+
+__all__ = [
+    "DEEP_MIN_K",
+    "PLAN_GROUPS",
+    "SKINNY_MAX",
+    "SPLIT_MIN_K",
+    "groups_for",
+    "long_k_only",
+    "matmul_f16_key",
+    "matmul_key",
+    "matmul_sizes",
+    "needs_vec4",
+    "size_class",
+    "tile_priority",
+]
+
+# Each class's groups in the order their batches come; a group a class does not list is skipped
+# on its keys (tiles of 256x128 on a 64x64 output, say), and so are the skinny kernels on keys
+# with more than SKINNY_MAX rows (ROWS) or columns (COLS), where each workgroup would read the
+# whole of the other operand for a sliver of the output. Small keys start with the kernels of a
+# few rows (on an H200 they beat the small tiles on every small shape probed but 32^3, by up to
+# 1.8x at 256^3); large keys whose K or N is no multiple of 4 start with the medium tiles (their
+# flat forms reached 84-96% of torch at 2047x2049x2051 and 3001x2999x1001, the large ones 69-75%).
+_ORDER = {
+    ROWS: (ROWS, DEEP, SMALL, MEDIUM, COLS),
+    COLS: (COLS, DEEP, SMALL, MEDIUM, ROWS),
+    DEEP: (DEEP, ROWS, COLS, MEDIUM, SMALL, LARGE),
+    SMALL: (ROWS, SMALL, COLS, MEDIUM, DEEP),
+    MEDIUM: (MEDIUM, LARGE, SMALL, DEEP),
+    LARGE: (LARGE, MEDIUM, SMALL),
+}
+_UNALIGNED_LARGE = (MEDIUM, LARGE, SMALL)
+SKINNY_MAX = 256
+# The deep group splits K (over workgroups in chunks of at least MIN_K_CHUNK, or within one in
+# slices): under two chunks' worth there is nothing to split. None of the H200 suite's shapes with
+# K under 512 had a deep winner, and on SwiftShader its split tiles are the dearest compiles (a
+# 128x128 kgrid tile took 7 s), which the page's small demo keys paid for nothing.
+DEEP_MIN_K = 2 * MIN_K_CHUNK
+# The shortest K (as keyed) on which skinny kernels that split K over workgroups are planned:
+# shorter, they make a few chunks at most, and on small keys they would be the rows group's
+# first probes and lose (that group leads there).
+SPLIT_MIN_K = 4096
+
+
+def matmul_sizes(args: Args) -> tuple[int, int, int]:
+    """The call's (M, N, K): its first three params."""
+    m, n, k = args.params[:3]
+    return m, n, k
+
+
+def matmul_key(args: Args, dtype: str = "f32") -> dict[str, object]:
+    """Sizes bucketed to powers of two, the dtype, and what vec4 access allows: ``vec_k`` 4 where
+    K is a multiple of 4 (rows of A start on a vec4), ``vec_n`` 4 where N is (rows of B and C
+    do), else 1."""
+    m, n, k = matmul_sizes(args)
+    return {"m": anchor(m), "n": anchor(n), "k": anchor(k), "dtype": dtype,
+            "vec_k": 4 if k % 4 == 0 else 1, "vec_n": 4 if n % 4 == 0 else 1}
+
+
+def matmul_f16_key(args: Args) -> dict[str, object]:
+    """:func:`matmul_key` of the f16 set."""
+    return matmul_key(args, "f16")
+
+
+def size_class(key: Key) -> str:
+    """The class of a key, which decides the order of the groups its batches come from
+    (:func:`groups_for`, the module doc)."""
+    fields = dict(key)
+    m, n, k = fields["m"], fields["n"], fields["k"]
+    if m <= 16 or n <= 16:
+        return ROWS if m <= n else COLS
+    if m * n <= 512 * 512 and k >= 1024:
+        return DEEP
+    if m * n <= 256 * 256:
+        return SMALL
+    if m * n >= 2048 * 2048 and min(m, n) >= 512:
+        return LARGE
+    return MEDIUM
+
+
+def groups_for(key: Key) -> tuple[str, ...]:
+    """The groups a key's plan takes its batches from, in order (the module doc): its class's
+    order (the medium tiles first on a large key that vec4 loads cannot serve), less the skinny
+    kernels' groups where M (``rows``) or N (``cols``) is past SKINNY_MAX, and the deep group
+    where K is under DEEP_MIN_K."""
+    fields = dict(key)
+    too_many = {ROWS: fields["m"] > SKINNY_MAX, COLS: fields["n"] > SKINNY_MAX, DEEP: fields["k"] < DEEP_MIN_K}
+    kind = size_class(key)
+    order = _UNALIGNED_LARGE if kind == LARGE and not _aligned(key, True, True) else _ORDER[kind]
+    return tuple(name for name in order if not too_many.get(name, False))
+
+
+def _group_priority(name: str) -> Callable[[Key], int]:
+    def priority(key: Key) -> int:
+        order = groups_for(key)
+        return len(order) - order.index(name) if name in order else -1
+
+    return priority
+
+
+PLAN_GROUPS = {name: Group(name, _group_priority(name)) for name in GROUP_NAMES}
+
+
+def _aligned(key: Key, k: bool, n: bool) -> bool:
+    """Whether the key allows vec4 rows of A (``k``: K a multiple of 4) and of B and C (``n``)."""
+    fields = dict(key)
+    return (not k or fields.get("vec_k", 1) == 4) and (not n or fields.get("vec_n", 1) == 4)
+
+
+def needs_vec4(k: bool, n: bool) -> Callable[[Key], int]:
+    """A candidate with vec4 loads of A (``k``) or of B and C (``n``): first where the key
+    allows them, skipped (it could not serve the call) elsewhere."""
+    return lambda key: 1 if _aligned(key, k, n) else -1
+
+
+def long_k_only(priority: int | Callable[[Key], int]) -> Callable[[Key], int]:
+    """``priority`` where the key's K is at least SPLIT_MIN_K, skipped elsewhere."""
+
+    def rule(key: Key) -> int:
+        if dict(key)["k"] < SPLIT_MIN_K:
+            return -1
+        return priority(key) if callable(priority) else priority
+
+    return rule
+
+
+def _flat_twin(key: Key) -> int:
+    """A flat tile: a reserve (after the first batch) where its vec4 twin can serve the key,
+    first elsewhere."""
+    return 0 if _aligned(key, True, True) else 1
+
+
+def tile_priority(tile: MatmulTile) -> int | Callable[[Key], int]:
+    """vec4 tiles: first where the key allows vec4, skipped elsewhere; their flat twins: a
+    reserve where vec4 is allowed, first elsewhere; tiles of the scalar layout: always first."""
+    if tile.vec4:
+        return needs_vec4(k=True, n=True)
+    return _flat_twin if tile.vector else 1
