@@ -32,20 +32,19 @@ Two sets:
 - ``matmul_f16`` (:func:`matmul_f16_set`): f16 buffers (``features=("shader-f16",)``), f32
   arithmetic, a smaller space from the same generators (no kgrid tiles: their atomics add f32).
 
-Keys and groups (``kernels/matmul_keys.py``). The key holds M, N, K anchored to powers of two, the dtype, and what vec4 loads
-need: ``vec_k`` 4 where K is a multiple of 4 (rows of A start on a vec4), ``vec_n`` 4 where N is
-(rows of B and C do), else 1. A candidate whose vec4 loads the key does not allow is skipped
-(negative priority: it could not serve the call); where they are allowed, the flat twin of a
-vec4 tile waits in a later batch. :func:`size_class` puts a key in a class: ``rows`` (M <= 16),
-``cols`` (N <= 16), ``deep`` (at most 512x512 outputs and K >= 1024), ``small`` (at most
-256x256), ``large`` (at least 2048x2048, neither side under 512) or ``medium``; each class
-takes the groups in its own order (:func:`groups_for`: ``rows`` first on small keys, the medium
-tiles first on large keys that vec4 cannot serve), and skips the groups it does not list, the
-skinny groups past SKINNY_MAX rows or columns and the deep group under DEEP_MIN_K of K. The
-adaptive policy screens every batch the plan does not skip, in that order (a later group whose
+Keys and groups (``kernels/matmul_keys.py``). The key holds M, N, K anchored to powers of two, the
+dtype, and what vec4 loads need: ``vec_k`` 4 where K is a multiple of 4 (rows of A start on a
+vec4), ``vec_n`` 4 where N is (rows of B and C do), else 1. A candidate whose vec4 loads the key
+does not allow is skipped (negative priority: it could not serve the call); where they are
+allowed, the flat twin of a vec4 tile waits in a later batch. :func:`size_class` puts a key in a
+class: ``rows`` (M <= 16), ``cols`` (N <= 16), ``deep`` (at most 512x512 outputs and K >= 1024),
+``small`` (at most 256x256), ``large`` (at least 2048x2048, neither side under 512) or ``medium``;
+each class takes the groups in its own order (:func:`groups_for`: ``rows`` first on small keys,
+the medium tiles first on large keys that vec4 cannot serve), and skips the groups it does not
+list, the skinny groups past SKINNY_MAX rows or columns and the deep group under DEEP_MIN_K of K.
+The adaptive policy screens every batch the plan does not skip, in that order (a later group whose
 first two candidates take over twice the leader's time is dropped), so the order mostly decides
-how soon the likely winner is measured;
-the fixed policy measures the first batch only.
+how soon the likely winner is measured; the fixed policy measures the first batch only.
 
 On an NVIDIA H200 (Vulkan, wgpu-py 0.32), ``bench/shapes.py --full`` (the tune as it ships,
 beside torch's fp32 with TF32 off, and an oracle of every checked candidate;
