@@ -53,6 +53,7 @@ from wgtune import Args, TunableSet, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.device import check_grid, check_limits
 from wgtune.kernels import reduction
+from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.common import with_runtime_checks
 from wgtune.kernels.matmul import matmul_set, size_class
 from wgtune.kernels.matmul_tiles import C, R, T
@@ -79,6 +80,9 @@ REDUCTION_FULL = [
     (8191, 8191), (16384, 16384), (4096, 4096), (1024, 1024),
 ]
 REDUCTION_SMALL = [(333, 777), (4, 65_537), (16_384, 7), (4096, 33), (100, 1023), (512, 512)]
+# N: powers of two from cache-sized to 1 GiB a buffer, odd (f32 bindings only) and even (vec2).
+FMA_FULL = [1 << 16, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1_000_003, 10_000_019, 2 * 5_000_011, 100_000_000]
+FMA_SMALL = [4096, 65_537, 2 * 32_771, 1 << 18]
 
 
 @dataclass
@@ -95,6 +99,7 @@ class Problem:
     unit: str
     torch_seconds: float | None
     regime: str
+    output: int = 1  # the index of the buffer the checks compare (C, out)
 
     def ok(self, output: bytes) -> bool:
         """Whether ``output`` (the output buffer's bytes) is within the set's tolerance of the reference."""
@@ -134,7 +139,7 @@ def matmul_problem(device: NativeDevice, tunables: TunableSet, m: int, n: int, k
         want, seconds = a.astype(np.float64) @ b.astype(np.float64), None
     key = tunables.key(args)
     return Problem("matmul", f"{m}x{n}x{k}", tunables, args, want, 2.0 * m * n * k, "GFLOP/s", seconds,
-                   size_class(key))
+                   size_class(key), output=2)
 
 
 def reduction_problem(device: NativeDevice, tunables: TunableSet, op: str, rows: int, cols: int) -> Problem:
@@ -162,6 +167,25 @@ def reduction_problem(device: NativeDevice, tunables: TunableSet, op: str, rows:
                    seconds, f"{regime} vec={key.get('vec')}")
 
 
+def fma_problem(device: NativeDevice, tunables: TunableSet, n: int) -> Problem:
+    """``out = alpha * x + b`` over ``n`` floats; torch's figure is ``torch.add(b, x, alpha=)``."""
+    alpha = 1.5
+    if CUDA:
+        x_gpu = torch.rand(n, device="cuda", dtype=torch.float32) * 2 - 1
+        b_gpu = torch.rand(n, device="cuda", dtype=torch.float32) * 2 - 1
+        x, b = x_gpu.cpu().numpy(), b_gpu.cpu().numpy()
+        want = alpha * x_gpu.double() + b_gpu.double()
+        seconds = cuda_seconds(lambda: torch.add(b_gpu, x_gpu, alpha=alpha))
+    else:
+        rng = np.random.default_rng(n)
+        x, b = (rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
+        want, seconds = alpha * x.astype(np.float64) + b.astype(np.float64), None
+    args = Args((device.create_buffer(x.tobytes()), device.create_buffer(b.tobytes()),
+                 device.create_buffer(size=4 * n)), (n, alpha))
+    return Problem("fma", str(n), tunables, args, want, 12.0 * n, "GB/s", seconds,
+                   f"vec={dict(tunables.key(args))['vec']}", output=2)
+
+
 # -- measuring ---------------------------------------------------------------------------------------
 
 
@@ -187,8 +211,7 @@ def measure(device: NativeDevice, problem: Problem, compiled: dict, index: int, 
     first = _seconds(device, pipeline, problem.args, grid, 1)
     if first > SLOW * best:
         return record | {"status": "slow", "first_s": first}
-    output = 2 if problem.family == "matmul" else 1  # C, or out
-    if not problem.ok(device.read_buffer_sync(problem.args.buffers[output])):
+    if not problem.ok(device.read_buffer_sync(problem.args.buffers[problem.output])):
         return record | {"status": "wrong"}
     repeats = 1
     while True:
@@ -264,7 +287,7 @@ def trial_tiles(expressions: list[str]) -> tuple:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true", help="the H200 shapes")
-    parser.add_argument("--only", action="append", help="matmul, row_sum or row_max (repeatable)")
+    parser.add_argument("--only", action="append", help="matmul, row_sum, row_max or fma (repeatable)")
     parser.add_argument("--shapes", default=":", help="a slice of each family's shape list, as START:STOP")
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--min-sample", type=float, default=5e-4)
@@ -280,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     start, _, stop = options.shapes.partition(":")
     part = slice(int(start) if start else None, int(stop) if stop else None)
-    only = options.only or ["matmul", "row_sum", "row_max"]
+    only = options.only or ["matmul", "row_sum", "row_max", "fma"]
     device = NativeDevice.open()
     info = device.adapter_info
     print(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}); "
@@ -303,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
             tunables_op = forced_runtime_checks(reduction.reduction_set(op), options.runtime_checks)
             jobs += [lambda s=s, op=op, t=tunables_op: reduction_problem(device, t, op, *s)
                      for s in (REDUCTION_FULL if options.full else REDUCTION_SMALL)[part]]
+    if "fma" in only:
+        tunables_fma = forced_runtime_checks(fma_set(), options.runtime_checks)
+        jobs += [lambda n=n: fma_problem(device, tunables_fma, n)
+                 for n in (FMA_FULL if options.full else FMA_SMALL)[part]]
     ratios: dict[str, list[float]] = {}
     for job in jobs:
         if time.perf_counter() - began > options.deadline:

@@ -28,11 +28,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_probe import (  # bench/kernel_probe.py: the shapes, problems and checked timing
+    FMA_FULL,
+    FMA_SMALL,
     MATMUL_FULL,
     MATMUL_SMALL,
     REDUCTION_FULL,
     REDUCTION_SMALL,
     Problem,
+    fma_problem,
     forced_runtime_checks,
     matmul_problem,
     measure,
@@ -41,6 +44,7 @@ from kernel_probe import (  # bench/kernel_probe.py: the shapes, problems and ch
 
 from wgtune.backends.native import NativeDevice
 from wgtune.kernels import reduction
+from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.matmul import matmul_set
 from wgtune.plan import Plan
 
@@ -103,7 +107,7 @@ def report(family: str, shapes: dict[str, list[dict]], margin: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="the H200 shapes")
-    parser.add_argument("--only", action="append", help="matmul, row_sum or row_max (repeatable)")
+    parser.add_argument("--only", action="append", help="matmul, row_sum, row_max or fma (repeatable)")
     parser.add_argument("--shapes", default=":", help="a slice of each family's shape list, as START:STOP")
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--min-sample", type=float, default=5e-4)
@@ -112,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     start, _, stop = options.shapes.partition(":")
     part = slice(int(start) if start else None, int(stop) if stop else None)
-    only = options.only or ["matmul", "row_sum", "row_max"]
+    only = options.only or ["matmul", "row_sum", "row_max", "fma"]
     device = NativeDevice.open()
     print(f"adapter: {device.adapter_info.get('device', '?')}; each candidate timed checked, then unchecked",
           flush=True)
@@ -126,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             tunables_op = reduction.reduction_set(op)
             jobs += [(f"row_{op}", lambda s=s, op=op, t=tunables_op: reduction_problem(device, t, op, *s))
                      for s in (REDUCTION_FULL if options.full else REDUCTION_SMALL)[part]]
+    if "fma" in only:
+        tunables_fma = fma_set()
+        jobs += [("fma", lambda n=n: fma_problem(device, tunables_fma, n))
+                 for n in (FMA_FULL if options.full else FMA_SMALL)[part]]
     began, compiled = time.perf_counter(), {}
     found: dict[str, dict[str, list[dict]]] = {}
     for family, job in jobs:

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from wgtune.backends.native import NativeDevice
+from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.matmul import matmul_set
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
 import runtime_checks
-from kernel_probe import matmul_problem
+from kernel_probe import fma_problem, matmul_problem
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +54,12 @@ def test_every_planned_candidate_is_timed_both_ways_with_its_sets_choice(device)
     timed = [r for r in rows if r["on"] and r["off"]]
     assert timed and all(r["on"] > 0 and r["off"] > 0 for r in timed)
     assert any(not r["set_checks"] for r in rows) and any(r["set_checks"] for r in rows)
+
+
+def test_the_fma_family_is_timed_both_ways_and_checked_against_its_reference(device):
+    tunables = fma_set()
+    problem = fma_problem(device, tunables, 65_537)  # odd: only the f32 candidates are planned
+    assert problem.output == 2 and problem.regime == "vec=1"
+    rows = runtime_checks.pair(device, problem, {}, samples=1, min_sample=1e-4)
+    assert {r["candidate"] for r in rows} == {k.name for k in tunables.candidates if k.name.startswith("f32")}
+    assert all(r["on"] and r["off"] for r in rows)  # every one right both ways (a wrong output is None)
