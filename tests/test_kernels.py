@@ -79,6 +79,17 @@ def _fma_width(kernel: wgtune.Kernel) -> int:
     return 1 if kernel.name.startswith("f32") else int(kernel.name[3])
 
 
+def _fma_tail(kernel: wgtune.Kernel) -> bool:
+    return kernel.name.endswith("_tail")
+
+
+def _fma_planned(kernel: wgtune.Kernel, n: int) -> bool:
+    """Plain candidates where their width divides N; tail ones where it does not, on long N."""
+    if _fma_tail(kernel):
+        return n % _fma_width(kernel) != 0 and wgtune.anchor(n) >= bandwidth.TAIL_MIN_N
+    return n % _fma_width(kernel) == 0
+
+
 @pytest.mark.parametrize("kernel", FMA.candidates, ids=lambda kernel: kernel.name)
 def test_declared_workgroup_storage_and_size_match_the_wgsl(kernel):
     declared = re.findall(r"var<workgroup>\s+\w+\s*:\s*array<f32,\s*(\d+)>", kernel.wgsl)
@@ -91,10 +102,14 @@ def test_declared_workgroup_storage_and_size_match_the_wgsl(kernel):
 @pytest.mark.parametrize("base_n", FMA_SIZES)
 @pytest.mark.parametrize("name", list(FMA.index_of))
 def test_fma_candidate_matches_numpy(device, pipelines, name, base_n):
-    """Vector candidates run on N rounded up to their width: the plan never gives them other N."""
+    """Vector candidates run on N rounded up to their width: the plan never gives them other N.
+    Tail candidates run on N that their width does not divide (at least one vec4: 16 bytes bound)."""
     kernel = FMA.candidates[FMA.index_of[name]]
     width = _fma_width(kernel)
     n = -(-base_n // width) * width
+    if _fma_tail(kernel):
+        n = base_n + width + (0 if base_n % width else 1)
+        assert n % width != 0
     rng = np.random.default_rng(n)
     x = rng.uniform(-1, 1, n).astype(np.float32)
     b = rng.uniform(-1, 1, n).astype(np.float32)
@@ -109,7 +124,8 @@ def test_fma_plan_skips_vectors_that_do_not_divide_n(n):
     key = FMA.key(Args((), (n, 1.0)))
     skipped = set(Plan(FMA.candidates, key).skipped)
     for index, kernel in enumerate(FMA.candidates):
-        assert (index in skipped) == (n % _fma_width(kernel) != 0), (kernel.name, n)
+        assert (index in skipped) == (not _fma_planned(kernel, n)), (kernel.name, n)
+    assert any(_fma_tail(FMA.candidates[index]) for index in set(range(len(FMA))) - skipped) == (n == 4099)
 
 
 def test_fma_grid_wraps_past_the_per_dimension_limit(device, pipelines):
@@ -164,8 +180,8 @@ def test_demo_suite_builds_args_for_every_size(device):
 def test_tune_fma_gives_right_output_and_a_hit(device, n):
     args = demo.make_fma_args(device, (n,))
     _, trials = tune_checked(device, FMA, args)
-    vector_candidates = sum(1 for kernel in FMA.candidates if n % _fma_width(kernel))
-    assert len(trials) == len(FMA) - vector_candidates
+    assert len(trials) == sum(_fma_planned(kernel, n) for kernel in FMA.candidates)
+    assert any(_fma_tail(FMA.candidates[t.index]) for t in trials) == (n % 4 != 0)
     x, b, out = (np.frombuffer(device.read_buffer_sync(buffer), np.float32) for buffer in args.buffers)
     np.testing.assert_allclose(out, np.float32(demo.FMA_ALPHA) * x + b, rtol=1e-6, atol=1e-6)
 
