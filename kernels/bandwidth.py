@@ -18,9 +18,10 @@ bandwidth:
 - workgroup size: 64 to 256.
 - a *tail* (``_tail``): vec4 loads over the first ``N - N % 4`` elements, then a second stage of
   four invocations for the last 1-3 as f32. Planned only where 4 does not divide N (and N is
-  past TAIL_MIN_N), where the plain vec4 candidates are skipped: on an H200 an odd N of 10^7
-  reached 83% of torch with f32 candidates (3.21 vs 3.86 TB/s), as the even-width keys reach
-  100-104% with vec4.
+  past TAIL_MIN_N), where the plain vec4 candidates are skipped. On an H200 an odd N of 10^7
+  reached 83% of torch with f32 candidates alone (3.21 vs 3.86 TB/s) and 96% with a tail
+  (3.68 TB/s; ``bench/kernel_probe.py --full --only fma``, ``bench/results/h200-fma.txt``); at
+  N = 1000003 the f32 candidates still won, and the tune picks per key.
 
 The candidates are compiled with WebGPU's runtime checks: on an H200 leaving them out changed no
 candidate's speed (unchecked / checked 0.99-1.01 over 10 sizes, ``bench/runtime_checks.py --full
@@ -116,7 +117,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 
 TAIL_MIN_N = 4096
 """The smallest N (as keyed) on which tail candidates are planned: a vec4 binding needs 16 bytes
-at least, and below a few thousand elements the second launch costs more than vec4 loads save."""
+at least, and short arrays are a launch's cost whatever their loads (a chosen bound, not a
+measured crossover: on the H200 the tail lost at 10^6 and won at 10^7)."""
 
 
 def tail_wgsl(width: int) -> str:
