@@ -49,9 +49,11 @@ def event_message(event: object, page_key: PageKey) -> dict | None:
     if isinstance(event, TuneFinished):
         outcome = event.outcome
         name, label = page_key(outcome.set_name, outcome.key)
+        # judge: who said which outputs are right ("reference", "agreement", "" unchecked);
+        # warning: the set's default (candidate 0) gave a wrong answer here, so it is the fallback no more.
         return {"type": "finished", "set": name, "key": label, "winner": outcome.winner_name,
                 "stored": outcome.stored, "confidence": _confidence(outcome.confidence),
-                "short_circuit": outcome.short_circuit}
+                "short_circuit": outcome.short_circuit, "judge": outcome.judge, "warning": outcome.warning}
     if isinstance(event, TuneFailedEvent):
         name, label = page_key(event.set_name, event.key)
         return {"type": "failed", "set": name, "key": label, "reason": event.reason}
