@@ -33,6 +33,7 @@ from wgtune.store import (
     DOCUMENT_FORMAT,
     EXPORT_FORMAT,
     StoredEntry,
+    as_imported,
     canonical_namespace,
     check_namespace,
     decode_export,
@@ -199,7 +200,7 @@ class _Staging:
     def entries(self, stream: _Stream, doc: int) -> None:
         for _ in stream.items():
             try:
-                entry = StoredEntry.from_json(stream.value())
+                entry = as_imported(StoredEntry.from_json(stream.value()))
             except StoreError:
                 raise _Unusual from None
             self.batch.append((doc, entry.set_name, entry.key.to_json(), entry_text(entry)))

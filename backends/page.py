@@ -69,7 +69,7 @@ class _Problem:
 # touches files or logs.
 PAGE_SETTINGS = (
     "policy", "budget", "screen_budget", "max_samples", "tolerance", "confidence", "warmups", "samples", "min_sample",
-    "time_limit",
+    "time_limit", "checks",
 )
 
 

@@ -10,10 +10,12 @@ leaves; a transition asked of the wrong state is a bug in wgtune and raises
     look_up          (store)      -> Unchecked     (with a ``lookup``: one key's entry, read before
                                                    the key is first claimed, not all at load)
     seed             (bundle)     -> Unchecked     (a key the store has no winner for: see ``seed``)
-    claim            Unchecked    -> Hit | Miss    (checksum and index checked; with checks on, a
-                                                   winner stored unchecked is a Miss: tuned again)
+    claim            Unchecked    -> Hit | Miss    (checksum, index and plan checked; with checks on,
+                                                   a winner not checked here is a Miss whose tune
+                                                   verifies it first: ``to_verify``, ``verify.py``)
                      Miss         -> Pending       (the caller now runs the tune)
-                     any but Pending -> Hit        (a pin, or a set of one candidate)
+                     any but Pending -> Hit        (a pin, or a set of one candidate without a
+                                                   reference to check it against)
     finish           Pending      -> Hit           (the tune's winner)
     take_stored      Pending      -> Hit           (the winner another tuner stored while this
                                                    one waited to tune the key: see
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from .errors import CandidateError, IllegalTransition, StoreError
 from .key import Key
@@ -48,6 +51,7 @@ from .log import logger
 from .state import MISS, PENDING, Hit, Pending, TuneState, Unchecked
 from .store import StoredEntry
 from .tunable import TunableSet
+from .verify import misfit
 
 __all__ = ["TuneCache"]
 
@@ -71,6 +75,11 @@ class TuneCache:
         """Candidates a key's tunes do not launch again, each with the failure they get instead
         (the one whose first launch lost the device, say): ``(set name, key) -> index -> failure``."""
         self._seeds: dict[tuple[str, Key], StoredEntry] = {}
+        self.to_verify: dict[tuple[str, Key], StoredEntry] = {}
+        """Winners of the set's current candidates that were not checked on this device (a bundle's,
+        an import's, one stored by a tune without checks), taken by :meth:`claim` with
+        ``require_checked``: the tune of their key verifies them once (``verify.py``) before
+        measuring anything."""
         self.load(entries)
 
     # -- the hot path -------------------------------------------------------------------------
@@ -117,8 +126,8 @@ class TuneCache:
         a newer bundle replaces an older one's winners without leftovers. Of two seeds for one
         key the later counts. Answers how many seeds are kept.
         """
-        with self._lock:
-            self._seeds.update((entry.slot, entry) for entry in entries)
+        with self._lock:  # not checked on this device, whatever the device that tuned them said
+            self._seeds.update((entry.slot, replace(entry, checked=False)) for entry in entries)
         self._plant()
         return len(self._seeds)
 
@@ -156,7 +165,8 @@ class TuneCache:
             return True
 
     def claim(
-        self, tunables: TunableSet, key: Key, pinned: int | None = None, require_checked: bool = False
+        self, tunables: TunableSet, key: Key, pinned: int | None = None, require_checked: bool = False,
+        check_single: bool = False,
     ) -> TuneState | None:
         """The key's answer, or None when the caller is to tune it (the key is Pending from now).
 
@@ -164,7 +174,8 @@ class TuneCache:
         Miss; with ``require_checked`` (the caller runs output checks) also a Miss when its winner
         was stored by a tune without them, so that a tune with them verifies it, once. A Pending
         key answers Pending (another caller's tune runs). Otherwise ``pinned`` (a candidate's
-        index the configuration pins) is a Hit; so is candidate 0 of a set of one.
+        index the configuration pins) is a Hit; so is candidate 0 of a set of one, unless
+        ``check_single`` (checks on and a reference to hold it to): then it is tuned, i.e. checked.
         """
         with self._lock:
             table = self.states_by_set.setdefault(tunables.name, {})
@@ -178,7 +189,7 @@ class TuneCache:
                 return state
             if isinstance(state, Hit):
                 return state
-            if len(tunables) == 1:
+            if len(tunables) == 1 and not check_single:
                 table[key] = state = Hit(0)  # nothing to compare: not benchmarked, not stored
                 return state
             table[key] = PENDING
@@ -208,7 +219,9 @@ class TuneCache:
     def _checked(self, tunables: TunableSet, key: Key, require_checked: bool) -> TuneState:
         answer = self.answer(tunables, key, require_checked)
         if answer is MISS:
-            self._entries.pop((tunables.name, key), None)  # its results are of other candidates
+            entry = self._entries.pop((tunables.name, key), None)  # its results are of other candidates
+            if entry is not None and require_checked and self.answer_for(tunables, key, entry) is not MISS:
+                self.to_verify[(tunables.name, key)] = entry  # only unchecked: verified before it serves
         return answer
 
     def finish(self, entry: StoredEntry) -> None:
@@ -262,7 +275,7 @@ class TuneCache:
     def fits(tunables: TunableSet, entry: StoredEntry, require_checked: bool = False) -> bool:
         """Whether ``entry``'s winner can serve ``tunables``: stored for its current candidates
         (checksum), naming one of them; with ``require_checked``, by a tune with output checks."""
-        return (entry.checksum == tunables.checksum and 0 <= entry.winner < len(tunables)
+        return (TuneCache.answer_for(tunables, entry.key, entry) is not MISS
                 and (entry.checked or not require_checked))
 
     def fail(self, set_name: str, key: Key, failure: BaseException | None = None) -> None:
@@ -315,11 +328,20 @@ class TuneCache:
         it: what a caller would be told. Changes nothing."""
         state = self.state(tunables.name, key)
         if isinstance(state, Unchecked):
-            valid = state.checksum == tunables.checksum and state.winner < len(tunables)
+            valid = self.answer_for(tunables, key, state) is not MISS
             if valid and require_checked:
                 valid = not self.unchecked(tunables.name, key)
             return Hit(state.winner) if valid else MISS
         return state
+
+    @staticmethod
+    def answer_for(tunables: TunableSet, key: Key, stored: Unchecked | StoredEntry) -> TuneState:
+        """Hit when a winner stored as ``stored`` can serve ``key`` of ``tunables``: stored for its
+        current candidates (checksum), naming one of them that the plan admits for the key (see
+        ``verify.misfit``); else MISS."""
+        if stored.checksum != tunables.checksum or not 0 <= stored.winner < len(tunables):
+            return MISS
+        return Hit(stored.winner) if misfit(tunables, key, stored.winner) is None else MISS
 
     def unchecked(self, set_name: str, key: Key) -> bool:
         """Whether the key's stored winner was stored by a tune without output checks."""

@@ -1,43 +1,83 @@
-"""Output checks (``Config.checks``): candidates run on identical inputs, compared with a reference.
+"""Output checks: only a candidate that gives the right answer on this device may win.
 
-The reference is the set's ``reference`` function when it has one: the expected outputs computed
-on the host from the call's inputs, so every candidate, the first one too, is held to it (a race
-in the first candidate cannot disqualify the correct ones). Without one, the reference is the
-first candidate, in the set's order, that fits the device, compiles
-(:meth:`PipelineCache.usable`, the same answer that picks the fallback) and runs: a set's first
-candidate is its trusted default. Candidates the plan skips for this key are passed over: they
-may not handle the call at all.
+On by default (``Config.checks``). Each candidate runs once more on fresh copies of the
+benchmark's inputs (so kernels that write in place cannot skew one another), its outputs
+starting as a poison pattern where no candidate reads them first (``output_types.py``: an element
+left unwritten shows), and each output is compared with the judge's as values of its WGSL
+element type, on the GPU where the device can (``Device.compare_buffers``).
 
-Outputs are compared as values of each output's type (f16 too), within its tolerance. Which of
-the call's buffers they are is the set's ``outputs`` (indices, or names and ``(group, binding)``
-slots found through the first candidate's bindings, ``bindings.output_indices``); by default the
-buffers the first candidate's WGSL declares ``read_write``.
+Who judges, one rule:
+
+- the set's ``reference`` when it has one: the expected outputs computed on the host from the
+  check's inputs, so every candidate, the first one and the only one too, is held to it, and a
+  verdict comes before the candidate is sampled;
+- otherwise the candidates judge each other: each joins the group of candidates whose outputs
+  it agrees with (:class:`Agreement`), and when the sampling is over the largest group is right;
+  the rest are Mismatch. Where groups tie for largest, nothing says which is right: every one of
+  them is a Mismatch that says so (give the set a reference). Candidate 0 is one voter among
+  the others: where it is outside the largest group, :attr:`OutputCheck.warning` says so, and the
+  tuner stops using it as the set's fallback.
+
+A reference that returns the wrong number of outputs, values of the wrong kind (floats for a
+u32 output) or the wrong size fails the tune with a :class:`~wgtune.errors.TuneFailed` naming
+the buffer.
 """
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Any
 
 from .args import Args
-from .bindings import output_indices
+from .comparison import ELEMENT_TYPES, FLOAT_TYPES, Comparison, element_size
 from .device import Device
-from .errors import CandidateError, ConfigError, Mismatch, TuneFailed, candidate_failure
-from .measure import clone_args
+from .errors import ConfigError, Mismatch, TuneFailed
+from .output_types import OutputSpec, output_specs
 from .pipelines import PipelineCache
 from .tunable import TunableSet
 
-__all__ = ["OutputCheck", "compare"]
+__all__ = ["MAX_GROUPS", "Agreement", "OutputCheck", "TypedValues", "as_bytes"]
+
+MAX_GROUPS = 8
+"""Groups of disagreeing candidates whose outputs a tune keeps on the device to compare with: a
+candidate agreeing with none of them past that is a group of one without outputs kept (it can
+only be outvoted)."""
+POISON = 0xFF
+"""Each byte of an output's poison pattern: NaN as f32 and f16, -1 as i32, the largest u32."""
+
+
+@dataclass(frozen=True, slots=True)
+class TypedValues:
+    """Expected values whose element type is known apart from their bytes: what a JavaScript typed
+    array becomes (``Float32Array`` -> ``"f"``), so a reference returning the wrong type is an
+    error rather than bytes read as something else."""
+
+    typecode: str
+    data: bytes
+
+
+@dataclass(eq=False)
+class _Group:
+    members: list[int]
+    outputs: list[Any] | None  # the first member's output buffers, kept to compare with
+
+
+@dataclass
+class Agreement:
+    """Candidates grouped by the outputs they agree on (see the module doc)."""
+
+    groups: list[_Group] = field(default_factory=list)
+
+    def of(self, index: int) -> _Group | None:
+        return next((group for group in self.groups if index in group.members), None)
 
 
 class OutputCheck:
-    """Compares each candidate's outputs with the reference's (see the module doc).
-
-    Each run gets fresh copies of the pristine benchmark inputs, so kernels that write in place
-    cannot skew one another.
-    """
+    """Checks the candidates of one tune (see the module doc). Made before the sampling, on the
+    benchmark's ``args``; the candidates in ``skipped`` never run (the plan skips them for this
+    key)."""
 
     def __init__(
         self, device: Device, tunables: TunableSet, args: Args, pipelines: PipelineCache, skipped: Collection[int] = ()
@@ -47,121 +87,181 @@ class OutputCheck:
             raise ConfigError(
                 f"tunable set {tunables.name!r}: outputs {bad} are not buffers of a call with {len(args.buffers)}"
             )
-        self.indices = output_indices(tunables, args)
         self.device = device
-        self.skipped = frozenset(skipped)
         self.tunables = tunables
-        self.pristine = clone_args(device, args)
         self.pipelines = pipelines
-        self.reference: list[bytes] | None = None
-        self.reference_name: str | None = None
+        self.skipped = frozenset(skipped)
+        self.specs: tuple[OutputSpec, ...] = output_specs(tunables, args)
+        # What every check run starts from, copied now: the sampling may write the benchmark's buffers.
+        buffers = [device.clone_buffer(buffer) for buffer in args.buffers]
+        for spec in self.specs:
+            if spec.poison:
+                buffers[spec.index] = device.create_buffer(bytes([POISON]) * args.buffers[spec.index].size)
+        self.start = args.with_buffers(buffers)
+        self.expected: list[Any] | None = None  # the reference's outputs, on the device
+        self._sizes: list[int] = []  # bytes of each of them
+        self.warning: str | None = None
+        """Set by :meth:`judge_all` where the set's default (candidate 0) was found wrong."""
+        self.agreement = Agreement()
+        self.verdicts: dict[int, Mismatch] = {}
 
-    async def _outputs(self, index: int, pipeline: Any) -> list[bytes]:
+    @property
+    def judge(self) -> str:
+        """``"reference"`` or ``"agreement"``: who decides what is right in this tune."""
+        return "reference" if self.tunables.reference is not None else "agreement"
+
+    async def _run(self, index: int) -> list[Any]:
+        """Candidate ``index`` run on a fresh copy of the check's inputs: its output buffers."""
         kernel = self.tunables.candidates[index]
-        args = clone_args(self.device, self.pristine)
+        pipeline = await self.pipelines.compile(self.tunables, index)
+        args = self.start.with_buffers([self.device.clone_buffer(buffer) for buffer in self.start.buffers])
         self.device.dispatch(pipeline, args, tuple(kernel.grid(args)))
-        return [await self.device.read_buffer(args.buffers[i]) for i in self.indices]
+        return [args.buffers[spec.index] for spec in self.specs]
 
-    async def ensure_reference(self) -> None:
-        if self.reference is not None:
-            return
-        if self.tunables.reference is not None:
-            self.reference = await self._expected()
-            self.reference_name = "the reference"
-            return
-        failures: list[CandidateError] = []
-        async for index, pipeline in self.pipelines.usable(self.tunables, exclude=self.skipped, failures=failures):
-            name = self.tunables.candidates[index].name
-            try:
-                self.reference = await self._outputs(index, pipeline)
-            except Exception as error:  # a would-be reference that cannot run: try the next candidate
-                failures.append(candidate_failure(name, error, "launch"))
-                continue
-            self.reference_name = name
-            return
-        raise TuneFailed(f"output checks of {self.tunables.name}: no candidate could produce reference outputs; "
-                         + _why(failures))
-
-    async def _expected(self) -> list[bytes]:
-        """The set's reference function's outputs for the pristine inputs, as bytes of each
-        output's type; a TuneFailed naming what is wrong with them (the whole tune depends on them)."""
-        name = self.tunables.name
-        inputs = [await self.device.read_buffer(buffer) for buffer in self.pristine.buffers]
-        try:
-            produced = list(self.tunables.reference(inputs, self.pristine.params))
-        except Exception as error:
-            raise TuneFailed(f"the reference of {name} raised {type(error).__name__}: {error}") from error
-        if len(produced) != len(self.tunables.outputs):
-            raise TuneFailed(f"the reference of {name} gave {len(produced)} outputs; "
-                             f"the set has {len(self.tunables.outputs)} ({self.tunables.outputs})")
-        try:
-            types = [typecode for typecode, _atol, _rtol in self.tunables.tolerances]
-            return [as_bytes(value, typecode) for value, typecode in zip(produced, types, strict=True)]
-        except (TypeError, ValueError, struct.error) as error:
-            raise TuneFailed(f"the reference of {name} gave an output that is not values: {error}") from None
+    async def _compare(self, got: list[Any], want: list[Any], sizes: list[int] | None = None) -> tuple[int, Comparison]:
+        """The first output that disagrees and how, else ``(-1, the last comparison)``; ``sizes``:
+        bytes of each output to compare (default: the whole of ``want``'s buffer)."""
+        comparison = Comparison(0, 0)
+        for slot, spec in enumerate(self.specs):
+            nbytes = sizes[slot] if sizes is not None else want[slot].size
+            count = nbytes // element_size(spec.typecode)
+            comparison = await self.device.compare_buffers(got[slot], want[slot], spec.typecode, count,
+                                                           spec.atol, spec.rtol)
+            if not comparison.agree:
+                return slot, comparison
+        return -1, comparison
 
     async def mismatch(self, index: int) -> Mismatch | None:
-        """Why candidate ``index``'s outputs disagree with the reference's, or None."""
-        await self.ensure_reference()
-        name = self.tunables.candidates[index].name
-        outputs = await self._outputs(index, await self.pipelines.compile(self.tunables, index))
-        for slot, (got, want) in enumerate(zip(outputs, self.reference, strict=True)):
-            typecode, atol, rtol = self.tunables.tolerances[slot]
-            problem = compare(got, want, typecode, atol, rtol)
-            if problem:
-                output = self.tunables.outputs[slot]
-                what = output if isinstance(output, int) else f"{output!r} ({self.indices[slot]})"
-                return Mismatch(name, f"output buffer {what} disagrees with {self.reference_name}: {problem}")
+        """Check candidate ``index`` as it is prepared: against the reference, its verdict (a
+        Mismatch, or None); judged by agreement, None (it joins its group; :meth:`judge_all`
+        gives the verdicts once every candidate has run)."""
+        outputs = await self._run(index)
+        if self.tunables.reference is not None:
+            if self.expected is None:
+                self.expected, self._sizes = await self._expected()
+            slot, comparison = await self._compare(outputs, self.expected, self._sizes)
+            if slot < 0:
+                return None
+            verdict = Mismatch(self.tunables.candidates[index].name,
+                               f"output {self.specs[slot].label} disagrees with the reference: {comparison.describe()}")
+            self.verdicts[index] = verdict
+            return verdict
+        for group in self.agreement.groups:
+            if group.outputs is not None and (await self._compare(outputs, group.outputs))[0] < 0:
+                group.members.append(index)
+                return None
+        kept = outputs if sum(group.outputs is not None for group in self.agreement.groups) < MAX_GROUPS else None
+        self.agreement.groups.append(_Group([index], kept))
         return None
 
+    async def judge_all(self) -> dict[int, Mismatch]:
+        """The verdicts of a tune judged by agreement, once the sampling is over: a Mismatch for
+        every candidate outside the largest group (see the module doc). Also sets
+        :attr:`warning` when candidate 0 is among them. Against a reference, the verdicts given."""
+        groups = sorted(self.agreement.groups, key=lambda group: -len(group.members))
+        if self.tunables.reference is not None or len(groups) < 2:
+            return dict(self.verdicts)
+        names = self.tunables.candidates
+        largest = [group for group in groups if len(group.members) == len(groups[0].members)]
+        if len(largest) > 1:
+            sides = " against ".join("{" + ", ".join(names[i].name for i in group.members) + "}" for group in largest)
+            for group in groups:
+                reason = (f"the candidates disagree, {sides}, and no group is larger: nothing says which is right "
+                          "(give the set a reference=)") if group in largest else self._outvoted(groups[0], None)
+                for index in group.members:
+                    self.verdicts[index] = Mismatch(names[index].name, reason)
+        else:
+            right = largest[0]
+            for group in groups[1:]:
+                comparison = None
+                if group.outputs is not None and right.outputs is not None:
+                    comparison = await self._compare(group.outputs, right.outputs)
+                reason = self._outvoted(right, comparison)
+                for index in group.members:
+                    self.verdicts[index] = Mismatch(names[index].name, reason)
+        if 0 in self.verdicts:
+            self.warning = f"candidate 0 ({names[0].name}), the set's default, is wrong here: {self.verdicts[0].reason}"
+        return dict(self.verdicts)
 
-def _why(failures: list[CandidateError]) -> str:
-    """The candidates' reasons, once when they all say the same (the call itself is wrong then:
-    its buffers, its params), else each with its candidate."""
-    reasons = {failure.reason for failure in failures}
-    if len(reasons) == 1:
-        return f"every candidate failed on this call: {reasons.pop()}"
-    return "; ".join(f"{failure.name}: {failure.reason}" for failure in failures) or "no candidate to run"
+    def _outvoted(self, right: _Group, comparison: tuple[int, Comparison] | None) -> str:
+        shown = ", ".join(self.tunables.candidates[i].name for i in right.members[:5])
+        more = f" and {len(right.members) - 5} more" if len(right.members) > 5 else ""
+        text = f"disagrees with the {len(right.members)} candidates that agree ({shown}{more})"
+        if comparison is not None and comparison[0] >= 0:
+            slot, how = comparison
+            text += f": output {self.specs[slot].label}: {how.describe()}"
+        return text
+
+    async def _expected(self) -> tuple[list[Any], list[int]]:
+        """The set's reference outputs for the check's inputs, on the device, and their sizes in
+        bytes; a TuneFailed naming what is wrong with them (the whole tune depends on them)."""
+        name = self.tunables.name
+        inputs = [await self.device.read_buffer(buffer) for buffer in self.start.buffers]
+        try:
+            produced = list(self.tunables.reference(inputs, self.start.params))
+        except Exception as error:
+            raise TuneFailed(f"the reference of {name} raised {type(error).__name__}: {error}") from error
+        if len(produced) != len(self.specs):
+            raise TuneFailed(f"the reference of {name} gave {len(produced)} outputs; the set has {len(self.specs)}: "
+                             + ", ".join(spec.label for spec in self.specs))
+        on_device, sizes = [], []
+        for spec, value in zip(self.specs, produced, strict=True):
+            size = self.start.buffers[spec.index].size
+            data = as_bytes(value, spec, size, f"the reference of {name}")
+            sizes.append(len(data))
+            on_device.append(self.device.create_buffer(data))
+        return on_device, sizes
 
 
-# numpy's little-endian dtypes of the typecodes, for a reference that returns numpy arrays.
+# numpy's dtype kinds that may stand for each kind of output: a float output takes any number, an
+# integer output only integers (floats would be truncated silently).
+_KINDS_FOR_FLOAT, _KINDS_FOR_INT = "fiub", "iub"
 _NUMPY_DTYPES = {"e": "<f2", "f": "<f4", "d": "<f8", "b": "i1", "B": "u1", "h": "<i2", "H": "<u2", "i": "<i4",
                  "I": "<u4"}
 
 
-def as_bytes(value: Any, typecode: str) -> bytes:
-    """An expected output as the bytes a kernel writes: bytes as they are, an array (numpy's or
-    the ``array`` module's) converted to ``typecode``'s type, or a sequence of numbers packed."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if hasattr(value, "astype"):  # numpy, without importing it: the dtype the kernel writes
-        return value.astype(_NUMPY_DTYPES[typecode]).tobytes()
-    values = list(value)
-    return struct.pack(f"<{len(values)}{typecode}", *values)
+def as_bytes(value: Any, spec: OutputSpec, size: int, who: str) -> bytes:
+    """An expected output as the bytes the kernel writes into a buffer of ``size`` bytes: bytes as
+    they are; a numpy array (of numbers of the output's kind) or a :class:`TypedValues` converted
+    to the output's type; a sequence of numbers packed. A TuneFailed naming the output when the
+    values are of the wrong kind, out of the type's range, or do not fill the buffer."""
+    typecode, where = spec.typecode, f"{who}: output {spec.label}, of WGSL type {ELEMENT_TYPES[spec.typecode]},"
+    is_float = typecode in FLOAT_TYPES
+    try:
+        if isinstance(value, TypedValues):
+            if value.typecode != typecode and (value.typecode in FLOAT_TYPES) != is_float:
+                raise TuneFailed(f"{where} is given {ELEMENT_TYPES.get(value.typecode, value.typecode)} values; "
+                                 f"give {ELEMENT_TYPES[typecode]} ones")
+            value = list(struct.unpack(f"<{len(value.data) // element_size(value.typecode)}{value.typecode}",
+                                       value.data)) if value.typecode != typecode else value.data
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            data = bytes(value)
+        elif hasattr(value, "astype") and hasattr(value, "dtype"):  # numpy, without importing it
+            if value.dtype.kind not in (_KINDS_FOR_FLOAT if is_float else _KINDS_FOR_INT):
+                raise TuneFailed(f"{where} is given an array of {value.dtype}; give {ELEMENT_TYPES[typecode]} values")
+            if not is_float and value.size:
+                low, high = _range(typecode)
+                if int(value.min()) < low or int(value.max()) > high:
+                    raise TuneFailed(f"{where} is given values in [{int(value.min())}, {int(value.max())}], outside "
+                                     f"the type's range [{low}, {high}]")
+            data = value.astype(_NUMPY_DTYPES[typecode]).tobytes()
+        else:
+            values = list(value)
+            if not is_float and any(isinstance(v, float) and not v.is_integer() for v in values):
+                raise TuneFailed(f"{where} is given fractional numbers; give {ELEMENT_TYPES[typecode]} values")
+            data = struct.pack(f"<{len(values)}{typecode}", *values)
+    except TuneFailed:
+        raise
+    except (TypeError, ValueError, OverflowError, struct.error) as error:
+        raise TuneFailed(f"{where} is given something that is not {ELEMENT_TYPES[typecode]} values: {error}") from None
+    # A buffer is whole 4-byte words: an output of an odd number of f16 values has 2 bytes more.
+    if not size - 3 <= len(data) <= size:
+        count = len(data) // element_size(typecode)
+        raise TuneFailed(f"{where} is given {count} values ({len(data)} bytes); the buffer holds "
+                         f"{size // element_size(typecode)} ({size} bytes)")
+    return data
 
 
-def compare(got: bytes, want: bytes, typecode: str, atol: float, rtol: float) -> str | None:
-    """Why two outputs differ beyond tolerance, or None. Both are read as little-endian values of
-    ``typecode`` (struct's: ``"e"`` is f16); floats agree within ``atol + rtol * |want|`` (NaN
-    with NaN), integers exactly."""
-    if len(got) != len(want):
-        return f"{len(got)} bytes, reference has {len(want)}"
-    size = struct.calcsize(typecode)
-    count = len(got) // size
-    a = struct.unpack(f"<{count}{typecode}", got[: count * size])
-    b = struct.unpack(f"<{count}{typecode}", want[: count * size])
-    exact = typecode not in "efd"
-    bad = 0
-    first = None
-    for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        # Infinities agree only with themselves (inf - inf is NaN; a tolerance relative to inf admits all).
-        close = math.isfinite(y) and abs(x - y) <= atol + rtol * abs(y)
-        ok = x == y or (not exact and (close or (math.isnan(x) and math.isnan(y))))
-        if not ok:
-            bad += 1
-            if first is None:
-                first = (i, x, y)
-    if not bad:
-        return None
-    i, x, y = first
-    return f"{bad} of {len(a)} values differ; first at [{i}]: {x!r} vs {y!r}"
+def _range(typecode: str) -> tuple[int, int]:
+    bits = 8 * element_size(typecode)
+    return (0, 2**bits - 1) if typecode.isupper() else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)

@@ -8,7 +8,7 @@ Environment variables (each overrides the default; a bad value raises ConfigErro
 ``WGTUNE_CACHE_DIR``  where the file store keeps its documents (native)
 ``WGTUNE_RECORDS``    a JSON Lines file that receives a record of every tune (native)
 ``WGTUNE_PIN``        pins: ``SET=CANDIDATE`` or ``SET[field=value,...]=CANDIDATE``, ``;``-separated
-``WGTUNE_CHECKS``     ``1`` to check every candidate's output against the reference's
+``WGTUNE_CHECKS``     ``0`` to stop checking candidates' outputs (on by default: see checks.py)
 ``WGTUNE_DRY_RUN``    ``1``: launches compile but do not execute; nothing is stored
 ``WGTUNE_POLICY``     ``adaptive`` (default: round robin, early elimination, see adaptive.py) |
                       ``fixed`` (CubeCL's: ``WGTUNE_SAMPLES`` samples each, first plan batch)
@@ -160,7 +160,10 @@ class Config:
     cache_dir: str | None = None
     records: str | None = None
     pins: tuple[Pin, ...] = ()
-    checks: bool = False
+    checks: bool = True
+    """Check every candidate's outputs before it may win (``checks.py``); off only by the user's
+    choice (``checks=False``, ``WGTUNE_CHECKS=0``, the page's ``checks`` setting), said once in
+    the log."""
     dry_run: bool = False
     warmups: int = DEFAULT_WARMUPS
     samples: int = DEFAULT_SAMPLES
@@ -233,7 +236,7 @@ class Config:
             cache_dir=env.get("WGTUNE_CACHE_DIR") or None,
             records=env.get("WGTUNE_RECORDS") or None,
             pins=parse_pins(env.get("WGTUNE_PIN", "")),
-            checks=_flag(env, "WGTUNE_CHECKS", False),
+            checks=_flag(env, "WGTUNE_CHECKS", True),
             dry_run=_flag(env, "WGTUNE_DRY_RUN", False),
             warmups=_number(env, "WGTUNE_WARMUPS", DEFAULT_WARMUPS, int, 0),
             samples=_number(env, "WGTUNE_SAMPLES", DEFAULT_SAMPLES, int, 1),

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .args import Args, Grid
+from .comparison import Comparison, compare_bytes, element_size
 from .shaders import ShapeError, workgroup_shape
 from .tunable import Kernel
 
@@ -180,6 +181,17 @@ class Device(ABC):
         """Encode ``repeats`` dispatches of ``pipeline`` on ``args`` in one pass and submit them;
         while a batch is open (:meth:`begin_batch`), record them into the batch instead."""
 
+    def launch(self, pipeline: Any, args: Args, grid: Grid) -> None:
+        """One launch of a call (``Tuner.execute``): :meth:`dispatch` once. A device that can tell
+        raises :class:`~wgtune.errors.LaunchRefused` for a launch WebGPU refuses, as an error of
+        this call alone (``WebGPUDevice.launch``); this one only dispatches."""
+        self.dispatch(pipeline, args, grid)
+
+    def check_call(self, kernel: Kernel, args: Args) -> None:  # noqa: B027 (empty on purpose: nothing to check)
+        """Raise :class:`~wgtune.errors.LaunchRefused` where WebGPU would refuse the call's buffers
+        as ``kernel`` binds them (their usage, their size, ...): asked before a call is tuned, so
+        that a call no candidate can run on is refused rather than tuned. This one checks nothing."""
+
     # Batches (``batch.py``). The defaults batch nothing: each dispatch submits at once, which is
     # correct, only slower, so a third party's device needs none of them.
 
@@ -236,3 +248,14 @@ class Device(ABC):
     @abstractmethod
     async def read_buffer(self, buffer: Any) -> bytes:
         """The buffer's contents, after all submitted work."""
+
+    async def compare_buffers(
+        self, got: Any, want: Any, typecode: str, count: int, atol: float, rtol: float
+    ) -> Comparison:
+        """The first ``count`` elements of buffers ``got`` and ``want``, as values of ``typecode``,
+        compared (``comparison.py``): what an output check asks. This one reads both back and
+        compares on the host; a device that can compare where the buffers are (a WebGPU device:
+        on the GPU) overrides it, so that nothing large is read back."""
+        nbytes = count * element_size(typecode)
+        got_bytes, want_bytes = await self.read_buffer(got), await self.read_buffer(want)
+        return compare_bytes(got_bytes[:nbytes], want_bytes[:nbytes], typecode, atol, rtol)

@@ -117,6 +117,8 @@ class TuneLog:
         sure = f"; {outcome.confidence.describe()}" if outcome.confidence is not None else ""
         logger.info("fastest for %s: %s; top 3 medians: %s%s", self.where, outcome.winner_name,
                     top or "none measured", sure)
+        if outcome.warning:
+            logger.warning("%s: %s", self.where, outcome.warning)
         if self.steps is not None:
             for message in self.steps:
                 logger.info("  step: %s", message)

@@ -30,7 +30,10 @@ class TuneOutcome:
     cost; ``wall`` is the time from the key's miss to this answer; ``stored`` whether the store
     took it (a dry run or a cache that is off keeps it in this process only; ``"pending"`` while
     the store writes it in the background); ``checked`` whether the candidates' outputs were
-    checked (``Config.checks``); ``not_run`` why the candidates a search never chose were not run.
+    checked (``Config.checks``); ``judge`` who decided what is right (``"reference"``,
+    ``"agreement"``, or ``""`` where nothing was compared); ``warning`` what the checks found that
+    the user should hear of (the set's default, candidate 0, is wrong here); ``not_run`` why the
+    candidates a search never chose were not run.
     """
 
     set_name: str
@@ -48,6 +51,8 @@ class TuneOutcome:
     stored: bool | str = False
     not_run: str | None = None
     checked: bool = False
+    judge: str = ""
+    warning: str | None = None
 
     @property
     def winner(self) -> int:
@@ -95,4 +100,5 @@ class TuneOutcome:
             stored=self.stored,
             confidence=self.confidence,
             policy=self.policy,
+            warning=self.warning,
         )

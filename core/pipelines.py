@@ -9,18 +9,28 @@ compiles the candidates it is about to measure together (:meth:`PipelineCache.co
 
 One question is answered here and only here: *which candidates of a set, in the set's order, fit
 the device and compile* (:meth:`PipelineCache.usable`). The first of them is the set's fallback
-(what runs while a key is Pending, and the winner of nothing-to-compare); the first of them that
-also runs is the reference of the output checks (``checks.py``). Both follow the set's order
-because its first candidate is meant to be its safe default.
+(what runs while a key is Pending, and the winner of nothing-to-compare), in the set's order
+because its first candidate is meant to be its safe default, unless a check found it wrong: a
+candidate the output checks disqualified (``checks.py``) is distrusted (:meth:`PipelineCache.distrust`),
+and the next one serves as the fallback from then on.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from typing import Any
 
 from .device import Device, check_limits
-from .errors import CandidateError, ConfigError, KernelError, Launch, NoValidKernelFound, candidate_failure
+from .errors import (
+    CandidateError,
+    ConfigError,
+    KernelError,
+    Launch,
+    Mismatch,
+    NoValidKernelFound,
+    candidate_failure,
+)
 from .runner import Spawner, run_inline
 from .tunable import TunableSet
 
@@ -39,6 +49,8 @@ class PipelineCache:
         """``(set name, index) -> why it does not compile``: a compile error is the device's
         answer for good, so no later tune or key compiles that candidate again."""
         self._fallbacks: dict[str, int] = {}
+        self.distrusted: dict[str, set[int]] = {}
+        """``set name -> candidates an output check found wrong``: none of them is the fallback."""
         self._compiling: set[tuple[str, int]] = set()
         self._tasks: set = set()  # compiles running on the event loop (strong references)
 
@@ -98,6 +110,18 @@ class PipelineCache:
             for slot in [slot for slot in table if slot[0] == set_name]:
                 del table[slot]
         self._fallbacks.pop(set_name, None)
+        self.distrusted.pop(set_name, None)
+
+    async def distrust(self, tunables: TunableSet, indices: Iterable[int]) -> None:
+        """Candidates ``indices`` gave a wrong answer in a checked tune: none of them serves as the
+        set's fallback from now on. Where the fallback was one of them, the next usable candidate
+        is compiled now (on the event loop a call cannot wait for it)."""
+        wrong = self.distrusted.setdefault(tunables.name, set())
+        wrong.update(indices)
+        if self._fallbacks.get(tunables.name) in wrong:
+            del self._fallbacks[tunables.name]
+            with contextlib.suppress(NoValidKernelFound):  # nothing left: prepare() says so at the next call
+                await self.prepare(tunables)
 
     async def usable(
         self, tunables: TunableSet, exclude: Collection[int] = (), failures: list[CandidateError] | None = None
@@ -122,17 +146,20 @@ class PipelineCache:
             yield index, pipeline
 
     async def prepare(self, tunables: TunableSet) -> int:
-        """The set's fallback, compiled ahead of any call (the page does this for every set).
+        """The set's fallback, compiled ahead of any call (the page does this for every set): its
+        first candidate that fits the device, compiles and was not found wrong (:meth:`distrust`).
 
-        Raises NoValidKernelFound, with each candidate's reason, when none fits and compiles.
+        Raises NoValidKernelFound, with each candidate's reason, when there is none.
         """
         index = self._fallbacks.get(tunables.name)
         if index is not None:
             return index
         failures: list[CandidateError] = []
-        async for index, _pipeline in self.usable(tunables, failures=failures):
+        wrong = self.distrusted.get(tunables.name, set())
+        async for index, _pipeline in self.usable(tunables, exclude=wrong, failures=failures):
             self._fallbacks[tunables.name] = index
             return index
+        failures += [Mismatch(tunables.candidates[index].name, "an output check found it wrong") for index in wrong]
         raise NoValidKernelFound(tunables.name, "fallback", tuple(failures))
 
     def fallback(self, tunables: TunableSet) -> int:

@@ -56,6 +56,8 @@ class TuneRecord:
     stored: bool | str  # "pending": the store was still writing it in the background
     confidence: Confidence | None = None
     policy: str = ""
+    warning: str | None = None
+    """What the output checks found that a reader should hear of (the set's default is wrong here)."""
 
     @property
     def effect(self) -> RecordEffect:
@@ -73,6 +75,7 @@ class TuneRecord:
             "stored": self.stored,
             "policy": self.policy,
             "confidence": self.confidence.to_json() if self.confidence is not None else None,
+            **({"warning": self.warning} if self.warning else {}),
         }
 
     @classmethod
@@ -107,6 +110,7 @@ class TuneRecord:
             stored=obj["stored"] if obj.get("stored") == "pending" else bool(obj.get("stored", False)),
             confidence=Confidence.from_json(confidence) if confidence is not None else None,
             policy=str(obj.get("policy") or ""),
+            warning=str(obj["warning"]) if obj.get("warning") else None,
         )
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from .confidence import Confidence
@@ -261,8 +261,19 @@ def decode_export(obj: object) -> list[tuple[dict, list[StoredEntry]]]:
     """Read an export document, or a single namespace document, checking every entry first.
 
     ``obj`` as :func:`~wgtune.validate.parse_json` parsed it. Raises StoreError for the first
-    thing wrong: an import is taken whole or not at all.
+    thing wrong: an import is taken whole or not at all. Every entry comes back as not checked
+    (``checked=False``): a winner imported was checked, if at all, on another device, so its first
+    use here checks it once (``verify.py``).
     """
+    return [(namespace, [as_imported(entry) for entry in entries]) for namespace, entries in _decode_export(obj)]
+
+
+def as_imported(entry: StoredEntry) -> StoredEntry:
+    """``entry`` as an import keeps it: not checked on this device."""
+    return replace(entry, checked=False) if entry.checked else entry
+
+
+def _decode_export(obj: object) -> list[tuple[dict, list[StoredEntry]]]:
     if isinstance(obj, dict) and obj.get("format") == DOCUMENT_FORMAT:
         return [decode_document(obj)]
     if not isinstance(obj, dict) or obj.get("format") != EXPORT_FORMAT:

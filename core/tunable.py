@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .key import Key, key_error, make_key
 from .search import Search
 
-__all__ = ["OUTPUT_TYPES", "Group", "Kernel", "TunableSet"]
+__all__ = ["OUTPUT_TYPES", "Group", "Kernel", "Tolerance", "TunableSet"]
 
 Priority = int | Callable[[Key], int]
 
@@ -198,16 +198,20 @@ KeyFunction = Callable[[Args], Mapping[str, object]]
 Reference = Callable[[list[bytes], tuple], Sequence[Any]]
 # The typecodes output checks read values as (struct's): floats within tolerance, integers exactly.
 OUTPUT_TYPES = ("e", "f", "d", "b", "B", "h", "H", "i", "I")
+Tolerance = tuple[str | None, float | None, float | None]
+"""An output's ``(typecode, atol, rtol)`` as the set gives them; None: from the output's WGSL
+element type (``output_types.py``)."""
 
 
 def _tolerances(
     name: str, outputs: tuple[Output, ...] | None, output_type: object, atol: object, rtol: object
-) -> tuple[tuple[str, float, float], ...]:
-    """``(typecode, atol, rtol)`` for each output, from one value or one per output; a ConfigError
-    naming what is wrong. ``outputs`` None (not known yet): the values are checked, not counted."""
+) -> tuple[Tolerance, ...]:
+    """``(typecode, atol, rtol)`` for each output, from one value (None included) or one per
+    output; a ConfigError naming what is wrong. ``outputs`` None (not known yet): the values are
+    checked, not counted."""
 
     def per_output(value: object, what: str) -> list:
-        if isinstance(value, (str, int, float)):
+        if value is None or isinstance(value, (str, int, float)):
             return [value] * (len(outputs) if outputs is not None else 1)
         values = list(value)  # type: ignore[call-overload]
         if outputs is not None and len(values) != len(outputs):
@@ -215,15 +219,19 @@ def _tolerances(
         return values
 
     types, atols, rtols = per_output(output_type, "output_type"), per_output(atol, "atol"), per_output(rtol, "rtol")
-    for typecode in types if outputs else [output_type]:
-        if typecode not in OUTPUT_TYPES:
-            raise ConfigError(f"tunable set {name!r}: output_type {typecode!r} is not one of {', '.join(OUTPUT_TYPES)}")
+    for typecode in types:
+        if typecode is not None and typecode not in OUTPUT_TYPES:
+            raise ConfigError(f"tunable set {name!r}: output_type {typecode!r} is not one of {', '.join(OUTPUT_TYPES)}"
+                              " (or None: the WGSL's element type)")
     for tolerance in atols + rtols:
+        if tolerance is None:
+            continue
         if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
             raise ConfigError(f"tunable set {name!r}: tolerances must be numbers >= 0, got {tolerance!r}")
     if outputs is None:
         return ()
-    return tuple((t, float(a), float(r)) for t, a, r in zip(types, atols, rtols, strict=True))
+    return tuple((t, None if a is None else float(a), None if r is None else float(r))
+                 for t, a, r in zip(types, atols, rtols, strict=True))
 
 
 InputGenerator = Callable[[Any, Key, Args], Args]
@@ -238,22 +246,26 @@ class TunableSet:
     ``key`` makes the autotune key of a call (use :func:`~wgtune.anchor` to bucket sizes).
     ``outputs`` are the buffers the kernels write, each an index into the call's buffers, a WGSL
     variable's name (``"out"``) or a ``(group, binding)``: the output checks (``Config.checks``)
-    compare them, as ``output_type`` values (a typecode: ``"f"`` f32, ``"e"`` f16, ``"d"`` f64,
-    and integer codes, compared exactly) within ``atol + rtol * |reference|``. Each of the three
-    may be one value for every output or a sequence with one per output. Not given, they are the
-    ``var<storage, read_write>`` bindings of the first candidate, less scratch that a later stage
-    only reads (``buffer_names.written_by``) and less its declared ``scratch``; give them where that
-    candidate writes other scratch, and ``outputs=()`` for no checks at all.
+    compare them (``checks.py``), as values of each output's WGSL element type (``f32``, ``f16``,
+    ``i32``, ``u32``, atomics and vectors of them), or as ``output_type`` where it is given (a
+    typecode: ``"f"`` f32, ``"e"`` f16, ``"d"`` f64, ``"i"`` i32, ``"I"`` u32, and the 8- and
+    16-bit integer codes). Floats agree within ``atol + rtol * |reference|`` (by default 1e-4 and
+    1e-4; 1e-2 and 2e-3 for f16), integers exactly unless a tolerance is given. Each of the three
+    may be one value for every output or a sequence with one per output. Not given, the outputs
+    are the ``var<storage, read_write>`` bindings of the first candidate, less scratch that a later
+    stage only reads (``buffer_names.written_by``) and less its declared ``scratch``; give them
+    where that candidate writes other scratch, and ``outputs=()`` for no checks at all.
     ``reference(inputs, params)``, if given, says what the outputs should be: it receives the
-    call's buffers as bytes (before any kernel ran) and its params, and returns one value per
-    output (bytes, anything with ``tobytes()`` such as a numpy array, or a sequence of numbers).
-    With it, every candidate, the first one too, is checked against it; without it the outputs
-    are compared with the first candidate that runs (a race in that one would disqualify the
-    correct ones).
+    benchmark's buffers as bytes (before any kernel ran; an output that no kernel reads before
+    writing it holds a poison pattern, see ``checks.py``) and the call's params, and returns one
+    value per output (bytes, anything with ``tobytes()`` such as a numpy array of the output's
+    type, or a sequence of numbers) filling the output buffer. With it, every candidate, the
+    first one and a set of one too, is checked against it; without it the candidates judge each
+    other: the largest group that agrees is right (``checks.py``).
     ``input_gen(device, key, args)`` makes the benchmark's inputs; by default every buffer is
     copied, so benchmarks never write the caller's buffers and in-place kernels tune safely.
     The first candidate must be a safe default that handles every call of the set: it is the
-    fallback while a tune is pending (whatever the key) and the reference of the output checks.
+    fallback while a tune is pending (whatever the key), until a check finds it wrong.
     Params are packed by Python type: pass floats for ``f32`` fields (an int becomes a ``u32``).
     ``short_circuit(key)`` may give a time in seconds per dispatch (a roofline bound for the key,
     say) or None: the first candidate whose median meets it ends the tune and wins, and the tune
@@ -274,9 +286,9 @@ class TunableSet:
         *,
         outputs: Sequence[Output] | None = None,
         input_gen: InputGenerator | None = None,
-        output_type: str | Sequence[str] = "f",
-        atol: float | Sequence[float] = 1e-4,
-        rtol: float | Sequence[float] = 1e-4,
+        output_type: str | Sequence[str | None] | None = None,
+        atol: float | Sequence[float | None] | None = None,
+        rtol: float | Sequence[float | None] | None = None,
         reference: Reference | None = None,
         short_circuit: Callable[[Key], float | None] | None = None,
         search: Search | None = None,
@@ -305,6 +317,8 @@ class TunableSet:
         self.candidates = candidates
         self.key_function = key
         self._outputs = None if outputs is None else checked_outputs(name, outputs)
+        self.outputs_given = outputs is not None
+        """Whether the set named its outputs (``outputs=()``: the user's word that there is nothing to check)."""
         self.input_gen = input_gen
         self.output_type = output_type
         self.atol = atol
@@ -342,8 +356,8 @@ class TunableSet:
         return self._outputs
 
     @property
-    def tolerances(self) -> tuple[tuple[str, float, float], ...]:
-        """``(typecode, atol, rtol)`` of each output."""
+    def tolerances(self) -> tuple[Tolerance, ...]:
+        """``(typecode, atol, rtol)`` of each output as given (None: see ``output_types.py``)."""
         self.outputs  # noqa: B018 (derives them, and their tolerances, on first use)
         return self._tolerances
 

@@ -3,10 +3,11 @@
 What a tune does, in order: wait for work submitted before it (its errors are not the
 candidates'), learn the clock's grain (``clock.py``), make the benchmark's inputs (copies of the
 call's buffers, or the set's ``input_gen``), plan the key's candidates (``plan.py``), set up the
-output checks if asked for (``checks.py``), sample with the configured policy (``adaptive.py``
-or ``fixed.py``) or the set's search (``search.py``, over the adaptive sampling), and rank what
-was measured (``ranking.py``). What the tune's answer then changes (the tune cache, the store,
-the record, the events) is the tuner's business.
+output checks (``checks.py``, on unless turned off), sample with the configured policy
+(``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``, over the adaptive
+sampling), give the checks' verdicts, and rank what was measured (``ranking.py``). What the
+tune's answer then changes (the tune cache, the store, the record, the events) is the tuner's
+business.
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ from .checks import OutputCheck
 from .clock import clock_grain
 from .config import Config, Policy
 from .device import Device
-from .errors import CandidateError, ConfigError, NoValidKernelFound
+from .errors import CandidateError, Mismatch, NoValidKernelFound
 from .events import TrialFinished
 from .fixed import sample_fixed
 from .key import Key
+from .log import logger
 from .measure import Bench, LaunchGuard, clone_args, sample_floor
 from .outcome import TuneOutcome
 from .pipelines import PipelineCache
 from .plan import Plan
 from .ranking import decide
-from .results import Result
-from .sampling import SamplingPolicy, short_circuit_limit
+from .results import Measured, Result
+from .sampling import Sampled, SamplingPolicy, short_circuit_limit
 from .time_limit import TimeLimit
 from .tunable import TunableSet
 
@@ -63,11 +65,10 @@ async def measure_key(
     plan = Plan(tunables.candidates, key)
     check = None
     if config.checks and not config.dry_run:
-        if not tunables.outputs:
-            raise ConfigError(f"output checks are on, but tunable set {tunables.name!r} has no outputs to compare: "
-                              "its first candidate declares no var<storage, read_write> and the set gives no "
-                              "outputs= (give them, or tune it with checks off)")
-        check = OutputCheck(device, tunables, bench_args, pipelines, skipped=[*plan.skipped, *ruled_out])
+        if tunables.outputs:
+            check = OutputCheck(device, tunables, bench_args, pipelines, skipped=[*plan.skipped, *ruled_out])
+        elif not tunables.outputs_given:
+            _say_nothing_to_compare(tunables.name)
 
     def on_trial(index: int, result: Result, wall: float) -> None:
         emit(TrialFinished(tunables.name, key, index, result, wall))
@@ -75,13 +76,11 @@ async def measure_key(
     async def pipeline(index: int) -> object:
         return await pipelines.compile(tunables, index)
 
-    # The set's default (its first candidate) is screened first where the plan has it: it sets the
-    # bar. It is the checks' reference too, so it is compiled with the first candidates measured.
+    # The set's default (its first candidate) is screened first where the plan has it: it sets the bar.
     default = 0 if 0 not in plan.skipped and 0 not in ruled_out else None
-    reference = [0] if check is not None and default is not None else []
 
     async def compile_ahead(indices: Sequence[int]) -> None:
-        await pipelines.compile_ahead(tunables, [*reference, *indices])
+        await pipelines.compile_ahead(tunables, indices)
 
     time_limit = TimeLimit(config.time_limit)
     bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step, time_limit, guard, ruled_out,
@@ -91,7 +90,38 @@ async def measure_key(
         sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)
     else:
         sampled = await POLICIES[config.policy](bench, plan, on_trial, limit)
+    warning = await _judge(check, sampled, on_trial) if check is not None else None
+    if warning is not None:
+        step(warning)
+        await pipelines.distrust(tunables, [index for index, result in sampled.results.items()
+                                            if isinstance(result, Mismatch)])
     outcome = decide(tunables, key, plan, sampled, config)
     if outcome is None:
         raise NoValidKernelFound(tunables.name, key, tuple(sampled.all_results(tunables, plan)))
-    return replace(outcome, checked=check is not None)
+    return replace(outcome, checked=config.checks and not config.dry_run,
+                   judge=check.judge if check is not None else "", warning=warning)
+
+
+_NOTHING_TO_COMPARE: set[str] = set()
+
+
+def _say_nothing_to_compare(set_name: str) -> None:
+    """Log, once per set, that its outputs are unknown, so its candidates run unchecked."""
+    if set_name not in _NOTHING_TO_COMPARE:
+        _NOTHING_TO_COMPARE.add(set_name)
+        logger.warning("tunable set %s has no outputs to compare: its first candidate declares no "
+                       "var<storage, read_write> wgtune can read, so its winners are not checked; give "
+                       "outputs= (or outputs=() to say there is nothing to check)", set_name)
+
+
+async def _judge(check: OutputCheck, sampled: Sampled, on_trial: Callable[[int, Result, float], None]) -> str | None:
+    """The check's verdicts given to the candidates that ran (a candidate outvoted once every
+    candidate ran becomes a Mismatch, and said so again); the short circuit dropped if its
+    candidate is among them. Answers the check's warning about candidate 0, if any."""
+    for index, verdict in (await check.judge_all()).items():
+        if isinstance(sampled.results.get(index), Measured):
+            sampled.results[index] = verdict
+            on_trial(index, verdict, sampled.walls.get(index, 0.0))
+        if sampled.short_circuit == index:
+            sampled.short_circuit = None
+    return check.warning

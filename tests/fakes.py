@@ -78,7 +78,7 @@ class Script:
     call (cycled), or a function of that index. 0, negative or NaN make invalid samples.
     ``compile_error`` makes compile raise KernelError with that message; ``launch_error`` makes
     dispatch and profile raise KernelError; ``profile_error`` is raised as-is by profile.
-    ``wrong`` corrupts element 0 (f32) of the last buffer after the kernel ran.
+    ``wrong`` corrupts element 0 (f32) of the last buffer after the kernel ran (+1000, or 1000 for a NaN).
     ``stall`` is wall-clock seconds every dispatch really takes (``time.sleep``): a runaway.
     ``loses_device`` makes a dispatch lose the device: every later sync raises DeviceLost.
     """
@@ -245,7 +245,7 @@ class FakeDevice(wgtune.Device):
                 script.kernel(buffers, args.params)
         if script.wrong and buffers and len(buffers[-1]) >= 4:
             (value,) = struct.unpack_from("<f", buffers[-1])
-            struct.pack_into("<f", buffers[-1], 0, value + 1000.0)
+            struct.pack_into("<f", buffers[-1], 0, value + 1000.0 if value == value else 1000.0)  # NaN: poison
 
     def dispatch(self, pipeline: FakePipeline, args: Args, grid, repeats: int = 1) -> None:
         with self.lock:

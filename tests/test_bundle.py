@@ -200,7 +200,9 @@ def test_a_seeded_winner_of_the_current_candidates_is_a_hit_with_no_benchmark():
     tuner = make_tuner(device)
     tuner.cache.seed([seeded_entry(tunables, winner=0)])  # k0 is the slower: only a seed would pick it
     assert tuner.check_tune(tunables, Key({"n": 4}), call(device, [1.0])) == Hit(0)
-    assert device.profiles == {} and tuner.store.entries == {}  # nothing measured, nothing stored
+    assert device.profiles == {}  # nothing measured: checked once against the other candidates instead
+    stored = tuner.store.entries[("fake", Key({"n": 4}))]
+    assert stored.winner == 0 and stored.checked  # the verdict is kept: checked once
     assert tuner.results(tunables, Key({"n": 4})) == ()  # a bundle carries no results
 
 

@@ -192,10 +192,11 @@ def test_default_outputs_catch_a_wrong_candidate_with_buffers_given_by_name():
 
     device.script("right", kernel=scale)
     device.script("wrong", kernel=scale, wrong=True)
+    device.script("right too", kernel=scale)
     named = {"x": device.buffer([1.0, 2.0]), "y": device.buffer([0.0, 0.0]), "weight": device.buffer([1.0, 1.0]),
              "bias": device.buffer([0.0, 0.0])}
     # The fake device's wrong candidate corrupts the last buffer: bias here, untouched by the checks.
-    kernels = [Kernel(name, LAYER, grid) for name in ("right", "wrong")]
+    kernels = [Kernel(name, LAYER, grid) for name in ("right", "wrong", "right too")]
     tunables = TunableSet("layer", kernels, key=lambda args: {"n": args.params[0]})
     tuner = make_tuner(device, config=quiet(checks=True))
     tuner.execute(tunables, Args(named, (2, 2.0)))
@@ -205,4 +206,4 @@ def test_default_outputs_catch_a_wrong_candidate_with_buffers_given_by_name():
     tuner.execute(tunables, Args(reordered, (3, 2.0)))
     results = tuner.results(tunables, tuner.key(tunables, Args(reordered, (3, 2.0))))
     assert isinstance(results[0], Measured) and isinstance(results[1], Mismatch), results
-    assert "output buffer 'y' (3) disagrees" in results[1].reason
+    assert "output 'y' (buffer 3): 1 of 2 values differ" in results[1].reason

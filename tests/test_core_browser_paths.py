@@ -48,7 +48,7 @@ def test_a_stored_winner_that_fails_to_compile_in_the_loop_is_a_miss_with_its_re
     tunables = make_set("a", "b", "c")
     key = Key({"n": 4})
     store = MemoryStore()
-    store.save(StoredEntry("fake", key, tunables.checksum, 2, "c"))
+    store.save(StoredEntry("fake", key, tunables.checksum, 2, "c", checked=True))
     events = []
 
     async def main():

@@ -94,17 +94,18 @@ def test_other_candidates_under_a_known_name_send_its_hits_back_to_unchecked():
     assert cache.state("fake", KEY) == Unchecked(1, old.checksum)
 
 
-def test_the_fallback_and_the_check_reference_are_the_same_first_usable_candidate():
+def test_the_fallback_is_the_first_usable_candidate_and_the_candidates_that_agree_judge():
     device = FakeDevice()
     device.script("a", compile_error="driver says no")
     device.script("b", duration=2e-3)
     device.script("c", duration=1e-3, wrong=True)
-    tunables = make_set("a", "b", "c", outputs=(0,))
+    device.script("d", duration=3e-3)
+    tunables = make_set("a", "b", "c", "d", outputs=(0,))
     tuner = make_tuner(device, config=quiet(checks=True))
     tuner.execute(tunables, call(device, [1.0]))
     assert tunables.candidates[tuner.fallback(tunables)].name == "b"
     results = {result["name"]: result for result in tuner.cache.entry(tunables, KEY).results}
-    assert "disagrees with b" in results["c"]["reason"]  # b is the reference as well as the fallback
+    assert "disagrees with the 2 candidates that agree (b, d)" in results["c"]["reason"]
     assert tuner.cache.entry(tunables, KEY).winner_name == "b"
     pipelines = PipelineCache(device)
     failures: list = []
@@ -112,7 +113,7 @@ def test_the_fallback_and_the_check_reference_are_the_same_first_usable_candidat
     async def usable():
         return [index async for index, _ in pipelines.usable(tunables, failures=failures)]
 
-    assert run_inline(usable()) == [1, 2]
+    assert run_inline(usable()) == [1, 2, 3]
     assert [failure.name for failure in failures] == ["a"] and "driver says no" in failures[0].reason
 
 

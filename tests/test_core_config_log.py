@@ -29,7 +29,7 @@ def test_an_empty_environment_gives_the_defaults():
     config = Config.from_env(env={})
     assert config == Config()
     assert config.log_level is LogLevel.MINIMAL
-    assert config.cache is True and config.checks is False and config.dry_run is False
+    assert config.cache is True and config.checks is True and config.dry_run is False
     assert (config.warmups, config.samples, config.min_sample) == (DEFAULT_WARMUPS, DEFAULT_SAMPLES, DEFAULT_MIN_SAMPLE)
     assert config.cache_dir is None and config.records is None and config.pins == ()
 

@@ -9,8 +9,10 @@ import sys
 import pytest
 from fakes import FakeDevice, call, double_into, f32, kernel, make_set, make_tuner, quiet, stored_results
 
+import wgtune
 from wgtune import (
     MISS,
+    Config,
     ConfigError,
     Group,
     Hit,
@@ -23,7 +25,7 @@ from wgtune import (
     TuneFailed,
     Unknown,
 )
-from wgtune.checks import compare
+from wgtune.comparison import compare_bytes
 from wgtune.runner import spawn_task
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
@@ -186,30 +188,40 @@ def test_a_candidate_with_wrong_output_is_a_mismatch_when_checks_are_on():
     assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "right"
     results = stored_results(tuner, tunables)
     assert results["wrong-but-fast"]["error"] == "Mismatch"
-    assert "output buffer 1 disagrees with ref" in results["wrong-but-fast"]["reason"]
+    assert "disagrees with the 2 candidates that agree (ref, right): output buffer 1: 1 of 2 values differ" in \
+        results["wrong-but-fast"]["reason"]
     assert "1002.0 vs 2.0" in results["wrong-but-fast"]["reason"]
 
 
-def test_output_checks_are_off_by_default_so_a_wrong_but_fast_candidate_wins():
+def test_output_checks_are_on_by_default_and_only_turning_them_off_lets_a_wrong_but_fast_candidate_win(caplog):
     device = FakeDevice()
     device.script("ref", kernel=double_into, duration=3e-3)
     device.script("wrong-but-fast", kernel=double_into, wrong=True, duration=1e-3)
-    tunables = make_set("ref", "wrong-but-fast", outputs=(1,))
-    tuner = make_tuner(device)
-    assert not tuner.config.checks
-    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "wrong-but-fast"
+    device.script("right", kernel=double_into, duration=2e-3)
+    tunables = make_set("ref", "wrong-but-fast", "right", outputs=(1,))
+    assert Config().checks and Config.from_env({}).checks
+    assert make_tuner(device, config=Config(log_level="disabled")).execute(
+        tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "right"
+    wgtune.tuner._said_checks_off = False
+    with caplog.at_level("WARNING", logger="wgtune"):
+        unchecked = make_tuner(device, config=quiet(checks=False))
+        make_tuner(device, config=quiet(checks=False))
+    assert unchecked.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "wrong-but-fast"
+    said = [record.message for record in caplog.records if "output checks are off" in record.message]
+    assert len(said) == 1  # said once per process
 
 
-def test_the_check_reference_is_the_first_candidate_that_compiles():
+def test_a_candidate_that_does_not_compile_has_no_vote():
     device = FakeDevice()
     device.script("broken", compile_error="nope")
     device.script("ref", kernel=double_into)
     device.script("other", kernel=double_into, wrong=True)
-    tunables = make_set("broken", "ref", "other", outputs=(1,))
+    device.script("third", kernel=double_into)
+    tunables = make_set("broken", "ref", "other", "third", outputs=(1,))
     tuner = make_tuner(device, config=quiet(checks=True))
-    assert tuner.execute(tunables, call(device, [1.0], [0.0])).name == "ref"
+    assert tuner.execute(tunables, call(device, [1.0], [0.0])).name in ("ref", "third")
     results = stored_results(tuner, tunables)
-    assert "disagrees with ref" in results["other"]["reason"]
+    assert "disagrees with the 2 candidates that agree (ref, third)" in results["other"]["reason"]
 
 
 # -- failing tunes ---------------------------------------------------------------------------
@@ -302,16 +314,19 @@ def test_errors_of_work_submitted_before_the_tune_fail_the_tune_not_a_candidate(
 
 def test_compare_allows_floats_within_atol_plus_rtol_and_treats_nan_as_equal_to_nan():
     want = f32([1.0, 100.0, math.nan])
-    assert compare(f32([1.00005, 100.009, math.nan]), want, "f", 1e-4, 1e-4) is None
-    problem = compare(f32([1.0, 100.02, math.nan]), want, "f", 1e-4, 1e-4)
-    assert problem is not None and problem.startswith("1 of 3 values differ; first at [1]")
+    assert compare_bytes(f32([1.00005, 100.009, math.nan]), want, "f", 1e-4, 1e-4).agree
+    problem = compare_bytes(f32([1.0, 100.02, math.nan]), want, "f", 1e-4, 1e-4)
+    assert (problem.mismatches, problem.first) == (1, 1)
+    assert problem.describe().startswith("1 of 3 values differ; first at [1]: 100.02")
 
 
-def test_compare_is_exact_for_integer_outputs_and_checks_the_length():
+def test_compare_is_exact_for_integer_outputs_unless_a_tolerance_is_given():
     ints = struct.pack("<3i", 1, 2, 3)
-    assert compare(ints, ints, "i", 0.5, 0.5) is None
-    assert "differ" in compare(struct.pack("<3i", 1, 2, 4), ints, "i", 10.0, 10.0)
-    assert compare(ints[:8], ints, "i", 0, 0) == "8 bytes, reference has 12"
+    assert compare_bytes(ints, ints, "i", 0, 0).agree
+    off_by_one = struct.pack("<3i", 1, 2, 4)
+    assert compare_bytes(off_by_one, ints, "i", 0, 0).describe() == "1 of 3 values differ; first at [2]: 4 vs 3; " \
+        "max abs error 1.0"
+    assert compare_bytes(off_by_one, ints, "i", 1.0, 0).agree
 
 
 @pytest.mark.skipif(sys.platform == "emscripten", reason="Pyodide's event loop is always running")
@@ -348,6 +363,6 @@ def test_output_checks_with_every_candidate_failing_its_first_launch_name_each_f
 
 def test_compare_treats_equal_infinities_as_equal_and_opposite_ones_as_different():
     inf = math.inf
-    assert compare(f32([inf, -inf, 1.0]), f32([inf, -inf, 1.0]), "f", 0.0, 0.0) is None
-    assert compare(f32([inf]), f32([-inf]), "f", 1e-4, 1e-4) is not None
-    assert compare(f32([inf]), f32([3.0e38]), "f", 1e-4, 1e-4) is not None
+    assert compare_bytes(f32([inf, -inf, 1.0]), f32([inf, -inf, 1.0]), "f", 0.0, 0.0).agree
+    assert not compare_bytes(f32([inf]), f32([-inf]), "f", 1e-4, 1e-4).agree
+    assert not compare_bytes(f32([inf]), f32([3.0e38]), "f", 1e-4, 1e-4).agree

@@ -8,7 +8,9 @@ import pytest
 from fakes import FakeDevice, call, double_into, floats, make_set, make_tuner, quiet
 
 from wgtune import ConfigError, NoValidKernelFound, TuneFailed
-from wgtune.checks import as_bytes, compare
+from wgtune.checks import as_bytes
+from wgtune.comparison import compare_bytes
+from wgtune.output_types import OutputSpec
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
@@ -32,13 +34,43 @@ def results_of(tuner, tunables) -> dict[str, dict]:
     return {result["name"]: result for result in entry.results}
 
 
-def test_without_a_reference_a_racy_first_candidate_disqualifies_the_correct_ones():
+def test_without_a_reference_the_candidates_that_agree_outvote_a_racy_first_candidate():
     device = racy_first_device()
     tunables = make_set("a", "b", "c", outputs=(1,))
-    tuner = make_tuner(device, config=quiet(checks=True))
-    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "a"
+    events = []
+    tuner = make_tuner(device, config=quiet(checks=True), observer=events.append)
+    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "b"
     results = results_of(tuner, tunables)
-    assert results["b"]["error"] == "Mismatch" and "disagrees with a" in results["b"]["reason"]
+    assert results["a"]["error"] == "Mismatch"
+    assert "disagrees with the 2 candidates that agree (b, c)" in results["a"]["reason"]
+    assert "median" in results["b"] and "median" in results["c"]
+    finished = [event.outcome for event in events if type(event).__name__ == "TuneFinished"]
+    assert finished[0].judge == "agreement"
+    assert finished[0].warning.startswith("candidate 0 (a), the set's default, is wrong here")
+    assert tuner.records.records[-1].warning == finished[0].warning
+    assert tuner.fallback(tunables) == 1  # the default no longer serves while keys are pending
+
+
+def test_candidates_that_split_evenly_are_all_refused_and_the_message_asks_for_a_reference():
+    device = FakeDevice()
+    device.script("a", kernel=double_into, wrong=True)
+    device.script("b", kernel=double_into)
+    tunables = make_set("a", "b", outputs=(1,))
+    with pytest.raises(NoValidKernelFound, match=r"disagree, \{a\} against \{b\}.*give the set a reference="):
+        make_tuner(device, config=quiet(checks=True)).execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0]))
+
+
+def test_a_set_of_one_candidate_is_checked_against_its_reference():
+    device = FakeDevice()
+    device.script("only", kernel=double_into, wrong=True)
+    tunables = make_set("only", outputs=(1,), reference=doubled)
+    with pytest.raises(NoValidKernelFound, match="only: Mismatch: output buffer 1 disagrees with the reference"):
+        make_tuner(device, config=quiet(checks=True)).execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0]))
+    right = FakeDevice()
+    right.script("only", kernel=double_into)
+    tuner = make_tuner(right, config=quiet(checks=True))
+    assert tuner.execute(tunables, call(right, [1.0, 2.0], [0.0, 0.0])).name == "only"
+    assert tuner.results(tunables, tuner.key(tunables, call(right, [1.0], [0.0])))[0].stats is not None
 
 
 def test_a_reference_function_catches_the_racy_first_candidate_and_the_correct_one_wins():
@@ -86,10 +118,23 @@ def test_when_every_candidate_disagrees_with_the_reference_no_kernel_is_found():
 
 def test_f16_outputs_are_compared_as_values_within_tolerance():
     one_ulp = struct.pack("<e", 1.0), struct.pack("<e", 1.0009765625)  # 1.0 and the next f16 up
-    assert compare(one_ulp[0], one_ulp[1], "H", 0.0, 0.0) is not None  # bits differ
-    assert compare(one_ulp[0], one_ulp[1], "e", 0.0, 1e-3) is None  # values agree within 0.1%
-    assert "first at [0]: 1.0 vs 1.5" in compare(struct.pack("<e", 1.0), struct.pack("<e", 1.5), "e", 0.0, 1e-3)
-    assert as_bytes([1.0, 0.5], "e") == struct.pack("<2e", 1.0, 0.5)
+    assert not compare_bytes(one_ulp[0], one_ulp[1], "H", 0.0, 0.0).agree  # bits differ
+    assert compare_bytes(one_ulp[0], one_ulp[1], "e", 0.0, 1e-3).agree  # values agree within 0.1%
+    assert "first at [0]: 1.0 vs 1.5" in compare_bytes(struct.pack("<e", 1.0), struct.pack("<e", 1.5), "e", 0.0,
+                                                       1e-3).describe()
+    spec = OutputSpec(1, "'out' (buffer 1)", "e", 1e-2, 2e-3, poison=True)
+    assert as_bytes([1.0, 0.5], spec, 4, "test") == struct.pack("<2e", 1.0, 0.5)
+
+
+def test_a_reference_of_the_wrong_kind_or_size_is_an_error_naming_the_output():
+    spec = OutputSpec(2, "'hist' (buffer 2)", "I", 0.0, 0.0, poison=False)
+    with pytest.raises(TuneFailed, match=r"output 'hist' \(buffer 2\), of WGSL type u32, is given fractional"):
+        as_bytes([1.5, 2.0], spec, 8, "the reference of s")
+    with pytest.raises(TuneFailed, match=r"is given 3 values \(12 bytes\); the buffer holds 2 \(8 bytes\)"):
+        as_bytes([1, 2, 3], spec, 8, "the reference of s")
+    with pytest.raises(TuneFailed, match="is given something that is not u32 values"):
+        as_bytes([-1, 2], spec, 8, "the reference of s")
+    assert as_bytes([1, 2], spec, 8, "r") == struct.pack("<2I", 1, 2)
 
 
 def test_tolerances_and_types_may_differ_per_output_and_must_match_the_outputs():

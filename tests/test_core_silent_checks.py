@@ -17,27 +17,39 @@ def started(tuner) -> list:
     return events
 
 
-def test_checks_on_with_nothing_to_compare_is_a_config_error_naming_the_set():
+def test_checks_on_with_nothing_to_compare_say_so_once_and_the_outcome_says_nothing_was_compared(caplog):
     device = FakeDevice()
     tunables = make_set("a", "b", name="nothing_written")  # fake WGSL: no read_write binding, no outputs=
-    with pytest.raises(ConfigError, match="checks are on, but tunable set 'nothing_written' has no outputs"):
-        make_tuner(device, config=quiet(checks=True)).execute(tunables, call(device, [1.0]))
-    make_tuner(device).execute(tunables, call(device, [1.0]))  # checks off: nothing to compare is fine
+    events: list = []
+    with caplog.at_level("WARNING", logger="wgtune"):
+        tuner = make_tuner(device, config=quiet(checks=True), observer=events.append)
+        tuner.execute(tunables, call(device, [1.0]))
+        tuner.execute(tunables, call(device, [1.0], n=8))
+    said = [record.message for record in caplog.records if "nothing_written" in record.message]
+    assert len(said) == 1 and "no outputs to compare" in said[0] and "outputs=" in said[0]
+    outcomes = [event.outcome for event in events if type(event).__name__ == "TuneFinished"]
+    assert [outcome.judge for outcome in outcomes] == ["", ""]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="wgtune"):
+        quiet_set = make_set("a", "b", name="said_none", outputs=())  # the user's word: nothing to check
+        make_tuner(device, config=quiet(checks=True)).execute(quiet_set, call(device, [1.0]))
+    assert not [record for record in caplog.records if "said_none" in record.message]
 
 
-def test_a_winner_stored_without_checks_is_tuned_again_once_with_them_then_trusted():
+def test_a_winner_stored_without_checks_is_checked_once_with_them_then_trusted():
     device = FakeDevice()
     for name in ("a", "b"):
         device.script(name, kernel=add_one_in_place)
     tunables = make_set("a", "b", outputs=(0,))
     store = MemoryStore()
-    make_tuner(device, store=store).execute(tunables, call(device, [1.0]))
+    make_tuner(device, store=store, config=quiet(checks=False)).execute(tunables, call(device, [1.0]))
     (entry,) = store.load()
     assert entry.checked is False
     checking = make_tuner(device, store=store, config=quiet(checks=True))
     tunes = started(checking)
+    profiles = device.profile_count
     checking.execute(tunables, call(device, [1.0]))
-    assert len(tunes) == 1  # verified by a tune with checks
+    assert tunes == [] and device.profile_count == profiles  # verified by running it beside the other, not a tune
     (entry,) = store.load()
     assert entry.checked is True and entry.to_json()["checked"] is True
     again = make_tuner(device, store=store, config=quiet(checks=True))

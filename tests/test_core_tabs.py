@@ -190,6 +190,7 @@ def test_a_tune_cancelled_while_it_waits_for_another_leaves_the_key_a_miss():
 
 
 def announced(tunables, winner: int, **fields) -> StoredEntry:
+    fields.setdefault("checked", True)  # another tab's tune, with checks on (the default)
     return StoredEntry(tunables.name, KEY, fields.pop("checksum", tunables.checksum), winner,
                        tunables.candidates[winner].name, **fields)
 
@@ -249,5 +250,5 @@ def test_an_announced_winner_leaves_a_pinned_key_and_one_without_checks_is_refus
     assert pinned.fastest(tunables, KEY) == Hit(0)
     checking = make_tuner(device, config=quiet(checks=True))
     checking.fastest(tunables, KEY)
-    assert checking.take_announced(announced(tunables, 1)) is False
-    assert checking.take_announced(announced(tunables, 1, checked=True)) is True
+    assert checking.take_announced(announced(tunables, 1, checked=False)) is False
+    assert checking.take_announced(announced(tunables, 1)) is True

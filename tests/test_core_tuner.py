@@ -65,7 +65,7 @@ def test_a_stored_winner_with_a_matching_checksum_is_a_hit_without_benchmarks():
     tunables = make_set("a", "b", "c")
     key = tunables.key(call(device, [1.0]))
     store = MemoryStore()
-    store.save(StoredEntry(tunables.name, key, tunables.checksum, 2, "c"))
+    store.save(StoredEntry(tunables.name, key, tunables.checksum, 2, "c", checked=True))
     tuner = make_tuner(device, store=store)
 
     assert tuner.fastest(tunables, key) == Unchecked(2, tunables.checksum)
