@@ -16,7 +16,9 @@ a promise), so the core measures the clock's grain with ``time_empty_pass`` (see
 
 Validation errors in WebGPU are asynchronous: the calls that a kernel or a call's buffers can make
 fail (binding the buffers, submitting the work) run inside an error scope whose result the shim
-collects, and the device's ``sync`` raises the first as a KernelError. None of those becomes an
+collects, and the device's ``sync`` raises the first as a KernelError. A call's first launch on its
+buffers (``WebGPUDevice.launch``) has an error scope of its own instead, which ``set.execute``
+awaits (``js_sets.py``): its errors are that call's, never a later tune's. None of those becomes an
 "uncaptured error" in the console.
 
 Importable only in Pyodide (it imports ``js`` and ``pyodide.ffi``).
@@ -25,6 +27,7 @@ Importable only in Pyodide (it imports ``js`` and ``pyodide.ffi``).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -88,6 +91,10 @@ class BrowserShim:
         # A callback rather than a list of promises: calls that never sync keep nothing alive.
         self._errors: list[str] = []
         self._last_scope: Any = None
+        self._in_call = False  # a call's scope is open (begin_call_scope): the others are not pushed
+        self._launch_owners: deque = deque()  # submit_launch's owners, oldest first
+        self._on_launch_scope = create_proxy(self._launch_scope_closed)
+        self.on_launch_refused: Any = None  # set by the device: (owner, message) -> None
         self._on_scope = create_proxy(self._scope_closed)
         # Why the device was lost, once its ``lost`` promise resolves (a GPU watchdog, destroy()).
         self._lost: str | None = None
@@ -107,10 +114,55 @@ class BrowserShim:
             self._errors.append(_message(error))
 
     def _push_scope(self) -> None:
-        self.gpu.pushErrorScope("validation")
+        if not self._in_call:  # inside a call's scope, its errors are the call's
+            self.gpu.pushErrorScope("validation")
 
     def _pop_scope(self) -> None:
-        self._last_scope = self.gpu.popErrorScope().then(self._on_scope)
+        if not self._in_call:
+            self._last_scope = self.gpu.popErrorScope().then(self._on_scope)
+
+    def submit_launch(self, encoder: Any, owner: Any) -> None:
+        """:meth:`submit` for a call's launch after its first: its error, if WebGPU reports one,
+        goes to ``on_launch_refused(owner, message)`` (the device's), not to :meth:`reported_error`.
+        The scopes close in order, so the owners wait in a queue."""
+        self.gpu.pushErrorScope("validation")
+        try:
+            self.queue.submit(to_js([encoder.finish()]))
+        finally:
+            self._launch_owners.append(owner)
+            self.gpu.popErrorScope().then(self._on_launch_scope)
+
+    def _launch_scope_closed(self, error: Any) -> None:
+        owner = self._launch_owners.popleft()
+        if not _absent(error) and self.on_launch_refused is not None:
+            self.on_launch_refused(owner, _message(error))
+
+    def begin_call_scope(self) -> None:
+        """Open one call's error scope: every error of the calls made until :meth:`end_call_scope`
+        (binding, encoding, submitting its launch) is caught there, none in the scopes that
+        :meth:`reported_error` reads."""
+        self.gpu.pushErrorScope("validation")
+        self._in_call = True
+
+    def end_call_scope(self) -> Any:
+        """Close the call's scope: the promise of its GPUError (or null)."""
+        self._in_call = False
+        return self.gpu.popErrorScope()
+
+    async def scope_error(self, scope: Any) -> str | None:
+        """WebGPU's message for a call's scope (:meth:`end_call_scope`), or None."""
+        error = await scope
+        return None if _absent(error) else _message(error)
+
+    def report_scope(self, scope: Any) -> None:
+        """A call's scope nobody awaited: its error goes to :meth:`reported_error`, as any scope's."""
+        handled = scope.then(self._on_scope)
+        self._last_scope = handled if self._last_scope is None else js.Promise.all(to_js([self._last_scope, handled]))
+
+    def buffer_problem(self, buffer: Any) -> None:
+        """Always None: a GPUBuffer tells neither its device nor whether it was destroyed; the
+        call's error scope catches both."""
+        return None
 
     async def reported_error(self) -> str | None:
         if self._last_scope is not None:

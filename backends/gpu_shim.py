@@ -116,6 +116,30 @@ class GPUShim(Protocol):
         """The first error the GPU reported since the last call, once every submission so far has
         been checked, or None; forgets the others. None always where errors raise at the call."""
 
+    def buffer_problem(self, buffer: Any) -> str | None:
+        """Why WebGPU would refuse to bind the call's ``buffer`` where its size and usage do not
+        show it and the shim can tell at once: another device's buffer, a destroyed one (natively);
+        None otherwise (always, in a browser: the call's error scope catches those)."""
+
+    # Optional, where errors are reported later (a browser): ``submit_launch(encoder, owner)``
+    # submits a call's launch after its first, and WebGPU's error for it, if any, is handed to
+    # ``on_launch_refused(owner, message)`` (set by the device), never to reported_error().
+
+    def begin_call_scope(self) -> None:
+        """Catch the errors of one call's launch apart from all others, until
+        :meth:`end_call_scope` (a browser's error scope, with the shim's own scopes held back
+        meanwhile). Nothing where errors raise at the call."""
+
+    def end_call_scope(self) -> Any:
+        """Close the call's scope: what :meth:`scope_error` awaits, or None where errors raised at
+        the call (natively)."""
+
+    async def scope_error(self, scope: Any) -> str | None:
+        """WebGPU's message for the call's scope, once its work was validated, or None."""
+
+    def report_scope(self, scope: Any) -> None:
+        """A call's scope nobody awaited: its error goes to :meth:`reported_error` like the rest."""
+
     def lost(self) -> str | None:
         """Why the device was lost (its reason and message), or None while it is not."""
 

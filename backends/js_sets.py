@@ -38,11 +38,11 @@ import json
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from wgtune.args import Args
-from wgtune.errors import ConfigError, WgtuneError
+from wgtune.errors import ConfigError, LaunchRefused, WgtuneError
 from wgtune.key import Key
 from wgtune.results import result_to_json
 from wgtune.search import Search
@@ -344,23 +344,49 @@ class JsSet:
         return answer
 
     def check(self, call: Any) -> str:
-        """The call's key's state; on a miss the tune starts (on the event loop) and this says Pending."""
+        """The call's key's state; on a miss the tune starts (on the event loop) and this says Pending.
+        A call whose buffers WebGPU would refuse (``Device.check_call``) is LaunchRefused, not tuned."""
         args = self.args(call)
         tuner = self.session.tuner
         key = tuner.key(self.tunables, args)
         if not isinstance(tuner.fastest(self.tunables, key), Hit):
+            try:  # a call WebGPU would refuse is not tuned: its error is the caller's
+                tuner.device.check_call(self.tunables.for_key(key).candidates[0], args)
+            except LaunchRefused as error:
+                raise LaunchRefused(f"set {self.name!r} [{key}]: {error}") from None
             state = tuner.check_tune(self.tunables, key, args)
             if isinstance(state, Pending):
                 self.session.notify_pending(self.name, key)
         return json.dumps(self._answer(key))
 
-    def execute(self, call: Any) -> str:
+    def execute(self, call: Any) -> str | Awaitable[str]:
         """Run the key's winner on the call (the fallback while it is Pending, starting a tune on
-        a miss); which ran. Synchronous, although JavaScript gets a promise of it: the launch is
-        encoded (or recorded into an open batch, ``web/batch.js``) before ``set.execute`` returns."""
+        a miss); which ran. The launch is encoded (or recorded into an open batch,
+        ``web/batch.js``) before this returns; JavaScript gets a promise of the answer.
+
+        A launch WebGPU refuses is this call's LaunchRefused: raised here where the call's
+        buffers or grid show it; for the call's first launch on its buffers, where only WebGPU
+        can tell (a destroyed buffer, another device's), the answer is an awaitable instead,
+        which raises WebGPU's refusal once its error scope closes (``set.execute`` awaits it).
+        Its launches after that one answer at once."""
         args = self.args(call)
-        kernel = self.session.tuner.execute(self.tunables, args)
-        return json.dumps({**self._answer(self.session.tuner.key(self.tunables, args)), "ran": kernel.name})
+        tuner = self.session.tuner
+        kernel = tuner.execute(self.tunables, args)
+        key = tuner.key(self.tunables, args)
+        take = getattr(tuner.device, "take_launch_scope", None)
+        scope = take(args) if take is not None else None
+        if scope is None:
+            return json.dumps({**self._answer(key), "ran": kernel.name})
+        return self._after_scope(scope, key, kernel.name)
+
+    async def _after_scope(self, scope: Awaitable[None], key: Key, ran: str) -> str:
+        """The answer of a call's first launch, once WebGPU validated it; its refusal raised as
+        LaunchRefused naming the set and key."""
+        try:
+            await scope
+        except LaunchRefused as error:
+            raise LaunchRefused(f"set {self.name!r} [{key}]: {error}") from None
+        return json.dumps({**self._answer(key), "ran": ran})
 
     async def settle(self, call: Any, timeout: float = 600.0) -> str:
         """Wait while the call's key is Pending; its state after. A WgtuneError past ``timeout`` s."""

@@ -72,6 +72,7 @@ class WgpuShim:
         self.end = pass_type.end
         self._compilers: ThreadPoolExecutor | None = None  # made on the first compile of several
         self._started: dict[int, tuple[Kernel, Future]] = {}  # compiles begun ahead, by id(kernel)
+        self._probe_layout: Any = None  # buffer_problem's bind group layout, made on first use
         # Read back to wait for the queue (see the module's docstring).
         self._sync_buffer = device.create_buffer(size=16, usage=self.STORAGE | self.COPY_SRC | self.COPY_DST)
 
@@ -188,6 +189,41 @@ class WgpuShim:
             return self.device.create_bind_group(layout=layout, entries=entries)
         except Exception as error:
             raise KernelError(_clean(error)) from None
+
+    def buffer_problem(self, buffer: Any) -> str | None:
+        """Another device's buffer (wgpu-py keeps each buffer's device), or a destroyed one: a
+        probe bind group over its first word, which wgpu-core refuses at once for a destroyed
+        buffer (wgpu-py itself does not tell). Only STORAGE buffers of a whole word or more are
+        probed: the device checked usage and size first."""
+        owner = getattr(buffer, "_device", None)
+        if owner is not None and owner is not self.device:
+            return "the buffer belongs to another GPUDevice"
+        if not int(buffer.usage) & self.STORAGE or buffer.size < 4:
+            return None
+        if self._probe_layout is None:
+            self._probe_layout = self.device.create_bind_group_layout(entries=[{
+                "binding": 0, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": "read-only-storage"}}])
+        try:
+            self.device.create_bind_group(layout=self._probe_layout, entries=[
+                {"binding": 0, "resource": {"buffer": buffer, "offset": 0, "size": 4}}])
+        except Exception as error:
+            text = _clean(error)
+            return "the buffer was destroyed" if "destroyed" in text else text
+        return None
+
+    # A call's launch: wgpu-py raises at the call, so there is no scope to keep.
+
+    def begin_call_scope(self) -> None:
+        return None
+
+    def end_call_scope(self) -> None:
+        return None
+
+    async def scope_error(self, scope: Any) -> str | None:
+        return None
+
+    def report_scope(self, scope: Any) -> None:
+        return None
 
     # -- commands ---------------------------------------------------------------------------
 

@@ -7,7 +7,11 @@ Prints, measured side by side in one run:
    on a null device whose dispatch does nothing, so that only wgtune's own work is timed
    (target <= 3 us): with the same Args again (its key and grid are kept in ``args.cache``
    after the first call), and with a new Args each call (the key function and the grid run);
-3. for scale, the same pair on the real adapter (wgpu-py), where the dispatch itself dominates.
+3. what a call's launch costs the WebGPU device over a bare dispatch on a hit
+   (``WebGPUDevice.launch``, which checks a call's first launch and keeps WebGPU's refusals the
+   call's, against ``WebGPUDevice.dispatch``), on a shim whose GPU calls do nothing
+   (target <= 1 us);
+4. for scale, the same pair as 2. on the real adapter (wgpu-py), where the dispatch itself dominates.
 
 Each figure is the median of ``ROUNDS`` rounds of ``CALLS`` calls, the two sides of a pair
 interleaved round by round (alternating which goes first) so that drift hits both alike.
@@ -65,6 +69,81 @@ class NullDevice(Device):
 
     async def read_buffer(self, buffer):
         return b""
+
+
+class _NullBuffer:
+    def __init__(self, size: int, usage: int) -> None:
+        self.size, self.usage = size, usage
+
+
+class NullShim:
+    """A GPU whose calls do nothing, under the real ``WebGPUDevice``: isolates the device
+    algorithm's own Python per launch."""
+
+    MAP_READ, COPY_SRC, COPY_DST, UNIFORM, STORAGE, QUERY_RESOLVE = 1, 4, 8, 64, 128, 512
+
+    def create_buffer(self, size, usage):
+        return _NullBuffer(size, usage)
+
+    def write_buffer(self, buffer, offset, data):
+        return None
+
+    async def compile_module(self, kernel):
+        return kernel.name, "layout"
+
+    def create_bind_group(self, layout, entries):
+        return ("group", layout)
+
+    def bind_group_layout(self, pipeline, index):
+        return "layout"
+
+    def create_command_encoder(self):
+        return []
+
+    def begin_compute_pass(self, encoder, *, timestamp_writes=None):
+        return encoder
+
+    @staticmethod
+    def set_pipeline(compute, pipeline):
+        return None
+
+    @staticmethod
+    def set_bind_group(compute, index, group):
+        return None
+
+    @staticmethod
+    def dispatch_workgroups(compute, x, y, z):
+        return None
+
+    @staticmethod
+    def end(compute):
+        return None
+
+    def submit(self, encoder):
+        return None
+
+    def buffer_problem(self, buffer):
+        return None
+
+    def begin_call_scope(self):
+        return None
+
+    def end_call_scope(self):
+        return None
+
+
+def device_launch_overhead() -> tuple[float, float]:
+    """``WebGPUDevice.dispatch`` and ``WebGPUDevice.launch`` of a compiled candidate on a hit
+    (the call's bind groups made), per call, on :class:`NullShim`."""
+    from wgtune.backends.webgpu import WebGPUDevice
+
+    device = WebGPUDevice(NullShim(), timestamps=False)
+    kernel = make_set().candidates[0]
+    pipeline = run_inline(device.compile(kernel))
+    args = Args((device.create_buffer(size=4 << 20),), (1 << 20,))
+    grid = kernel.grid(args)
+    device.launch(pipeline, args, grid)  # the call's first launch: checked, its bind groups made
+    return paired(lambda: device.dispatch(pipeline, args, grid), lambda: device.launch(pipeline, args, grid), CALLS)
 
 
 def make_set() -> TunableSet:
@@ -146,6 +225,10 @@ def main() -> None:
     print(f"  execute() overhead over direct:     {null['overhead'] * 1e6:7.3f} us   (target <= 3 us)")
     print(f"    the same, a new Args each call:   {null['overhead_new_args'] * 1e6:7.3f} us   (target <= 3 us; "
           "the key function and the grid run)")
+    dispatch, launch = device_launch_overhead()
+    print(f"  WebGPUDevice.dispatch on a hit:     {dispatch * 1e6:7.3f} us   (a shim that does nothing)")
+    print(f"  WebGPUDevice.launch over dispatch:  {(launch - dispatch) * 1e6:7.3f} us   (target <= 1 us; what "
+          "execute's launch adds to keep a refused launch the call's)")
     try:
         from wgtune.backends.native import NativeDevice
 

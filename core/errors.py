@@ -7,6 +7,9 @@ caller must act on is raised, each as a subclass of :class:`WgtuneError`:
 - :class:`NoValidKernelFound`: every candidate of a tune failed; it carries each one's reason;
 - :class:`KernelError`: raised by a backend for one candidate (compile or launch); the core turns
   it into a :class:`Launch` value;
+- :class:`LaunchRefused` (a KernelError): WebGPU refuses to launch a candidate on a call's own
+  buffers or grid; raised by ``Tuner.execute`` for that call (in a tune, a Launch value like any
+  KernelError);
 - :class:`ConfigError`: a bad setting or argument, named;
 - :class:`StoreError`: a stored document that cannot be read as what it claims to be;
 - :class:`TuneFailed`: a tune stopped for a reason outside any one candidate;
@@ -29,6 +32,7 @@ __all__ = [
     "InvalidSamples",
     "KernelError",
     "Launch",
+    "LaunchRefused",
     "Mismatch",
     "NoValidKernelFound",
     "Skip",
@@ -116,6 +120,18 @@ class WgtuneError(Exception):
 
 class KernelError(WgtuneError):
     """One candidate could not be compiled or launched (raised by backends, caught by the core)."""
+
+
+class LaunchRefused(KernelError):
+    """WebGPU refuses to launch a candidate on the call's buffers: a buffer without STORAGE usage
+    (UNIFORM for a uniform), smaller than its binding needs or not whole 4-byte words, destroyed,
+    made by another GPUDevice, or a grid over the device's workgroups per dimension. The message
+    names the binding where wgtune can tell which (``launch_check.py``), else gives WebGPU's own
+    words and the bindings of the launch.
+
+    An error of the call that caused it, never of a later one: ``Tuner.execute`` raises it (the
+    browser's ``set.execute`` rejects with it), and nothing of it is left for another call or
+    tune to find. In a tune it is the candidate's :class:`Launch` value, like any KernelError."""
 
 
 class ConfigError(WgtuneError, ValueError):

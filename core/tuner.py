@@ -38,7 +38,7 @@ from .cache import TuneCache
 from .config import Config, LogLevel
 from .coordinator import Coordinator, WinnerFromElsewhere
 from .device import Device
-from .errors import ConfigError, KernelError, Timeout, WgtuneError, tune_failure
+from .errors import ConfigError, KernelError, LaunchRefused, Timeout, WgtuneError, tune_failure
 from .events import TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key, KeyMemo
 from .log import TuneLog, logger, show_log_on_stderr
@@ -137,12 +137,23 @@ class Tuner:
 
         While the key is Pending (a tune in the event loop, or in another thread), the set's
         fallback runs instead.
+
+        A launch WebGPU refuses (a buffer without STORAGE usage, too small, destroyed, of another
+        device; a grid over the device's limit) raises LaunchRefused, naming the set, the key
+        and the binding: before any tune, where the call's buffers already show it
+        (``Device.check_call``), else at the launch (``Device.launch``). Nothing of it is left
+        for a later call or tune.
         """
         key = self.keys.key(tunables, args)
         if tunables.specialize is not None:
             tunables = tunables.for_key(key)
         state = self.fastest(tunables, key)
         if state.__class__ is not Hit:
+            if not self.config.dry_run:  # a call WebGPU refuses is the call's error, not a tune's
+                try:
+                    self.device.check_call(tunables.candidates[0], args)
+                except LaunchRefused as error:
+                    raise LaunchRefused(f"set {tunables.name!r} [{key}]: {error}") from None
             state = self.check_tune(tunables, key, args)
         index = state.index if state.__class__ is Hit else self.pipelines.fallback(tunables)
         pipeline = self._compiled.get((tunables.name, index))
@@ -154,7 +165,10 @@ class Tuner:
             grid = args.cache.get(kernel.grid)
             if grid is None:
                 grid = args.cache[kernel.grid] = kernel.grid(args)
-            self.device.dispatch(pipeline, args, grid)
+            try:
+                self.device.launch(pipeline, args, grid)
+            except LaunchRefused as error:
+                raise LaunchRefused(f"set {tunables.name!r} [{key}]: {error}") from None
         return kernel
 
     def batch(self) -> Batch:

@@ -243,3 +243,124 @@ def test_a_batch_of_javascript_launches_is_one_submission_and_gives_what_they_gi
     assert answer["thrown"] == "the app's own failure" and answer["afterThrow"] == 1, answer
     assert log.errors == []
     page.close()
+
+
+# Launches WebGPU refuses (issue 25): each execute rejects with what was wrong, naming the binding
+# or giving WebGPU's words, and nothing of it reaches another call or set.
+REFUSED = r"""
+async () => {
+  const wgtune = window.wgtune;
+  const device = wgtune.device;
+  const source = `
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(2) var<uniform> p: vec4<u32>;
+override WG: u32 = 64u;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < p.x) { out[g.x] = 2.0 * x[g.x]; } }`;
+  const define = (name, key = () => ({ shape: "any" })) => wgtune.defineSet({
+    name, key,  // by default every call one key: after the first tune, each is a hit
+    candidates: [64, 128].map((wg) => ({ name: `wg${wg}`, wgsl: source, constants: { WG: wg },
+                                         grid: (call) => [Math.ceil(call.params[0] / wg)] })),
+  });
+  const n = 256;
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+  const buffer = (size, on = device, bits = usage) => on.createBuffer({ size, usage: bits });
+  const attempt = async (action) => {
+    try {
+      return { resolved: await action() };
+    } catch (error) {
+      return { message: error.message, type: error.pythonType ?? null };
+    }
+  };
+  const set = await define("js_refused");
+  const good = { buffers: { x: buffer(16 * n), out: buffer(16 * n) }, params: [n] };
+  set.check(good);
+  const tuned = await set.settle(good);
+
+  const other = await (await navigator.gpu.requestAdapter()).requestDevice();
+  const destroyed = buffer(16 * n);
+  destroyed.destroy();
+  const tooMany = 128 * (device.limits.maxComputeWorkgroupsPerDimension + 1);
+  const calls = {
+    noStorage: { x: buffer(16 * n), out: buffer(16 * n, device, GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST) },
+    sixBytes: { x: buffer(6), out: buffer(16 * n) },
+    destroyed: { x: buffer(16 * n), out: destroyed },
+    otherDevice: { x: buffer(16 * n), out: buffer(16 * n, other) },
+  };
+  const refused = {};
+  for (const [name, buffers] of Object.entries(calls)) {
+    const call = { buffers, params: [n] };
+    refused[name] = [await attempt(() => set.execute(call)), await attempt(() => set.execute(call))];
+  }
+  refused.grid = [await attempt(() => set.execute({ buffers: good.buffers, params: [tooMany] }))];
+  const goodAgain = await attempt(() => set.execute(good));
+
+  // A destroyed buffer on a key never tuned (its set's fallback compiled by a first tune): the
+  // call is refused; the key's tune, started meanwhile on wgtune's own copies, ends either way.
+  const fresh = await define("js_refused_miss", (call) => ({ n: call.params[0] }));
+  const first = { buffers: { x: buffer(16 * n), out: buffer(16 * n) }, params: [n] };
+  fresh.check(first);
+  await fresh.settle(first);
+  const missCall = { buffers: { x: buffer(16 * n), out: destroyed }, params: [n / 2] };
+  const miss = await attempt(() => fresh.execute(missCall));
+  const missSettled = await fresh.settle(missCall);
+  const missAgain = await attempt(() => fresh.execute(missCall));
+  const checkRefused = await attempt(() => fresh.check({ buffers: calls.noStorage, params: [n / 4] }));
+
+  // A buffer destroyed after its call's first launch: WebGPU says so once that execute resolved, so
+  // the call's next execute is refused for it (and no tune hears of it).
+  const later = { buffers: { x: buffer(16 * n), out: buffer(16 * n) }, params: [n] };
+  const beforeDestroy = await attempt(() => set.execute(later));
+  later.buffers.out.destroy();
+  const afterDestroy = await attempt(() => set.execute(later));
+  await device.queue.onSubmittedWorkDone();
+  await new Promise((resolve) => setTimeout(resolve, 50));  // the submission's error scope has closed
+  const nextAfterDestroy = await attempt(() => set.execute(later));
+
+  // Another set, tuned after all that: untouched by any of it.
+  const unrelated = await define("js_refused_unrelated");
+  const call = { buffers: { x: buffer(16 * n), out: buffer(16 * n) }, params: [n] };
+  unrelated.check(call);
+  const unrelatedSettled = await unrelated.settle(call);
+  const unrelatedRan = await attempt(() => unrelated.execute(call));
+  other.destroy();
+  return { tuned, refused, goodAgain, beforeDestroy, afterDestroy, nextAfterDestroy, miss, missSettled, missAgain,
+           checkRefused, unrelatedSettled, unrelatedRan };
+}
+"""
+
+
+def test_a_launch_webgpu_refuses_rejects_that_execute_and_no_later_tune(browser):
+    page, log = browser.open()
+    answer = page.evaluate(REFUSED)
+    assert answer["tuned"]["state"] == "Hit", answer["tuned"]
+    refused = answer["refused"]
+    for name, attempts in refused.items():
+        for attempt in attempts:
+            assert attempt.get("type") == "LaunchRefused", (name, attempt)
+            assert attempt["message"].startswith("set 'js_refused' [shape=any]: "), (name, attempt)
+    no_storage, six_bytes, destroyed, other_device = (refused[name][0]["message"] for name in
+                                                      ("noStorage", "sixBytes", "destroyed", "otherDevice"))
+    assert "binding 1 'out' (@group(0) @binding(1))" in no_storage and "lacks STORAGE usage" in no_storage
+    assert "binding 0 'x' (@group(0) @binding(0))" in six_bytes and "has 6 bytes, the binding needs at least 16" \
+        in six_bytes
+    for message in (destroyed, other_device):  # WebGPU's own words, with the launch's bindings
+        assert "WebGPU refused candidate 'wg" in message and "'out' at @group(0) @binding(1)" in message, message
+    assert "destroyed" in destroyed.lower(), destroyed
+    assert "exceeds a device limit: dispatch of" in refused["grid"][0]["message"]
+    assert answer["goodAgain"]["resolved"]["ran"] == answer["tuned"]["winner"]
+    assert answer["beforeDestroy"]["resolved"]["ran"] == answer["tuned"]["winner"]
+    assert "resolved" in answer["afterDestroy"]  # WebGPU tells only later, and then for the call's next launch
+    assert answer["nextAfterDestroy"].get("type") == "LaunchRefused", answer["nextAfterDestroy"]
+    assert "destroyed" in answer["nextAfterDestroy"]["message"]
+    assert answer["miss"].get("type") == "LaunchRefused" and "destroyed" in answer["miss"]["message"].lower()
+    assert answer["missSettled"]["state"] in ("Hit", "Miss"), answer["missSettled"]  # settled, however
+    assert answer["missAgain"].get("type") == "LaunchRefused" and "destroyed" in answer["missAgain"]["message"]
+    assert answer["checkRefused"].get("type") == "LaunchRefused", answer["checkRefused"]  # refused, not tuned
+    assert "lacks STORAGE usage" in answer["checkRefused"]["message"]
+    assert answer["unrelatedSettled"]["state"] == "Hit", answer["unrelatedSettled"]
+    assert "failure" not in answer["unrelatedSettled"]
+    assert answer["unrelatedRan"]["resolved"]["ran"] == answer["unrelatedSettled"]["winner"]
+    assert log.errors == []
+    page.close()

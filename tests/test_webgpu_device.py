@@ -164,6 +164,23 @@ class RecordingShim:
         self._call("now")
         return self.clock.pop(0)
 
+    # A call's launch: errors raise at the call here, as natively.
+
+    def buffer_problem(self, buffer: Buffer) -> str | None:
+        return "the buffer was destroyed" if getattr(buffer, "destroyed", False) else None
+
+    def begin_call_scope(self) -> None:
+        self._call("begin_call_scope")
+
+    def end_call_scope(self) -> None:
+        self._call("end_call_scope")
+
+    async def scope_error(self, scope: Any) -> str | None:
+        return None
+
+    def report_scope(self, scope: Any) -> None:
+        return None
+
 
 def stage(name: str, workgroups: int) -> Kernel:
     return Kernel(name, f"// {name}", grid=lambda args: (workgroups, 1, 1))

@@ -57,6 +57,25 @@ export async function defineSet(api, spec) {
     }
   };
   const settle = later("settle");
+  // The launch is encoded before execute returns (a batch records it); its answer is JSON text, or
+  // for a call's first launch on its buffers a Python awaitable of it, which rejects when WebGPU
+  // refused the launch (its error scope: backends/js_sets.py).
+  const execute = async (call) => {
+    let answer;
+    try {
+      answer = handle.execute(checkedCall(name, call));
+    } catch (error) {
+      throw pythonError(error);
+    }
+    if (typeof answer !== "string") {
+      try {
+        answer = await answer;
+      } catch (error) {
+        throw pythonError(error);
+      }
+    }
+    return JSON.parse(answer);
+  };
   return {
     name,
     /** The candidates' names, in the set's order (candidate 0 is the fallback). */
@@ -64,8 +83,12 @@ export async function defineSet(api, spec) {
     /** The call's state: {state: "Hit", winner} or {state: "Pending"} (a tune just started). */
     check: sync("check"),
     /** Run the winner on the call's buffers (the fallback while Pending); {ran, state, ...}. The
-     *  launch is encoded before this returns: inside wgtune.batch it is recorded into the batch. */
-    execute: later("execute"),
+     *  launch is encoded before this returns: inside wgtune.batch it is recorded into the batch.
+     *  Rejects (pythonType "LaunchRefused") when WebGPU refuses the launch: a buffer without
+     *  STORAGE usage, too small, destroyed, of another GPUDevice, or a grid over the device's
+     *  limit; the message names the set, the binding or WebGPU's words. That error is this
+     *  call's alone: nothing of it reaches a later call or tune. */
+    execute,
     /** Wait until the call's key is no longer Pending ({timeout} s, default 600); its state. */
     settle: (call, { timeout = 600 } = {}) => settle(call, timeout),
     /** Every candidate's result for the call's key (median, samples, or failure and reason), or null. */
