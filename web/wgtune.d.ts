@@ -169,9 +169,18 @@ export interface TunableSetHandle {
   readonly name: string;
   /** The candidates' names, in the set's order (candidate 0 is the fallback). */
   readonly candidates: string[];
-  /** The call's state; on a miss the tune starts and this says Pending. */
+  /**
+   * The call's state; on a miss the tune starts and this says Pending. Throws a LaunchRefused
+   * error (see execute) for a call whose buffers WebGPU would refuse, instead of tuning it.
+   */
   check(call: Call): KeyAnswer;
-  /** Run the winner on the call (the fallback while Pending). */
+  /**
+   * Run the winner on the call (the fallback while Pending); the launch is encoded before this
+   * returns. Rejects with an Error whose pythonType is "LaunchRefused" when WebGPU refuses the
+   * launch (a buffer without STORAGE usage, too small, destroyed, of another GPUDevice; a grid over
+   * maxComputeWorkgroupsPerDimension): the message names the set, the key and the binding, or
+   * gives WebGPU's words. That error belongs to this call: no later call or tune sees it.
+   */
   execute(call: Call): Promise<KeyAnswer & { ran: string }>;
   /** Wait until the call's key is no longer Pending. */
   settle(call: Call, options?: { timeout?: number }): Promise<KeyAnswer>;
