@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from wgtune.args import Args
+from wgtune.checks import TypedValues
 from wgtune.errors import ConfigError, LaunchRefused, WgtuneError
 from wgtune.key import Key
 from wgtune.results import result_to_json
@@ -210,9 +211,34 @@ def _reference(fn: Any, calls: _Calls, set_name: str) -> Callable:
     def reference(inputs: list[bytes], params: tuple) -> Sequence[Any]:
         view = calls.view(Args(tuple(_Sized(len(data)) for data in inputs), params))
         answer = fn(view, calls.to_js([memoryview(data) for data in inputs]))
-        return [bytes(_plain(item)) if not isinstance(item, (bytes, bytearray)) else item for item in _plain(answer)]
+        # Each output as JavaScript gave it: ``to_py`` on the whole answer would make every typed
+        # array a memoryview first, losing the name that says its element type (``_expected``).
+        return [_expected(item) for item in (answer if _is_js_array(answer) else _plain(answer))]
 
     return reference
+
+
+# A typed array's element type, so that a Float32Array given for a u32 output is an error, not bytes
+# read as something else (``checks.as_bytes``).
+_TYPED_ARRAYS = {"Float32Array": "f", "Float64Array": "d", "Float16Array": "e", "Int32Array": "i",
+                 "Uint32Array": "I", "Int16Array": "h", "Uint16Array": "H", "Int8Array": "b", "Uint8Array": "B"}
+
+
+def _is_js_array(value: Any) -> bool:
+    """Whether ``value`` is a JavaScript Array (a proxy whose items stay JavaScript values)."""
+    return hasattr(value, "to_py") and str(getattr(getattr(value, "constructor", None), "name", "")) == "Array"
+
+
+def _expected(item: Any) -> Any:
+    """One output of a JavaScript reference: a typed array as :class:`~wgtune.checks.TypedValues`
+    of its element type, an ArrayBuffer or bytes as bytes, a plain array of numbers as it is."""
+    typecode = _TYPED_ARRAYS.get(str(getattr(getattr(item, "constructor", None), "name", "")))
+    plain = _plain(item)
+    if typecode is not None:
+        return TypedValues(typecode, bytes(plain))
+    if isinstance(plain, (list, tuple)):
+        return plain
+    return bytes(plain)
 
 
 class _Sized:

@@ -167,6 +167,15 @@ def test_a_wrong_candidate_0_is_said_in_the_tune_and_is_the_fallback_no_more(pag
                                           "the 3 candidates that agree"), finished
     [item] = answer["records"]
     assert item["record"]["warning"] == finished["warning"]
+    # The page says it to a person: the wrong candidate's row in the chart, the warning over it and
+    # under the tune's record (the chart follows the latest tune and is drawn on the next frame).
+    page.wait_for_function("""() => document.querySelector('#chart .chart-title')?.textContent
+        === 'checks_default_wrong/n=1000' && !!document.querySelector('#chart g[data-status="mismatch"]')""")
+    row = page.locator('#chart g[data-candidate="quarter"]')
+    assert row.get_attribute("data-status") == "mismatch"
+    assert "Wrong output (Mismatch): disagrees with the 3 candidates that agree" in row.text_content()
+    assert page.locator("#chart .chart-warning").text_content() == f"⚠ {finished['warning']}"
+    assert page.locator("#records tr.record-warning").filter(has_text="candidate 0 (quarter)").count() == 1
     # The same set (its name, its candidates) on a key not tuned yet: the fallback runs, and it is not quarter.
     later = page.evaluate(FALLBACK_ON_A_NEW_KEY, {"name": "checks_default_wrong", "n": 640})
     assert later["ran"]["state"] == "Pending" and later["ran"]["ran"] == "wg64", later["ran"]
@@ -205,6 +214,6 @@ def test_the_checks_setting_turns_them_off_as_loadWgtune_reads_it(page):
       const { pyodide } = window.wgtune;
       const pageConfig = pyodide.pyimport("wgtune.backends.page").page_config;
       const of = (settings) => pageConfig(pyodide.toPy(settings)).checks;
-      return { off: of({ checks: 0 }), on: of({}), text: of({ checks: "0" }) };
+      return { off: of({ checks: 0 }), on: of({}), text: of({ checks: "0" }), no: of({ checks: false }) };
     }""")
-    assert checks == {"off": False, "on": True, "text": False}
+    assert checks == {"off": False, "on": True, "text": False, "no": False}

@@ -48,15 +48,17 @@ function chartModel(id) {
   const tune = ui.tunes.get(id);
   const state = ui.states.get(id);
   const live = tune && (tune.phase !== "done" || !state?.results?.length);
+  // This page's tune found the set's default wrong: said over its results, live or stored.
+  const warning = tune?.phase === "done" ? tune.warning : null;
   if (live) {
     return {
-      title: id, subtitle: phaseText(tune), winner: tune.winner, results: tune.results.filter(Boolean),
+      title: id, subtitle: phaseText(tune), warning, winner: tune.winner, results: tune.results.filter(Boolean),
       empty: "Waiting for the first candidate's result…",
     };
   }
   if (state?.results?.length) {
     return {
-      title: id, subtitle: `${state.state}: winner ${state.winner} (stored results)`, winner: state.winner,
+      title: id, subtitle: `${state.state}: winner ${state.winner} (stored results)`, warning, winner: state.winner,
       results: state.results,
     };
   }

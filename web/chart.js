@@ -2,11 +2,13 @@
 // loads nothing from outside). A bar is the candidate's median time, a whisker its min..max
 // spread; a candidate eliminated early (after a sample or two) has a pale dashed bar and a "~"
 // median, since so few samples only say it lost; a failed candidate is a marked row with its
-// error type and reason. What to draw comes
+// error type and reason, and one the output checks found wrong (a Mismatch: it ran, fast perhaps,
+// and computed a wrong answer) a row of its own, marked "≠", so it is not read as a crash. A
+// tune's warning (the set's default was wrong) is said above the rows. What to draw comes
 // in as a model (candidates.js builds it), so this file knows nothing of keys, tunes or state;
 // the wording of times and failures is format.js's, shared with the panels.
 
-import { earlyText, failureText, formatNumber, formatSeconds, plural, unitFor } from "/format.js";
+import { earlyText, failureText, formatNumber, formatSeconds, isMismatch, plural, unitFor } from "/format.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -44,8 +46,9 @@ function clip(text, width) {
   return text.length > room ? `${text.slice(0, room - 1)}…` : text;
 }
 
-/** What a row of `result` is: "failed" for an error, "winner" or "ok" for a timing. */
+/** What a row of `result` is: "mismatch" for a wrong output, "failed" for another error, "winner" or "ok". */
 export function statusOf(result, winner) {
+  if (isMismatch(result)) return "mismatch";
   if (result.error) return "failed";
   return result.name === winner ? "winner" : "ok";
 }
@@ -56,7 +59,7 @@ function isTimed(result) {
 
 /**
  * Draw `model` into `container` (replacing what it held):
- *   { title, subtitle, winner, results: [result…], empty }
+ *   { title, subtitle, warning, winner, results: [result…], empty }
  * where each result is a trial result (a timing or a failure, as the `trial` events and the
  * stored entries carry them). With no results, the `empty` text is shown instead.
  */
@@ -73,6 +76,12 @@ export function renderChart(container, model) {
     subtitle.className = "chart-subtitle muted";
     subtitle.textContent = model.subtitle;
     nodes.push(subtitle);
+  }
+  if (model?.warning) {
+    const warning = document.createElement("p");
+    warning.className = "warning chart-warning";
+    warning.textContent = `⚠ ${model.warning}`;
+    nodes.push(warning);
   }
   // Candidates the plan never ran (a Skip) are listed under the chart, not drawn: with 50 candidates
   // and a plan that stops after its first batch, they would be most of the rows.
@@ -166,8 +175,8 @@ function drawRow(result, winner, x, y) {
   const name = status === "winner" ? `★ ${result.name}` : result.name;
   row.append(el("text", { class: "name", x: LABEL_WIDTH, y: middle + 4, "text-anchor": "end" },
     clip(name, LABEL_WIDTH - 8)));
-  if (status === "failed") {
-    drawFailure(row, result, middle);
+  if (status === "failed" || status === "mismatch") {
+    drawFailure(row, result, middle, status === "mismatch");
   } else if (isTimed(result)) {
     drawTiming(row, result, x, middle);
   } else {
@@ -200,15 +209,19 @@ function drawTiming(row, result, x, middle) {
     (early ? `; ${early}` : "")));
 }
 
-function drawFailure(row, result, middle) {
+function drawFailure(row, result, middle, wrong) {
   const text = failureText(result);
-  const cross = el("g", { class: "cross" });
   const [cx, r] = [PLOT_LEFT + 6, 4.5];
-  cross.append(el("line", { x1: cx - r, x2: cx + r, y1: middle - r, y2: middle + r }));
-  cross.append(el("line", { x1: cx - r, x2: cx + r, y1: middle + r, y2: middle - r }));
-  row.append(cross);
+  if (wrong) {
+    row.append(el("text", { class: "unequal", x: cx, y: middle + 5, "text-anchor": "middle" }, "≠"));
+  } else {
+    const cross = el("g", { class: "cross" });
+    cross.append(el("line", { x1: cx - r, x2: cx + r, y1: middle - r, y2: middle + r }));
+    cross.append(el("line", { x1: cx - r, x2: cx + r, y1: middle + r, y2: middle - r }));
+    row.append(cross);
+  }
   row.append(el("text", { class: "reason", x: PLOT_LEFT + 18, y: middle + 4 },
     clip(text, WIDTH - PLOT_LEFT - 24)));
   // The whole reason, however long: a tooltip, and in the row's text for tests and readers.
-  row.append(el("title", {}, `${result.name} failed: ${text}`));
+  row.append(el("title", {}, `${result.name} ${wrong ? "gave a wrong output" : "failed"}: ${text}`));
 }

@@ -15,10 +15,11 @@ import { refreshKeysSoon, selectKey } from "/sync.js";
 
 /**
  * The page's account of one tune: `results[i]` is candidate i's trial result, once it ran;
- * `finished` adds `winner`, `stored`, `confidence` and `shortCircuit`, `failed` the `reason`.
+ * `finished` adds `winner`, `stored`, `confidence`, `shortCircuit`, `judge` (who said which outputs
+ * are right) and `warning` (the set's default was found wrong), `failed` the `reason`.
  */
 function newTune(phase, total = null) {
-  return { phase, total, results: [], winner: null, stored: false, reason: null };
+  return { phase, total, results: [], winner: null, stored: false, reason: null, judge: "", warning: null };
 }
 
 const handlers = {
@@ -55,6 +56,7 @@ const handlers = {
       Object.assign(tune, {
         phase: "done", winner: event.winner, stored: event.stored,
         confidence: event.confidence, shortCircuit: event.short_circuit,
+        judge: event.judge ?? "", warning: event.warning ?? null,
       });
     }
     patchState(event.set, event.key, { state: "Hit", winner: event.winner, failure: undefined });
@@ -83,6 +85,7 @@ const handlers = {
     if (tune?.stored === "pending") {
       tune.stored = event.ok;
       showProgress(id);
+      if (ui.selected === id) scheduleChart(); // its subtitle says "storing…" until now
     }
     if (event.ok) refreshCacheSoon();
   },

@@ -84,9 +84,26 @@ export function earlyText(result) {
   return `eliminated early after ${plural(result.samples?.length ?? 0, "sample")}: its median is unreliable`;
 }
 
-/** "Launch: compile failed: …": a failed candidate's error type and reason. */
+/**
+ * "Launch: compile failed: …": a failed candidate's error type and reason. A Mismatch ran and was
+ * timed like the others but computed a wrong answer (the output checks): said as such, since a
+ * reader takes "failed" for a crash, not for a kernel that is fast and wrong.
+ */
 export function failureText(result) {
-  return result.reason ? `${result.error}: ${result.reason}` : String(result.error);
+  const kind = isMismatch(result) ? "Wrong output (Mismatch)" : String(result.error);
+  return result.reason ? `${kind}: ${result.reason}` : kind;
+}
+
+/** Whether `result` is a candidate the output checks found wrong. */
+export function isMismatch(result) {
+  return result?.error === "Mismatch";
+}
+
+/** Who said which outputs are right in a tune (its `judge`), for a reader; "" when nobody did. */
+export function judgeText(judge) {
+  if (judge === "reference") return "Outputs checked against the set's reference.";
+  if (judge === "agreement") return "Outputs checked by agreement: the largest group of candidates that agree is right.";
+  return "";
 }
 
 /**
@@ -103,7 +120,7 @@ export function phaseText(tune) {
     case "running":
       return tune.total ? `Pending: candidate ${Math.min(done + 1, tune.total)} of ${tune.total}` : "Pending";
     case "done":
-      return `Winner: ${tune.winner} (${tried} of ${tune.total ?? done} candidates tried; ` +
+      return `Winner: ${tune.winner} (${tried} of ${tune.total ?? done} candidates tried${wrongText(tune)}; ` +
         `${tune.stored === "pending" ? "storing…" : tune.stored === true ? "stored" : "not stored"})` +
         (tune.shortCircuit ? `; it met the short-circuit limit` : "") +
         (tune.confidence ? `; confidence vs ${tune.confidence.runner_up}: ${formatConfidence(tune.confidence)}` : "");
@@ -112,4 +129,10 @@ export function phaseText(tune) {
     default:
       return tune.phase;
   }
+}
+
+/** ", 1 wrong output": how many of a tune's candidates the output checks found wrong, if any. */
+function wrongText(tune) {
+  const wrong = tune.results.filter(isMismatch).length;
+  return wrong ? `, ${plural(wrong, "wrong output")}` : "";
 }

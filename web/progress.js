@@ -3,7 +3,7 @@
 // calls `showProgress` as the tune's events arrive.
 
 import { $ } from "/dom.js";
-import { earlyText, failureText, formatSeconds, phaseText, plural } from "/format.js";
+import { earlyText, failureText, formatSeconds, isMismatch, judgeText, phaseText, plural } from "/format.js";
 import { ui } from "/state.js";
 
 /** Redraw the panel if it describes the key `id` (a tune of another key leaves it as it is). */
@@ -17,10 +17,28 @@ export function showProgress(id) {
   const phase = document.createElement("p");
   phase.className = `progress-phase ${tune.phase}`;
   phase.textContent = phaseText(tune);
+  const notes = [];
+  // Once the tune is done: who judged the outputs, and the set's default found wrong, if it was.
+  const judge = tune.phase === "done" ? judgeText(tune.judge) : "";
+  if (judge) notes.push(paragraph("progress-judge muted", judge));
+  if (tune.warning) {
+    // Its first clause ("candidate 0 (x), the set's default, is wrong here"): the panel is narrow,
+    // and the chart beside it says the rest; the whole of it is the tooltip.
+    const warning = paragraph("warning progress-warning", `⚠ ${tune.warning.split(": ")[0]}`);
+    warning.title = tune.warning;
+    notes.push(warning);
+  }
   const list = document.createElement("ol");
   list.className = "progress-trials";
   for (const result of tune.results.filter(Boolean)) list.append(trialItem(result, tune.winner));
-  $("progress").replaceChildren(title, phase, list);
+  $("progress").replaceChildren(title, phase, ...notes, list);
+}
+
+function paragraph(className, text) {
+  const p = document.createElement("p");
+  p.className = className;
+  p.textContent = text;
+  return p;
 }
 
 function trialItem(result, winner) {
@@ -31,7 +49,7 @@ function trialItem(result, winner) {
   name.textContent = result.name;
   const value = document.createElement("span");
   if (result.error) {
-    value.className = "trial-failure";
+    value.className = isMismatch(result) ? "trial-failure mismatch" : "trial-failure";
     value.textContent = failureText(result);
   } else {
     value.className = "trial-time";

@@ -1,6 +1,7 @@
 // The Tune records panel (#records): one row per tune this page ran (or had run before it was
 // ready), as the tuner recorded it. Each record item carries its key's label (the size the keys
-// panel shows, "128x128x128"), so a row is complete the moment it is added.
+// panel shows, "128x128x128"), so a row is complete the moment it is added. A tune that found the
+// set's default (candidate 0) wrong has its warning on a line of its own under its row.
 
 import { $ } from "/dom.js";
 import { describeConfidence, formatConfidence, formatSeconds, keyText } from "/format.js";
@@ -41,6 +42,21 @@ export function addRecord(item) {
   if (record.short_circuit) tr.querySelector(".winner").title = `${record.short_circuit} met the short-circuit limit`;
   if (record.stored === "pending") tr.querySelector(".stored").title = "IndexedDB is still writing it";
   body.append(tr);
+  if (record.warning) body.append(warningRow(record.warning, cells.length));
+}
+
+/** The line under a record's row that says what its checks found wrong (no data-table: not a record row). */
+function warningRow(warning, columns) {
+  const tr = document.createElement("tr");
+  tr.className = "record-warning";
+  const td = document.createElement("td");
+  td.colSpan = columns;
+  const text = document.createElement("p");
+  text.className = "warning";
+  text.textContent = `⚠ ${warning}`;
+  td.append(text);
+  tr.append(td);
+  return tr;
 }
 
 function storedText(stored) {

@@ -19,6 +19,12 @@ export interface TuneSettings {
   min_sample?: number;
   /** Seconds one launch of a candidate may take before it is a Timeout result. */
   time_limit?: number;
+  /**
+   * Output checks (default on): every candidate's outputs are compared, on the GPU, with the
+   * set's reference or, without one, with the other candidates'; a wrong one is a Mismatch and
+   * never wins. 0 (or false) turns them off: then a fast wrong candidate can win.
+   */
+  checks?: 0 | 1 | boolean;
 }
 
 export interface LoadOptions {
@@ -58,6 +64,13 @@ export type WgtuneEvent =
   | { type: "trial"; set: string; key: string; index: number; result: CandidateResult; wall: number }
   | { type: "finished"; set: string; key: string; winner: string; stored: boolean | "pending";
       confidence: unknown; short_circuit: number | null;
+      /** Who said which outputs are right: the set's reference, the candidates' agreement, or "" (unchecked). */
+      judge?: "reference" | "agreement" | "";
+      /**
+       * What the checks found that you should hear of: the set's default (candidate 0) gave a wrong
+       * answer here, so the next candidate is its fallback from now on. null when nothing was.
+       */
+      warning?: string | null;
       /** Another tab tuned it (no tune ran here); announced: heard as it stored it, not waited for. */
       elsewhere?: boolean; announced?: boolean }
   | { type: "failed"; set: string; key: string; reason: string }
@@ -151,8 +164,17 @@ export interface SetSpec {
   outputType?: string | string[];
   atol?: number | number[];
   rtol?: number | number[];
-  /** The expected outputs, one typed array per output, from the inputs' bytes. */
-  reference?: (call: CallView, inputs: Uint8Array[]) => ArrayBufferView[];
+  /**
+   * The expected outputs for the check's inputs (each buffer's bytes, in the call's order): an
+   * array with one typed array per output, of the output's WGSL element type (a Float32Array
+   * for array<f32>, a Uint32Array for array<u32>; a Float32Array for a u32 output fails the tune,
+   * naming the buffer), or plain numbers. Synchronous. Without it the candidates judge each other:
+   * the largest group that agrees is right, a tie fails the tune asking for one.
+   */
+  reference?: (call: CallView, inputs: Uint8Array[]) => Array<
+    Float32Array | Float64Array | Int32Array | Uint32Array | Int16Array | Uint16Array | Int8Array | Uint8Array |
+    ArrayBuffer | number[]
+  >;
   /** For a space too large to try whole: how much of it a tune measures. */
   search?: { strategy?: "model" | "random"; candidates?: number; seconds?: number; seed?: number };
 }
