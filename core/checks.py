@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .args import Args
+from .bindings import binding_plan
 from .comparison import ELEMENT_TYPES, FLOAT_TYPES, Comparison, element_size
 from .device import Device
-from .errors import ConfigError, Mismatch, TuneFailed
+from .errors import ConfigError, KernelError, Mismatch, TuneFailed
 from .output_types import OutputSpec, output_specs
 from .pipelines import PipelineCache
+from .shaders import shader_of
 from .tunable import TunableSet
 
 __all__ = ["MAX_GROUPS", "Agreement", "OutputCheck", "TypedValues", "as_bytes"]
@@ -94,6 +96,7 @@ class OutputCheck:
         self.specs: tuple[OutputSpec, ...] = output_specs(tunables, args)
         # What every check run starts from, copied now: the sampling may write the benchmark's buffers.
         buffers = [device.clone_buffer(buffer) for buffer in args.buffers]
+        self._written = written_buffers(tunables, args)
         for spec in self.specs:
             if spec.poison:
                 buffers[spec.index] = device.create_buffer(bytes([POISON]) * args.buffers[spec.index].size)
@@ -110,13 +113,21 @@ class OutputCheck:
         """``"reference"`` or ``"agreement"``: who decides what is right in this tune."""
         return "reference" if self.tunables.reference is not None else "agreement"
 
-    async def _run(self, index: int) -> list[Any]:
-        """Candidate ``index`` run on a fresh copy of the check's inputs: its output buffers."""
+    def fresh_args(self) -> Args:
+        """A fresh copy of the check's inputs (outputs poisoned) for one candidate to run on: the
+        tune's first launch of a candidate runs on it, so that the check costs no launch of its own.
+        Buffers no candidate can write (bound read-only in every stage) are shared, not copied."""
+        return self.start.with_buffers([
+            self.device.clone_buffer(buffer) if index in self._written else buffer
+            for index, buffer in enumerate(self.start.buffers)])
+
+    async def _run(self, index: int) -> Args:
+        """Candidate ``index`` run on :meth:`fresh_args`."""
         kernel = self.tunables.candidates[index]
         pipeline = await self.pipelines.compile(self.tunables, index)
-        args = self.start.with_buffers([self.device.clone_buffer(buffer) for buffer in self.start.buffers])
+        args = self.fresh_args()
         self.device.dispatch(pipeline, args, tuple(kernel.grid(args)))
-        return [args.buffers[spec.index] for spec in self.specs]
+        return args
 
     async def _compare(self, got: list[Any], want: list[Any], sizes: list[int] | None = None) -> tuple[int, Comparison]:
         """The first output that disagrees and how, else ``(-1, the last comparison)``; ``sizes``:
@@ -131,11 +142,13 @@ class OutputCheck:
                 return slot, comparison
         return -1, comparison
 
-    async def mismatch(self, index: int) -> Mismatch | None:
+    async def mismatch(self, index: int, ran: Args | None = None) -> Mismatch | None:
         """Check candidate ``index`` as it is prepared: against the reference, its verdict (a
         Mismatch, or None); judged by agreement, None (it joins its group; :meth:`judge_all`
-        gives the verdicts once every candidate has run)."""
-        outputs = await self._run(index)
+        gives the verdicts once every candidate has run). ``ran``: the :meth:`fresh_args` the
+        candidate already ran on (its first launch); without it, it is run here."""
+        ran = ran if ran is not None else await self._run(index)
+        outputs = [ran.buffers[spec.index] for spec in self.specs]
         if self.tunables.reference is not None:
             if self.expected is None:
                 self.expected, self._sizes = await self._expected()
@@ -211,6 +224,34 @@ class OutputCheck:
             sizes.append(len(data))
             on_device.append(self.device.create_buffer(data))
         return on_device, sizes
+
+
+def written_buffers(tunables: TunableSet, args: Args) -> set[int]:
+    """The indices of the call's buffers that some stage of some candidate binds
+    ``var<storage, read_write>``: every buffer where the WGSL cannot tell."""
+    every = set(range(len(args.buffers)))
+    written: set[int] = set()
+    for kernel in tunables.candidates:
+        try:
+            plan = binding_plan(kernel)
+        except KernelError:
+            plan = None
+        modules = [shader_of(stage) for stage in kernel.stages]
+        if plan is None or any(module is None for module in modules):
+            return every
+        positions = plan[0].candidate.positions
+        for module in modules:
+            for binding in module.bindings:
+                if binding.access != "read_write":
+                    continue
+                slot = (binding.group, binding.binding)
+                if args.names is not None:
+                    written.update(i for i, name in enumerate(args.names) if name in (binding.name, slot))
+                elif positions is None:
+                    return every
+                elif slot in positions:
+                    written.add(positions[slot])
+    return written
 
 
 # numpy's dtype kinds that may stand for each kind of output: a float output takes any number, an

@@ -64,7 +64,9 @@ PipelineGetter = Callable[[int], Awaitable[Any]]
 class OutputChecker(Protocol):
     """Compares a candidate's outputs with the reference's (``checks.OutputCheck``)."""
 
-    async def mismatch(self, index: int) -> Mismatch | None: ...
+    def fresh_args(self) -> Args: ...
+
+    async def mismatch(self, index: int, ran: Args | None = None) -> Mismatch | None: ...
 
 
 class LaunchGuard(Protocol):
@@ -174,10 +176,11 @@ class Bench:
             self.begin_compiles(indices)
 
 
-async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid]) -> Timeout | float:
-    """Launch ``kernel`` once, alone, and time it against the tune's limit: a Timeout when it ran
-    past it (in the guard, which stopped it, or in process, where it can only be read after),
-    else its wall time in seconds (launch and sync)."""
+async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid],
+                             args: Args | None = None) -> Timeout | float:
+    """Launch ``kernel`` once, alone, on ``args`` (default: the benchmark's), and time it against
+    the tune's limit: a Timeout when it ran past it (in the guard, which stopped it, or in
+    process, where it can only be read after), else its wall time in seconds (launch and sync)."""
     limit = bench.limit.seconds()
     if bench.guard is not None:
         isolated = await bench.guard.first_launch(kernel, grids, bench.args, limit)
@@ -189,7 +192,7 @@ async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids:
                                         f"past {bench.limit.describe()}")
     started = time.perf_counter()
     try:
-        bench.device.dispatch(compiled, bench.args, grids[0])
+        bench.device.dispatch(compiled, args if args is not None else bench.args, grids[0])
         await bench.device.sync()
     except DeviceLost as lost:  # while this candidate ran alone: the likely cause
         raise DeviceLost(lost.reason, candidate=kernel.name) from None
@@ -246,12 +249,14 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
         bench.step(f"{name}: compiled; dry run, not launched")
         return Measured(name, index, None)
     try:
-        first_launch = await probe_first_launch(bench, kernel, compiled, grids)
+        # With checks, the first launch runs on the check's own copies: it is the check's run too.
+        checked = check.fresh_args() if check is not None else None
+        first_launch = await probe_first_launch(bench, kernel, compiled, grids, checked)
         if isinstance(first_launch, Timeout):
             bench.step(f"{name}: {first_launch.reason}")
             return first_launch
         if check is not None:
-            mismatch = await check.mismatch(index)
+            mismatch = await check.mismatch(index, checked)
             if mismatch is not None:
                 return mismatch
         for _ in range(warmups_after(first_launch, config.warmups)):

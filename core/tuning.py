@@ -68,7 +68,11 @@ async def measure_key(
         if tunables.outputs:
             check = OutputCheck(device, tunables, bench_args, pipelines, skipped=[*plan.skipped, *ruled_out])
         elif not tunables.outputs_given:
-            _say_nothing_to_compare(tunables.name)
+            _say_once(tunables.name, "tunable set %s has no outputs to compare: its first candidate declares no "
+                      "var<storage, read_write> wgtune can read, so its winners are not checked; give outputs= (or "
+                      "outputs=() to say there is nothing to check)")
+    elif tunables.reference is not None and not config.dry_run:
+        _say_once(tunables.name, "tunable set %s has a reference, but output checks are off: it is not called")
 
     def on_trial(index: int, result: Result, wall: float) -> None:
         emit(TrialFinished(tunables.name, key, index, result, wall))
@@ -102,16 +106,14 @@ async def measure_key(
                    judge=check.judge if check is not None else "", warning=warning)
 
 
-_NOTHING_TO_COMPARE: set[str] = set()
+_SAID: set[tuple[str, str]] = set()
 
 
-def _say_nothing_to_compare(set_name: str) -> None:
-    """Log, once per set, that its outputs are unknown, so its candidates run unchecked."""
-    if set_name not in _NOTHING_TO_COMPARE:
-        _NOTHING_TO_COMPARE.add(set_name)
-        logger.warning("tunable set %s has no outputs to compare: its first candidate declares no "
-                       "var<storage, read_write> wgtune can read, so its winners are not checked; give "
-                       "outputs= (or outputs=() to say there is nothing to check)", set_name)
+def _say_once(set_name: str, message: str) -> None:
+    """Log ``message`` (``%s``: the set's name) once per set: what its tunes cannot check."""
+    if (set_name, message) not in _SAID:
+        _SAID.add((set_name, message))
+        logger.warning(message, set_name)
 
 
 async def _judge(check: OutputCheck, sampled: Sampled, on_trial: Callable[[int, Result, float], None]) -> str | None:

@@ -148,3 +148,14 @@ def test_tolerances_and_types_may_differ_per_output_and_must_match_the_outputs()
         make_set("a", outputs=(1,), rtol=-1.0)
     with pytest.raises(ConfigError, match="reference must be a function"):
         make_set("a", outputs=(1,), reference=[1.0])
+
+
+def test_a_reference_with_checks_turned_off_is_said_once_not_ignored_without_a_word(caplog):
+    device = racy_first_device()
+    tunables = make_set("a", "b", name="ref_unchecked", outputs=(1,), reference=doubled)
+    with caplog.at_level("WARNING", logger="wgtune"):
+        tuner = make_tuner(device, config=quiet(checks=False))
+        tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0]))
+        tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0], n=8))
+    said = [record.message for record in caplog.records if "ref_unchecked" in record.message]
+    assert said == ["tunable set ref_unchecked has a reference, but output checks are off: it is not called"]
