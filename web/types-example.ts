@@ -14,7 +14,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }`;
 
 export async function scaleOnce(device: GPUDevice, x: GPUBuffer, y: GPUBuffer, n: number): Promise<string> {
-  const wgtune: Wgtune = await loadWgtune({ device, settings: { time_limit: 2 } });
+  const wgtune: Wgtune = await loadWgtune({ device, settings: { time_limit: 2, checks: 1 } });
   const scale: TunableSetHandle = await wgtune.defineSet({
     name: "scale",
     candidates: [64, 128, 256].map((wg) => ({
@@ -24,12 +24,15 @@ export async function scaleOnce(device: GPUDevice, x: GPUBuffer, y: GPUBuffer, n
       grid: (call) => [Math.ceil(n / wg)],
     })),
     key: (call) => ({ n, bytes: Array.isArray(call.buffers) ? call.buffers[0] : call.buffers.x }),
+    // y = 2 x, one typed array per output, of y's WGSL type (array<f32>).
+    reference: (call, inputs) => [new Float32Array(inputs[0].slice().buffer).map((v) => 2 * v)],
   });
   const call = { buffers: { x, y }, params: { n, scale: 2.0 } };
   if (scale.check(call).state === "Pending") await scale.settle(call, { timeout: 120 });
   const ran = await scale.execute(call);
   wgtune.on((event) => {
     if (event.type === "trial" && event.result.error === "Timeout") console.warn(event.result.reason);
+    if (event.type === "finished" && event.warning) console.warn(`${event.judge}: ${event.warning}`);
   });
   return ran.ran;
 }
