@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from wgtune import Config, TunableSet, Tuner
+from wgtune import Config, Mismatch, TunableSet, Tuner
 from wgtune.backends.native import NativeDevice
 from wgtune.checks import OutputCheck
 from wgtune.kernels.demo import demo_suite, make_matmul_args
@@ -61,13 +61,18 @@ def workloads(device: NativeDevice, full: bool) -> dict[str, list[tuple[TunableS
     }
 
 
-def tune_all(device: NativeDevice, calls: list, checks: bool) -> tuple[float, float, list[str]]:
-    """Wall seconds to tune every call from scratch, seconds inside the checks, the winners."""
+def tune_all(device: NativeDevice, calls: list, checks: bool) -> tuple[float, float, list[str], list[str]]:
+    """Wall seconds to tune every call from scratch, seconds inside the checks, the winners, and
+    the candidates the checks refused (``set[key] name: reason``)."""
     tuner = Tuner(device, config=Config(cache=False, checks=checks, log_level="disabled"))
     SPENT["checks"] = 0.0
     started = time.perf_counter()
     winners = [tuner.execute(tunables, args).name for tunables, args in calls]
-    return time.perf_counter() - started, SPENT["checks"], winners
+    wall = time.perf_counter() - started
+    refused = [f"{tunables.name}[{tunables.key(args)}] {result.name}: {result.reason}"
+               for tunables, args in calls for result in tuner.results(tunables, tunables.key(args)) or ()
+               if isinstance(result, Mismatch)]
+    return wall, SPENT["checks"], winners, refused
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         if options.only and name not in options.only:
             continue
         best = {False: float("inf"), True: float("inf")}
-        inside, winners = 0.0, {}
+        inside, winners, refused = 0.0, {}, []
         for _ in range(options.rounds):
             for checks in (False, True):
-                wall, spent, won = tune_all(device, calls, checks)
+                wall, spent, won, refused_now = tune_all(device, calls, checks)
+                refused += refused_now
                 best[checks] = min(best[checks], wall)
                 winners[checks] = won
                 if checks:
@@ -95,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:9} {keys:3} keys {candidates:4} candidates  off {best[False]:8.2f} s  on {best[True]:8.2f} s  "
               f"on/off {best[True] / best[False]:.3f}  inside the checks {inside:6.2f} s "
               f"({inside / best[True]:.1%} of the checked tune)")
+        for line in dict.fromkeys(refused):
+            print(f"          refused: {line[:300]}")
         changed = [f"{a} -> {b}" for a, b in zip(winners[False], winners[True], strict=True) if a != b]
         if changed:
             print(f"          winners that differ with checks on (noise, or one outvoted): {', '.join(changed)}")

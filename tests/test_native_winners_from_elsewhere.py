@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wgtune import Args, Config, Kernel, Mismatch, StoredEntry, TunableSet, TuneStarted, Tuner
+from wgtune import Args, Config, Kernel, Mismatch, StoredEntry, TunableSet, Tuner, TuneStarted
 from wgtune.backends.native import NativeDevice
 from wgtune.kernels.bandwidth import fma_set
 from wgtune.store import MemoryStore
