@@ -23,6 +23,7 @@ from typing import Any
 
 from wgtune.args import Args, Grid
 from wgtune.bindings import PARAMS, Scratch, binding_plan, params_of, stage_entries
+from wgtune.comparison import Comparison
 from wgtune.device import CompiledKernel, Device, DeviceLimits, Timing
 from wgtune.errors import DeviceLost, KernelError, LaunchRefused
 from wgtune.launch_check import buffer_refusal, describe_binding, grid_refusal
@@ -31,6 +32,7 @@ from wgtune.tunable import Kernel
 from wgtune.uniforms import uniform_bytes
 
 from .batch_recorder import BatchRecorder
+from .compare_pass import COMPARE, GPU_KINDS, compare_on_gpu
 from .gpu_shim import GPUShim
 
 __all__ = ["TimedPass", "WebGPUDevice", "as_value"]
@@ -79,6 +81,7 @@ class WebGPUDevice(Device):
         self._submit_launch = getattr(shim, "submit_launch", None)
         if self._submit_launch is not None:
             shim.on_launch_refused = self._refused_later
+        self._compare: CompiledKernel | None = None  # the output checks' comparison pass, once compiled
         if timestamps:
             self._queries = shim.create_query_set(2)
             self._resolve_buffer = shim.create_buffer(TIMESTAMPS_BYTES, shim.QUERY_RESOLVE | shim.COPY_SRC)
@@ -130,6 +133,18 @@ class WebGPUDevice(Device):
                 raise KernelError(f"reading a buffer back failed: {error}") from None
         finally:
             shim.destroy_buffer(staging)
+
+    async def compare_buffers(
+        self, got: Any, want: Any, typecode: str, count: int, atol: float, rtol: float
+    ) -> Comparison:
+        """Compared on the GPU by the comparison pass (``compare_pass.py``): 32 bytes come back,
+        not the buffers. Types the pass does not know (f64, 8- and 16-bit integers) are compared
+        on the host."""
+        if typecode not in GPU_KINDS:
+            return await super().compare_buffers(got, want, typecode, count, atol, rtol)
+        if self._compare is None:
+            self._compare = await self.compile(COMPARE)
+        return await compare_on_gpu(self, self._compare, got, want, typecode, count, atol, rtol)
 
     # -- kernels ----------------------------------------------------------------------------
 

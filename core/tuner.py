@@ -52,8 +52,21 @@ from .state import MISS, Hit, TuneState, Unchecked
 from .store import WRITE_PENDING, Store, StoredEntry
 from .tunable import Kernel, TunableSet
 from .tuning import measure_key
+from .verify import verify_winner
 
 __all__ = ["Tuner"]
+
+_said_checks_off = False
+
+
+def say_checks_are_off() -> None:
+    """Log, once per process, that output checks are off: the user's choice, but one that lets a
+    wrong kernel win."""
+    global _said_checks_off
+    if not _said_checks_off:
+        _said_checks_off = True
+        logger.warning("output checks are off (checks=False or WGTUNE_CHECKS=0): a candidate that computes a wrong "
+                       "answer can win")
 
 
 class Tuner:
@@ -79,6 +92,8 @@ class Tuner:
         if self.config.log_to_stderr:  # WGTUNE_LOG set: its lines show without a logging setup
             show_log_on_stderr(self.config.log_level)
         self.store = store if self.config.cache else None
+        if not self.config.checks and not self.config.dry_run:
+            say_checks_are_off()
         self.records = records
         self.observer = observer
         self._spawn = spawn if spawn is not None else default_spawner()
@@ -247,10 +262,15 @@ class Tuner:
         stored = isinstance(self.cache.state(tunables.name, key), Unchecked)
         verify = self.config.checks and not self.config.dry_run
         unchecked = verify and stored and self.cache.unchecked(tunables.name, key)
-        state = self.cache.claim(tunables, key, self.config.pinned_index(tunables, key), require_checked=verify)
+        state = self.cache.claim(tunables, key, self.config.pinned_index(tunables, key), require_checked=verify,
+                                 check_single=verify and tunables.reference is not None)
         if stored and state is None and self.config.log_level is not LogLevel.DISABLED:
-            why = "was stored without output checks" if unchecked else "is for other candidates"
-            logger.info("stored winner for %s [%s] %s: tuning again", tunables.name, key, why)
+            if unchecked:
+                logger.info("stored winner for %s [%s] was not checked on this device: checking it", tunables.name,
+                            key)
+            else:
+                logger.info("stored winner for %s [%s] is for other candidates or does not fit the key: tuning again",
+                            tunables.name, key)
         return state
 
     def _adopt(self, tunables: TunableSet) -> None:
@@ -269,10 +289,37 @@ class Tuner:
             if stored is not None and self.cache.take_stored(tunables, stored, require_checked=verify):
                 self._emit(WinnerFromElsewhere(stored, announced=False))
                 return Hit(stored.winner)
+            unverified = self.cache.to_verify.pop((tunables.name, key), None)
+            if unverified is not None and await self._verified(tunables, key, args, unverified):
+                return Hit(unverified.winner)
             return await self._measure(tunables, key, args, missed_at)
         finally:
             if coordinated:
                 await self._let_others_go(tunables, key)
+
+    async def _verified(self, tunables: TunableSet, key: Key, args: Args, entry: StoredEntry) -> bool:
+        """Check a winner not checked on this device (``verify.py``): when it passes, the key is a
+        Hit and the store keeps it as checked (it is checked once); when not, the caller tunes."""
+        name = tunables.candidates[entry.winner].name
+        try:
+            problem = await verify_winner(self.device, self.pipelines, tunables, key, args, entry.winner)
+        except Exception as error:  # the tune that follows meets it again, and says so
+            problem = f"{type(error).__name__}: {error}"
+        if problem is not None:
+            logger.warning("winner %s of %s [%s], not checked on this device, is not used: %s; tuning the key",
+                           name, tunables.name, key, problem)
+            return False
+        checked = replace(entry, checked=True)
+        self.cache.finish(checked)
+        if self.store is not None:
+            try:
+                self.store.save(checked)
+            except Exception as error:
+                logger.warning("could not store the checked winner of %s [%s]: %s", tunables.name, key, error)
+        if self.config.log_level is not LogLevel.DISABLED:
+            logger.info("winner %s of %s [%s] checked on this device: it serves", name, tunables.name, key)
+        self._emit(WinnerFromElsewhere(checked, announced=False))
+        return True
 
     async def _wait_for_others(self, tunables: TunableSet, key: Key) -> tuple[bool, StoredEntry | None]:
         """With a coordinator, wait until no other tuner tunes the key: whether this tune now holds
