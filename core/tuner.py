@@ -42,7 +42,7 @@ from .errors import ConfigError, KernelError, LaunchRefused, Timeout, WgtuneErro
 from .events import TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key, KeyMemo
 from .log import TuneLog, logger, show_log_on_stderr
-from .measure import LaunchGuard
+from .measure import LaunchGuard, clone_args
 from .outcome import TuneOutcome
 from .pipelines import PipelineCache
 from .record import RecordSink
@@ -237,7 +237,7 @@ class Tuner:
         state = self._claim(tunables, key)
         if state is not None:
             return state
-        coro = self._tune(tunables, key, args, time.perf_counter())
+        coro = self._tune(tunables, key, self._snapshot(tunables, args), time.perf_counter())
         try:
             return self._spawn(coro, self._tasks)
         except BaseException:
@@ -253,7 +253,15 @@ class Tuner:
         state = self._claim(tunables, key)
         if state is not None:
             return state
-        return await self._tune(tunables, key, args, time.perf_counter())
+        return await self._tune(tunables, key, self._snapshot(tunables, args), time.perf_counter())
+
+    def _snapshot(self, tunables: TunableSet, args: Args) -> Args:
+        """The call's buffers as they are at the miss, copied for the tune (the set's ``input_gen``
+        makes its own). Copied now, not when the tune starts: in the page the fallback runs on the
+        call's buffers before the tune's task does, and a copy made after it would hold the
+        fallback's answer, which a candidate that leaves elements unwritten would then seem to give."""
+        self.device.flush()  # a miss in a batch: the launches recorded before it come first
+        return args if tunables.input_gen is not None else clone_args(self.device, args)
 
     def _claim(self, tunables: TunableSet, key: Key) -> TuneState | None:
         if self._sets.get(tunables.name) is not tunables:
@@ -282,7 +290,7 @@ class Tuner:
     # -- tuning -------------------------------------------------------------------------------
 
     async def _tune(self, tunables: TunableSet, key: Key, args: Args, missed_at: float) -> TuneState:
-        self.device.flush()  # a miss in a batch: the launches recorded before it run before the tune reads buffers
+        """Decide ``key`` on ``args``, the call's :meth:`_snapshot`."""
         coordinated, stored = await self._wait_for_others(tunables, key)
         try:
             verify = self.config.checks and not self.config.dry_run
@@ -348,7 +356,7 @@ class Tuner:
             self._emit(TuneStarted(tunables.name, key, len(tunables)))
             outcome = await measure_key(self.device, self.pipelines, self.config, tunables, key, args,
                                         self._emit, log.step, self.guard,
-                                        self.cache.ruled_out.get((tunables.name, key)))
+                                        self.cache.ruled_out.get((tunables.name, key)), snapshot=True)
         except BaseException as error:
             failure = tune_failure(tunables.name, key, error)
             # The failure is kept; the benchmark buffers its frames' locals hold need not be.

@@ -52,16 +52,21 @@ async def measure_key(
     step: Callable[[str], None],
     guard: LaunchGuard | None = None,
     ruled_out: Mapping[int, CandidateError] | None = None,
+    snapshot: bool = False,
 ) -> TuneOutcome:
     """Measure ``key``'s candidates on a copy of the call ``args`` and rank them (see the module
     doc). Each candidate's result is emitted as a TrialFinished event as it comes; ``step``
     receives the log's steps; ``guard`` runs each first launch where a runaway can be stopped;
-    ``ruled_out`` candidates are not launched, their failures taken as they are. Raises
-    NoValidKernelFound when no candidate was measured."""
+    ``ruled_out`` candidates are not launched, their failures taken as they are; ``snapshot``:
+    ``args`` is already the tune's own copy of the call (``Tuner._snapshot``), not copied again.
+    Raises NoValidKernelFound when no candidate was measured."""
     ruled_out = ruled_out or {}
     await device.sync()
     floor = sample_floor(await clock_grain(device), config)
-    bench_args = tunables.input_gen(device, key, args) if tunables.input_gen else clone_args(device, args)
+    if tunables.input_gen is not None:
+        bench_args = tunables.input_gen(device, key, args)
+    else:
+        bench_args = args if snapshot else clone_args(device, args)
     plan = Plan(tunables.candidates, key)
     check = None
     if config.checks and not config.dry_run:

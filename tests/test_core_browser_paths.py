@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fakes import FakeDevice, call, make_set, make_tuner, quiet, stored_results
+from fakes import FakeDevice, call, double_into, make_set, make_tuner, quiet, stored_results
 
 from wgtune import MISS, Hit, Key, MemoryStore, StoredEntry, TuneFailedEvent, clock_grain, run_inline, spawn_task
 from wgtune.measure import GRAIN_MULTIPLE
@@ -76,3 +76,29 @@ def test_a_stored_winner_that_fails_to_compile_in_the_loop_is_a_miss_with_its_re
     assert isinstance(final, Hit) and tunables.candidates[final.index].name != "c"
     assert any(isinstance(e, TuneFailedEvent) and "no longer compiles" in e.reason for e in events)
     assert store.entries[("fake", key)].winner_name != "c"  # the new winner replaced the broken one
+
+
+def test_the_tune_copies_the_call_at_the_miss_so_the_fallbacks_answer_cannot_vouch_for_a_lazy_candidate():
+    # In the page the fallback runs on the call's buffers before the tune's task starts. A candidate
+    # that writes nothing (fast) would find the fallback's answer already in a copy made then.
+    device = FakeDevice(suspend={"compile", "resolve"})
+    device.script("right", kernel=double_into, duration=3e-3)
+    device.script("right too", kernel=double_into, duration=2e-3)
+    device.script("lazy", duration=1e-4)  # leaves its output as it found it
+    tunables = make_set("right", "lazy", "right too", outputs=(1,))
+    key = Key({"n": 4})
+
+    async def main():
+        tuner = make_tuner(device, spawn=spawn_task, config=quiet(checks=True))
+        await tuner.prepare(tunables)
+        args = call(device, [1.0, 2.0], [0.0, 0.0])
+        assert tuner.execute(tunables, args).name == "right"  # Pending: the fallback wrote [2, 4]
+        for _ in range(5000):
+            await asyncio.sleep(0)
+            if isinstance(tuner.fastest(tunables, key), Hit):
+                break
+        return tuner
+
+    tuner = asyncio.run(main())
+    assert tunables.candidates[tuner.fastest(tunables, key).index].name != "lazy"
+    assert stored_results(tuner, tunables)["lazy"]["error"] == "Mismatch"
