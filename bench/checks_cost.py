@@ -10,8 +10,10 @@ hand:
   valid points), all measured (no search), on 2048^3 with ``--full``, else 128^3.
 
 For each it prints the best wall time of each mode, their ratio, and the seconds spent inside the
-checks themselves (running each candidate once more and comparing its outputs on the GPU:
-``OutputCheck.mismatch`` and ``judge_all``, timed around the calls).
+checks themselves (setting them up, each candidate's copies of the inputs, comparing its outputs
+on the GPU: ``OutputCheck.__init__``, ``fresh_args``, ``mismatch`` and ``judge_all``, timed around
+the calls; a candidate's first launch, which is its check run, is not counted: the tune makes it
+either way).
 
 Usage: ``python bench/checks_cost.py [--full] [--rounds N] [--only NAME]``. A benchmark, not a test.
 """
@@ -45,8 +47,20 @@ def _timed(method):
     return wrapper
 
 
+def _timed_sync(method):
+    def wrapper(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            SPENT["checks"] += time.perf_counter() - started
+    return wrapper
+
+
 OutputCheck.mismatch = _timed(OutputCheck.mismatch)
 OutputCheck.judge_all = _timed(OutputCheck.judge_all)
+OutputCheck.__init__ = _timed_sync(OutputCheck.__init__)  # the outputs' types, the inputs copied, poison made
+OutputCheck.fresh_args = _timed_sync(OutputCheck.fresh_args)  # each candidate's copies
 
 
 def workloads(device: NativeDevice, full: bool) -> dict[str, list[tuple[TunableSet, object]]]:
