@@ -110,6 +110,14 @@ class WebGPUDevice(CallLaunches, Device):
             self._submit(encoder)
         return copy
 
+    def copy_buffer(self, source: Any, destination: Any) -> None:
+        """Queue ``source``'s contents into ``destination`` (same size), after the launches a batch
+        recorded."""
+        self.flush()
+        encoder = self.shim.create_command_encoder()
+        self.shim.copy_buffer_to_buffer(encoder, source, 0, destination, 0, source.size)
+        self._submit(encoder)
+
     async def read_buffer(self, buffer: Any) -> bytes:
         """The buffer's contents after all submitted work, through a staging copy; raises the
         first error the GPU reported for earlier work instead, if any."""

@@ -101,6 +101,7 @@ class OutputCheck:
             if spec.poison:
                 buffers[spec.index] = device.create_buffer(bytes([POISON]) * args.buffers[spec.index].size)
         self.start = args.with_buffers(buffers)
+        self._spare: list[Args] = []  # check runs done with, their buffers free to run the next candidate on
         self.expected: list[Any] | None = None  # the reference's outputs, on the device
         self._sizes: list[int] = []  # bytes of each of them
         self.warning: str | None = None
@@ -116,10 +117,25 @@ class OutputCheck:
     def fresh_args(self) -> Args:
         """A fresh copy of the check's inputs (outputs poisoned) for one candidate to run on: the
         tune's first launch of a candidate runs on it, so that the check costs no launch of its own.
-        Buffers no candidate can write (bound read-only in every stage) are shared, not copied."""
+        Buffers no candidate can write (bound read-only in every stage) are shared, not copied; the
+        others are copied into the buffers of a run done with where there is one (no new buffers,
+        no new uniform), else into new ones."""
+        if self._spare:
+            args = self._spare.pop()
+            for index in self._written:
+                self.device.copy_buffer(self.start.buffers[index], args.buffers[index])
+            return args
         return self.start.with_buffers([
             self.device.clone_buffer(buffer) if index in self._written else buffer
             for index, buffer in enumerate(self.start.buffers)])
+
+    def _done_with(self, ran: Args) -> None:
+        """``ran``'s buffers may take the next candidate's run, where the device can refill them.
+        Its scratch buffers are not passed on: a candidate may count on fresh (zeroed) ones."""
+        if type(self.device).copy_buffer is not Device.copy_buffer:
+            for made in [made for made in ran.cache if isinstance(made, tuple) and made[:1] == ("scratch",)]:
+                del ran.cache[made]
+            self._spare.append(ran)
 
     async def _run(self, index: int) -> Args:
         """Candidate ``index`` run on :meth:`fresh_args`."""
@@ -153,6 +169,7 @@ class OutputCheck:
             if self.expected is None:
                 self.expected, self._sizes = await self._expected()
             slot, comparison = await self._compare(outputs, self.expected, self._sizes)
+            self._done_with(ran)
             if slot < 0:
                 return None
             verdict = Mismatch(self.tunables.candidates[index].name,
@@ -162,9 +179,12 @@ class OutputCheck:
         for group in self.agreement.groups:
             if group.outputs is not None and (await self._compare(outputs, group.outputs))[0] < 0:
                 group.members.append(index)
+                self._done_with(ran)
                 return None
         kept = outputs if sum(group.outputs is not None for group in self.agreement.groups) < MAX_GROUPS else None
         self.agreement.groups.append(_Group([index], kept))
+        if kept is None:
+            self._done_with(ran)
         return None
 
     async def judge_all(self) -> dict[int, Mismatch]:

@@ -245,6 +245,13 @@ class Device(ABC):
     def clone_buffer(self, buffer: Any) -> Any:
         """A new buffer with the same size, usage and contents (the copy is queued)."""
 
+    def copy_buffer(self, source: Any, destination: Any) -> None:
+        """Queue a copy of ``source``'s contents into ``destination``, a buffer of the same size:
+        what lets the output checks run each candidate on buffers they reuse rather than make
+        (``checks.OutputCheck.fresh_args``). A device that cannot raises NotImplementedError (this
+        one does), and the checks make new buffers instead."""
+        raise NotImplementedError(f"{type(self).__name__} cannot copy into a buffer")
+
     @abstractmethod
     async def read_buffer(self, buffer: Any) -> bytes:
         """The buffer's contents, after all submitted work."""
