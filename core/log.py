@@ -23,7 +23,7 @@ from .key import Key
 from .outcome import TuneOutcome
 from .results import Measured, Result
 
-__all__ = ["TuneLog", "describe", "format_seconds", "logger", "show_log_on_stderr"]
+__all__ = ["TuneLog", "describe", "format_seconds", "logger", "say_checks_are_off", "show_log_on_stderr"]
 
 logger = logging.getLogger("wgtune")
 
@@ -128,3 +128,16 @@ class TuneLog:
     def failed(self, reason: str) -> None:
         if self.level is not LogLevel.DISABLED:
             logger.warning("tune of %s failed: %s", self.where, reason)
+
+
+_said_checks_off = False
+
+
+def say_checks_are_off() -> None:
+    """Log, once per process, that output checks are off: the user's choice, but one that lets a
+    wrong kernel win."""
+    global _said_checks_off
+    if not _said_checks_off:
+        _said_checks_off = True
+        logger.warning("output checks are off (checks=False or WGTUNE_CHECKS=0): a candidate that computes a wrong "
+                       "answer can win")

@@ -41,7 +41,7 @@ from .device import Device
 from .errors import ConfigError, KernelError, LaunchRefused, Timeout, WgtuneError, tune_failure
 from .events import TuneFailedEvent, TuneFinished, TuneStarted
 from .key import Key, KeyMemo
-from .log import TuneLog, logger, show_log_on_stderr
+from .log import TuneLog, logger, say_checks_are_off, show_log_on_stderr
 from .measure import LaunchGuard, clone_args
 from .outcome import TuneOutcome
 from .pipelines import PipelineCache
@@ -56,17 +56,6 @@ from .verify import verify_winner
 
 __all__ = ["Tuner"]
 
-_said_checks_off = False
-
-
-def say_checks_are_off() -> None:
-    """Log, once per process, that output checks are off: the user's choice, but one that lets a
-    wrong kernel win."""
-    global _said_checks_off
-    if not _said_checks_off:
-        _said_checks_off = True
-        logger.warning("output checks are off (checks=False or WGTUNE_CHECKS=0): a candidate that computes a wrong "
-                       "answer can win")
 
 
 class Tuner:
@@ -319,11 +308,7 @@ class Tuner:
             return False
         checked = replace(entry, checked=True)
         self.cache.finish(checked)
-        if self.store is not None:
-            try:
-                self.store.save(checked)
-            except Exception as error:
-                logger.warning("could not store the checked winner of %s [%s]: %s", tunables.name, key, error)
+        self._keep(checked)
         if self.config.log_level is not LogLevel.DISABLED:
             logger.info("winner %s of %s [%s] checked on this device: it serves", name, tunables.name, key)
         self._emit(WinnerFromElsewhere(checked, announced=False))
@@ -368,22 +353,23 @@ class Tuner:
             if failure is error or isinstance(error, GeneratorExit):
                 raise
             raise failure from error
-        outcome = replace(outcome, wall=time.perf_counter() - missed_at, stored=self._store(outcome))
+        stored = self._keep(outcome.entry()) if not outcome.dry_run else False
+        outcome = replace(outcome, wall=time.perf_counter() - missed_at, stored=stored)
         self.cache.finish(outcome.entry())
         self._write_record(outcome)
         log.finish(outcome)
         self._emit(TuneFinished(outcome))
         return Hit(outcome.winner)
 
-    def _store(self, outcome: TuneOutcome) -> bool | str:
-        """Keep the winner in the store: True once written, ``"pending"`` while the store writes
-        it in the background (IndexedDB), False when not kept (a dry run keeps nothing)."""
-        if self.store is None or outcome.dry_run:
+    def _keep(self, entry: StoredEntry) -> bool | str:
+        """Keep a key's winner in the store: True once written, ``"pending"`` while the store
+        writes it in the background (IndexedDB), False when not kept (no store, or it failed)."""
+        if self.store is None:
             return False
         try:
-            answer = self.store.save(outcome.entry())
+            answer = self.store.save(entry)
         except Exception as error:
-            logger.warning("could not store the winner of %s [%s]: %s", outcome.set_name, outcome.key, error)
+            logger.warning("could not store the winner of %s [%s]: %s", entry.set_name, entry.key, error)
             return False
         return WRITE_PENDING if answer == WRITE_PENDING else True
 

@@ -202,7 +202,7 @@ def test_output_checks_are_on_by_default_and_only_turning_them_off_lets_a_wrong_
     assert Config().checks and Config.from_env({}).checks
     assert make_tuner(device, config=Config(log_level="disabled")).execute(
         tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "right"
-    wgtune.tuner._said_checks_off = False
+    wgtune.log._said_checks_off = False
     with caplog.at_level("WARNING", logger="wgtune"):
         unchecked = make_tuner(device, config=quiet(checks=False))
         make_tuner(device, config=quiet(checks=False))
