@@ -30,7 +30,7 @@ from wgtune.args import Args
 from wgtune.bindings import output_indices
 from wgtune.bundle import entries_for, read_bundle
 from wgtune.clock import clock_grain as measure_grain
-from wgtune.errors import ConfigError, DeviceLost, WgtuneError
+from wgtune.errors import ConfigError, DeviceLost, LaunchRefused, WgtuneError
 from wgtune.kernels.demo import DemoCase, demo_suite
 from wgtune.key import Key
 from wgtune.log import logger
@@ -312,6 +312,13 @@ class PageSession:
         problem = self._problem(set_name, label)
         before = self._state(problem)
         kernel = self.tuner.execute(problem.tunables, problem.args)
+        take = getattr(self.device, "take_launch_scope", None)  # the call's first launch, in its own scope
+        scope = take(problem.args) if take is not None else None
+        if scope is not None:
+            try:
+                await scope  # a refusal is this call's, not the next tune's
+            except LaunchRefused as error:
+                raise LaunchRefused(f"set {set_name!r} [{problem.key}]: {error}") from None
         fallback = problem.tunables.candidates[self.tuner.fallback(problem.tunables)].name
         answer = {**before, "ran": kernel.name, "ran_fallback": before.get("winner") != kernel.name,
                   "fallback": fallback}
