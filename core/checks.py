@@ -26,7 +26,6 @@ the buffer.
 from __future__ import annotations
 
 import struct
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,11 +77,10 @@ class Agreement:
 
 class OutputCheck:
     """Checks the candidates of one tune (see the module doc). Made before the sampling, on the
-    benchmark's ``args``; the candidates in ``skipped`` never run (the plan skips them for this
-    key)."""
+    benchmark's ``args``; only the candidates that run are checked, and only they vote."""
 
     def __init__(
-        self, device: Device, tunables: TunableSet, args: Args, pipelines: PipelineCache, skipped: Collection[int] = ()
+        self, device: Device, tunables: TunableSet, args: Args, pipelines: PipelineCache
     ) -> None:
         bad = [index for index in tunables.outputs if isinstance(index, int) and not 0 <= index < len(args.buffers)]
         if bad:
@@ -92,7 +90,6 @@ class OutputCheck:
         self.device = device
         self.tunables = tunables
         self.pipelines = pipelines
-        self.skipped = frozenset(skipped)
         self.specs: tuple[OutputSpec, ...] = output_specs(tunables, args)
         # What every check run starts from, copied now: the sampling may write the benchmark's buffers.
         buffers = [device.clone_buffer(buffer) for buffer in args.buffers]

@@ -71,7 +71,7 @@ async def measure_key(
     check = None
     if config.checks and not config.dry_run:
         if tunables.outputs:
-            check = OutputCheck(device, tunables, bench_args, pipelines, skipped=[*plan.skipped, *ruled_out])
+            check = OutputCheck(device, tunables, bench_args, pipelines)
         elif not tunables.outputs_given:
             _say_once(tunables.name, "tunable set %s has no outputs to compare: its first candidate declares no "
                       "var<storage, read_write> wgtune can read, so its winners are not checked; give outputs= (or "
