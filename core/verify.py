@@ -17,6 +17,8 @@ each once is what this costs, against compiling and sampling every candidate for
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from .args import Args
 from .checks import OutputCheck
 from .device import Device, check_grid, check_limits
@@ -33,12 +35,13 @@ PANEL = 2
 """Other candidates a winner from elsewhere is run beside, without a reference."""
 
 
-def misfit(tunables: TunableSet, key: Key, winner: int, device: Device | None = None, args: Args | None = None
-           ) -> str | None:
+def misfit(tunables: TunableSet, key: Key, winner: int, device: Device | None = None, args: Args | None = None,
+           skipped: Collection[int] | None = None) -> str | None:
     """Why candidate ``winner`` does not fit ``key`` (and the call ``args`` on ``device``, where
-    given) as a tune's plan would admit it; None when it fits."""
+    given) as a tune's plan would admit it; None when it fits. ``skipped``: the key's plan's
+    skipped candidates, where the caller has them (else the plan is made here)."""
     kernel = tunables.candidates[winner]
-    if winner in Plan(tunables.candidates, key).skipped:
+    if winner in (skipped if skipped is not None else Plan(tunables.candidates, key).skipped):
         return f"{kernel.name} is not planned for this key (its priority here is negative)"
     if device is not None:
         problem = check_limits(kernel, device.limits, device.features)
@@ -81,11 +84,12 @@ async def verify_winner(
         return f"{name} failed to launch here: {error}"
     if tunables.reference is not None:
         return mismatch.reason if mismatch is not None else None
+    skipped = set(Plan(tunables.candidates, key).skipped)  # once, not per candidate of the panel
     panel = 0
     for index in range(len(tunables)):
         if panel == PANEL:
             break
-        if index == winner or misfit(tunables, key, index, device, bench_args) is not None:
+        if index == winner or misfit(tunables, key, index, device, bench_args, skipped) is not None:
             continue
         try:
             await pipelines.compile(tunables, index)
