@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from wgtune.args import Args, Grid
-from wgtune.device import CompiledKernel
 from wgtune.errors import WgtuneError
+from wgtune.gpu.device import CompiledKernel
+from wgtune.sets.args import Args, Grid
 
 __all__ = ["LAUNCHES_PER_SUBMISSION", "BatchRecorder"]
 

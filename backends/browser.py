@@ -12,7 +12,7 @@ clock (``performance.now()``) around ``queue.onSubmittedWorkDone()``. Either clo
 a browser (Chrome quantizes timestamps on real GPUs; ``performance.now()`` is 5 us when the page
 is cross-origin isolated, 100 us when not, and every wall-clock reading pays for a submission and
 a promise), so the core measures the clock's grain with ``time_empty_pass`` (see
-``wgtune.clock``) and repeats dispatches inside each timed pass until a sample is long against it.
+``wgtune.gpu.clock``) and repeats dispatches inside each timed pass until a sample is long against it.
 
 Validation errors in WebGPU are asynchronous: the calls that a kernel or a call's buffers can make
 fail (binding the buffers, submitting the work) run inside an error scope whose result the shim
@@ -34,9 +34,9 @@ from typing import Any
 import js
 from pyodide.ffi import JsException, create_proxy, jsnull, to_js
 
-from wgtune.device import DeviceIdentity, DeviceLimits
 from wgtune.errors import KernelError
-from wgtune.tunable import Kernel
+from wgtune.gpu.device import DeviceIdentity, DeviceLimits
+from wgtune.sets.tunable import Kernel
 
 from .webgpu import WebGPUDevice, as_value
 
@@ -315,7 +315,7 @@ class BrowserDevice(WebGPUDevice):
 
     ``adapter_info`` is the adapter's ``GPUAdapterInfo`` as a dict (vendor, architecture,
     device, description). ``clock_grain`` is the fallback until the core measures the grain
-    (``wgtune.clock``): the page passes the step of ``performance.now()`` it saw in JS.
+    (``wgtune.gpu.clock``): the page passes the step of ``performance.now()`` it saw in JS.
     """
 
     def __init__(

@@ -26,10 +26,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from wgtune.documents import DocumentStore
 from wgtune.errors import StoreError
-from wgtune.log import logger
-from wgtune.store import (
+from wgtune.store.documents import DocumentStore
+from wgtune.store.format import (
     DOCUMENT_FORMAT,
     EXPORT_FORMAT,
     StoredEntry,
@@ -38,7 +37,8 @@ from wgtune.store import (
     check_namespace,
     decode_export,
 )
-from wgtune.validate import parse_json
+from wgtune.store.validate import parse_json
+from wgtune.tune.log import logger
 
 from .sqlite_rows import decode_row, entry_text
 from .sqlite_store import CacheDatabase

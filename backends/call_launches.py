@@ -24,13 +24,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from wgtune.args import Args, Grid
-from wgtune.bindings import PARAMS, Scratch, binding_plan, stage_entries
-from wgtune.device import CompiledKernel, DeviceLimits
 from wgtune.errors import KernelError, LaunchRefused
-from wgtune.launch_check import buffer_refusal, describe_binding, grid_refusal
-from wgtune.log import logger
-from wgtune.tunable import Kernel
+from wgtune.gpu.device import CompiledKernel, DeviceLimits
+from wgtune.gpu.launch_check import buffer_refusal, describe_binding, grid_refusal
+from wgtune.sets.args import Args, Grid
+from wgtune.sets.bindings import PARAMS, Scratch, binding_plan, stage_entries
+from wgtune.sets.tunable import Kernel
+from wgtune.tune.log import logger
 
 __all__ = ["CallLaunches"]
 

@@ -3,7 +3,7 @@
 A web app runs on GPUs it will never own. Each page that opts in (``?collector=URL``,
 ``wgtune.shareWinners(url)``, ``web/collector.js``) reports the winner of each key it tunes; the
 collector counts them per device namespace (``collector_db.py``: agreement, not the last write)
-and serves a bundle (``wgtune.bundle``) that later visitors with the same GPU start from.
+and serves a bundle (``wgtune.store.bundle``) that later visitors with the same GPU start from.
 
 The HTTP interface (``wgtune collect``, ``cli/collect.py``, serves it)::
 
@@ -41,14 +41,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from wgtune.bundle import BundledEntry, build_bundle, bundle_text
-from wgtune.confidence import Confidence
-from wgtune.device import DeviceIdentity
 from wgtune.errors import StoreError
+from wgtune.gpu.device import DeviceIdentity
 from wgtune.key import Key
-from wgtune.store import canonical_namespace, check_namespace
-from wgtune.tunable import TunableSet
-from wgtune.validate import MAX_NAME, checked_entry, parse_json
+from wgtune.sets.tunable import TunableSet
+from wgtune.store.bundle import BundledEntry, build_bundle, bundle_text
+from wgtune.store.confidence import Confidence
+from wgtune.store.format import canonical_namespace, check_namespace
+from wgtune.store.validate import MAX_NAME, checked_entry, parse_json
 
 from .collector_db import Vote, VoteDatabase, served_winners
 

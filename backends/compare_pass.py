@@ -1,6 +1,6 @@
 """The output checks' comparison as a compute pass: two buffers in, a few numbers out.
 
-An output check compares a candidate's output with the judge's (``wgtune.checks``). Read back
+An output check compares a candidate's output with the judge's (``wgtune.tune.checks``). Read back
 whole, a 4096 x 4096 f32 output is 64 MiB a candidate, and in the page every read is a copy
 through JavaScript; so a WebGPU device compares on the GPU instead. :data:`COMPARE` reduces the
 two buffers, element by element as values of the output's type, to eight words: the largest
@@ -10,7 +10,7 @@ of the first; its second stage then copies the two words holding that element, s
 can quote both values. Only those 32 bytes come back. Each invocation reduces its share in
 registers and touches the atomics only where it has something to add.
 
-The rule is :func:`wgtune.comparison.compare_bytes`'s, decided on the bits where a float might
+The rule is :func:`wgtune.gpu.comparison.compare_bytes`'s, decided on the bits where a float might
 not behave (NaN and infinities: the WGSL spec lets a compiler assume neither occurs, so
 ``x != x`` is no test). Pure Python and WGSL: it runs natively and in Pyodide alike.
 """
@@ -20,9 +20,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from wgtune.args import Args
-from wgtune.comparison import Comparison
-from wgtune.tunable import Kernel
+from wgtune.gpu.comparison import Comparison
+from wgtune.sets.args import Args
+from wgtune.sets.tunable import Kernel
 
 __all__ = ["COMPARE", "GPU_KINDS", "WORKGROUPS_MAX", "compare_on_gpu"]
 

@@ -36,8 +36,8 @@ from typing import Any
 
 from wgtune.config import Config
 from wgtune.errors import ConfigError, StoreError
-from wgtune.store import StoredEntry, canonical_namespace
-from wgtune.validate import parse_json
+from wgtune.store.format import StoredEntry, canonical_namespace
+from wgtune.store.validate import parse_json
 
 from .farm_worker import ADAPTER_ENV, FAMILIES, FarmJob, IgnoreInterrupts, tune_job, worker_identity
 from .sqlite_store import CacheDatabase, SqliteStore

@@ -7,7 +7,7 @@ on another node is given it the same way; 0 when unset) on its first job, and ke
 and its tuner for the life of the process, so that later jobs reuse the compiled candidates.
 
 A job tunes one key with nothing stored on the worker (no shared disk is assumed) and answers a
-plain dict (:func:`tune_job`): the key's :class:`~wgtune.store.StoredEntry` as JSON text and the
+plain dict (:func:`tune_job`): the key's :class:`~wgtune.store.format.StoredEntry` as JSON text and the
 namespace of the worker's device, for the client to merge into its own store. A failure of the
 tune itself (no valid kernel, a call the set rejects) is an answer too, ``error`` naming it: the
 client reports it for that job, and Dask does not try it again. Anything else raises, and Dask
@@ -28,13 +28,13 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from wgtune.args import Args
 from wgtune.config import Config
 from wgtune.errors import ConfigError, WgtuneError
 from wgtune.kernels.demo import FMA_ALPHA, DemoCase, demo_suite
 from wgtune.key import Key, KeyMemo
-from wgtune.store import canonical_namespace, namespace_for
-from wgtune.tunable import TunableSet
+from wgtune.sets.args import Args
+from wgtune.sets.tunable import TunableSet
+from wgtune.store.format import canonical_namespace, namespace_for
 from wgtune.tuner import Tuner
 
 __all__ = [

@@ -5,7 +5,7 @@ one file whose name is readable (the device slug, the tuner, the version) and un
 sha256 of the namespace's canonical JSON), e.g. ``mesa-llvmpipe-vulkan--default--0.1.0--1a2b3c4d.json``.
 
 What happens to documents (merging, damaged data, export, import) is the core's
-(:mod:`wgtune.documents`); this module is its key-value store over a directory,
+(:mod:`wgtune.store.documents`); this module is its key-value store over a directory,
 :class:`CacheDirectory`:
 
 - several processes may tune on one machine at once, so every "read, merge, write" is made under
@@ -37,10 +37,10 @@ from pathlib import Path
 import platformdirs
 from filelock import FileLock
 
-from wgtune.device import DeviceIdentity
-from wgtune.documents import DocumentStore, InlineStore
 from wgtune.errors import StoreError
-from wgtune.store import canonical_namespace, namespace_for
+from wgtune.gpu.device import DeviceIdentity
+from wgtune.store.documents import DocumentStore, InlineStore
+from wgtune.store.format import canonical_namespace, namespace_for
 
 __all__ = [
     "CacheDirectory",
@@ -211,7 +211,7 @@ def set_aside_if_not_sqlite(path: Path) -> str | None:
 
 
 class CacheDirectory:
-    """The core's key-value store (:class:`~wgtune.documents.KeyValueStore`) over a directory:
+    """The core's key-value store (:class:`~wgtune.store.documents.KeyValueStore`) over a directory:
     one ``.json`` file per document, named by :func:`document_name`. Its coroutines never suspend.
 
     ``directory`` None means :func:`default_cache_dir`. It is created at the first write.

@@ -30,10 +30,10 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from wgtune.documents import DocumentStore
 from wgtune.errors import StoreError
 from wgtune.key import Key
-from wgtune.store import (
+from wgtune.store.documents import DocumentStore
+from wgtune.store.format import (
     WRITE_PENDING,
     StoredEntry,
     canonical_namespace,
@@ -43,8 +43,8 @@ from wgtune.store import (
     encode_document,
     encode_export,
 )
+from wgtune.store.validate import parse_json
 from wgtune.text import shown
-from wgtune.validate import parse_json
 
 __all__ = ["LOAD_SLICE", "IndexedDBEntries", "IndexedDBStore", "decode_record", "record_of"]
 

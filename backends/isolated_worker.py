@@ -54,7 +54,7 @@ class LaunchSpec:
 
 
 def _kernel(launch: LaunchSpec):
-    from wgtune.tunable import Kernel
+    from wgtune.sets.tunable import Kernel
 
     def rebuilt(stage: StageSpec, then: tuple = (), scratch: dict | None = None) -> Kernel:
         params = None if stage.params is None else (lambda _args, values=stage.params: values)
@@ -78,9 +78,9 @@ def main() -> int:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     requests = sys.stdin.buffer
 
-    from wgtune.args import Args
     from wgtune.backends.native import NativeDevice
     from wgtune.runner import run_inline
+    from wgtune.sets.args import Args
 
     device = NativeDevice.open()
     _answer(out, ("ready", device.identity.as_dict()))

@@ -29,11 +29,11 @@ import threading
 import weakref
 from typing import Any
 
-from wgtune.args import Args, Grid
-from wgtune.device import Device
 from wgtune.errors import KernelError
-from wgtune.log import logger
-from wgtune.tunable import Kernel
+from wgtune.gpu.device import Device
+from wgtune.sets.args import Args, Grid
+from wgtune.sets.tunable import Kernel
+from wgtune.tune.log import logger
 
 from .isolated_worker import LaunchSpec, StageSpec
 

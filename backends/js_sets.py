@@ -41,16 +41,16 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from wgtune.args import Args
-from wgtune.checks import TypedValues
 from wgtune.errors import ConfigError, LaunchRefused, WgtuneError
 from wgtune.key import Key
-from wgtune.results import result_to_json
-from wgtune.search import Search
-from wgtune.space import Space
+from wgtune.search.strategies import Search
+from wgtune.sets.args import Args
+from wgtune.sets.space import Space
+from wgtune.sets.tunable import Kernel, TunableSet
+from wgtune.sets.uniforms import param_names, params_by_name
 from wgtune.state import Hit, Pending
-from wgtune.tunable import Kernel, TunableSet
-from wgtune.uniforms import param_names, params_by_name
+from wgtune.store.results import result_to_json
+from wgtune.tune.checks import TypedValues
 
 __all__ = ["RECENT_CALLS", "JsSet", "define_set"]
 
@@ -230,7 +230,7 @@ def _is_js_array(value: Any) -> bool:
 
 
 def _expected(item: Any) -> Any:
-    """One output of a JavaScript reference: a typed array as :class:`~wgtune.checks.TypedValues`
+    """One output of a JavaScript reference: a typed array as :class:`~wgtune.tune.checks.TypedValues`
     of its element type, an ArrayBuffer or bytes as bytes, a plain array of numbers as it is."""
     typecode = _TYPED_ARRAYS.get(str(getattr(getattr(item, "constructor", None), "name", "")))
     plain = _plain(item)

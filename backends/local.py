@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from wgtune.bundle import entries_for, read_bundle
 from wgtune.config import Config
 from wgtune.errors import StoreError
-from wgtune.log import logger
-from wgtune.store import StoredEntry, namespace_for
+from wgtune.store.bundle import entries_for, read_bundle
+from wgtune.store.format import StoredEntry, namespace_for
+from wgtune.store.validate import parse_json
+from wgtune.tune.log import logger
 from wgtune.tuner import Tuner
-from wgtune.validate import parse_json
 
 from .isolation import ChildLaunchGuard
 from .native import NativeDevice

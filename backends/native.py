@@ -25,10 +25,10 @@ from typing import Any
 
 import wgpu
 
-from wgtune.device import DeviceIdentity, DeviceLimits
 from wgtune.errors import ConfigError, KernelError
+from wgtune.gpu.device import DeviceIdentity, DeviceLimits
 from wgtune.runner import run_inline
-from wgtune.tunable import Kernel
+from wgtune.sets.tunable import Kernel
 
 from .unchecked import create_unchecked_module
 from .webgpu import WebGPUDevice, as_value

@@ -26,19 +26,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from wgtune import Config, LogLevel
-from wgtune.args import Args
-from wgtune.bindings import output_indices
-from wgtune.bundle import entries_for, read_bundle
-from wgtune.clock import clock_grain as measure_grain
 from wgtune.errors import ConfigError, DeviceLost, LaunchRefused, WgtuneError
+from wgtune.gpu.clock import clock_grain as measure_grain
 from wgtune.kernels.demo import DemoCase, demo_suite
 from wgtune.key import Key
-from wgtune.log import logger
+from wgtune.sets.args import Args
+from wgtune.sets.bindings import output_indices
+from wgtune.sets.tunable import TunableSet
 from wgtune.state import Hit, Pending
-from wgtune.store import StoredEntry, canonical_namespace, namespace_for
-from wgtune.tunable import TunableSet
+from wgtune.store.bundle import entries_for, read_bundle
+from wgtune.store.format import StoredEntry, canonical_namespace, namespace_for
+from wgtune.store.validate import parse_json
+from wgtune.tune.log import logger
 from wgtune.tuner import Tuner
-from wgtune.validate import parse_json
 
 from . import indexeddb
 from .browser import BrowserDevice, js_object

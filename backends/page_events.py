@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 
 from wgtune.coordinator import WinnerFromElsewhere
-from wgtune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 from wgtune.key import Key
-from wgtune.record import TuneRecord, envelope
-from wgtune.results import result_to_json
+from wgtune.store.record import TuneRecord, envelope
+from wgtune.store.results import result_to_json
+from wgtune.tune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 
 __all__ = ["PageRecords", "event_message"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from wgtune.errors import StoreError
-from wgtune.record import RECORD_KIND, TuneRecord, envelope
+from wgtune.store.record import RECORD_KIND, TuneRecord, envelope
 
 __all__ = ["JsonlRecords", "read_records"]
 
@@ -29,7 +29,7 @@ LOCK_TIMEOUT = 60.0
 
 
 class JsonlRecords:
-    """A :class:`~wgtune.record.RecordSink` appending each record's envelope to ``path``."""
+    """A :class:`~wgtune.store.record.RecordSink` appending each record's envelope to ``path``."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)

@@ -29,9 +29,9 @@ from typing import Protocol
 from filelock import FileLock
 
 from wgtune.errors import StoreError
-from wgtune.log import logger
-from wgtune.store import StoredEntry, canonical_namespace, check_namespace, decode_document_leniently
-from wgtune.validate import parse_json
+from wgtune.store.format import StoredEntry, canonical_namespace, check_namespace, decode_document_leniently
+from wgtune.store.validate import parse_json
+from wgtune.tune.log import logger
 
 from .file_store import LOCK_TIMEOUT
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from wgtune.errors import StoreError
-from wgtune.store import StoredEntry
+from wgtune.store.format import StoredEntry
 from wgtune.text import shown
 
 __all__ = ["INSERT_IF_ABSENT", "SCHEMA", "SCHEMA_VERSION", "UPSERT", "decode_row", "entry_text"]

@@ -39,8 +39,8 @@ from typing import TypeVar
 
 from wgtune.errors import StoreError
 from wgtune.key import Key
-from wgtune.log import logger
-from wgtune.store import StoredEntry, canonical_namespace, check_namespace, namespace_of
+from wgtune.store.format import StoredEntry, canonical_namespace, check_namespace, namespace_of
+from wgtune.tune.log import logger
 
 from .file_store import default_cache_dir, set_aside_if_not_sqlite
 from .sqlite_migrate import migrate_documents, now

@@ -20,7 +20,7 @@ from typing import Any
 
 from wgtune.errors import StoreError
 from wgtune.key import Key
-from wgtune.store import namespace_of
+from wgtune.store.format import namespace_of
 
 from .indexeddb import decode_record
 

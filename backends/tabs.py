@@ -26,7 +26,7 @@ from typing import Any
 
 from wgtune.errors import StoreError
 from wgtune.key import Key
-from wgtune.store import StoredEntry
+from wgtune.store.format import StoredEntry
 from wgtune.text import shown
 
 from .indexeddb import IndexedDBStore

@@ -2,7 +2,7 @@
 
 Natively (wgpu-py) and in the browser (``navigator.gpu`` through Pyodide) a device does the same
 things in the same order: it binds a call's buffers (and its params, as a uniform) once per
-pipeline, one bind group per group the stage's WGSL declares (``wgtune.bindings``), encodes one
+pipeline, one bind group per group the stage's WGSL declares (``wgtune.sets.bindings``), encodes one
 compute pass of repeated launches (or, in a batch, records launches into one pass submitted
 later: ``wgtune.batch``), times a pass with GPU timestamps or the wall clock, reads
 timestamps and buffers back, and compiles kernels with their later stages. Only
@@ -23,13 +23,13 @@ import struct
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from wgtune.args import Args, Grid
-from wgtune.bindings import PARAMS, Scratch, binding_plan, params_of, stage_entries
-from wgtune.comparison import Comparison
-from wgtune.device import CompiledKernel, Device, DeviceLimits, Timing
 from wgtune.errors import DeviceLost, KernelError
-from wgtune.tunable import Kernel
-from wgtune.uniforms import uniform_bytes
+from wgtune.gpu.comparison import Comparison
+from wgtune.gpu.device import CompiledKernel, Device, DeviceLimits, Timing
+from wgtune.sets.args import Args, Grid
+from wgtune.sets.bindings import PARAMS, Scratch, binding_plan, params_of, stage_entries
+from wgtune.sets.tunable import Kernel
+from wgtune.sets.uniforms import uniform_bytes
 
 from .batch_recorder import BatchRecorder
 from .call_launches import CallLaunches

@@ -1,7 +1,7 @@
 """Is a tune's stated confidence calibrated? Fresh tunes of many keys, scored against an oracle.
 
 Every tune states ``p_faster``, how likely its winner is to be faster than its runner-up
-(``wgtune.confidence``). A statement "p = 0.8" is calibrated when, over many tunes that state
+(``wgtune.store.confidence``). A statement "p = 0.8" is calibrated when, over many tunes that state
 0.8, the winner really is the faster in 80 of 100. This benchmark checks it on the adapter in
 hand:
 
@@ -80,7 +80,7 @@ import wgtune
 from kernels import Workload, fma_workload, matmul_workload, reduction_workload  # bench/kernels.py
 from wgtune import Config, Measured, Stats, clock_grain, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.ranking import winner_confidence
+from wgtune.tune.ranking import winner_confidence
 
 TUNES = 30
 ROUNDS = 6  # oracle rounds per block: a block after each tune

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from wgtune import Config, Mismatch, TunableSet, Tuner
 from wgtune.backends.native import NativeDevice
-from wgtune.checks import OutputCheck
 from wgtune.kernels.demo import demo_suite, make_matmul_args
 from wgtune.kernels.matmul import matmul_set
+from wgtune.tune.checks import OutputCheck
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search as space_bench  # bench/search.py: the templated matmul space

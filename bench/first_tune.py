@@ -33,7 +33,7 @@ started = time.perf_counter()
 from wgtune import Args, Config, Tuner
 from wgtune.backends import native
 from wgtune.backends.native import NativeDevice
-from wgtune.device import check_limits
+from wgtune.gpu.device import check_limits
 from wgtune.kernels.matmul import matmul_set
 from wgtune.runner import run_inline
 

@@ -51,13 +51,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernels import CUDA, cuda_seconds, torch  # bench/kernels.py: torch timed with CUDA events
 from wgtune import Args, TunableSet, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.device import check_grid, check_limits
+from wgtune.gpu.device import check_grid, check_limits
 from wgtune.kernels import reduction
 from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.common import with_runtime_checks
 from wgtune.kernels.matmul import matmul_set, size_class
 from wgtune.kernels.matmul_tiles import C, R, T
-from wgtune.plan import Plan
+from wgtune.tune.plan import Plan
 
 SLOW = 10.0  # a first run this many times the best so far is not sampled
 

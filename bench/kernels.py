@@ -31,11 +31,11 @@ import numpy as np
 
 from wgtune import Args, Config, Measured, TrialFinished, TunableSet, Tuner, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.clock import clock_grain
-from wgtune.fixed import run_candidate
+from wgtune.gpu.clock import clock_grain
 from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.matmul import matmul_f16_set, matmul_set
-from wgtune.measure import Bench, sample_floor
+from wgtune.tune.fixed import run_candidate
+from wgtune.tune.measure import Bench, sample_floor
 
 try:  # torch is optional: the side-by-side column appears where it has a GPU
     import torch

@@ -53,8 +53,8 @@ from kernels import (  # bench/kernels.py: the same families and inputs
 )
 from wgtune import Config, TuneFinished, TuneOutcome, Tuner, clock_grain, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.device import Device, check_limits
-from wgtune.plan import Plan
+from wgtune.gpu.device import Device, check_limits
+from wgtune.tune.plan import Plan
 
 ORACLE_ROUNDS = 15
 ORACLE_SAMPLE = 2e-3  # seconds a oracle sample lasts at least (dispatches repeated inside one pass)

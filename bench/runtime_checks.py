@@ -46,7 +46,7 @@ from wgtune.backends.native import NativeDevice
 from wgtune.kernels import reduction
 from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.matmul import matmul_set
-from wgtune.plan import Plan
+from wgtune.tune.plan import Plan
 
 NEAR_BEST = 0.9  # a candidate counts on a shape where its faster form is within 10% of the best
 

@@ -48,10 +48,10 @@ from typing import Any
 import numpy as np
 
 from wgtune import Args, Config, Search, Space, TunableSet, Tuner, clock_grain, run_inline
-from wgtune.device import Device
+from wgtune.gpu.device import Device
 from wgtune.kernels.matmul import matmul_key, tiled_matmul_wgsl
 from wgtune.kernels.matmul_wgsl import MatmulTile
-from wgtune.search import ModelStrategy, RandomStrategy
+from wgtune.search.strategies import ModelStrategy, RandomStrategy
 
 ORACLE_SAMPLE = 2e-3
 COMPILE_SAMPLE = 24  # compiles timed one at a time to scale threaded compile times

@@ -36,7 +36,7 @@ WORKER_ENV = {"WGTUNE_SAMPLES": "3", "WGTUNE_WARMUPS": "1", "WGTUNE_LOG": "disab
 
 def _entry(i: int, results: int = 2, samples: int = 3):
     from wgtune import Key
-    from wgtune.store import StoredEntry
+    from wgtune.store.format import StoredEntry
 
     rows = tuple({"name": f"c{r}", "index": r, "median": 1e-3 + r * 1e-6,
                   "samples": [1e-3 + r * 1e-6 + s * 1e-9 for s in range(samples)]} for r in range(results))
@@ -164,7 +164,7 @@ def main() -> None:
     parser.add_argument("--big-entries", type=int, default=100_000, help="entries of the exported cache")
     args = parser.parse_args()
     from wgtune.backends.native import NativeDevice
-    from wgtune.store import namespace_for
+    from wgtune.store.format import namespace_for
 
     identity = NativeDevice.open().identity
     namespace = namespace_for(identity)

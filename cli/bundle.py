@@ -7,7 +7,7 @@ checked before anything is written: a source that cannot be read (missing, not J
 wgtune file) is an error naming it, and nothing is written. Within a source that can be read, an
 entry that cannot (a damaged row, a bad entry of an export) is dropped and counted, with why.
 The bundle is written to a temporary file beside ``OUT`` and renamed over it, so a failure never
-leaves half a bundle under the name asked for. See ``wgtune.bundle`` for the format and the
+leaves half a bundle under the name asked for. See ``wgtune.store.bundle`` for the format and the
 merge rule.
 """
 
@@ -18,12 +18,18 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wgtune.bundle import BUNDLE_FORMAT, build_bundle, bundle_text, read_bundle
 from wgtune.config import Config
 from wgtune.errors import StoreError
-from wgtune.store import DOCUMENT_FORMAT, EXPORT_FORMAT, StoredEntry, canonical_namespace, decode_document_leniently
+from wgtune.store.bundle import BUNDLE_FORMAT, build_bundle, bundle_text, read_bundle
+from wgtune.store.format import (
+    DOCUMENT_FORMAT,
+    EXPORT_FORMAT,
+    StoredEntry,
+    canonical_namespace,
+    decode_document_leniently,
+)
+from wgtune.store.validate import parse_json
 from wgtune.text import printable, shown
-from wgtune.validate import parse_json
 
 __all__ = ["Gathered", "gather", "run_bundle"]
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from wgtune.adaptive import MIN_SAMPLES
 from wgtune.config import Config
 from wgtune.errors import Skip, StoreError
-from wgtune.log import format_seconds
-from wgtune.results import Measured, Result
-from wgtune.store import StoredEntry
+from wgtune.store.format import StoredEntry
+from wgtune.store.results import Measured, Result
 from wgtune.text import printable
+from wgtune.tune.adaptive import MIN_SAMPLES
+from wgtune.tune.log import format_seconds
 
 from .console import wide_console
 

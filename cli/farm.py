@@ -24,7 +24,7 @@ from rich.table import Table
 
 from wgtune.config import Config
 from wgtune.errors import ConfigError
-from wgtune.log import format_seconds
+from wgtune.tune.log import format_seconds
 
 from .console import wide_console
 

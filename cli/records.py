@@ -7,7 +7,7 @@ import time
 
 from rich.markup import escape
 
-from wgtune.log import format_seconds
+from wgtune.tune.log import format_seconds
 
 from .console import wide_console
 

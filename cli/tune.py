@@ -11,12 +11,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from wgtune.confidence import Confidence
 from wgtune.config import Config
-from wgtune.events import TrialFinished, TuneFinished, TuneStarted
 from wgtune.key import Key
-from wgtune.log import format_seconds
 from wgtune.state import Hit
+from wgtune.store.confidence import Confidence
+from wgtune.tune.events import TrialFinished, TuneFinished, TuneStarted
+from wgtune.tune.log import format_seconds
 
 from .console import configure_logging, wide_console
 

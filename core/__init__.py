@@ -7,11 +7,8 @@ This package is the pure core: standard library only, the same in CPython and in
 Devices and stores live in :mod:`wgtune.backends`; kernel families in :mod:`wgtune.kernels`.
 """
 
-from .args import Args
 from .batch import Batch
-from .clock import clock_grain, grain_of, measure_clock_grain
 from .config import Config, LogLevel, Pin
-from .device import Device, DeviceIdentity, DeviceLimits, Timing
 from .errors import (
     CandidateError,
     ConfigError,
@@ -30,18 +27,21 @@ from .errors import (
     Unknown,
     WgtuneError,
 )
-from .events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
+from .gpu.clock import clock_grain, grain_of, measure_clock_grain
+from .gpu.device import Device, DeviceIdentity, DeviceLimits, Timing
 from .key import Key, anchor
-from .outcome import TuneOutcome
-from .plan import Plan
-from .record import MemoryRecords, RecordEffect, Trial, TuneRecord
-from .results import Measured, Stats
 from .runner import run_inline, spawn_task
-from .search import Search
-from .space import Space
+from .search.strategies import Search
+from .sets.args import Args
+from .sets.space import Space
+from .sets.tunable import Group, Kernel, TunableSet
 from .state import MISS, PENDING, Hit, Miss, Pending, TuneState, Unchecked
-from .store import MemoryStore, StoredEntry
-from .tunable import Group, Kernel, TunableSet
+from .store.format import MemoryStore, StoredEntry
+from .store.record import MemoryRecords, RecordEffect, Trial, TuneRecord
+from .store.results import Measured, Stats
+from .tune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
+from .tune.outcome import TuneOutcome
+from .tune.plan import Plan
 from .tuner import Tuner
 from .version import __version__
 

@@ -25,7 +25,7 @@ launches recorded before it: they were returned to the caller as executed.
 
 A launch the GPU refuses spoils the submission it is in: batched, its error raises at the submit
 and the launches recorded with it are lost too. A device that cannot batch (a third party's that
-keeps :class:`~wgtune.device.Device`'s defaults) submits each launch at once: correct, not batched.
+keeps :class:`~wgtune.gpu.device.Device`'s defaults) submits each launch at once: correct, not batched.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from .errors import WgtuneError
 
 if TYPE_CHECKING:
-    from .device import Device
+    from .gpu.device import Device
 
 __all__ = ["Batch"]
 

@@ -29,7 +29,7 @@ leaves; a transition asked of the wrong state is a bug in wgtune and raises
     adopt            Hit          -> Unchecked     (the set's candidates changed under its name)
     forget           any but Pending -> gone
 
-Beside each decided key the cache keeps its :class:`~wgtune.store.StoredEntry` (from the store,
+Beside each decided key the cache keeps its :class:`~wgtune.store.format.StoredEntry` (from the store,
 or from the tune that decided it here): every candidate's result and the confidence, which the
 CLI and the page show without reading the store again.
 
@@ -47,11 +47,11 @@ from dataclasses import replace
 
 from .errors import CandidateError, IllegalTransition, StoreError
 from .key import Key
-from .log import logger
+from .sets.tunable import TunableSet
 from .state import MISS, PENDING, Hit, Pending, TuneState, Unchecked
-from .store import StoredEntry
-from .tunable import TunableSet
-from .verify import misfit
+from .store.format import StoredEntry
+from .tune.log import logger
+from .tune.verify import misfit
 
 __all__ = ["TuneCache"]
 

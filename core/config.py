@@ -40,15 +40,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .errors import ConfigError
 from .key import Key
 
-if TYPE_CHECKING:
-    from .tunable import TunableSet
-
 __all__ = ["Config", "LogLevel", "Pin", "Policy"]
+
+
+class _CandidateNames(Protocol):
+    """What a pin is resolved against: a set's name and its candidates' indices by name (a
+    TunableSet, declared structurally so the settings need not import the sets wing)."""
+
+    name: str
+    index_of: Mapping[str, int]
 
 
 class Policy(StrEnum):
@@ -246,7 +251,7 @@ class Config:
         )
         return replace(config, **overrides) if overrides else config
 
-    def pinned_index(self, tunables: TunableSet, key: Key) -> int | None:
+    def pinned_index(self, tunables: _CandidateNames, key: Key) -> int | None:
         """The index of the candidate pinned for this key of ``tunables``, if any; a ConfigError
         when the pin names no candidate of the set."""
         pinned = self.pin_for(tunables.name, key)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .key import Key
-from .store import StoredEntry
+from .store.format import StoredEntry
 
 __all__ = ["Coordinator", "WinnerFromElsewhere"]
 

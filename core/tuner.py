@@ -9,7 +9,7 @@ The tuner only orchestrates; each piece of state has one owner:
 
 - :class:`~wgtune.cache.TuneCache` (``tuner.cache``): every key's state (Hit, Miss, Pending,
   Unchecked), its stored entry and its last failure, changed only by named transitions;
-- :class:`~wgtune.pipelines.PipelineCache` (``tuner.pipelines``): compiled candidates and each
+- :class:`~wgtune.tune.pipelines.PipelineCache` (``tuner.pipelines``): compiled candidates and each
   set's fallback;
 - the store: winners between processes; the records sink: one record per tune;
 - ``clock.py``: the grain of each device's clock, measured before its first tune.
@@ -32,27 +32,27 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from .args import Args
 from .batch import Batch
 from .cache import TuneCache
 from .config import Config, LogLevel
 from .coordinator import Coordinator, WinnerFromElsewhere
-from .device import Device
 from .errors import ConfigError, KernelError, LaunchRefused, Timeout, WgtuneError, tune_failure
-from .events import TuneFailedEvent, TuneFinished, TuneStarted
+from .gpu.device import Device
 from .key import Key, KeyMemo
-from .log import TuneLog, logger, say_checks_are_off, show_log_on_stderr
-from .measure import LaunchGuard, clone_args
-from .outcome import TuneOutcome
-from .pipelines import PipelineCache
-from .record import RecordSink
-from .results import Result
 from .runner import Spawner, default_spawner
+from .sets.args import Args
+from .sets.tunable import Kernel, TunableSet
 from .state import MISS, Hit, TuneState, Unchecked
-from .store import WRITE_PENDING, Store, StoredEntry
-from .tunable import Kernel, TunableSet
-from .tuning import measure_key
-from .verify import verify_winner
+from .store.format import WRITE_PENDING, Store, StoredEntry
+from .store.record import RecordSink
+from .store.results import Result
+from .tune.events import TuneFailedEvent, TuneFinished, TuneStarted
+from .tune.log import TuneLog, logger, say_checks_are_off, show_log_on_stderr
+from .tune.measure import LaunchGuard, clone_args
+from .tune.outcome import TuneOutcome
+from .tune.pipelines import PipelineCache
+from .tune.tuning import measure_key
+from .tune.verify import verify_winner
 
 __all__ = ["Tuner"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 from harness import launch, open_page, run_winner
 
-from wgtune.bundle import build_bundle, bundle_text
-from wgtune.store import decode_export
+from wgtune.store.bundle import build_bundle, bundle_text
+from wgtune.store.format import decode_export
 
 BUNDLE_PATH = "test-winners.bundle.json"
 SET, KEY = "fma", "262144"

@@ -18,7 +18,7 @@ import json
 from js import window
 from wgtune.backends.indexeddb import record_of
 from wgtune.key import Key
-from wgtune.store import StoredEntry, canonical_namespace
+from wgtune.store.format import StoredEntry, canonical_namespace
 
 session = window.wgtune.session
 namespace = canonical_namespace(session.namespace)
@@ -65,7 +65,7 @@ async () => {
     for (const entry of list.getEntries()) longest.push(entry.duration);
   });
   observer.observe({ type: "longtask" });
-  const device = window.wgtune.device;
+  const device = window.wgtune.gpu.device;
   const n = 4096;
   const x = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
   device.queue.writeBuffer(x, 0, new Float32Array(n).fill(1));

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from wgtune import Key, StoredEntry
-from wgtune.store import canonical_namespace, document_text, encode_document, encode_export
+from wgtune.store.format import canonical_namespace, document_text, encode_document, encode_export
 
 # A tune of an fma key takes seconds on SwiftShader on idle cores; the limit only catches a hang
 # on a machine busy with other test suites.

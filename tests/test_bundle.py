@@ -1,4 +1,4 @@
-"""Bundles (``core/bundle.py``): built, read back, merged, refused when bad, and seeding a tuner.
+"""Bundles (``core/store/bundle.py``): built, read back, merged, refused when bad, and seeding a tuner.
 
 The core tests (marked ``core``) use the fake device and also run inside Pyodide; the native
 ones tune real WGSL on the adapter present (lavapipe without a GPU) and drive ``wgtune bundle``.
@@ -14,7 +14,7 @@ from fakes import FakeDevice, Script, call, make_set, make_tuner
 
 import wgtune
 from wgtune import Hit, Key, MemoryStore, StoredEntry, StoreError
-from wgtune.bundle import (
+from wgtune.store.bundle import (
     BUNDLE_FORMAT,
     BundledEntry,
     build_bundle,
@@ -23,9 +23,9 @@ from wgtune.bundle import (
     read_bundle,
     reports_of,
 )
-from wgtune.confidence import Confidence
-from wgtune.events import TrialFinished, TuneStarted
-from wgtune.validate import parse_json
+from wgtune.store.confidence import Confidence
+from wgtune.store.validate import parse_json
+from wgtune.tune.events import TrialFinished, TuneStarted
 
 BUILT = "2026-12-01T02:30:00Z"
 GPU_A = {"wgtune": wgtune.__version__, "device": {"vendor": "acme", "device": "A1"}, "tuner": "default"}

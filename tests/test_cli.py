@@ -16,7 +16,7 @@ from wgtune.backends.file_store import FileStore
 from wgtune.backends.records import read_records
 from wgtune.cli import main
 from wgtune.kernels import demo
-from wgtune.store import namespace_for
+from wgtune.store.format import namespace_for
 
 
 @pytest.fixture(autouse=True)

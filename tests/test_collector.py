@@ -1,6 +1,6 @@
 """The fleet collector: reports in over HTTP (127.0.0.1, an ephemeral port, SQLite in tmp), the
 served winner per slot by agreement, every guard refusing with a 4xx and storing nothing, and the
-bundle it serves read back by ``wgtune.bundle.read_bundle``.
+bundle it serves read back by ``wgtune.store.bundle.read_bundle``.
 
 The same tests run on PostgreSQL with ``WGTUNE_COLLECTOR_TEST_DB=postgresql://...`` (a database
 they may empty: each test drops the ``votes`` table first; needs the ``collector-postgres`` extra).
@@ -23,9 +23,9 @@ import pytest
 
 from wgtune.backends.collector import MAX_BODY, REPORTS_FORMAT, Collector, KnownSet, RateLimiter, known_sets
 from wgtune.backends.collector_db import Tally, VoteDatabase, served_winners
-from wgtune.bundle import read_bundle, reports_of
 from wgtune.cli.collect import make_collector_server
-from wgtune.validate import parse_json
+from wgtune.store.bundle import read_bundle, reports_of
+from wgtune.store.validate import parse_json
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = {"wgtune": "0.1.0", "device": {"vendor": "acme", "device": "gpu9", "driver": "1.2", "backend": "vulkan"},

@@ -11,7 +11,7 @@ import pytest
 
 from wgtune import run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.comparison import compare_bytes
+from wgtune.gpu.comparison import compare_bytes
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ from fakes import FakeDevice, f32, floats, make_tuner, quiet
 from wgsl_samples import LAYER
 
 from wgtune import Args, ConfigError, Kernel, KernelError, Measured, Mismatch, TunableSet
-from wgtune.bindings import PARAMS, binding_plan, output_indices, params_of, stage_entries
-from wgtune.buffer_names import written_by
-from wgtune.measure import clone_args
+from wgtune.sets.bindings import PARAMS, binding_plan, output_indices, params_of, stage_entries
+from wgtune.sets.buffer_names import written_by
+from wgtune.tune.measure import clone_args
 
 # Pure core: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

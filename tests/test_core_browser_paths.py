@@ -9,7 +9,7 @@ import pytest
 from fakes import FakeDevice, call, double_into, make_set, make_tuner, quiet, stored_results
 
 from wgtune import MISS, Hit, Key, MemoryStore, StoredEntry, TuneFailedEvent, clock_grain, run_inline, spawn_task
-from wgtune.measure import GRAIN_MULTIPLE
+from wgtune.tune.measure import GRAIN_MULTIPLE
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

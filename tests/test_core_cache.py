@@ -7,7 +7,7 @@ from fakes import FakeDevice, call, make_set, make_tuner, quiet
 
 from wgtune import MISS, PENDING, Hit, IllegalTransition, Key, MemoryStore, StoredEntry, Unchecked, run_inline
 from wgtune.cache import TuneCache
-from wgtune.pipelines import PipelineCache
+from wgtune.tune.pipelines import PipelineCache
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -13,8 +13,8 @@ from fakes import FakeDevice
 
 import wgtune
 from wgtune import Config, KernelError, clock_grain, grain_of, measure_clock_grain, run_inline
-from wgtune.clock import EMPTY_PASSES
-from wgtune.measure import sample_floor
+from wgtune.gpu.clock import EMPTY_PASSES
+from wgtune.tune.measure import sample_floor
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -10,8 +10,8 @@ import random
 import pytest
 
 from wgtune import Key, StoredEntry, StoreError, TuneRecord
-from wgtune.confidence import BETWEEN_TUNES, WANDER, Confidence, _t_quantile, median, paired_ratio
-from wgtune.record import Trial
+from wgtune.store.confidence import BETWEEN_TUNES, WANDER, Confidence, _t_quantile, median, paired_ratio
+from wgtune.store.record import Trial
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -340,7 +340,7 @@ FORBIDDEN = {"wgpu", "js", "pyodide", "numpy", "platformdirs", "filelock", "rich
 
 
 def test_the_core_imports_nothing_outside_the_standard_library_and_wgtune():
-    files = sorted(CORE.glob("*.py"))
+    files = sorted(CORE.rglob("*.py"))
     assert len(files) >= 15
     offenders = []
     for path in files:

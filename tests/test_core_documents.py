@@ -15,9 +15,9 @@ from contextlib import asynccontextmanager
 import pytest
 
 from wgtune import Key, StoredEntry, StoreError
-from wgtune.documents import DocumentStore, InlineStore
 from wgtune.runner import run_inline
-from wgtune.store import canonical_namespace, document_text, encode_document, encode_export
+from wgtune.store.documents import DocumentStore, InlineStore
+from wgtune.store.format import canonical_namespace, document_text, encode_document, encode_export
 
 pytestmark = pytest.mark.core
 

@@ -25,7 +25,7 @@ from wgtune import (
     TuneFailed,
     Unknown,
 )
-from wgtune.comparison import compare_bytes
+from wgtune.gpu.comparison import compare_bytes
 from wgtune.runner import spawn_task
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
@@ -202,7 +202,7 @@ def test_output_checks_are_on_by_default_and_only_turning_them_off_lets_a_wrong_
     assert Config().checks and Config.from_env({}).checks
     assert make_tuner(device, config=Config(log_level="disabled")).execute(
         tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "right"
-    wgtune.log._said_checks_off = False
+    wgtune.tune.log._said_checks_off = False
     with caplog.at_level("WARNING", logger="wgtune"):
         unchecked = make_tuner(device, config=quiet(checks=False))
         make_tuner(device, config=quiet(checks=False))

@@ -10,7 +10,7 @@ import pytest
 from fakes import kernel
 
 from wgtune import ConfigError, Group, Key, Plan, TunableSet, anchor
-from wgtune.args import pack_params
+from wgtune.sets.args import pack_params
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from wgtune import Args, DeviceLimits, Kernel
-from wgtune.launch_check import STORAGE, UNIFORM, binding_needs, buffer_refusal, grid_refusal, usage_names
+from wgtune.gpu.launch_check import STORAGE, UNIFORM, binding_needs, buffer_refusal, grid_refusal, usage_names
 
 pytestmark = pytest.mark.core
 

@@ -21,9 +21,9 @@ from wgtune import (
     TuneFinished,
     TuneRecord,
 )
-from wgtune.record import envelope
-from wgtune.results import result_from_json, result_to_json
-from wgtune.store import decode_document, decode_export, encode_document, encode_export
+from wgtune.store.format import decode_document, decode_export, encode_document, encode_export
+from wgtune.store.record import envelope
+from wgtune.store.results import result_from_json, result_to_json
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -8,9 +8,9 @@ import pytest
 from fakes import FakeDevice, call, double_into, floats, make_set, make_tuner, quiet
 
 from wgtune import ConfigError, NoValidKernelFound, TuneFailed
-from wgtune.checks import as_bytes
-from wgtune.comparison import compare_bytes
-from wgtune.output_types import OutputSpec
+from wgtune.gpu.comparison import compare_bytes
+from wgtune.sets.output_types import OutputSpec
+from wgtune.tune.checks import as_bytes
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -9,10 +9,10 @@ import pytest
 from fakes import FakeDevice, call, make_set, make_tuner, quiet
 
 from wgtune import Key, Launch, Measured, MemoryStore, Pin, Skip, Stats, StoredEntry, StoreError, Timing
-from wgtune.adaptive import MIN_SAMPLES
-from wgtune.log import describe
-from wgtune.results import result_from_json, result_to_json
-from wgtune.store import decode_document, encode_document
+from wgtune.store.format import decode_document, encode_document
+from wgtune.store.results import result_from_json, result_to_json
+from wgtune.tune.adaptive import MIN_SAMPLES
+from wgtune.tune.log import describe
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -9,8 +9,8 @@ import pytest
 from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
 
 from wgtune import MISS, Config, ConfigError, Group, Key, TuneRecord
-from wgtune.adaptive import MIN_SAMPLES, elimination_margin
 from wgtune.config import Policy
+from wgtune.tune.adaptive import MIN_SAMPLES, elimination_margin
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -9,8 +9,8 @@ import pytest
 from fakes import FakeDevice, call, make_set, make_tuner, quiet
 
 from wgtune import ConfigError, Kernel, Search, Skip, Space, StoredEntry, StoreError, TunableSet
-from wgtune.search import ModelStrategy, RandomStrategy
-from wgtune.surrogate import AdditiveModel
+from wgtune.search.strategies import ModelStrategy, RandomStrategy
+from wgtune.search.surrogate import AdditiveModel
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -7,9 +7,9 @@ import pytest
 from fakes import FakeDevice, call, make_tuner, quiet
 
 from wgtune import Args, DeviceLimits, Kernel, Launch, TunableSet
-from wgtune.bindings import PARAMS, binding_plan, stage_entries
-from wgtune.device import check_limits
-from wgtune.shaders import ShapeError, workgroup_shape
+from wgtune.gpu.device import check_limits
+from wgtune.sets.bindings import PARAMS, binding_plan, stage_entries
+from wgtune.sets.shaders import ShapeError, workgroup_shape
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

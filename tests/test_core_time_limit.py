@@ -10,8 +10,8 @@ import pytest
 from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
 
 from wgtune import Config, ConfigError, DeviceLost, Measured, NoValidKernelFound, Timeout
-from wgtune.measure import WARMUP_SECONDS, warmups_after
-from wgtune.time_limit import FIRST_LIMIT, FLOOR, RELATIVE_FACTOR, TimeLimit
+from wgtune.tune.measure import WARMUP_SECONDS, warmups_after
+from wgtune.tune.time_limit import FIRST_LIMIT, FLOOR, RELATIVE_FACTOR, TimeLimit
 
 pytestmark = pytest.mark.core
 

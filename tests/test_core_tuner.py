@@ -31,8 +31,8 @@ from wgtune import (
     TuneStarted,
     Unchecked,
 )
-from wgtune.ranking import rank
-from wgtune.results import Stats
+from wgtune.store.results import Stats
+from wgtune.tune.ranking import rank
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -8,7 +8,7 @@ import pytest
 from fakes import kernel
 
 from wgtune import ConfigError
-from wgtune.uniforms import param_names, params_by_name, uniform_bytes
+from wgtune.sets.uniforms import param_names, params_by_name, uniform_bytes
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -1,4 +1,4 @@
-"""The schema check of cache documents and imports (``wgtune.validate``) and terminal-safe text
+"""The schema check of cache documents and imports (``wgtune.store.validate``) and terminal-safe text
 (``wgtune.text``): each finding of issue 12 as a case. Pure core: it runs in Pyodide as well.
 
 The fuzz corpus (``test_store_fuzz.py``) throws thousands of generated inputs at the same code;
@@ -13,11 +13,11 @@ import logging
 import pytest
 
 from wgtune import Key, StoredEntry, StoreError
-from wgtune.documents import DocumentStore
 from wgtune.runner import run_inline
-from wgtune.store import canonical_namespace, decode_document_leniently, document_text, encode_document
+from wgtune.store.documents import DocumentStore
+from wgtune.store.format import canonical_namespace, decode_document_leniently, document_text, encode_document
+from wgtune.store.validate import MAX_DEPTH, Unreadable, nesting_depth, parse_json
 from wgtune.text import printable
-from wgtune.validate import MAX_DEPTH, Unreadable, nesting_depth, parse_json
 
 pytestmark = pytest.mark.core
 

@@ -1,4 +1,4 @@
-"""WGSL reflection (``wgtune.wgsl``): declarations, memory layout and packing, on kernels written the
+"""WGSL reflection (``wgtune.wgsl.declarations``): declarations, memory layout and packing, on kernels written the
 way WebGPU projects write theirs (ONNX Runtime Web, TensorFlow.js, WebLLM/TVM, Burn/CubeCL, wgpu's
 examples), and the WGSL spec's own layout examples (https://www.w3.org/TR/WGSL/#memory-layouts)."""
 
@@ -10,8 +10,8 @@ import struct
 import pytest
 
 from wgtune import ConfigError
-from wgtune.wgsl import WgslError, layout, pack_struct, reflect
-from wgtune.wgsl_syntax import evaluate, tokenize
+from wgtune.wgsl.declarations import WgslError, layout, pack_struct, reflect
+from wgtune.wgsl.syntax import evaluate, tokenize
 
 # Pure core: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
@@ -563,7 +563,7 @@ def test_every_kernel_wgtune_ships_reflects_to_what_it_declares():
     from wgtune.kernels.bandwidth import fma_set
     from wgtune.kernels.matmul import matmul_f16_set, matmul_set
     from wgtune.kernels.reduction import reduction_set
-    from wgtune.shaders import workgroup_shape
+    from wgtune.sets.shaders import workgroup_shape
 
     stages = [stage for tunables in (matmul_set(), matmul_f16_set(), reduction_set("sum"), fma_set())
               for kernel in tunables.candidates for stage in (kernel, *kernel.then)]

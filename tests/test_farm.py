@@ -30,7 +30,7 @@ from wgtune.backends.sqlite_store import CacheDatabase  # noqa: E402
 from wgtune.cli import main  # noqa: E402
 from wgtune.errors import ConfigError  # noqa: E402
 from wgtune.key import Key  # noqa: E402
-from wgtune.store import canonical_namespace  # noqa: E402
+from wgtune.store.format import canonical_namespace  # noqa: E402
 
 QUICK = Config(samples=3, warmups=1, log_level=LogLevel.DISABLED)  # what is tuned and kept, not how well
 

@@ -1,6 +1,6 @@
 """The file store: round trips, several writers, damaged documents, export/import, namespaces.
 
-The document logic is the core's (``wgtune.documents``); these tests run it on real files, with
+The document logic is the core's (``wgtune.store.documents``); these tests run it on real files, with
 the lock, the atomic writes and the set-aside copies of the file adapter.
 """
 
@@ -21,7 +21,7 @@ from wgtune import Config, DeviceIdentity, Key, StoreError
 from wgtune.backends import file_store
 from wgtune.backends.file_store import FileStore, namespace_for
 from wgtune.runner import run_inline
-from wgtune.store import StoredEntry
+from wgtune.store.format import StoredEntry
 
 LAVAPIPE = DeviceIdentity("mesa", "llvmpipe", "Mesa 24.0", "vulkan")
 OTHER_GPU = DeviceIdentity("nvidia", "H200", "550.54", "vulkan")
@@ -127,7 +127,7 @@ WORKER = textwrap.dedent(
     from pathlib import Path
     from wgtune import DeviceIdentity, Key
     from wgtune.backends.file_store import FileStore, namespace_for
-    from wgtune.store import StoredEntry
+    from wgtune.store.format import StoredEntry
 
     directory, worker, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
     store = FileStore(directory, namespace_for(DeviceIdentity("mesa", "llvmpipe", "Mesa 24.0", "vulkan")))

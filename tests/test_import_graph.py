@@ -35,9 +35,9 @@ edge from a submodule to its own package when the submodule names the package as
 from (``from wgtune import Args``, ``from . import x`` where ``x`` is not a submodule). A package
 importing its submodules is fine, and a submodule importing a sibling directly is fine; the pair
 is a cycle only when a submodule also takes names from its own package's ``__init__``, which
-imports that submodule back: ``wgtune.store`` doing ``from wgtune import __version__`` is the
-cycle ``wgtune.store -> wgtune -> wgtune.store``, because ``wgtune/__init__`` imports
-``wgtune.store`` (and at that moment ``__version__`` may not be set yet). Such a submodule should
+imports that submodule back: ``wgtune.store.format`` doing ``from wgtune import __version__`` is the
+cycle ``wgtune.store.format -> wgtune -> wgtune.store.format``, because ``wgtune/__init__`` imports
+``wgtune.store.format`` (and at that moment ``__version__`` may not be set yet). Such a submodule should
 import from the sibling that defines the name (``from .version import __version__``). Reducing
 ``from wgtune import X`` to the submodule that defines ``X`` instead would hide exactly this
 cycle, so the rule does not. The same goes for a package that imports its submodules only inside
@@ -171,11 +171,19 @@ def package_dirs(root: Path = ROOT) -> dict[str, Path]:
 
 
 def modules_of(packages: Mapping[str, Path]) -> dict[str, Path]:
-    """Module name -> its source file: each package's ``__init__.py`` and its other ``.py`` files."""
+    """Module name -> its source file: each package's ``__init__.py`` and its other ``.py`` files,
+    and those of its sub-packages (a folder with an ``__init__.py``: the core's wings)."""
     modules = {}
     for package, folder in packages.items():
-        for source in sorted(folder.glob("*.py")):
-            modules[package if source.stem == "__init__" else f"{package}.{source.stem}"] = source
+        for source in sorted(folder.rglob("*.py")):
+            parts = source.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            elif not (source.parent / "__init__.py").exists():
+                continue  # a stray file in a folder that is not a package
+            if any(not (folder.joinpath(*parts[:i]) / "__init__.py").exists() for i in range(1, len(parts))):
+                continue
+            modules[".".join((package, *parts))] = source
     return modules
 
 
@@ -353,3 +361,85 @@ def test_js_graph_finds_a_cycle_between_two_scripts(tmp_path):
     graph = js_graph(tmp_path)
     assert graph == {"a.js": {"b.js": f"{tmp_path.name}/a.js:1"}, "b.js": {"a.js": f"{tmp_path.name}/b.js:1"}}
     assert find_cycles(graph) == [["a.js", "b.js", "a.js"]]
+
+
+# -- the core's wings ------------------------------------------------------------------------------
+
+# The core's layers, lowest first. A module may import from its own layer and those below, never
+# from one above: the WGSL wing knows nothing of tuning, the store nothing of how a tune runs, and
+# only the public API at the top sees everything. A wing is named by its package (every module in
+# it belongs); the base vocabulary and the API are modules of the root, named one by one. Every
+# module of the core must be in exactly one layer, so a new module is placed on purpose.
+CORE_LAYERS: list[tuple[str, set[str]]] = [
+    ("base", {"wgtune.errors", "wgtune.text", "wgtune.version", "wgtune.key", "wgtune.state", "wgtune.config",
+              "wgtune.runner"}),
+    ("wgsl", {"wgtune.wgsl"}),
+    ("search", {"wgtune.search"}),
+    ("sets", {"wgtune.sets"}),
+    ("gpu", {"wgtune.gpu"}),
+    ("store", {"wgtune.store"}),
+    ("tune", {"wgtune.tune"}),
+    ("api", {"wgtune", "wgtune.tuner", "wgtune.cache", "wgtune.batch", "wgtune.coordinator"}),
+]
+
+
+def layer_of(module: str, layers: list[tuple[str, set[str]]] = CORE_LAYERS) -> int | None:
+    """The index of the layer `module` is in: named itself, or inside a named wing package (the root
+    package, a name without a dot, names only its own __init__)."""
+    found = [
+        index for index, (_, members) in enumerate(layers)
+        if module in members or any("." in member and module.startswith(f"{member}.") for member in members)
+    ]
+    assert len(found) <= 1, f"{module} is in more than one layer: {[layers[i][0] for i in found]}"
+    return found[0] if found else None
+
+
+def upward_imports(graph: Graph, layers: list[tuple[str, set[str]]] = CORE_LAYERS) -> list[str]:
+    """Each import of a module from a layer above its own, with its place."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        mine = layer_of(module, layers)
+        if mine is None:
+            continue
+        for target, where in sorted(targets.items()):
+            theirs = layer_of(target, layers)
+            if theirs is not None and theirs > mine:
+                found.append(f"{module} ({layers[mine][0]}) -> {target} ({layers[theirs][0]})  ({where})")
+    return found
+
+
+def core_modules(graph: Graph) -> list[str]:
+    outside = ("wgtune.backends", "wgtune.kernels", "wgtune.cli")
+    return [module for module in graph if not module.startswith(outside)]
+
+
+def test_every_core_module_is_in_one_layer():
+    graph = python_graph(package_dirs())
+    modules = core_modules(graph)
+    assert len(modules) > 40 and {"wgtune.tune.tuning", "wgtune.wgsl.declarations", "wgtune.tuner"} <= set(modules)
+    unplaced = [module for module in modules if layer_of(module) is None]
+    assert not unplaced, f"core modules in no layer of CORE_LAYERS (place them): {unplaced}"
+
+
+def test_the_core_s_wings_import_nothing_from_above():
+    violations = upward_imports(python_graph(package_dirs()))
+    assert not violations, "imports from a higher layer of the core:\n" + "\n".join(violations)
+
+
+def test_upward_imports_are_found(tmp_path):
+    packages = _write_package(tmp_path, {
+        "core/__init__.py": "",
+        "core/errors.py": "",
+        "core/low/__init__.py": "",
+        "core/low/reader.py": "from ..errors import E\nfrom ..high.runner import run\n",
+        "core/high/__init__.py": "",
+        "core/high/runner.py": "from ..low.reader import read\n",
+        "sub/__init__.py": "",
+    })
+    layers = [("base", {"pkg.errors"}), ("low", {"pkg.low"}), ("high", {"pkg.high"}), ("api", {"pkg"})]
+    graph = python_graph(packages, tmp_path)
+    assert "pkg.low.reader" in graph and "pkg.high.runner" in graph  # the sub-packages are walked
+    assert upward_imports(graph, layers) == [  # the module, and its package, whose __init__ runs first
+        "pkg.low.reader (low) -> pkg.high (high)  (core/low/reader.py:2)",
+        "pkg.low.reader (low) -> pkg.high.runner (high)  (core/low/reader.py:2)",
+    ]

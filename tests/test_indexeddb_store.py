@@ -19,7 +19,7 @@ from wgtune.backends import file_store
 from wgtune.backends.file_store import FileStore
 from wgtune.backends.indexeddb import LOAD_SLICE, IndexedDBEntries, IndexedDBStore
 from wgtune.runner import run_inline
-from wgtune.store import canonical_namespace, document_text, encode_document, encode_export
+from wgtune.store.format import canonical_namespace, document_text, encode_document, encode_export
 
 NAMESPACE = {"wgtune": "0.1.0", "device": {"vendor": "v", "device": "d", "driver": "", "backend": "webgpu"},
              "tuner": "default"}

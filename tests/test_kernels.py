@@ -18,10 +18,10 @@ from kernel_checks import tune_checked
 import wgtune
 from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.device import check_grid
+from wgtune.gpu.device import check_grid
 from wgtune.kernels import bandwidth, demo, matmul
-from wgtune.plan import Plan
-from wgtune.shaders import workgroup_shape
+from wgtune.sets.shaders import workgroup_shape
+from wgtune.tune.plan import Plan
 
 GUARD = 64  # f32 words after each output, which no candidate may write
 SENTINEL = np.float32(-12345.0)

@@ -22,13 +22,13 @@ from kernel_checks import tune_checked
 import wgtune
 from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.bindings import binding_plan
-from wgtune.device import check_grid, check_limits
+from wgtune.gpu.device import check_grid, check_limits
 from wgtune.kernels import demo, matmul, matmul_wgsl
 from wgtune.kernels.matmul_skinny import SkinnyTile
 from wgtune.kernels.matmul_wgsl import HARD_MAX_STORAGE, MatmulTile
-from wgtune.plan import Plan
-from wgtune.shaders import workgroup_shape
+from wgtune.sets.bindings import binding_plan
+from wgtune.sets.shaders import workgroup_shape
+from wgtune.tune.plan import Plan
 
 GUARD = 64  # elements after each output, which no candidate may write
 SENTINEL_F32 = np.float32(-12345.0)

@@ -22,10 +22,10 @@ from kernel_checks import tune_checked
 import wgtune
 from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.bindings import binding_plan
-from wgtune.device import check_grid, check_limits
+from wgtune.gpu.device import check_grid, check_limits
 from wgtune.kernels import reduction
-from wgtune.plan import Plan
+from wgtune.sets.bindings import binding_plan
+from wgtune.tune.plan import Plan
 
 GUARD = 64  # f32 words after the output, which no candidate may write
 SENTINEL = np.float32(-12345.0)

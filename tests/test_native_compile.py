@@ -12,9 +12,9 @@ from test_native import quick, scale_kernel, scale_set
 from wgtune import Args, KernelError, Tuner
 from wgtune.backends import native
 from wgtune.backends.native import NativeDevice
-from wgtune.device import CompiledKernel
+from wgtune.gpu.device import CompiledKernel
 from wgtune.runner import run_inline
-from wgtune.tunable import Kernel
+from wgtune.sets.tunable import Kernel
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 from wgtune import Args, Config, Kernel, Mismatch, StoredEntry, TunableSet, Tuner, TuneStarted
 from wgtune.backends.native import NativeDevice
 from wgtune.kernels.bandwidth import fma_set
-from wgtune.store import MemoryStore
+from wgtune.store.format import MemoryStore
 
 N_ODD = 1001  # 4 does not divide it: a vec4 kernel without a tail cannot reach the last element
 

@@ -4,9 +4,9 @@ the warning when the set's default was found wrong, as ``web/events.js`` shows t
 from __future__ import annotations
 
 from wgtune.backends.page_events import event_message
-from wgtune.events import TuneFinished
 from wgtune.key import Key
-from wgtune.outcome import TuneOutcome
+from wgtune.tune.events import TuneFinished
+from wgtune.tune.outcome import TuneOutcome
 
 
 def finished(**checks) -> dict:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from wgtune import ConfigError, TuneFailed
-from wgtune.checks import as_bytes
-from wgtune.output_types import OutputSpec
+from wgtune.sets.output_types import OutputSpec
+from wgtune.tune.checks import as_bytes
 
 
 def spec(typecode: str) -> OutputSpec:
@@ -33,7 +33,7 @@ def test_a_numpy_reference_of_the_wrong_kind_shape_or_range_is_an_error_naming_t
 
 
 def test_numpy_scalars_are_params_of_their_own_kind():
-    from wgtune.args import pack_params
+    from wgtune.sets.args import pack_params
 
     packed = pack_params((np.uint32(7), np.float32(2.5), np.int64(-3), np.float64(0.5)))
     assert packed == struct.pack("<Ifif", 7, 2.5, -3, 0.5)

@@ -19,7 +19,7 @@ from wgtune import (
 )
 from wgtune.backends.isolation import ChildLaunchGuard
 from wgtune.backends.native import NativeDevice
-from wgtune.bindings import binding_plan
+from wgtune.sets.bindings import binding_plan
 
 N = 1000
 

@@ -19,7 +19,7 @@ import pytest
 from wgtune import DeviceIdentity, Key, StoreError
 from wgtune.backends.local import open_store
 from wgtune.backends.sqlite_store import DATABASE_NAME, CacheDatabase, SqliteStore
-from wgtune.store import StoredEntry, namespace_for
+from wgtune.store.format import StoredEntry, namespace_for
 
 LAVAPIPE = DeviceIdentity("mesa", "llvmpipe", "Mesa 24.0", "vulkan")
 OTHER_GPU = DeviceIdentity("nvidia", "H200", "550.54", "vulkan")
@@ -116,7 +116,7 @@ KILLED = textwrap.dedent(
     import sys
     from wgtune import Key
     from wgtune.backends.sqlite_store import SqliteStore
-    from wgtune.store import StoredEntry, namespace_for
+    from wgtune.store.format import StoredEntry, namespace_for
     from wgtune import DeviceIdentity
     store = SqliteStore(sys.argv[1], namespace_for(DeviceIdentity("mesa", "llvmpipe", "Mesa 24.0", "vulkan")))
     results = ({"name": "a", "index": 0, "median": 0.002, "samples": [0.002]},)

@@ -18,9 +18,9 @@ from wgtune.backends.cache_transfer import export_cache, import_cache, import_do
 from wgtune.backends.file_store import FileStore, document_store
 from wgtune.backends.sqlite_store import DATABASE_NAME, CacheDatabase, SqliteStore
 from wgtune.cli import main
-from wgtune.documents import DocumentStore
 from wgtune.runner import run_inline
-from wgtune.store import namespace_for
+from wgtune.store.documents import DocumentStore
+from wgtune.store.format import namespace_for
 
 
 def table(directory, name: str) -> list[tuple]:

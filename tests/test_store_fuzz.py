@@ -31,10 +31,10 @@ import pytest
 
 from wgtune import Key, Measured, StoredEntry, StoreError
 from wgtune.backends.file_store import CacheDirectory, FileStore
-from wgtune.confidence import Confidence
-from wgtune.documents import DocumentStore
 from wgtune.runner import run_inline
-from wgtune.store import DOCUMENT_FORMAT, EXPORT_FORMAT, canonical_namespace, document_text, encode_document
+from wgtune.store.confidence import Confidence
+from wgtune.store.documents import DocumentStore
+from wgtune.store.format import DOCUMENT_FORMAT, EXPORT_FORMAT, canonical_namespace, document_text, encode_document
 from wgtune.text import printable
 
 DOCUMENTS = 1200

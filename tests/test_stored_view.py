@@ -11,7 +11,7 @@ from fake_idb import FakeIdb
 from wgtune import DeviceIdentity, Key, StoreError
 from wgtune.backends.indexeddb import IndexedDBEntries
 from wgtune.backends.stored_view import MAX_PAGE, stored_page
-from wgtune.store import StoredEntry, canonical_namespace, namespace_for
+from wgtune.store.format import StoredEntry, canonical_namespace, namespace_for
 
 HERE = namespace_for(DeviceIdentity("google", "swiftshader", "", "webgpu"))
 THERE = namespace_for(DeviceIdentity("nvidia", "H200", "550", "webgpu"))

@@ -15,8 +15,8 @@ import pytest
 from wgsl_samples import LAYER
 
 from wgtune import Args, DeviceLost, Kernel, KernelError, Timing, run_inline
-from wgtune.args import pack_params
 from wgtune.backends.webgpu import WebGPUDevice
+from wgtune.sets.args import pack_params
 
 
 @dataclass(eq=False)

@@ -1,5 +1,5 @@
 // Bundles in the page: seed the tuner from a bundle of winners (`wgtune bundle`, see
-// core/bundle.py), so that a GPU the bundle knows gets Hits at once and tunes nothing.
+// core/store/bundle.py), so that a GPU the bundle knows gets Hits at once and tunes nothing.
 //
 //   await wgtune.loadBundle("winners.bundle.json");   // a URL on this page's origin
 //   await wgtune.loadBundle(bundleObject);             // or the bundle itself

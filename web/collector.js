@@ -38,7 +38,7 @@ export function collectorBase(url) {
   return parsed.href.replace(/\/+$/, "");
 }
 
-/** A value's JSON with sorted keys: how namespaces are compared (core/store.py's canonical_namespace). */
+/** A value's JSON with sorted keys: how namespaces are compared (core/store/format.py's canonical_namespace). */
 function canonical(value) {
   if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
   if (value !== null && typeof value === "object") {

@@ -1,0 +1,291 @@
+"""Where winners are kept between processes: the store protocol and the document format.
+
+A store holds the winners of one *namespace*: one device (vendor, device, driver, backend), one
+tuner name, one wgtune version; so one GPU's winners never serve another. Its contract:
+
+- ``load()`` returns every entry; a store that cannot be read returns what it can (never raises
+  for damaged data: a read that fails is a miss, and the tune goes on);
+- ``save(entry)`` keeps the entry, replacing the one with the same set and key;
+- ``clear()`` forgets everything of the namespace.
+
+The document format (JSON) is shared by the file store and the export/import of winners; the
+SQLite and IndexedDB stores keep each entry as its own record, in the entry's JSON of this format.
+New fields get defaults, so older documents still decode. The logic
+that keeps documents (merging, damaged data, export and import) is in ``documents.py``; what is
+read is parsed and checked field by field by ``validate.py`` (parse with
+:func:`~wgtune.store.validate.parse_json`, then decode here), so nothing wrong is trusted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from ..errors import Skip, StoreError
+from ..gpu.device import DeviceIdentity
+from ..key import Key
+from ..text import shown
+from ..version import __version__
+from .confidence import Confidence
+from .results import Result, result_from_json
+from .validate import Unreadable, check_namespace_fields, checked_entry
+
+__all__ = [
+    "DOCUMENT_FORMAT",
+    "EXPORT_FORMAT",
+    "WRITE_PENDING",
+    "MemoryStore",
+    "Store",
+    "StoredEntry",
+    "canonical_namespace",
+    "check_namespace",
+    "decode_document",
+    "decode_document_leniently",
+    "decode_export",
+    "document_text",
+    "encode_document",
+    "encode_export",
+    "namespace_for",
+    "namespace_of",
+]
+
+DOCUMENT_FORMAT = "wgtune.cache/1"
+EXPORT_FORMAT = "wgtune.export/1"
+
+RESERVED_FIELDS = ("format", "entries")
+"""The document's own top-level fields: a namespace field of one of these names would clash."""
+
+
+def namespace_for(identity: DeviceIdentity, tuner: str = "default") -> dict:
+    """The namespace of ``identity``'s winners under tuner ``tuner`` for this wgtune version."""
+    return {"wgtune": __version__, "device": identity.as_dict(), "tuner": tuner}
+
+
+def canonical_namespace(namespace: dict) -> str:
+    """One text per namespace (sorted keys, no spaces): how stores compare and index them."""
+    return json.dumps(namespace, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def namespace_of(text: str) -> dict:
+    """A namespace from its canonical text (:func:`canonical_namespace`), for a listing; text that
+    is not a JSON object reads as ``{"unreadable": text}`` rather than failing the listing."""
+    try:
+        namespace = json.loads(text)
+    except ValueError:
+        namespace = None
+    return namespace if isinstance(namespace, dict) else {"unreadable": text}
+
+
+def check_namespace(namespace: dict) -> dict:
+    """``namespace`` as it will be stored (a JSON round trip: a copy the caller cannot mutate).
+
+    Raises StoreError when a field is named like one of the document's own fields
+    (:data:`RESERVED_FIELDS`): the document puts the namespace's fields beside them; or when a
+    field is not a JSON scalar or a small object of scalars (see
+    :func:`~wgtune.store.validate.check_namespace_fields`): a document holding it would read as damaged.
+    """
+    clash = [name for name in RESERVED_FIELDS if name in namespace]
+    if clash:
+        raise StoreError(f"namespace fields {clash} clash with the document's own fields {list(RESERVED_FIELDS)}")
+    check_namespace_fields(namespace)
+    return json.loads(canonical_namespace(namespace))
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """A key's winner as stored: under the checksum of the candidate list it was tuned with,
+    with every candidate's result, the policy that sampled them and how sure it was of the
+    winner (entries stored before confidence existed have none). ``checked``: the tune ran the
+    output checks (``Config.checks``), so its winner agreed with the reference; an entry without
+    it is tuned again, once, by a tuner with checks on.
+
+    ``set_name`` is the tunable set's name; its JSON field is ``"table"``, as documents have
+    always named it.
+    """
+
+    set_name: str
+    key: Key
+    checksum: str
+    winner: int
+    winner_name: str
+    results: tuple[dict | None, ...] = ()
+    confidence: Confidence | None = None
+    policy: str = ""
+    not_run: str = ""
+    checked: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "table": self.set_name,
+            "key": self.key.as_dict(),
+            "checksum": self.checksum,
+            "winner": self.winner,
+            "winner_name": self.winner_name,
+            "results": list(self.results),
+            "policy": self.policy,
+            "confidence": self.confidence.to_json() if self.confidence is not None else None,
+            **({"not_run": self.not_run} if self.not_run else {}),
+            **({"checked": True} if self.checked else {}),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> StoredEntry:
+        """An entry read back from its JSON (``obj`` as :func:`~wgtune.store.validate.parse_json` parsed
+        it), every field checked first (:func:`~wgtune.store.validate.checked_entry`): types, bounds, the
+        winner in range and named as its result. Raises StoreError naming what is wrong."""
+        try:
+            return cls(**checked_entry(obj))
+        except (TypeError, ValueError) as bad:  # not expected past the checks: still never a crash
+            raise StoreError(f"entry is malformed: {shown(bad, 200)}") from None
+
+    def decoded_results(self) -> tuple[Result, ...]:
+        """Every candidate's result as a value (``Measured`` or a failure), in the set's order.
+
+        ``results`` stays JSON so that an entry keeps what it read (newer fields too); this
+        decodes it. A candidate the tune never ran for the entry's ``not_run`` reason (a search
+        that measured a few of thousands) is stored as null, not as a result naming it: it comes
+        back as ``Skip`` with that reason and no name (the set knows it). Raises StoreError for a
+        result that cannot be read.
+        """
+        try:
+            return tuple(Skip("", self.not_run) if result is None else result_from_json(result, index)
+                         for index, result in enumerate(self.results))
+        except StoreError as bad:
+            raise StoreError(f"{self.set_name} [{self.key}]: {bad}") from None
+        except (AttributeError, KeyError, TypeError, ValueError) as bad:
+            raise StoreError(f"{self.set_name} [{self.key}]: a stored result is malformed: {bad!r}") from None
+
+    @property
+    def slot(self) -> tuple[str, Key]:
+        """Where the entry is kept: one entry per set and key."""
+        return (self.set_name, self.key)
+
+
+WRITE_PENDING = "pending"
+"""What :meth:`Store.save` answers when the write goes on in the background (IndexedDB's)."""
+
+
+class Store(Protocol):
+    """Keeps the winners of one namespace.
+
+    ``save`` answers None once the entry is written, or :data:`WRITE_PENDING` when the write
+    goes on in the background: the tune's record then says so, and is not told "stored" until
+    the write has committed.
+    """
+
+    namespace: dict
+
+    def load(self) -> list[StoredEntry]: ...
+
+    def save(self, entry: StoredEntry) -> str | None: ...
+
+    def clear(self) -> None: ...
+
+
+@dataclass
+class MemoryStore:
+    """A store that lives as long as the process: for tests, and for ``WGTUNE_CACHE=off``-like uses."""
+
+    namespace: dict = field(default_factory=dict)
+    entries: dict[tuple[str, Key], StoredEntry] = field(default_factory=dict)
+
+    def load(self) -> list[StoredEntry]:
+        return list(self.entries.values())
+
+    def save(self, entry: StoredEntry) -> None:
+        self.entries[entry.slot] = entry
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+
+def encode_document(namespace: dict, entries: Iterable[StoredEntry]) -> dict:
+    """One namespace's winners as a JSON-ready document, entries in a stable order.
+
+    Raises StoreError for a namespace with a reserved field (see :func:`check_namespace`).
+    """
+    namespace = check_namespace(namespace)
+    ordered = sorted(entries, key=lambda e: (e.set_name, e.key.to_json()))
+    return {"format": DOCUMENT_FORMAT, **namespace, "entries": [e.to_json() for e in ordered]}
+
+
+def document_text(document: dict) -> str:
+    """A document as stored: indented JSON, non-ASCII kept as is, ending with a newline."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def decode_document(obj: object) -> tuple[dict, list[StoredEntry]]:
+    """Read a namespace document: its namespace fields and its entries. Raises StoreError."""
+    namespace, entries, problems = decode_document_leniently(obj)
+    if problems:
+        raise StoreError(problems[0])
+    return namespace, entries
+
+
+def decode_document_leniently(obj: object) -> tuple[dict, list[StoredEntry], list[str]]:
+    """Like :func:`decode_document`, but a damaged entry is skipped, not fatal.
+
+    Returns the namespace, the entries that decode, and what was wrong with the others: one bad
+    entry must not cost every other winner of the device. A damaged document (not a wgtune
+    document, entries not a list, a namespace field that is not a scalar or a small object of
+    scalars) still raises StoreError.
+    """
+    if isinstance(obj, Unreadable):
+        raise StoreError(f"the document is {obj.reason}")
+    if not isinstance(obj, dict):
+        raise StoreError(f"a wgtune cache document is a JSON object, got {type(obj).__name__}")
+    if obj.get("format") != DOCUMENT_FORMAT:
+        raise StoreError(f"not a wgtune cache document (format {shown(obj.get('format'))}, want {DOCUMENT_FORMAT!r})")
+    raw_entries = obj.get("entries", [])
+    if not isinstance(raw_entries, list):
+        raise StoreError("the document's entries must be a list")
+    namespace = {k: v for k, v in obj.items() if k not in RESERVED_FIELDS}
+    check_namespace_fields(namespace)
+    entries, problems = [], []
+    for position, raw in enumerate(raw_entries):
+        try:
+            entries.append(StoredEntry.from_json(raw))
+        except StoreError as error:
+            problems.append(f"entry {position}: {error}")
+    return namespace, entries, problems
+
+
+def encode_export(documents: Iterable[dict]) -> dict:
+    """Several namespace documents as one export document (moves winners between machines)."""
+    return {"format": EXPORT_FORMAT, "namespaces": list(documents)}
+
+
+def decode_export(obj: object) -> list[tuple[dict, list[StoredEntry]]]:
+    """Read an export document, or a single namespace document, checking every entry first.
+
+    ``obj`` as :func:`~wgtune.store.validate.parse_json` parsed it. Raises StoreError for the first
+    thing wrong: an import is taken whole or not at all. Every entry comes back as not checked
+    (``checked=False``): a winner imported was checked, if at all, on another device, so its first
+    use here checks it once (``verify.py``).
+    """
+    return [(namespace, [as_imported(entry) for entry in entries]) for namespace, entries in _decode_export(obj)]
+
+
+def as_imported(entry: StoredEntry) -> StoredEntry:
+    """``entry`` as an import keeps it: not checked on this device."""
+    return replace(entry, checked=False) if entry.checked else entry
+
+
+def _decode_export(obj: object) -> list[tuple[dict, list[StoredEntry]]]:
+    if isinstance(obj, dict) and obj.get("format") == DOCUMENT_FORMAT:
+        return [decode_document(obj)]
+    if not isinstance(obj, dict) or obj.get("format") != EXPORT_FORMAT:
+        got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
+        raise StoreError(f"not a wgtune export (format {shown(got)}, want {EXPORT_FORMAT!r})")
+    namespaces = obj.get("namespaces")
+    if not isinstance(namespaces, list):
+        raise StoreError("the export's namespaces must be a list")
+    decoded = []
+    for position, document in enumerate(namespaces):
+        try:
+            decoded.append(decode_document(document))
+        except StoreError as error:
+            raise StoreError(f"namespace {position} of the export: {error}") from None
+    return decoded

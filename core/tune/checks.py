@@ -1,0 +1,325 @@
+"""Output checks: only a candidate that gives the right answer on this device may win.
+
+On by default (``Config.checks``). Each candidate runs once more on fresh copies of the
+benchmark's inputs (so kernels that write in place cannot skew one another), its outputs
+starting as a poison pattern where no candidate reads them first (``output_types.py``: an element
+left unwritten shows), and each output is compared with the judge's as values of its WGSL
+element type, on the GPU where the device can (``Device.compare_buffers``).
+
+Who judges, one rule:
+
+- the set's ``reference`` when it has one: the expected outputs computed on the host from the
+  check's inputs, so every candidate, the first one and the only one too, is held to it, and a
+  verdict comes before the candidate is sampled;
+- otherwise the candidates judge each other: each joins the group of candidates whose outputs
+  it agrees with (:class:`Agreement`), and when the sampling is over the largest group is right;
+  the rest are Mismatch. Where groups tie for largest, nothing says which is right: every one of
+  them is a Mismatch that says so (give the set a reference). Candidate 0 is one voter among
+  the others: where it is outside the largest group, :attr:`OutputCheck.warning` says so, and the
+  tuner stops using it as the set's fallback.
+
+A reference that returns the wrong number of outputs, values of the wrong kind (floats for a
+u32 output) or the wrong size fails the tune with a :class:`~wgtune.errors.TuneFailed` naming
+the buffer.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError, KernelError, Mismatch, TuneFailed
+from ..gpu.comparison import ELEMENT_TYPES, FLOAT_TYPES, Comparison, element_size
+from ..gpu.device import Device
+from ..sets.args import Args
+from ..sets.bindings import binding_plan
+from ..sets.output_types import OutputSpec, output_specs
+from ..sets.shaders import shader_of
+from ..sets.tunable import TunableSet
+from .pipelines import PipelineCache
+
+__all__ = ["MAX_GROUPS", "Agreement", "OutputCheck", "TypedValues", "as_bytes"]
+
+MAX_GROUPS = 8
+"""Groups of disagreeing candidates whose outputs a tune keeps on the device to compare with: a
+candidate agreeing with none of them past that is a group of one without outputs kept (it can
+only be outvoted)."""
+POISON = 0xFF
+"""Each byte of an output's poison pattern: NaN as f32 and f16, -1 as i32, the largest u32."""
+
+
+@dataclass(frozen=True, slots=True)
+class TypedValues:
+    """Expected values whose element type is known apart from their bytes: what a JavaScript typed
+    array becomes (``Float32Array`` -> ``"f"``), so a reference returning the wrong type is an
+    error rather than bytes read as something else."""
+
+    typecode: str
+    data: bytes
+
+
+@dataclass(eq=False)
+class _Group:
+    members: list[int]
+    outputs: list[Any] | None  # the first member's output buffers, kept to compare with
+
+
+@dataclass
+class Agreement:
+    """Candidates grouped by the outputs they agree on (see the module doc)."""
+
+    groups: list[_Group] = field(default_factory=list)
+
+    def of(self, index: int) -> _Group | None:
+        return next((group for group in self.groups if index in group.members), None)
+
+
+class OutputCheck:
+    """Checks the candidates of one tune (see the module doc). Made before the sampling, on the
+    benchmark's ``args``; only the candidates that run are checked, and only they vote."""
+
+    def __init__(
+        self, device: Device, tunables: TunableSet, args: Args, pipelines: PipelineCache
+    ) -> None:
+        bad = [index for index in tunables.outputs if isinstance(index, int) and not 0 <= index < len(args.buffers)]
+        if bad:
+            raise ConfigError(
+                f"tunable set {tunables.name!r}: outputs {bad} are not buffers of a call with {len(args.buffers)}"
+            )
+        self.device = device
+        self.tunables = tunables
+        self.pipelines = pipelines
+        self.specs: tuple[OutputSpec, ...] = output_specs(tunables, args)
+        # What every check run starts from, copied now: the sampling may write the benchmark's buffers.
+        buffers = [device.clone_buffer(buffer) for buffer in args.buffers]
+        self._written = written_buffers(tunables, args)
+        for spec in self.specs:
+            if spec.poison:
+                buffers[spec.index] = device.create_buffer(bytes([POISON]) * args.buffers[spec.index].size)
+        self.start = args.with_buffers(buffers)
+        self._spare: list[Args] = []  # check runs done with, their buffers free to run the next candidate on
+        self.expected: list[Any] | None = None  # the reference's outputs, on the device
+        self._sizes: list[int] = []  # bytes of each of them
+        self.warning: str | None = None
+        """Set by :meth:`judge_all` where the set's default (candidate 0) was found wrong."""
+        self.agreement = Agreement()
+        self.verdicts: dict[int, Mismatch] = {}
+
+    @property
+    def judge(self) -> str:
+        """``"reference"`` or ``"agreement"``: who decides what is right in this tune."""
+        return "reference" if self.tunables.reference is not None else "agreement"
+
+    def fresh_args(self) -> Args:
+        """A fresh copy of the check's inputs (outputs poisoned) for one candidate to run on: the
+        tune's first launch of a candidate runs on it, so that the check costs no launch of its own.
+        Buffers no candidate can write (bound read-only in every stage) are shared, not copied; the
+        others are copied into the buffers of a run done with where there is one (no new buffers,
+        no new uniform), else into new ones."""
+        if self._spare:
+            args = self._spare.pop()
+            for index in self._written:
+                self.device.copy_buffer(self.start.buffers[index], args.buffers[index])
+            return args
+        return self.start.with_buffers([
+            self.device.clone_buffer(buffer) if index in self._written else buffer
+            for index, buffer in enumerate(self.start.buffers)])
+
+    def _done_with(self, ran: Args) -> None:
+        """``ran``'s buffers may take the next candidate's run, where the device can refill them.
+        Its scratch buffers are not passed on: a candidate may count on fresh (zeroed) ones."""
+        if type(self.device).copy_buffer is not Device.copy_buffer:
+            for made in [made for made in ran.cache if isinstance(made, tuple) and made[:1] == ("scratch",)]:
+                del ran.cache[made]
+            self._spare.append(ran)
+
+    async def _run(self, index: int) -> Args:
+        """Candidate ``index`` run on :meth:`fresh_args`."""
+        kernel = self.tunables.candidates[index]
+        pipeline = await self.pipelines.compile(self.tunables, index)
+        args = self.fresh_args()
+        self.device.dispatch(pipeline, args, tuple(kernel.grid(args)))
+        return args
+
+    async def _compare(self, got: list[Any], want: list[Any], sizes: list[int] | None = None) -> tuple[int, Comparison]:
+        """The first output that disagrees and how, else ``(-1, the last comparison)``; ``sizes``:
+        bytes of each output to compare (default: the whole of ``want``'s buffer)."""
+        comparison = Comparison(0, 0)
+        for slot, spec in enumerate(self.specs):
+            nbytes = sizes[slot] if sizes is not None else want[slot].size
+            count = nbytes // element_size(spec.typecode)
+            comparison = await self.device.compare_buffers(got[slot], want[slot], spec.typecode, count,
+                                                           spec.atol, spec.rtol)
+            if not comparison.agree:
+                return slot, comparison
+        return -1, comparison
+
+    async def mismatch(self, index: int, ran: Args | None = None) -> Mismatch | None:
+        """Check candidate ``index`` as it is prepared: against the reference, its verdict (a
+        Mismatch, or None); judged by agreement, None (it joins its group; :meth:`judge_all`
+        gives the verdicts once every candidate has run). ``ran``: the :meth:`fresh_args` the
+        candidate already ran on (its first launch); without it, it is run here."""
+        ran = ran if ran is not None else await self._run(index)
+        outputs = [ran.buffers[spec.index] for spec in self.specs]
+        if self.tunables.reference is not None:
+            if self.expected is None:
+                self.expected, self._sizes = await self._expected()
+            slot, comparison = await self._compare(outputs, self.expected, self._sizes)
+            self._done_with(ran)
+            if slot < 0:
+                return None
+            verdict = Mismatch(self.tunables.candidates[index].name,
+                               f"output {self.specs[slot].label} disagrees with the reference: {comparison.describe()}")
+            self.verdicts[index] = verdict
+            return verdict
+        for group in self.agreement.groups:
+            if group.outputs is not None and (await self._compare(outputs, group.outputs))[0] < 0:
+                group.members.append(index)
+                self._done_with(ran)
+                return None
+        kept = outputs if sum(group.outputs is not None for group in self.agreement.groups) < MAX_GROUPS else None
+        self.agreement.groups.append(_Group([index], kept))
+        if kept is None:
+            self._done_with(ran)
+        return None
+
+    async def judge_all(self) -> dict[int, Mismatch]:
+        """The verdicts of a tune judged by agreement, once the sampling is over: a Mismatch for
+        every candidate outside the largest group (see the module doc). Also sets
+        :attr:`warning` when candidate 0 is among them. Against a reference, the verdicts given."""
+        groups = sorted(self.agreement.groups, key=lambda group: -len(group.members))
+        if self.tunables.reference is not None or len(groups) < 2:
+            return dict(self.verdicts)
+        names = self.tunables.candidates
+        largest = [group for group in groups if len(group.members) == len(groups[0].members)]
+        if len(largest) > 1:
+            sides = " against ".join("{" + ", ".join(names[i].name for i in group.members) + "}" for group in largest)
+            for group in groups:
+                reason = (f"the candidates disagree, {sides}, and no group is larger: nothing says which is right "
+                          "(give the set a reference=)") if group in largest else self._outvoted(groups[0], None)
+                for index in group.members:
+                    self.verdicts[index] = Mismatch(names[index].name, reason)
+        else:
+            right = largest[0]
+            for group in groups[1:]:
+                comparison = None
+                if group.outputs is not None and right.outputs is not None:
+                    comparison = await self._compare(group.outputs, right.outputs)
+                reason = self._outvoted(right, comparison)
+                for index in group.members:
+                    self.verdicts[index] = Mismatch(names[index].name, reason)
+        if 0 in self.verdicts:
+            self.warning = f"candidate 0 ({names[0].name}), the set's default, is wrong here: {self.verdicts[0].reason}"
+        return dict(self.verdicts)
+
+    def _outvoted(self, right: _Group, comparison: tuple[int, Comparison] | None) -> str:
+        shown = ", ".join(self.tunables.candidates[i].name for i in right.members[:5])
+        more = f" and {len(right.members) - 5} more" if len(right.members) > 5 else ""
+        text = f"disagrees with the {len(right.members)} candidates that agree ({shown}{more})"
+        if comparison is not None and comparison[0] >= 0:
+            slot, how = comparison
+            text += f": output {self.specs[slot].label}: {how.describe()}"
+        return text
+
+    async def _expected(self) -> tuple[list[Any], list[int]]:
+        """The set's reference outputs for the check's inputs, on the device, and their sizes in
+        bytes; a TuneFailed naming what is wrong with them (the whole tune depends on them)."""
+        name = self.tunables.name
+        inputs = [await self.device.read_buffer(buffer) for buffer in self.start.buffers]
+        try:
+            produced = list(self.tunables.reference(inputs, self.start.params))
+        except Exception as error:
+            raise TuneFailed(f"the reference of {name} raised {type(error).__name__}: {error}") from error
+        if len(produced) != len(self.specs):
+            raise TuneFailed(f"the reference of {name} gave {len(produced)} outputs; the set has {len(self.specs)}: "
+                             + ", ".join(spec.label for spec in self.specs))
+        on_device, sizes = [], []
+        for spec, value in zip(self.specs, produced, strict=True):
+            size = self.start.buffers[spec.index].size
+            data = as_bytes(value, spec, size, f"the reference of {name}")
+            sizes.append(len(data))
+            on_device.append(self.device.create_buffer(data))
+        return on_device, sizes
+
+
+def written_buffers(tunables: TunableSet, args: Args) -> set[int]:
+    """The indices of the call's buffers that some stage of some candidate binds
+    ``var<storage, read_write>``: every buffer where the WGSL cannot tell."""
+    every = set(range(len(args.buffers)))
+    written: set[int] = set()
+    for kernel in tunables.candidates:
+        try:
+            plan = binding_plan(kernel)
+        except KernelError:
+            plan = None
+        modules = [shader_of(stage) for stage in kernel.stages]
+        if plan is None or any(module is None for module in modules):
+            return every
+        positions = plan[0].candidate.positions
+        for module in modules:
+            for binding in module.bindings:
+                if binding.access != "read_write":
+                    continue
+                slot = (binding.group, binding.binding)
+                if args.names is not None:
+                    written.update(i for i, name in enumerate(args.names) if name in (binding.name, slot))
+                elif positions is None:
+                    return every
+                elif slot in positions:
+                    written.add(positions[slot])
+    return written
+
+
+# numpy's dtype kinds that may stand for each kind of output: a float output takes any number, an
+# integer output only integers (floats would be truncated silently).
+_KINDS_FOR_FLOAT, _KINDS_FOR_INT = "fiub", "iub"
+_NUMPY_DTYPES = {"e": "<f2", "f": "<f4", "d": "<f8", "b": "i1", "B": "u1", "h": "<i2", "H": "<u2", "i": "<i4",
+                 "I": "<u4"}
+
+
+def as_bytes(value: Any, spec: OutputSpec, size: int, who: str) -> bytes:
+    """An expected output as the bytes the kernel writes into a buffer of ``size`` bytes: bytes as
+    they are; a numpy array (of numbers of the output's kind) or a :class:`TypedValues` converted
+    to the output's type; a sequence of numbers packed. A TuneFailed naming the output when the
+    values are of the wrong kind, out of the type's range, or do not fill the buffer."""
+    typecode, where = spec.typecode, f"{who}: output {spec.label}, of WGSL type {ELEMENT_TYPES[spec.typecode]},"
+    is_float = typecode in FLOAT_TYPES
+    try:
+        if isinstance(value, TypedValues):
+            if value.typecode != typecode and (value.typecode in FLOAT_TYPES) != is_float:
+                raise TuneFailed(f"{where} is given {ELEMENT_TYPES.get(value.typecode, value.typecode)} values; "
+                                 f"give {ELEMENT_TYPES[typecode]} ones")
+            value = list(struct.unpack(f"<{len(value.data) // element_size(value.typecode)}{value.typecode}",
+                                       value.data)) if value.typecode != typecode else value.data
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            data = bytes(value)
+        elif hasattr(value, "astype") and hasattr(value, "dtype"):  # numpy, without importing it
+            if value.dtype.kind not in (_KINDS_FOR_FLOAT if is_float else _KINDS_FOR_INT):
+                raise TuneFailed(f"{where} is given an array of {value.dtype}; give {ELEMENT_TYPES[typecode]} values")
+            if not is_float and value.size:
+                low, high = _range(typecode)
+                if int(value.min()) < low or int(value.max()) > high:
+                    raise TuneFailed(f"{where} is given values in [{int(value.min())}, {int(value.max())}], outside "
+                                     f"the type's range [{low}, {high}]")
+            data = value.astype(_NUMPY_DTYPES[typecode]).tobytes()
+        else:
+            values = list(value)
+            if not is_float and any(isinstance(v, float) and not v.is_integer() for v in values):
+                raise TuneFailed(f"{where} is given fractional numbers; give {ELEMENT_TYPES[typecode]} values")
+            data = struct.pack(f"<{len(values)}{typecode}", *values)
+    except TuneFailed:
+        raise
+    except (TypeError, ValueError, OverflowError, struct.error) as error:
+        raise TuneFailed(f"{where} is given something that is not {ELEMENT_TYPES[typecode]} values: {error}") from None
+    # A buffer is whole 4-byte words: an output of an odd number of f16 values has 2 bytes more.
+    if not size - 3 <= len(data) <= size:
+        count = len(data) // element_size(typecode)
+        raise TuneFailed(f"{where} is given {count} values ({len(data)} bytes); the buffer holds "
+                         f"{size // element_size(typecode)} ({size} bytes)")
+    return data
+
+
+def _range(typecode: str) -> tuple[int, int]:
+    bits = 8 * element_size(typecode)
+    return (0, 2**bits - 1) if typecode.isupper() else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)

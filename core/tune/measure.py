@@ -1,0 +1,273 @@
+"""Measuring one candidate: limits, compile, grids, first launch, output check, warmups,
+calibration, samples.
+
+:func:`prepare_candidate` turns a candidate into an :class:`Arm` ready to sample, or into its
+result when it cannot be sampled. Its first launch is timed alone, against the tune's time limit
+(``time_limit.py``), before anything else runs it. Every failure of the candidate becomes a value (the rule is
+:func:`~wgtune.errors.candidate_failure`); only failures of the tune as a whole propagate. Each
+timed sample repeats the dispatch inside one pass until the sample is long against the clock's
+grain (:func:`sample_floor`), and reports seconds per dispatch. Which candidates get how many
+samples is a sampling policy's business (``adaptive.py``, ``fixed.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..config import Config
+from ..errors import CandidateError, DeviceLost, InvalidSamples, Launch, Mismatch, Timeout, candidate_failure
+from ..gpu.device import Device, check_grid, check_limits
+from ..sets.args import Args, Grid
+from ..sets.tunable import Kernel, TunableSet
+from ..store.results import Measured, Result, Stats
+from .time_limit import TimeLimit
+
+__all__ = [
+    "GRAIN_MULTIPLE",
+    "MAX_REPEATS",
+    "WARMUP_SECONDS",
+    "Arm",
+    "Bench",
+    "LaunchGuard",
+    "calibrate",
+    "clone_args",
+    "prepare_candidate",
+    "sample_floor",
+    "warmups_after",
+]
+
+# A dispatch is repeated at most this often in one sample: past it the clock is not the limit.
+MAX_REPEATS = 4096
+# Rounds of measuring a sample before settling its repeat count.
+CALIBRATION_ROUNDS = 4
+# Warming up stops once this long has been spent on it, the first launch included (the time
+# Triton's do_bench spends warming up): on a CPU adapter one launch of a slow kernel takes longer.
+WARMUP_SECONDS = 0.025
+# A sample lasts at least this many grains of the device's clock: a reading is off by up to one
+# grain, so a sample of 50 grains is measured to within 2%.
+GRAIN_MULTIPLE = 50
+
+
+def sample_floor(grain: float, config: Config) -> float:
+    """The shortest a timed sample may be on a clock of ``grain`` seconds: the configured floor,
+    or 50 grains if that is longer."""
+    return max(config.min_sample, GRAIN_MULTIPLE * grain)
+
+
+PipelineGetter = Callable[[int], Awaitable[Any]]
+
+
+class OutputChecker(Protocol):
+    """Compares a candidate's outputs with the reference's (``checks.OutputCheck``)."""
+
+    def fresh_args(self) -> Args: ...
+
+    async def mismatch(self, index: int, ran: Args | None = None) -> Mismatch | None: ...
+
+
+class LaunchGuard(Protocol):
+    """Runs a candidate's first launch where one that never returns can be stopped (natively, a
+    child process: ``backends/isolation.py``), before the tune's own device runs it."""
+
+    async def first_launch(self, kernel: Kernel, grids: list[Grid], args: Args, limit: float) -> float | None:
+        """Seconds ``kernel``'s stages took on ``args`` with ``grids`` (possibly more than
+        ``limit``), or None when they ran past ``limit`` and were stopped; KernelError when the
+        launch failed."""
+        ...
+
+
+def clone_args(device: Device, args: Args) -> Args:
+    """The same call on copies of its buffers: what benchmarks run on, by default."""
+    return args.with_buffers([device.clone_buffer(buffer) for buffer in args.buffers])
+
+
+async def calibrate(
+    device: Device, pipeline: Any, args: Args, grid: Grid, min_sample: float
+) -> tuple[int, float | None]:
+    """How many dispatches one sample needs to last at least ``min_sample`` seconds, and the
+    last calibration reading in seconds per dispatch when it already was such a sample (the
+    adaptive policy keeps it as the candidate's first sample)."""
+    repeats = 1
+    for _ in range(CALIBRATION_ROUNDS):
+        seconds = await device.resolve(await device.profile(pipeline, args, grid, repeats))
+        if repeats >= MAX_REPEATS or (math.isfinite(seconds) and seconds >= min_sample):
+            return repeats, (seconds / repeats if math.isfinite(seconds) and seconds > 0 else None)
+        if not math.isfinite(seconds) or seconds <= 0:
+            repeats = min(MAX_REPEATS, repeats * 16)  # below the clock's grain: grow fast
+        else:
+            repeats = min(MAX_REPEATS, max(repeats + 1, math.ceil(repeats * min_sample * 1.2 / seconds)))
+    return repeats, None
+
+
+@dataclass(eq=False)
+class Arm:
+    """A candidate ready to sample: compiled, warmed up, its repeat count calibrated.
+
+    ``samples`` are the valid ones, in seconds per dispatch; ``wall`` is what the candidate has
+    cost the tune so far (compile, checks, warmups, calibration, samples).
+    """
+
+    index: int
+    name: str
+    compiled: Any
+    grid: Grid
+    repeats: int
+    samples: list[float] = field(default_factory=list)
+    invalid: int = 0
+    wall: float = 0.0
+
+    async def sample(self, device: Device, args: Args, count: int = 1) -> None:
+        """Take ``count`` timed samples (submitted together, then resolved)."""
+        profiles = [await device.profile(self.compiled, args, self.grid, self.repeats) for _ in range(count)]
+        for handle in profiles:
+            seconds = await device.resolve(handle) / self.repeats
+            if math.isfinite(seconds) and seconds > 0:
+                self.samples.append(seconds)
+            else:
+                self.invalid += 1
+
+    def result(self, timing: str) -> Result:
+        if not self.samples:
+            return InvalidSamples(self.name)
+        return Measured(self.name, self.index, Stats(tuple(self.samples), timing))
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What measuring one key's candidates needs: the device, the set, the benchmark's inputs,
+    the settings, the compiled pipeline of a candidate (by index), the shortest sample (see
+    :func:`sample_floor`), the output check if any, where steps are logged, the tune's time
+    limit, where first launches run first (None: only in process), and the candidates ruled out
+    of this key's tunes with the failure each gets instead (``TuneCache.ruled_out``)."""
+
+    device: Device
+    tunables: TunableSet
+    args: Args
+    config: Config
+    pipeline: PipelineGetter
+    floor: float
+    check: OutputChecker | None = None
+    step: Callable[[str], None] = lambda _message: None
+    limit: TimeLimit = field(default_factory=TimeLimit)
+    guard: LaunchGuard | None = None
+    ruled_out: Mapping[int, CandidateError] = field(default_factory=dict)
+    compile_ahead: Callable[[Sequence[int]], Awaitable[None]] | None = None
+    """Compiles several candidates at once before they are prepared (``PipelineCache.compile_ahead``)."""
+    begin_compiles: Callable[[Sequence[int]], None] | None = None
+    """Starts compiling candidates in the background, not waiting (``PipelineCache.start_compiles``)."""
+    bar: int | None = None
+    """The candidate the adaptive policy screens first: the set's default (its first candidate)
+    where the plan has it. Its time is the bar the others are measured against from the start,
+    so a group slow on this device is pruned after its probes even in the first batch."""
+
+    async def compile_soon(self, indices: Sequence[int]) -> None:
+        """Compile ``indices`` together, ahead of their preparation, where the bench can."""
+        if self.compile_ahead is not None and indices:
+            await self.compile_ahead(indices)
+
+    def compile_later(self, indices: Sequence[int]) -> None:
+        """Begin compiling ``indices`` in the background where the device can, and return: the
+        candidates after the ones about to be measured, so their compiles overlap the measuring."""
+        if self.begin_compiles is not None and indices:
+            self.begin_compiles(indices)
+
+
+async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid],
+                             args: Args | None = None) -> Timeout | float:
+    """Launch ``kernel`` once, alone, on ``args`` (default: the benchmark's), and time it against
+    the tune's limit: a Timeout when it ran past it (in the guard, which stopped it, or in
+    process, where it can only be read after), else its wall time in seconds (launch and sync)."""
+    limit = bench.limit.seconds()
+    if bench.guard is not None:
+        isolated = await bench.guard.first_launch(kernel, grids, bench.args, limit)
+        if isolated is None:
+            return Timeout(kernel.name, f"its first launch ran past {bench.limit.describe()} in an "
+                                        "isolated process, which was stopped")
+        if isolated > limit:
+            return Timeout(kernel.name, f"its first launch took {isolated:.3g} s in an isolated process, "
+                                        f"past {bench.limit.describe()}")
+    started = time.perf_counter()
+    try:
+        bench.device.dispatch(compiled, args if args is not None else bench.args, grids[0])
+        await bench.device.sync()
+    except DeviceLost as lost:  # while this candidate ran alone: the likely cause
+        raise DeviceLost(lost.reason, candidate=kernel.name) from None
+    seconds = time.perf_counter() - started
+    if seconds > limit:
+        return Timeout(kernel.name, f"its first launch took {seconds:.3g} s, past {bench.limit.describe()}")
+    bench.limit.observe(seconds)
+    return seconds
+
+
+def warmups_after(first_launch: float, warmups: int) -> int:
+    """How many of ``warmups`` launches are still to come after a first launch that took
+    ``first_launch`` seconds: it was one, and warming up stops once WARMUP_SECONDS are spent
+    (a kernel of seconds on a CPU adapter needs no second run to warm anything)."""
+    if warmups <= 1:
+        return 0
+    if first_launch <= 0:
+        return warmups - 1
+    return min(warmups - 1, max(0, math.ceil(WARMUP_SECONDS / first_launch) - 1))
+
+
+async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
+    """Limits, compile, grids, first launch, output check, warmups and calibration of candidate
+    ``index``.
+
+    Answers an :class:`Arm` ready to sample, or the candidate's result when it cannot be sampled:
+    its error as a value, or a bare Measured in a dry run.
+    """
+    device, tunables, args, config, check = bench.device, bench.tunables, bench.args, bench.config, bench.check
+    kernel: Kernel = tunables.candidates[index]
+    name = kernel.name
+    if index in bench.ruled_out:
+        return bench.ruled_out[index]
+    problem = check_limits(kernel, device.limits, device.features)
+    if problem:
+        return Launch(name, problem)
+    try:
+        compiled = await bench.pipeline(index)
+    except Exception as error:
+        return candidate_failure(name, error, "compile")
+    try:
+        grids = [tuple(stage.grid(args)) for stage in kernel.stages]
+    except Exception as error:
+        return candidate_failure(name, error, "grid")
+    for stage, stage_grid in zip(kernel.stages, grids, strict=True):
+        problem = check_grid(stage_grid, device.limits)
+        if problem:
+            return Launch(name, problem if stage is kernel else f"stage {stage.name}: {problem}")
+    if all(0 in stage_grid for stage_grid in grids):  # it would do nothing, fast: unchecked, it would win
+        return Launch(name, f"grid {grids[0]!r} dispatches no workgroups" if len(grids) == 1
+                      else f"its stages' grids {grids!r} dispatch no workgroups")
+    grid = grids[0]
+    if config.dry_run:
+        bench.step(f"{name}: compiled; dry run, not launched")
+        return Measured(name, index, None)
+    try:
+        # With checks, the first launch runs on the check's own copies: it is the check's run too.
+        checked = check.fresh_args() if check is not None else None
+        first_launch = await probe_first_launch(bench, kernel, compiled, grids, checked)
+        if isinstance(first_launch, Timeout):
+            bench.step(f"{name}: {first_launch.reason}")
+            return first_launch
+        if check is not None:
+            mismatch = await check.mismatch(index, checked)
+            if mismatch is not None:
+                return mismatch
+        for _ in range(warmups_after(first_launch, config.warmups)):
+            device.dispatch(compiled, args, grid)
+        # No wait for the warmups: calibration's first timed pass runs after them on the queue (and
+        # a wall-clock pass waits for them first), and it raises what they caused. A wait costs a
+        # round trip, some 100 ms in a browser on a CPU adapter.
+        repeats, first = await calibrate(device, compiled, args, grid, bench.floor)
+    except Exception as error:
+        return candidate_failure(name, error, "launch")
+    arm = Arm(index, name, compiled, grid, repeats)
+    if first is not None:
+        arm.samples.append(first)
+    return arm

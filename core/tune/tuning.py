@@ -1,0 +1,134 @@
+"""One tune of one key, from the call to its :class:`~wgtune.tune.outcome.TuneOutcome`.
+
+What a tune does, in order: wait for work submitted before it (its errors are not the
+candidates'), learn the clock's grain (``clock.py``), make the benchmark's inputs (copies of the
+call's buffers, or the set's ``input_gen``), plan the key's candidates (``plan.py``), set up the
+output checks (``checks.py``, on unless turned off), sample with the configured policy
+(``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``, over the adaptive
+sampling), give the checks' verdicts, and rank what was measured (``ranking.py``). What the
+tune's answer then changes (the tune cache, the store, the record, the events) is the tuner's
+business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from ..config import Config, Policy
+from ..errors import CandidateError, Mismatch, NoValidKernelFound
+from ..gpu.clock import clock_grain
+from ..gpu.device import Device
+from ..key import Key
+from ..sets.args import Args
+from ..sets.tunable import TunableSet
+from ..store.results import Measured, Result
+from .adaptive import sample_adaptively, search_adaptively
+from .checks import OutputCheck
+from .events import TrialFinished
+from .fixed import sample_fixed
+from .log import logger
+from .measure import Bench, LaunchGuard, clone_args, sample_floor
+from .outcome import TuneOutcome
+from .pipelines import PipelineCache
+from .plan import Plan
+from .ranking import decide
+from .sampling import Sampled, SamplingPolicy, short_circuit_limit
+from .time_limit import TimeLimit
+
+__all__ = ["POLICIES", "measure_key"]
+
+POLICIES: dict[Policy, SamplingPolicy] = {Policy.ADAPTIVE: sample_adaptively, Policy.FIXED: sample_fixed}
+
+
+async def measure_key(
+    device: Device,
+    pipelines: PipelineCache,
+    config: Config,
+    tunables: TunableSet,
+    key: Key,
+    args: Args,
+    emit: Callable[[object], None],
+    step: Callable[[str], None],
+    guard: LaunchGuard | None = None,
+    ruled_out: Mapping[int, CandidateError] | None = None,
+    snapshot: bool = False,
+) -> TuneOutcome:
+    """Measure ``key``'s candidates on a copy of the call ``args`` and rank them (see the module
+    doc). Each candidate's result is emitted as a TrialFinished event as it comes; ``step``
+    receives the log's steps; ``guard`` runs each first launch where a runaway can be stopped;
+    ``ruled_out`` candidates are not launched, their failures taken as they are; ``snapshot``:
+    ``args`` is already the tune's own copy of the call (``Tuner._snapshot``), not copied again.
+    Raises NoValidKernelFound when no candidate was measured."""
+    ruled_out = ruled_out or {}
+    await device.sync()
+    floor = sample_floor(await clock_grain(device), config)
+    if tunables.input_gen is not None:
+        bench_args = tunables.input_gen(device, key, args)
+    else:
+        bench_args = args if snapshot else clone_args(device, args)
+    plan = Plan(tunables.candidates, key)
+    check = None
+    if config.checks and not config.dry_run:
+        if tunables.outputs:
+            check = OutputCheck(device, tunables, bench_args, pipelines)
+        elif not tunables.outputs_given:
+            _say_once(tunables.name, "tunable set %s has no outputs to compare: its first candidate declares no "
+                      "var<storage, read_write> wgtune can read, so its winners are not checked; give outputs= (or "
+                      "outputs=() to say there is nothing to check)")
+    elif tunables.reference is not None and not config.dry_run:
+        _say_once(tunables.name, "tunable set %s has a reference, but output checks are off: it is not called")
+
+    def on_trial(index: int, result: Result, wall: float) -> None:
+        emit(TrialFinished(tunables.name, key, index, result, wall))
+
+    async def pipeline(index: int) -> object:
+        return await pipelines.compile(tunables, index)
+
+    # The set's default (its first candidate) is screened first where the plan has it: it sets the bar.
+    default = 0 if 0 not in plan.skipped and 0 not in ruled_out else None
+
+    async def compile_ahead(indices: Sequence[int]) -> None:
+        await pipelines.compile_ahead(tunables, indices)
+
+    time_limit = TimeLimit(config.time_limit)
+    bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step, time_limit, guard, ruled_out,
+                  compile_ahead, lambda indices: pipelines.start_compiles(tunables, indices), bar=default)
+    limit = short_circuit_limit(tunables, key)
+    if tunables.search is not None:
+        sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)
+    else:
+        sampled = await POLICIES[config.policy](bench, plan, on_trial, limit)
+    warning = await _judge(check, sampled, on_trial) if check is not None else None
+    if warning is not None:
+        step(warning)
+        await pipelines.distrust(tunables, [index for index, result in sampled.results.items()
+                                            if isinstance(result, Mismatch)])
+    outcome = decide(tunables, key, plan, sampled, config)
+    if outcome is None:
+        raise NoValidKernelFound(tunables.name, key, tuple(sampled.all_results(tunables, plan)))
+    return replace(outcome, checked=config.checks and not config.dry_run,
+                   judge=check.judge if check is not None else "", warning=warning)
+
+
+_SAID: set[tuple[str, str]] = set()
+
+
+def _say_once(set_name: str, message: str) -> None:
+    """Log ``message`` (``%s``: the set's name) once per set: what its tunes cannot check."""
+    if (set_name, message) not in _SAID:
+        _SAID.add((set_name, message))
+        logger.warning(message, set_name)
+
+
+async def _judge(check: OutputCheck, sampled: Sampled, on_trial: Callable[[int, Result, float], None]) -> str | None:
+    """The check's verdicts given to the candidates that ran (a candidate outvoted once every
+    candidate ran becomes a Mismatch, and said so again); the short circuit dropped if its
+    candidate is among them. Answers the check's warning about candidate 0, if any."""
+    for index, verdict in (await check.judge_all()).items():
+        if isinstance(sampled.results.get(index), Measured):
+            sampled.results[index] = verdict
+            on_trial(index, verdict, sampled.walls.get(index, 0.0))
+        if sampled.short_circuit == index:
+            sampled.short_circuit = None
+    return check.warning
