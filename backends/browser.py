@@ -36,7 +36,7 @@ from pyodide.ffi import JsException, create_proxy, jsnull, to_js
 
 from wgtune.errors import KernelError
 from wgtune.gpu.device import DeviceIdentity, DeviceLimits
-from wgtune.sets.tunable import Kernel
+from wgtune.sets.kernel import Kernel
 
 from .webgpu import WebGPUDevice, as_value
 

@@ -29,7 +29,7 @@ from wgtune.gpu.device import CompiledKernel, DeviceLimits
 from wgtune.gpu.launch_check import buffer_refusal, describe_binding, grid_refusal
 from wgtune.sets.args import Args, Grid
 from wgtune.sets.bindings import PARAMS, Scratch, binding_plan, stage_entries
-from wgtune.sets.tunable import Kernel
+from wgtune.sets.kernel import Kernel
 from wgtune.tune.log import logger
 
 __all__ = ["CallLaunches"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from wgtune.gpu.comparison import Comparison
 from wgtune.sets.args import Args
-from wgtune.sets.tunable import Kernel
+from wgtune.sets.kernel import Kernel
 
 __all__ = ["COMPARE", "GPU_KINDS", "WORKGROUPS_MAX", "compare_on_gpu"]
 

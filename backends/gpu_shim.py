@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from wgtune.sets.tunable import Kernel
+from wgtune.sets.kernel import Kernel
 
 __all__ = ["GPUShim"]
 

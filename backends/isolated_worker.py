@@ -54,7 +54,7 @@ class LaunchSpec:
 
 
 def _kernel(launch: LaunchSpec):
-    from wgtune.sets.tunable import Kernel
+    from wgtune.sets.kernel import Kernel
 
     def rebuilt(stage: StageSpec, then: tuple = (), scratch: dict | None = None) -> Kernel:
         params = None if stage.params is None else (lambda _args, values=stage.params: values)

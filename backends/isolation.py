@@ -32,7 +32,7 @@ from typing import Any
 from wgtune.errors import KernelError
 from wgtune.gpu.device import Device
 from wgtune.sets.args import Args, Grid
-from wgtune.sets.tunable import Kernel
+from wgtune.sets.kernel import Kernel
 from wgtune.tune.log import logger
 
 from .isolated_worker import LaunchSpec, StageSpec

@@ -45,8 +45,9 @@ from wgtune.errors import ConfigError, LaunchRefused, WgtuneError
 from wgtune.key import Key
 from wgtune.search.strategies import Search
 from wgtune.sets.args import Args
+from wgtune.sets.kernel import Kernel
 from wgtune.sets.space import Space
-from wgtune.sets.tunable import Kernel, TunableSet
+from wgtune.sets.tunable import TunableSet
 from wgtune.sets.uniforms import param_names, params_by_name
 from wgtune.state import Hit, Pending
 from wgtune.store.results import result_to_json

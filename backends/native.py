@@ -28,7 +28,7 @@ import wgpu
 from wgtune.errors import ConfigError, KernelError
 from wgtune.gpu.device import DeviceIdentity, DeviceLimits
 from wgtune.runner import run_inline
-from wgtune.sets.tunable import Kernel
+from wgtune.sets.kernel import Kernel
 
 from .unchecked import create_unchecked_module
 from .webgpu import WebGPUDevice, as_value

@@ -28,7 +28,7 @@ from wgtune.gpu.comparison import Comparison
 from wgtune.gpu.device import CompiledKernel, Device, DeviceLimits, Timing
 from wgtune.sets.args import Args, Grid
 from wgtune.sets.bindings import PARAMS, Scratch, binding_plan, params_of, stage_entries
-from wgtune.sets.tunable import Kernel
+from wgtune.sets.kernel import Kernel
 from wgtune.sets.uniforms import uniform_bytes
 
 from .batch_recorder import BatchRecorder

@@ -33,8 +33,9 @@ from .key import Key, anchor
 from .runner import run_inline, spawn_task
 from .search.strategies import Search
 from .sets.args import Args
+from .sets.kernel import Group, Kernel
 from .sets.space import Space
-from .sets.tunable import Group, Kernel, TunableSet
+from .sets.tunable import PerKeySet, TunableSet
 from .state import MISS, PENDING, Hit, Miss, Pending, TuneState, Unchecked
 from .store.format import MemoryStore, StoredEntry
 from .store.record import MemoryRecords, RecordEffect, Trial, TuneRecord
@@ -74,6 +75,7 @@ __all__ = [
     "Miss",
     "NoValidKernelFound",
     "Pending",
+    "PerKeySet",
     "Pin",
     "Plan",
     "RecordEffect",

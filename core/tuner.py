@@ -11,10 +11,12 @@ The tuner only orchestrates; each piece of state has one owner:
   Unchecked), its stored entry and its last failure, changed only by named transitions;
 - :class:`~wgtune.tune.pipelines.PipelineCache` (``tuner.pipelines``): compiled candidates and each
   set's fallback;
-- the store: winners between processes; the records sink: one record per tune;
-- ``clock.py``: the grain of each device's clock, measured before its first tune.
+- the store: winners between processes; the records sink: one record per tune.
 
-What one tune does, from the call to its outcome, is ``tuning.py``'s.
+A :class:`~wgtune.sets.tunable.PerKeySet` is resolved to the key's own set at the door of each
+public method: everything past it sees concrete sets. Settling a claimed key (waiting for other
+tuners, checking a winner from elsewhere, measuring, keeping the winner) is ``settling.py``'s;
+what one tune measures, from the call to its outcome, is ``tune/tuning.py``'s.
 
 :meth:`Tuner.fastest` is the hot path, a dict lookup. :meth:`Tuner.check_tune` claims a key in
 the cache: a known answer comes back at once; otherwise the key is Pending and a tune starts.
@@ -27,35 +29,30 @@ from __future__ import annotations
 
 import inspect
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from .batch import Batch
 from .cache import TuneCache
 from .config import Config, LogLevel
 from .coordinator import Coordinator, WinnerFromElsewhere
-from .errors import ConfigError, KernelError, LaunchRefused, Timeout, WgtuneError, tune_failure
+from .errors import ConfigError, LaunchRefused, Timeout
 from .gpu.device import Device
 from .key import Key, KeyMemo
 from .runner import Spawner, default_spawner
 from .sets.args import Args
-from .sets.tunable import Kernel, TunableSet
-from .state import MISS, Hit, TuneState, Unchecked
-from .store.format import WRITE_PENDING, Store, StoredEntry
+from .sets.kernel import Kernel
+from .sets.tunable import AnySet, PerKeySet, TunableSet
+from .settling import Settler
+from .state import MISS, Hit, TuneState
+from .store.format import Store, StoredEntry
 from .store.record import RecordSink
 from .store.results import Result
-from .tune.events import TuneFailedEvent, TuneFinished, TuneStarted
-from .tune.log import TuneLog, logger, say_checks_are_off, show_log_on_stderr
-from .tune.measure import LaunchGuard, clone_args
-from .tune.outcome import TuneOutcome
+from .tune.log import logger, say_checks_are_off, show_log_on_stderr
 from .tune.pipelines import PipelineCache
-from .tune.tuning import measure_key
-from .tune.verify import verify_winner
+from .tune.request import LaunchGuard
 
 __all__ = ["Tuner"]
-
 
 
 class Tuner:
@@ -93,6 +90,7 @@ class Tuner:
         self._compiled = self.pipelines.compiled
         self.keys = KeyMemo()
         self._tasks: set = set()  # tunes running on the event loop (strong references)
+        self._settler = Settler(self)
         self.reload()
 
     @property
@@ -122,21 +120,21 @@ class Tuner:
 
     # -- the hot path -------------------------------------------------------------------------
 
-    def fastest(self, tunables: TunableSet, key: Key) -> TuneState:
+    def fastest(self, tunables: AnySet, key: Key) -> TuneState:
         """The key's state in this process: Hit, Miss, Pending or Unchecked. A dict lookup."""
-        if tunables.specialize is not None:
+        if tunables.__class__ is PerKeySet:
             tunables = tunables.for_key(key)
         if self._sets.get(tunables.name) is not tunables:
             self._adopt(tunables)
         table = self._states.get(tunables.name)
         return MISS if table is None else table.get(key, MISS)
 
-    def key(self, tunables: TunableSet, args: Args) -> Key:
+    def key(self, tunables: AnySet, args: Args) -> Key:
         """The autotune key of a call: the key function runs once per Args object (kept in
         ``args.cache``: an Args is immutable), memoised on its raw answer across calls."""
         return self.keys.key(tunables, args)
 
-    def execute(self, tunables: TunableSet, args: Args) -> Kernel:
+    def execute(self, tunables: AnySet, args: Args) -> Kernel:
         """Run the key's winner on ``args``; tune first on a miss. Returns the kernel that ran.
 
         While the key is Pending (a tune in the event loop, or in another thread), the set's
@@ -149,7 +147,7 @@ class Tuner:
         for a later call or tune.
         """
         key = self.keys.key(tunables, args)
-        if tunables.specialize is not None:
+        if tunables.__class__ is PerKeySet:
             tunables = tunables.for_key(key)
         state = self.fastest(tunables, key)
         if state.__class__ is not Hit:
@@ -158,11 +156,11 @@ class Tuner:
                     self.device.check_call(tunables.candidates[0], args)
                 except LaunchRefused as error:
                     raise LaunchRefused(f"set {tunables.name!r} [{key}]: {error}") from None
-            state = self.check_tune(tunables, key, args)
+            state = self._check_tune(tunables, key, args)
         index = state.index if state.__class__ is Hit else self.pipelines.fallback(tunables)
         pipeline = self._compiled.get((tunables.name, index))
         if pipeline is None:
-            index, pipeline = self._pipeline_for_call(tunables, key, args, index)
+            index, pipeline = self._settler.pipeline_for_call(tunables, key, args, index, self._check_tune)
         kernel = tunables.candidates[index]
         if not self.config.dry_run:
             # An Args is immutable, so its grid per grid function is worked out once (in its cache).
@@ -181,52 +179,21 @@ class Tuner:
         ``batch.py``)."""
         return Batch(self.device)
 
-    def _pipeline_for_call(self, tunables: TunableSet, key: Key, args: Args, index: int) -> tuple[int, Any]:
-        """Candidate ``index``'s pipeline for a call, when it is not compiled yet: a winner known
-        without a tune (stored, pinned, the only candidate). One that no longer compiles (the
-        driver changed under the same identity) makes its key a Miss: natively it is tuned again
-        at once, the broken candidate reported with its reason; on the event loop the fallback
-        serves until the next call tunes it. A pinned candidate is the user's word: its failure
-        is raised, not tuned around."""
-        replaceable = self.config.pin_for(tunables.name, key) is None and len(tunables) > 1
-        winner, name = index, tunables.candidates[index].name
-
-        def broken_on_the_loop(error: BaseException) -> None:
-            reason = f"stored winner {name} no longer compiles: {error}"
-            logger.warning("%s [%s]: %s; the next call tunes it again", tunables.name, key, reason)
-            if replaceable:
-                self.cache.demote(tunables.name, key, winner, KernelError(reason))
-            self._emit(TuneFailedEvent(tunables.name, key, reason))
-
-        try:
-            pipeline = self.pipelines.compile_for_call(tunables, index, broken_on_the_loop)
-        except KernelError as error:
-            if not replaceable:
-                raise
-            logger.warning("winner %s of %s [%s] no longer compiles (%s): tuning again",
-                           name, tunables.name, key, error)
-            self.cache.demote(tunables.name, key, index, error)
-            state = self.check_tune(tunables, key, args)
-            index = state.index if state.__class__ is Hit else self.pipelines.fallback(tunables)
-            pipeline = self.pipelines.get(tunables.name, index)
-        if pipeline is None:  # the winner compiles on the event loop: the fallback serves meanwhile
-            index = self.pipelines.fallback(tunables)
-            pipeline = self.pipelines.get(tunables.name, index)
-        return index, pipeline
-
     # -- deciding -----------------------------------------------------------------------------
 
-    def check_tune(self, tunables: TunableSet, key: Key, args: Args) -> TuneState:
+    def check_tune(self, tunables: AnySet, key: Key, args: Args) -> TuneState:
         """Answer Hit or Pending for ``key``, starting a tune if nothing is known yet.
 
         Natively the tune runs inline and this returns Hit (or raises NoValidKernelFound);
         with the browser's spawner it returns Pending at once.
         """
-        tunables = tunables.for_key(key)
+        return self._check_tune(tunables.for_key(key), key, args)
+
+    def _check_tune(self, tunables: TunableSet, key: Key, args: Args) -> TuneState:
         state = self._claim(tunables, key)
         if state is not None:
             return state
-        coro = self._tune(tunables, key, self._snapshot(tunables, args), time.perf_counter())
+        coro = self._settler.settle(tunables, key, self._settler.snapshot(tunables, args), time.perf_counter())
         try:
             return self._spawn(coro, self._tasks)
         except BaseException:
@@ -235,40 +202,19 @@ class Tuner:
                 self.cache.fail(tunables.name, key)
             raise
 
-    async def tune_async(self, tunables: TunableSet, args: Args, key: Key | None = None) -> TuneState:
+    async def tune_async(self, tunables: AnySet, args: Args, key: Key | None = None) -> TuneState:
         """Like :meth:`check_tune`, awaiting the tune in the caller's event loop; answers Hit or Pending."""
         key = key if key is not None else self.key(tunables, args)
         tunables = tunables.for_key(key)
         state = self._claim(tunables, key)
         if state is not None:
             return state
-        return await self._tune(tunables, key, self._snapshot(tunables, args), time.perf_counter())
-
-    def _snapshot(self, tunables: TunableSet, args: Args) -> Args:
-        """The call's buffers as they are at the miss, copied for the tune (the set's ``input_gen``
-        makes its own). Copied now, not when the tune starts: in the page the fallback runs on the
-        call's buffers before the tune's task does, and a copy made after it would hold the
-        fallback's answer, which a candidate that leaves elements unwritten would then seem to give."""
-        self.device.flush()  # a miss in a batch: the launches recorded before it come first
-        return args if tunables.input_gen is not None else clone_args(self.device, args)
+        return await self._settler.settle(tunables, key, self._settler.snapshot(tunables, args), time.perf_counter())
 
     def _claim(self, tunables: TunableSet, key: Key) -> TuneState | None:
         if self._sets.get(tunables.name) is not tunables:
             self._adopt(tunables)
-        self.cache.look_up(tunables.name, key)  # a store read key by key: this key's entry, once
-        stored = isinstance(self.cache.state(tunables.name, key), Unchecked)
-        verify = self.config.checks and not self.config.dry_run
-        unchecked = verify and stored and self.cache.unchecked(tunables.name, key)
-        state = self.cache.claim(tunables, key, self.config.pinned_index(tunables, key), require_checked=verify,
-                                 check_single=verify and tunables.reference is not None)
-        if stored and state is None and self.config.log_level is not LogLevel.DISABLED:
-            if unchecked:
-                logger.info("stored winner for %s [%s] was not checked on this device: checking it", tunables.name,
-                            key)
-            else:
-                logger.info("stored winner for %s [%s] is for other candidates or does not fit the key: tuning again",
-                            tunables.name, key)
-        return state
+        return self._settler.claim(tunables, key)
 
     def _adopt(self, tunables: TunableSet) -> None:
         if self.cache.adopt(tunables):
@@ -276,134 +222,31 @@ class Tuner:
             if self.config.log_level is not LogLevel.DISABLED:
                 logger.info("set %s has other candidates now: its stored winners are tuned again", tunables.name)
 
-    # -- tuning -------------------------------------------------------------------------------
-
-    async def _tune(self, tunables: TunableSet, key: Key, args: Args, missed_at: float) -> TuneState:
-        """Decide ``key`` on ``args``, the call's :meth:`_snapshot`."""
-        coordinated, stored = await self._wait_for_others(tunables, key)
-        try:
-            verify = self.config.checks and not self.config.dry_run
-            if stored is not None and self.cache.take_stored(tunables, stored, require_checked=verify):
-                self._emit(WinnerFromElsewhere(stored, announced=False))
-                return Hit(stored.winner)
-            unverified = self.cache.to_verify.pop((tunables.name, key), None)
-            if unverified is not None and await self._verified(tunables, key, args, unverified):
-                return Hit(unverified.winner)
-            return await self._measure(tunables, key, args, missed_at)
-        finally:
-            if coordinated:
-                await self._let_others_go(tunables, key)
-
-    async def _verified(self, tunables: TunableSet, key: Key, args: Args, entry: StoredEntry) -> bool:
-        """Check a winner not checked on this device (``verify.py``): when it passes, the key is a
-        Hit and the store keeps it as checked (it is checked once); when not, the caller tunes."""
-        name = tunables.candidates[entry.winner].name
-        try:
-            problem = await verify_winner(self.device, self.pipelines, tunables, key, args, entry.winner)
-        except Exception as error:  # the tune that follows meets it again, and says so
-            problem = f"{type(error).__name__}: {error}"
-        if problem is not None:
-            logger.warning("winner %s of %s [%s], not checked on this device, is not used: %s; tuning the key",
-                           name, tunables.name, key, problem)
-            return False
-        checked = replace(entry, checked=True)
-        self.cache.finish(checked)
-        self._keep(checked)
-        if self.config.log_level is not LogLevel.DISABLED:
-            logger.info("winner %s of %s [%s] checked on this device: it serves", name, tunables.name, key)
-        self._emit(WinnerFromElsewhere(checked, announced=False))
-        return True
-
-    async def _wait_for_others(self, tunables: TunableSet, key: Key) -> tuple[bool, StoredEntry | None]:
-        """With a coordinator, wait until no other tuner tunes the key: whether this tune now holds
-        it, and the entry stored for the key meanwhile. A coordinator that fails is logged and the
-        tune goes on alone; a wait cancelled leaves the key a Miss."""
-        if self.coordinator is None:
-            return False, None
-        try:
-            return True, await self.coordinator.acquire(tunables.name, key)
-        except Exception as error:
-            logger.warning("could not wait for other tuners of %s [%s] (%s): tuning it here", tunables.name, key, error)
-            return False, None
-        except BaseException:
-            self.cache.fail(tunables.name, key)
-            raise
-
-    async def _let_others_go(self, tunables: TunableSet, key: Key) -> None:
-        try:
-            await self.coordinator.release(tunables.name, key)
-        except Exception as error:  # the winner is kept either way
-            logger.warning("could not let other tuners go on %s [%s]: %s", tunables.name, key, error)
-
-    async def _measure(self, tunables: TunableSet, key: Key, args: Args, missed_at: float) -> TuneState:
-        log = TuneLog(self.config.log_level, tunables.name, key)
-        try:
-            self._emit(TuneStarted(tunables.name, key, len(tunables)))
-            outcome = await measure_key(self.device, self.pipelines, self.config, tunables, key, args,
-                                        self._emit, log.step, self.guard,
-                                        self.cache.ruled_out.get((tunables.name, key)), snapshot=True)
-        except BaseException as error:
-            failure = tune_failure(tunables.name, key, error)
-            # The failure is kept; the benchmark buffers its frames' locals hold need not be.
-            traceback.clear_frames(error.__traceback__)
-            self.cache.fail(tunables.name, key, failure)
-            reason = str(failure) if isinstance(failure, WgtuneError) else f"{type(failure).__name__}: {failure}"
-            log.failed(reason)
-            self._emit(TuneFailedEvent(tunables.name, key, reason))
-            if failure is error or isinstance(error, GeneratorExit):
-                raise
-            raise failure from error
-        stored = self._keep(outcome.entry()) if not outcome.dry_run else False
-        outcome = replace(outcome, wall=time.perf_counter() - missed_at, stored=stored)
-        self.cache.finish(outcome.entry())
-        self._write_record(outcome)
-        log.finish(outcome)
-        self._emit(TuneFinished(outcome))
-        return Hit(outcome.winner)
-
-    def _keep(self, entry: StoredEntry) -> bool | str:
-        """Keep a key's winner in the store: True once written, ``"pending"`` while the store
-        writes it in the background (IndexedDB), False when not kept (no store, or it failed)."""
-        if self.store is None:
-            return False
-        try:
-            answer = self.store.save(entry)
-        except Exception as error:
-            logger.warning("could not store the winner of %s [%s]: %s", entry.set_name, entry.key, error)
-            return False
-        return WRITE_PENDING if answer == WRITE_PENDING else True
-
-    def _write_record(self, outcome: TuneOutcome) -> None:
-        if self.records is None:
-            return
-        try:
-            self.records.write(outcome.record())
-        except Exception as error:  # a record lost must not lose the winner
-            logger.warning("could not write the tune record of %s [%s]: %s", outcome.set_name, outcome.key, error)
-
     # -- the fallback, inspection -------------------------------------------------------------
 
-    async def prepare(self, tunables: TunableSet, key: Key | None = None) -> int:
+    async def prepare(self, tunables: AnySet, key: Key | None = None) -> int:
         """Compile the set's fallback ahead of time (the browser does this before any call); for
         a set whose candidates are made per key, the ``key``'s."""
         return await self.pipelines.prepare(self._for_key(tunables, key))
 
-    def fallback(self, tunables: TunableSet, key: Key | None = None) -> int:
+    def fallback(self, tunables: AnySet, key: Key | None = None) -> int:
         """The first candidate, in the set's order, that fits the device and compiles (of the
         ``key``'s candidates, for a set that makes them per key)."""
         return self.pipelines.fallback(self._for_key(tunables, key))
 
     @staticmethod
-    def _for_key(tunables: TunableSet, key: Key | None) -> TunableSet:
-        if tunables.specialize is not None and key is None:
+    def _for_key(tunables: AnySet, key: Key | None) -> TunableSet:
+        if key is not None:
+            return tunables.for_key(key)
+        if isinstance(tunables, PerKeySet):
             raise ConfigError(f"tunable set {tunables.name!r} makes its candidates per key: name the key")
-        return tunables if key is None else tunables.for_key(key)
+        return tunables
 
-    def states(self, tunables: TunableSet | str) -> dict[Key, TuneState]:
+    def states(self, tunables: AnySet | str) -> dict[Key, TuneState]:
         """A copy of every known key's state for a set."""
         return self.cache.states(tunables if isinstance(tunables, str) else tunables.name)
 
-    def results(self, tunables: TunableSet, key: Key) -> tuple[Result, ...] | None:
+    def results(self, tunables: AnySet, key: Key) -> tuple[Result, ...] | None:
         """Every candidate's result for a decided key, in the set's order: ``Measured`` (its
         ``stats``: samples, median, min, max, mean; ``eliminated_early`` when the adaptive
         policy dropped it after too few samples for its median to mean much) or a failure with
@@ -421,7 +264,7 @@ class Tuner:
         return tuple(result if result.name else replace(result, name=tunables.candidates[index].name)
                      for index, result in enumerate(entry.decoded_results()))
 
-    def rule_out(self, tunables: TunableSet, key: Key, candidate: str, reason: str) -> None:
+    def rule_out(self, tunables: AnySet, key: Key, candidate: str, reason: str) -> None:
         """Never launch ``candidate`` in a tune of ``key`` again in this process: it gets a
         Timeout result with ``reason`` instead (the candidate whose first launch lost the device,
         say, which would lose the next one too). A ConfigError when the set has no such candidate."""
@@ -444,7 +287,7 @@ class Tuner:
         self._emit(WinnerFromElsewhere(entry, announced=True))
         return True
 
-    def forget(self, tunables: TunableSet, key: Key) -> None:
+    def forget(self, tunables: AnySet, key: Key) -> None:
         """Drop what this process knows of a key (the store keeps its entry)."""
         self.cache.forget(tunables.for_key(key).name, key)
 

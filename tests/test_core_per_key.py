@@ -64,3 +64,47 @@ def test_candidates_that_cannot_be_made_for_a_key_are_a_config_error_naming_it()
         make_tuner(device).execute(tunables, call(device, [1.0], n=7))
     with pytest.raises(ConfigError, match="makes its candidates per key: name the key"):
         make_tuner(device).fallback(tunables)
+
+
+def test_a_per_key_set_is_its_own_type_and_the_tuner_resolves_it_once_at_the_door(monkeypatch):
+    from wgtune import PerKeySet
+    from wgtune.cache import TuneCache
+    from wgtune.runner import run_inline
+    from wgtune.settling import Settler
+    from wgtune.tune.pipelines import PipelineCache
+
+    tunables = per_key_set()
+    assert isinstance(tunables, PerKeySet) and not isinstance(tunables, TunableSet)
+    assert isinstance(tunables.for_key(Key({"n": 7})), TunableSet)
+    seen: list[object] = []  # what the inner paths were handed
+
+    def spy(cls, name):
+        inner = getattr(cls, name)
+
+        def recording(self, tunables, *args, **kwargs):
+            seen.append(tunables)
+            return inner(self, tunables, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, recording)
+
+    for cls, name in ((Settler, "claim"), (Settler, "settle"), (Settler, "snapshot"), (TuneCache, "claim"),
+                      (TuneCache, "adopt"), (TuneCache, "entry"), (PipelineCache, "fallback"),
+                      (PipelineCache, "compile"), (PipelineCache, "prepare")):
+        spy(cls, name)
+    resolved: list[Key] = []
+    for_key = PerKeySet.for_key
+    monkeypatch.setattr(PerKeySet, "for_key", lambda self, key: resolved.append(key) or for_key(self, key))
+    device = FakeDevice()
+    tuner = make_tuner(device)
+    tuner.execute(tunables, call(device, [1.0], n=1000))
+    assert resolved == [Key({"n": 1000})]  # once for the whole call, tune included
+    tuner.check_tune(tunables, Key({"n": 2000}), call(device, [1.0], n=2000))
+    run_inline(tuner.tune_async(tunables, call(device, [1.0], n=3000)))
+    tuner.fastest(tunables, Key({"n": 2000}))
+    run_inline(tuner.prepare(tunables, Key({"n": 4000})))
+    tuner.fallback(tunables, Key({"n": 4000}))
+    tuner.results(tunables, Key({"n": 1000}))
+    assert len(resolved) == 7  # one resolution per public call
+    assert seen and all(isinstance(found, TunableSet) for found in seen), [type(found) for found in seen]
+    with pytest.raises(ConfigError, match="makes its candidates per key: name the key"):
+        tuner.fallback(tunables)

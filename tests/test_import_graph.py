@@ -379,7 +379,7 @@ CORE_LAYERS: list[tuple[str, set[str]]] = [
     ("gpu", {"wgtune.gpu"}),
     ("store", {"wgtune.store"}),
     ("tune", {"wgtune.tune"}),
-    ("api", {"wgtune", "wgtune.tuner", "wgtune.cache", "wgtune.batch", "wgtune.coordinator"}),
+    ("api", {"wgtune", "wgtune.tuner", "wgtune.settling", "wgtune.cache", "wgtune.batch", "wgtune.coordinator"}),
 ]
 
 

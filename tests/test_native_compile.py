@@ -14,7 +14,7 @@ from wgtune.backends import native
 from wgtune.backends.native import NativeDevice
 from wgtune.gpu.device import CompiledKernel
 from wgtune.runner import run_inline
-from wgtune.sets.tunable import Kernel
+from wgtune.sets.kernel import Kernel
 
 
 @pytest.fixture(scope="module")

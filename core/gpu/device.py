@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..sets.args import Args, Grid
+from ..sets.kernel import Kernel
 from ..sets.shaders import ShapeError, workgroup_shape
-from ..sets.tunable import Kernel
 from .comparison import Comparison, compare_bytes, element_size
 
 __all__ = ["CompiledKernel", "Device", "DeviceIdentity", "DeviceLimits", "Timing", "check_grid", "check_limits"]

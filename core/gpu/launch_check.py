@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..sets.args import Args, Grid
+from ..sets.kernel import Kernel
 from ..sets.shaders import shader_of
-from ..sets.tunable import Kernel
 from ..wgsl.declarations import WgslError, layout
 from .device import DeviceLimits, check_grid
 

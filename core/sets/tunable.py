@@ -1,8 +1,10 @@
-"""Candidates and the sets they are tuned in.
+"""The sets candidates are tuned in.
 
-A :class:`Kernel` is one candidate: WGSL source plus how to launch it. A :class:`TunableSet`
-is the candidates that compute the same thing, with the key function that buckets a call into
-an autotune key and the checksum that ties stored winners to this exact candidate list.
+A :class:`TunableSet` is the candidates (``kernel.py``) that compute the same thing, with the
+key function that buckets a call into an autotune key and the checksum that ties stored winners
+to this exact candidate list. A :class:`PerKeySet` makes its candidates from each key's fields:
+it is resolved to the key's own TunableSet at the tuner's door (:meth:`PerKeySet.for_key`), so
+everything past the door sees concrete sets only.
 
 Kernels and sets are functions of a call's :class:`~wgtune.sets.args.Args` (``args.py``): its grid,
 its uniform values, its key.
@@ -12,186 +14,17 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import math
-import numbers
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
 from ..key import Key, key_error, make_key
 from ..search.strategies import Search
-from .args import Args, Grid
+from .args import Args
 from .buffer_names import Output, checked_outputs, written_by
+from .kernel import Kernel
 
-__all__ = ["OUTPUT_TYPES", "Group", "Kernel", "Tolerance", "TunableSet"]
-
-Priority = int | Callable[[Key], int]
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """A priority group: the plan benchmarks groups in descending priority, one level at a time.
-
-    ``priority`` is a number or a function of the key; a negative value skips the whole group.
-    """
-
-    name: str
-    priority: Priority = 0
-
-
-@dataclass(frozen=True, eq=False)
-class Kernel:
-    """One WGSL candidate.
-
-    ``grid`` maps the call's :class:`Args` to the number of workgroups to dispatch.
-    ``workgroup_size`` and ``workgroup_storage`` (bytes of ``var<workgroup>``) are read from the
-    WGSL (with ``constants``) and checked against the device's limits before compiling: some
-    drivers accept a kernel over the storage limit and fail later, or never. Declare them only
-    where the WGSL cannot tell (a size written in expressions wgtune's reflection does not
-    evaluate); a declaration that disagrees with the WGSL fails the candidate with both values
-    (``shaders.py``).
-    ``priority`` orders candidates within their group (higher first; negative skips).
-    ``features`` are the WebGPU device features the WGSL needs (``"shader-f16"``, ``"subgroups"``):
-    on a device without one, the candidate is refused before compiling, with the reason.
-    ``then`` are further stages, each a Kernel with its own WGSL and grid, dispatched after this
-    one in the same pass on the call's buffers (a two-pass reduction, say): one candidate, timed
-    as a whole. Each stage binds only what its WGSL declares (``bindings.py``).
-    ``constants`` are the values of the WGSL's pipeline-overridable constants (``override
-    wg_size: u32;``), keyed as WebGPU's ``constants`` of a compute stage are: by the override's
-    name, or by its numeric ``@id`` where it has one. A kernel written with overrides is tuned
-    as it is, each candidate one set of values. They are part of the candidate's identity: other
-    values, another checksum.
-    ``configuration`` is the point of a parameter space this candidate is (parameter name ->
-    value), set by :class:`~wgtune.sets.space.Space`: a search's model learns from it (``search.py``).
-    It describes the candidate and is not part of its identity (its name and code are).
-    ``params``, a function of the call's :class:`Args`, gives this stage's own uniform values
-    (pass 2 of a reduction reading how many partials pass 1 wrote, say); without it the stage
-    reads the call's ``params``. A function cannot be compared by value, so only the fact that a
-    stage has one is part of its identity: change what it computes and rename the candidate (or
-    change its WGSL), or stored winners keep standing for the old one.
-    ``scratch`` names the candidate's workspace buffers (a split-K matmul's partial sums, say):
-    WGSL name -> a function of the call's :class:`Args` giving its size in bytes. The device
-    makes them, not the caller, and binds each wherever a stage declares that name (a storage
-    binding; a call in order does not count them among its buffers). They are kept with the
-    call's bind groups and may be shared by candidates that declare the same name and size, so
-    their contents at the start of a launch are undefined: a stage writes what a later one reads.
-    Declared on the candidate (its first stage); like ``params``, only the names are part of its
-    identity.
-    ``runtime_checks`` False: the author vouches that every index of this stage's WGSL is in
-    bounds and every loop ends, so a device that can compiles it without the checks WebGPU adds
-    to every shader (an index clamped into its array, a bound on each loop). Natively wgpu-native
-    can (on an H200 most matmul tiles ran 0-10% faster, skinny kernels up to 33%; some ran slower,
-    so it is each kernel's own choice); a browser always checks. Without the checks a wrong index
-    is undefined behaviour, not a clamped read: the output checks still catch a wrong answer, and
-    the first launch of an isolated tune (``isolate=True``) still contains a hang. Part of the
-    identity.
-    """
-
-    name: str
-    wgsl: str
-    grid: Callable[[Args], Grid]
-    workgroup_size: Grid | None = None
-    workgroup_storage: int | None = None
-    entry_point: str = "main"
-    priority: Priority = 0
-    group: Group | None = None
-    features: tuple[str, ...] = ()
-    then: tuple[Kernel, ...] = ()
-    constants: Mapping[str, int | float | bool] = field(default_factory=dict)
-    configuration: Mapping[str, Any] | None = field(default=None, compare=False)
-    params: Callable[[Args], Sequence[int | float]] | None = None
-    scratch: Mapping[str, Callable[[Args], int]] = field(default_factory=dict)
-    runtime_checks: bool = True
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ConfigError(f"a kernel needs a non-empty name, got {self.name!r}")
-        if not isinstance(self.wgsl, str):
-            raise ConfigError(f"kernel {self.name!r}: wgsl must be a str")
-        if not callable(self.grid):
-            raise ConfigError(f"kernel {self.name!r}: grid must be a function of the call's Args")
-        if self.params is not None and not callable(self.params):
-            raise ConfigError(f"kernel {self.name!r}: params must be a function of the call's Args")
-        if self.workgroup_size is not None:
-            size = tuple(self.workgroup_size)
-            if len(size) != 3 or any(not isinstance(n, int) or n < 1 for n in size):
-                raise ConfigError(f"kernel {self.name!r}: workgroup_size must be three ints >= 1, got {size}")
-            object.__setattr__(self, "workgroup_size", size)
-        storage = self.workgroup_storage
-        if storage is not None and (isinstance(storage, bool) or not isinstance(storage, int) or storage < 0):
-            raise ConfigError(f"kernel {self.name!r}: workgroup_storage must be bytes >= 0, got {storage!r}")
-        if not isinstance(self.runtime_checks, bool):
-            raise ConfigError(
-                f"kernel {self.name!r}: runtime_checks must be True or False, got {self.runtime_checks!r}")
-        object.__setattr__(self, "features", tuple(self.features))
-        object.__setattr__(self, "then", tuple(self.then))
-        for stage in self.then:
-            if not isinstance(stage, Kernel):
-                raise ConfigError(f"kernel {self.name!r}: each stage in then must be a Kernel, got {stage!r}")
-        object.__setattr__(self, "constants", _checked_constants(self.name, self.constants))
-        object.__setattr__(self, "scratch", _checked_scratch(self.name, self.scratch))
-        for stage in self.then:
-            if stage.scratch:
-                raise ConfigError(f"kernel {self.name!r}: stage {stage.name!r} declares scratch; declare it on "
-                                  "the candidate (its first stage), whose stages all bind it by name")
-
-    @property
-    def stages(self) -> tuple[Kernel, ...]:
-        """This kernel and the stages after it, in dispatch order."""
-        return (self, *self.then)
-
-    def fingerprint(self) -> str:
-        """What identifies this candidate's code: any change here invalidates stored winners."""
-        # An undeclared size or storage reads as the old defaults: the declarations do not change the
-        # code, so candidates that gave none keep the checksums their stored winners have.
-        size = self.workgroup_size if self.workgroup_size is not None else (64, 1, 1)
-        storage = self.workgroup_storage if self.workgroup_storage is not None else 0
-        parts = [self.name, self.entry_point, repr(size), str(storage), self.wgsl]
-        if self.features:
-            parts.append(",".join(sorted(self.features)))
-        if self.constants:  # absent when empty: kernels without overrides keep their checksums
-            parts.append("constants:" + ",".join(f"{name}={value!r}" for name, value in sorted(self.constants.items())))
-        if self.params is not None:  # only its presence: a function has no value to fingerprint
-            parts.append("params:function")
-        if self.scratch:
-            parts.append("scratch:" + ",".join(sorted(self.scratch)))
-        if not self.runtime_checks:  # absent when checked: such kernels keep their checksums
-            parts.append("runtime_checks:off")
-        parts.extend(stage.fingerprint() for stage in self.then)
-        return "\x1f".join(parts)
-
-
-def _checked_scratch(kernel: str, scratch: object) -> dict[str, Callable[[Args], int]]:
-    """A kernel's scratch buffers as a plain dict, or a ConfigError naming what is wrong."""
-    if not isinstance(scratch, Mapping):
-        raise ConfigError(f"kernel {kernel!r}: scratch must map WGSL names to functions of the call's Args "
-                          f"giving bytes, got {type(scratch).__name__}")
-    for name, size in scratch.items():
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ConfigError(f"kernel {kernel!r}: scratch name {name!r} is not a WGSL identifier")
-        if not callable(size):
-            raise ConfigError(f"kernel {kernel!r}: scratch {name!r} needs a function of the call's Args giving "
-                              f"its size in bytes, got {size!r}")
-    return dict(scratch)
-
-
-def _checked_constants(kernel: str, constants: object) -> dict[str, int | float | bool]:
-    """A kernel's pipeline constants as a plain dict, or a ConfigError naming what is wrong."""
-    if not isinstance(constants, Mapping):
-        raise ConfigError(f"kernel {kernel!r}: constants must be a mapping of override name to number")
-    checked: dict[str, int | float | bool] = {}
-    for name, value in constants.items():
-        if not isinstance(name, str) or not name:
-            raise ConfigError(f"kernel {kernel!r}: constant names must be non-empty strings, got {name!r}")
-        if not isinstance(value, numbers.Real) or not math.isfinite(value):  # numpy's scalars are Real too
-            raise ConfigError(f"kernel {kernel!r}: constant {name} = {value!r}; give a finite number or a bool")
-        if isinstance(value, bool):
-            checked[name] = value
-        else:
-            checked[name] = int(value) if isinstance(value, numbers.Integral) else float(value)
-    return checked
-
+__all__ = ["OUTPUT_TYPES", "AnySet", "PerKeySet", "Tolerance", "TunableSet"]
 
 KeyFunction = Callable[[Args], Mapping[str, object]]
 # (the call's buffers as bytes, its params) -> one expected value per output buffer.
@@ -273,15 +106,20 @@ class TunableSet:
     ``search`` (a :class:`~wgtune.search.strategies.Search`) makes a tune measure only a budget of the
     candidates, chosen by a strategy: for sets too large to measure whole (``search.py``).
     ``candidates`` may also be a function that makes them from a key's fields (a dict, the
-    key function's answer): for kernels whose sizes a template bakes into the source. Each key
-    then gets a set of its own (:meth:`for_key`), which the tuner tunes, compiles and stores
-    like any other.
+    key function's answer): for kernels whose sizes a template bakes into the source. The set is
+    then a :class:`PerKeySet`.
     """
+
+    def __new__(cls, name: str, candidates: object, *args: Any, **options: Any) -> Any:
+        # Candidates made per key: the set is a PerKeySet, a type of its own (see the class doc).
+        if cls is TunableSet and callable(candidates):
+            return PerKeySet(name, candidates, *args, **options)
+        return super().__new__(cls)
 
     def __init__(
         self,
         name: str,
-        candidates: Sequence[Kernel] | Callable[[dict[str, Any]], Sequence[Kernel]],
+        candidates: Sequence[Kernel],
         key: KeyFunction,
         *,
         outputs: Sequence[Output] | None = None,
@@ -295,14 +133,6 @@ class TunableSet:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a tunable set needs a non-empty name, got {name!r}")
-        self.specialize: Callable[[dict[str, Any]], Sequence[Kernel]] | None = None
-        if callable(candidates):  # made per key: each key's candidates are a set of their own
-            self.name, self.key_function, self.specialize = name, key, candidates
-            self.candidates, self.checksum, self.index_of, self.search = (), "", {}, search
-            self._children: dict[Key, TunableSet] = {}
-            self._options = {"outputs": outputs, "input_gen": input_gen, "output_type": output_type, "atol": atol,
-                             "rtol": rtol, "reference": reference, "short_circuit": short_circuit, "search": search}
-            return
         candidates = tuple(candidates)
         if not candidates:
             raise ConfigError(f"tunable set {name!r} has no candidates")
@@ -362,30 +192,13 @@ class TunableSet:
         return self._tolerances
 
     def for_key(self, key: Key) -> TunableSet:
-        """The set that tunes ``key``: this one, or for a set whose candidates are made per key,
-        the set of the key's candidates, named ``name[key]``, made on the key's first call and
-        kept (its checksum covers the candidates as made for the key, so a stored winner stands
-        for exactly that source). A ConfigError names the key when they cannot be made."""
-        if self.specialize is None:
-            return self
-        found = self._children.get(key)
-        if found is None:
-            try:
-                made = self.specialize(key.as_dict())
-            except ConfigError:
-                raise
-            except Exception as error:
-                raise ConfigError(f"tunable set {self.name!r}: its candidates for [{key}] could not be made: "
-                                  f"{type(error).__name__}: {error}") from error
-            found = self._children[key] = TunableSet(f"{self.name}[{key}]", made, self.key_function, **self._options)
-        return found
+        """The set that tunes ``key``: this one (a :class:`PerKeySet` answers the key's own)."""
+        return self
 
     def __len__(self) -> int:
         return len(self.candidates)
 
     def __repr__(self) -> str:
-        if self.specialize is not None:
-            return f"TunableSet({self.name!r}, candidates made per key)"
         return f"TunableSet({self.name!r}, {len(self.candidates)} candidates)"
 
     def key(self, args: Args) -> Key:
@@ -395,3 +208,56 @@ class TunableSet:
         except Exception as error:
             raise key_error(self.name, error) from error
         return make_key(self.name, fields)
+
+
+class PerKeySet:
+    """A set whose candidates are made from each key's fields (a dict, the key function's
+    answer): for kernels whose sizes a template bakes into the source.
+
+    ``TunableSet(name, make_candidates, key, ...)`` with a function for candidates makes one;
+    the options are a TunableSet's. Each key gets a :class:`TunableSet` of its own, named
+    ``name[key]``, made on the key's first call and kept (:meth:`for_key`): its checksum covers
+    the candidates as made for the key, so a stored winner stands for exactly that source. The
+    tuner resolves a PerKeySet once, at the door of each public entry point; it has no
+    candidates of its own to tune.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        candidates: Callable[[dict[str, Any]], Sequence[Kernel]],
+        key: KeyFunction,
+        **options: Any,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a tunable set needs a non-empty name, got {name!r}")
+        if not callable(candidates):
+            raise ConfigError(f"tunable set {name!r}: a PerKeySet's candidates are a function of the key's fields")
+        self.name, self.make_candidates, self.key_function = name, candidates, key
+        self._options = options
+        self._sets: dict[Key, TunableSet] = {}
+
+    def key(self, args: Args) -> Key:
+        """The autotune key of a call; a ConfigError naming the set when its key function fails."""
+        return TunableSet.key(self, args)  # type: ignore[arg-type]  # the same function of name and key_function
+
+    def for_key(self, key: Key) -> TunableSet:
+        """The set of ``key``'s candidates; a ConfigError names the key when they cannot be made."""
+        found = self._sets.get(key)
+        if found is None:
+            try:
+                made = self.make_candidates(key.as_dict())
+            except ConfigError:
+                raise
+            except Exception as error:
+                raise ConfigError(f"tunable set {self.name!r}: its candidates for [{key}] could not be made: "
+                                  f"{type(error).__name__}: {error}") from error
+            found = self._sets[key] = TunableSet(f"{self.name}[{key}]", made, self.key_function, **self._options)
+        return found
+
+    def __repr__(self) -> str:
+        return f"PerKeySet({self.name!r}, candidates made per key)"
+
+
+AnySet = TunableSet | PerKeySet
+"""What the tuner's public entry points take: a set, or one that makes its candidates per key."""

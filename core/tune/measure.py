@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,8 +22,10 @@ from ..config import Config
 from ..errors import CandidateError, DeviceLost, InvalidSamples, Launch, Mismatch, Timeout, candidate_failure
 from ..gpu.device import Device, check_grid, check_limits
 from ..sets.args import Args, Grid
-from ..sets.tunable import Kernel, TunableSet
+from ..sets.kernel import Kernel
+from ..sets.tunable import TunableSet
 from ..store.results import Measured, Result, Stats
+from .request import LaunchGuard, TuneRequest
 from .time_limit import TimeLimit
 
 __all__ = [
@@ -58,9 +60,6 @@ def sample_floor(grain: float, config: Config) -> float:
     return max(config.min_sample, GRAIN_MULTIPLE * grain)
 
 
-PipelineGetter = Callable[[int], Awaitable[Any]]
-
-
 class OutputChecker(Protocol):
     """Compares a candidate's outputs with the reference's (``checks.OutputCheck``)."""
 
@@ -69,15 +68,6 @@ class OutputChecker(Protocol):
     async def mismatch(self, index: int, ran: Args | None = None) -> Mismatch | None: ...
 
 
-class LaunchGuard(Protocol):
-    """Runs a candidate's first launch where one that never returns can be stopped (natively, a
-    child process: ``backends/isolation.py``), before the tune's own device runs it."""
-
-    async def first_launch(self, kernel: Kernel, grids: list[Grid], args: Args, limit: float) -> float | None:
-        """Seconds ``kernel``'s stages took on ``args`` with ``grids`` (possibly more than
-        ``limit``), or None when they ran past ``limit`` and were stopped; KernelError when the
-        launch failed."""
-        ...
 
 
 def clone_args(device: Device, args: Args) -> Args:
@@ -138,42 +128,58 @@ class Arm:
 
 @dataclass(frozen=True)
 class Bench:
-    """What measuring one key's candidates needs: the device, the set, the benchmark's inputs,
-    the settings, the compiled pipeline of a candidate (by index), the shortest sample (see
-    :func:`sample_floor`), the output check if any, where steps are logged, the tune's time
-    limit, where first launches run first (None: only in process), and the candidates ruled out
-    of this key's tunes with the failure each gets instead (``TuneCache.ruled_out``)."""
+    """What measuring one key's candidates needs beyond its :class:`~wgtune.tune.request.TuneRequest`
+    (the device, the set, the settings, the guard, the candidates ruled out, where steps go, and
+    the pipeline cache each candidate is compiled through): the benchmark's inputs, the shortest
+    sample (see :func:`sample_floor`), the output check if any, and the tune's time limit."""
 
-    device: Device
-    tunables: TunableSet
+    request: TuneRequest
     args: Args
-    config: Config
-    pipeline: PipelineGetter
     floor: float
     check: OutputChecker | None = None
-    step: Callable[[str], None] = lambda _message: None
     limit: TimeLimit = field(default_factory=TimeLimit)
-    guard: LaunchGuard | None = None
-    ruled_out: Mapping[int, CandidateError] = field(default_factory=dict)
-    compile_ahead: Callable[[Sequence[int]], Awaitable[None]] | None = None
-    """Compiles several candidates at once before they are prepared (``PipelineCache.compile_ahead``)."""
-    begin_compiles: Callable[[Sequence[int]], None] | None = None
-    """Starts compiling candidates in the background, not waiting (``PipelineCache.start_compiles``)."""
     bar: int | None = None
     """The candidate the adaptive policy screens first: the set's default (its first candidate)
     where the plan has it. Its time is the bar the others are measured against from the start,
     so a group slow on this device is pruned after its probes even in the first batch."""
 
+    @property
+    def device(self) -> Device:
+        return self.request.device
+
+    @property
+    def tunables(self) -> TunableSet:
+        return self.request.tunables
+
+    @property
+    def config(self) -> Config:
+        return self.request.config
+
+    @property
+    def guard(self) -> LaunchGuard | None:
+        return self.request.guard
+
+    @property
+    def ruled_out(self) -> Mapping[int, CandidateError]:
+        return self.request.ruled_out
+
+    def step(self, message: str) -> None:
+        self.request.step(message)
+
+    async def pipeline(self, index: int) -> Any:
+        """Candidate ``index``'s compiled pipeline (compiled once per device: ``PipelineCache``)."""
+        return await self.request.pipelines.compile(self.tunables, index)
+
     async def compile_soon(self, indices: Sequence[int]) -> None:
-        """Compile ``indices`` together, ahead of their preparation, where the bench can."""
-        if self.compile_ahead is not None and indices:
-            await self.compile_ahead(indices)
+        """Compile ``indices`` together, ahead of their preparation (``PipelineCache.compile_ahead``)."""
+        if indices:
+            await self.request.pipelines.compile_ahead(self.tunables, indices)
 
     def compile_later(self, indices: Sequence[int]) -> None:
         """Begin compiling ``indices`` in the background where the device can, and return: the
         candidates after the ones about to be measured, so their compiles overlap the measuring."""
-        if self.begin_compiles is not None and indices:
-            self.begin_compiles(indices)
+        if indices:
+            self.request.pipelines.start_compiles(self.tunables, indices)
 
 
 async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid],

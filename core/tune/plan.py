@@ -13,7 +13,7 @@ first set the bar the rest are dropped against. An exhausted plan yields an empt
 from __future__ import annotations
 
 from ..key import Key
-from ..sets.tunable import Kernel, Priority
+from ..sets.kernel import Kernel, Priority
 
 __all__ = ["Plan"]
 

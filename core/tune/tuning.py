@@ -12,28 +12,25 @@ business.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 
-from ..config import Config, Policy
-from ..errors import CandidateError, Mismatch, NoValidKernelFound
+from ..config import Policy
+from ..errors import Mismatch, NoValidKernelFound
 from ..gpu.clock import clock_grain
-from ..gpu.device import Device
-from ..key import Key
-from ..sets.args import Args
-from ..sets.tunable import TunableSet
 from ..store.results import Measured, Result
-from .adaptive import sample_adaptively, search_adaptively
+from .adaptive import sample_adaptively
 from .checks import OutputCheck
 from .events import TrialFinished
 from .fixed import sample_fixed
 from .log import logger
-from .measure import Bench, LaunchGuard, clone_args, sample_floor
+from .measure import Bench, clone_args, sample_floor
 from .outcome import TuneOutcome
-from .pipelines import PipelineCache
 from .plan import Plan
 from .ranking import decide
+from .request import TuneRequest
 from .sampling import Sampled, SamplingPolicy, short_circuit_limit
+from .search_driver import search_adaptively
 from .time_limit import TimeLimit
 
 __all__ = ["POLICIES", "measure_key"]
@@ -41,32 +38,18 @@ __all__ = ["POLICIES", "measure_key"]
 POLICIES: dict[Policy, SamplingPolicy] = {Policy.ADAPTIVE: sample_adaptively, Policy.FIXED: sample_fixed}
 
 
-async def measure_key(
-    device: Device,
-    pipelines: PipelineCache,
-    config: Config,
-    tunables: TunableSet,
-    key: Key,
-    args: Args,
-    emit: Callable[[object], None],
-    step: Callable[[str], None],
-    guard: LaunchGuard | None = None,
-    ruled_out: Mapping[int, CandidateError] | None = None,
-    snapshot: bool = False,
-) -> TuneOutcome:
-    """Measure ``key``'s candidates on a copy of the call ``args`` and rank them (see the module
-    doc). Each candidate's result is emitted as a TrialFinished event as it comes; ``step``
-    receives the log's steps; ``guard`` runs each first launch where a runaway can be stopped;
-    ``ruled_out`` candidates are not launched, their failures taken as they are; ``snapshot``:
-    ``args`` is already the tune's own copy of the call (``Tuner._snapshot``), not copied again.
+async def measure_key(request: TuneRequest) -> TuneOutcome:
+    """Measure the request's key's candidates on a copy of its call and rank them (see the
+    module doc). Each candidate's result is emitted as a TrialFinished event as it comes.
     Raises NoValidKernelFound when no candidate was measured."""
-    ruled_out = ruled_out or {}
+    device, config, tunables, key, pipelines = (request.device, request.config, request.tunables, request.key,
+                                                request.pipelines)
     await device.sync()
     floor = sample_floor(await clock_grain(device), config)
     if tunables.input_gen is not None:
-        bench_args = tunables.input_gen(device, key, args)
+        bench_args = tunables.input_gen(device, key, request.args)
     else:
-        bench_args = args if snapshot else clone_args(device, args)
+        bench_args = request.args if request.snapshot else clone_args(device, request.args)
     plan = Plan(tunables.candidates, key)
     check = None
     if config.checks and not config.dry_run:
@@ -80,20 +63,11 @@ async def measure_key(
         _say_once(tunables.name, "tunable set %s has a reference, but output checks are off: it is not called")
 
     def on_trial(index: int, result: Result, wall: float) -> None:
-        emit(TrialFinished(tunables.name, key, index, result, wall))
-
-    async def pipeline(index: int) -> object:
-        return await pipelines.compile(tunables, index)
+        request.emit(TrialFinished(tunables.name, key, index, result, wall))
 
     # The set's default (its first candidate) is screened first where the plan has it: it sets the bar.
-    default = 0 if 0 not in plan.skipped and 0 not in ruled_out else None
-
-    async def compile_ahead(indices: Sequence[int]) -> None:
-        await pipelines.compile_ahead(tunables, indices)
-
-    time_limit = TimeLimit(config.time_limit)
-    bench = Bench(device, tunables, bench_args, config, pipeline, floor, check, step, time_limit, guard, ruled_out,
-                  compile_ahead, lambda indices: pipelines.start_compiles(tunables, indices), bar=default)
+    default = 0 if 0 not in plan.skipped and 0 not in request.ruled_out else None
+    bench = Bench(request, bench_args, floor, check, TimeLimit(config.time_limit), bar=default)
     limit = short_circuit_limit(tunables, key)
     if tunables.search is not None:
         sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)
@@ -101,7 +75,7 @@ async def measure_key(
         sampled = await POLICIES[config.policy](bench, plan, on_trial, limit)
     warning = await _judge(check, sampled, on_trial) if check is not None else None
     if warning is not None:
-        step(warning)
+        request.step(warning)
         await pipelines.distrust(tunables, [index for index, result in sampled.results.items()
                                             if isinstance(result, Mismatch)])
     outcome = decide(tunables, key, plan, sampled, config)
