@@ -20,7 +20,7 @@ anywhere, is refused: nothing else about the user is taken, and nothing about th
 address, no headers) is stored.
 
 Guards, each a 4xx naming what is wrong, before anything is counted: only sets the collector
-knows (the ``wgtune.kernels`` sets, or those it was given), only each one's current
+knows (the registered kernel families' sets, or those it was given), only each one's current
 candidate-list checksum (a stale or forged one: 422), a winner index that exists and names its
 candidate; a body of at most :data:`MAX_BODY` bytes (413) and :data:`MAX_REPORTS` reports;
 bounded field lengths; JSON only (415 otherwise). Each client address has a token bucket
@@ -97,13 +97,13 @@ class KnownSet:
 
 
 def known_sets(sets: Iterable[TunableSet] | None = None) -> dict[str, KnownSet]:
-    """The sets a collector accepts reports for, by name: ``sets``, or by default every set of
-    ``wgtune.kernels`` (the demo suite's and ``matmul_f16``). A set whose candidates are made per
-    key has no one candidate list to check against, so it is not accepted."""
+    """The sets a collector accepts reports for, by name: ``sets``, or by default the set of every
+    registered kernel family (:data:`wgtune.kernels.families.FAMILIES`). A set whose candidates
+    are made per key has no one candidate list to check against, so it is not accepted."""
     if sets is None:
-        from wgtune.kernels import demo_suite, matmul_f16_set
+        from wgtune.kernels.families import FAMILIES
 
-        sets = [case.tunables for case in demo_suite()] + [matmul_f16_set()]
+        sets = [family.build() for family in FAMILIES]
     return {tunables.name: KnownSet.of(tunables) for tunables in sets if tunables.specialize is None}
 
 

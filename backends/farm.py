@@ -1,7 +1,8 @@
 """A tuning farm on Dask distributed: a catalogue's (set, key) tunes spread over workers, one per GPU adapter.
 
 A native user with many keys to tune (every shape of a model, every family) hands the farm a
-*catalogue*: sizes of the demo suite's sets (``kernels/demo.py``), planned into one job per
+*catalogue*: sizes of the registered families' sets (``kernels/families.py``; by default the demo
+suite's sizes), planned into one job per
 (set, key) (:func:`plan_jobs`: sizes that share a key are one tune). The jobs go to the workers
 of a Dask cluster: a local one of N worker processes, one per adapter index (:func:`local_cluster`),
 or one the user runs (``dask scheduler`` and ``dask worker --nthreads 1`` on each node, each
@@ -36,10 +37,11 @@ from typing import Any
 
 from wgtune.config import Config
 from wgtune.errors import ConfigError, StoreError
+from wgtune.kernels.families import family_named, family_names
 from wgtune.store.format import StoredEntry, canonical_namespace
 from wgtune.store.validate import parse_json
 
-from .farm_worker import ADAPTER_ENV, FAMILIES, FarmJob, IgnoreInterrupts, tune_job, worker_identity
+from .farm_worker import ADAPTER_ENV, FarmJob, IgnoreInterrupts, family_set, tune_job, worker_identity
 from .sqlite_store import CacheDatabase, SqliteStore
 
 __all__ = [
@@ -82,18 +84,21 @@ def plan_jobs(sizes: Iterable[tuple[str, tuple[int, ...]]]) -> list[FarmJob]:
 
 
 def default_catalogue(only: Iterable[str] | None = None) -> list[FarmJob]:
-    """The demo suite's sizes (what ``wgtune tune`` tunes), of the sets in ``only`` when given."""
+    """The demo suite's sizes (what ``wgtune tune`` tunes: each registered family's
+    ``demo_sizes``), of the sets in ``only`` when given."""
     wanted = _known_sets(only)
-    return plan_jobs((name, size) for name in wanted for size in FAMILIES[name].case.sizes)
+    return plan_jobs((name, size) for name in wanted for size in family_named(name).demo_sizes)
 
 
 def _known_sets(only: Iterable[str] | None) -> list[str]:
+    """The set names of ``only`` (each once), or every registered one; a ConfigError naming the
+    known sets for a name the registry does not have."""
     if only is None:
-        return list(FAMILIES)
+        return family_names()
     wanted = list(dict.fromkeys(only))
-    unknown = [name for name in wanted if name not in FAMILIES]
+    unknown = [name for name in wanted if name not in family_names()]
     if unknown:
-        raise ConfigError(f"unknown set(s) {', '.join(unknown)}; sets: {', '.join(FAMILIES)}")
+        raise ConfigError(f"unknown set(s) {', '.join(unknown)}; sets: {', '.join(family_names())}")
     return wanted
 
 
@@ -101,28 +106,22 @@ def parse_catalogue(
     document: object, source: str = "the catalogue", only: Iterable[str] | None = None
 ) -> list[FarmJob]:
     """The jobs of a catalogue document: a JSON object of set name -> list of sizes, each size a
-    list of positive integers (``{"matmul": [[1024, 1024, 1024]], "fma": [[1048576]]}``). A
-    ConfigError names the first thing wrong (where, and what was expected)."""
+    list of positive integers, one per dim of the set's family (``{"matmul": [[1024, 1024, 1024]],
+    "fma": [[1048576]]}``; :meth:`~wgtune.kernels.family.Family.size`). A ConfigError names the
+    first thing wrong (where, and what was expected; for an unknown set, the sets there are)."""
     if not isinstance(document, dict) or not document:
         raise ConfigError(f"{source}: expected a JSON object of set name -> list of sizes, "
-                          f"like {{\"matmul\": [[1024, 1024, 1024]]}}; sets: {', '.join(FAMILIES)}")
+                          f"like {{\"matmul\": [[1024, 1024, 1024]]}}; sets: {', '.join(family_names())}")
     wanted = _known_sets(only) if only is not None else None
     pairs = []
     for name, sizes in document.items():
-        family = FAMILIES.get(name)
-        if family is None:
-            raise ConfigError(f"{source}: unknown set {name!r}; sets: {', '.join(FAMILIES)}")
+        family = family_named(name, source)
         if not isinstance(sizes, list):
             raise ConfigError(f"{source}: {name}: expected a list of sizes, got {type(sizes).__name__}")
         for index, size in enumerate(sizes):
-            where = f"{source}: {name}[{index}]"
-            if not isinstance(size, list) or len(size) != len(family.dims):
-                raise ConfigError(f"{where}: expected [{', '.join(family.dims)}], got {json.dumps(size)[:80]}")
-            for dim, value in zip(family.dims, size, strict=True):
-                if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                    raise ConfigError(f"{where}: {dim} must be a positive integer, got {json.dumps(value)[:40]}")
+            checked = family.size(size, f"{source}: {name}[{index}]")
             if wanted is None or name in wanted:
-                pairs.append((name, tuple(size)))
+                pairs.append((name, checked))
     if not pairs:
         raise ConfigError(f"{source}: no sizes to tune" + (" of the sets asked for" if only is not None else ""))
     return plan_jobs(pairs)
@@ -220,7 +219,7 @@ class WinnerMerger:
 
     def has(self, namespace: dict, job: FarmJob) -> bool:
         """Whether the job's winner is stored under ``namespace`` for the set's current candidates."""
-        tunables = FAMILIES[job.set_name].tunables.for_key(job.key)
+        tunables = family_set(job.set_name).for_key(job.key)
         entry = self.store(namespace).lookup(tunables.name, job.key)
         return entry is not None and entry.checksum == tunables.checksum
 

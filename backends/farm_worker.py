@@ -13,8 +13,10 @@ tune itself (no valid kernel, a call the set rejects) is an answer too, ``error`
 client reports it for that job, and Dask does not try it again. Anything else raises, and Dask
 retries it (``farm.py``).
 
-The families a catalogue may name are the demo suite's (``kernels/demo.py``): each job's call is
-built there, on the worker's device, from the job's size.
+The sets a catalogue may name are the registry's (:data:`wgtune.kernels.families.FAMILIES`): a
+job's key is planned from its family's params for the size (no device), and its call is built by
+the family's ``make_args``, on the worker's device. A worker resolves a job's set by name in its
+own registry, so a family registered only in the client's process is unknown to the workers.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,50 +31,32 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from wgtune.config import Config
 from wgtune.errors import ConfigError, WgtuneError
-from wgtune.kernels.demo import FMA_ALPHA, DemoCase, demo_suite
+from wgtune.kernels.families import family_named
+from wgtune.kernels.family import Family, Size
 from wgtune.key import Key, KeyMemo
-from wgtune.sets.args import Args
 from wgtune.sets.tunable import TunableSet
 from wgtune.store.format import canonical_namespace, namespace_for
 from wgtune.tuner import Tuner
 
 __all__ = [
-    "ADAPTER_ENV", "FAMILIES", "Family", "FarmJob", "IgnoreInterrupts", "tune_job", "worker_adapter", "worker_identity",
+    "ADAPTER_ENV", "FarmJob", "IgnoreInterrupts", "family_set", "tune_job", "worker_adapter", "worker_identity",
 ]
 
 ADAPTER_ENV = "WGTUNE_FARM_ADAPTER"
 """The environment variable naming a worker's adapter: an index of ``native.indexed_adapters()``."""
 
-Size = tuple[int, ...]
+# The sets of this process, by family, each built once (a worker's tuner keeps compiling into them).
+_sets: dict[Family, TunableSet] = {}
 
 
-@dataclass(frozen=True)
-class Family:
-    """A set a catalogue may name: the demo case that builds its calls, how many numbers a size
-    has, and the call's params for a size (what every demo key function reads; the buffers it
-    does not read are not made, so a client plans keys without a device)."""
-
-    case: DemoCase
-    dims: tuple[str, ...]
-    params: Callable[[Size], tuple]
-
-    @property
-    def tunables(self) -> TunableSet:
-        return self.case.tunables
-
-
-def _families() -> dict[str, Family]:
-    dims = {"matmul": ("M", "N", "K"), "fma": ("N",), "row_sum": ("rows", "cols"), "row_max": ("rows", "cols")}
-    params = {"fma": lambda size: (size[0], FMA_ALPHA)}  # the others' params are their sizes
-    families = {}
-    for case in demo_suite():
-        name = case.tunables.name
-        families[name] = Family(case, dims[name], params.get(name, tuple))
-    return families
-
-
-FAMILIES: dict[str, Family] = _families()
-"""Every set a catalogue may name, built once per process (a worker's tuner keeps compiling into the same sets)."""
+def family_set(name: str) -> TunableSet:
+    """The set of the registered family ``name``, built on first use and kept for the process; a
+    ConfigError naming the known sets for a name the registry does not have."""
+    family = family_named(name)
+    tunables = _sets.get(family)
+    if tunables is None:
+        tunables = _sets[family] = family.build()
+    return tunables
 
 
 @dataclass(frozen=True)
@@ -87,8 +70,9 @@ class FarmJob:
     @classmethod
     def plan(cls, set_name: str, size: Size) -> FarmJob:
         """The job of ``size`` in ``set_name``, its key worked out from the call's params alone."""
-        family = FAMILIES[set_name]
-        return cls(set_name, tuple(size), KeyMemo().key(family.tunables, Args((), family.params(tuple(size)))))
+        family = family_named(set_name)
+        size = tuple(size)
+        return cls(set_name, size, KeyMemo().key(family_set(set_name), family.key_args(size)))
 
     @property
     def label(self) -> str:
@@ -193,9 +177,8 @@ def tune_job(job: FarmJob, config: Config) -> dict:
 
 
 def _tune(tuner: Tuner, job: FarmJob) -> str:
-    family = FAMILIES[job.set_name]
-    tunables = family.tunables
-    call = family.case.make_args(tuner.device, job.size)
+    tunables = family_set(job.set_name)
+    call = family_named(job.set_name).make_args(tuner.device, job.size)
     key = tuner.key(tunables, call)
     if key != job.key:
         raise ConfigError(f"{job.label}: the call's key is [{key}], the catalogue planned [{job.key}] "

@@ -56,7 +56,7 @@ from wgtune.kernels import reduction
 from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.common import with_runtime_checks
 from wgtune.kernels.matmul import matmul_set, size_class
-from wgtune.kernels.matmul_tiles import C, R, T
+from wgtune.kernels.matmul.tiles import C, R, T
 from wgtune.tune.plan import Plan
 
 SLOW = 10.0  # a first run this many times the best so far is not sampled

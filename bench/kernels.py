@@ -1,19 +1,23 @@
 """Tune each kernel family on the adapter in hand and print what tuning bought, beside torch.
 
-For every family and size: a fresh tune (no cache), then the winner and candidate 0 (the plain
+For every registered family (``wgtune.kernels.families.FAMILIES``) and size: a fresh tune (no
+cache), then the winner and candidate 0 (the plain
 default) are timed side by side with the core's own sampling (GPU timestamps where the adapter
 has them), and their throughput printed: GFLOP/s for matmul, GB/s (bytes read + written) for the
 bandwidth kernels. Where torch sees a CUDA GPU, torch's figure for the same work is measured in
 the same run (CUDA events, median of the same number of samples): fp32 matmul with TF32 off,
 device copy and ``alpha * x + b`` for fma, ``torch.sum`` / ``torch.amax`` along the last axis
 for the reductions. The winner's output is checked against numpy or torch before any figure is
-printed.
+printed. A family this file has no workloads of (:data:`BENCH`) is benchmarked from its record
+alone: its calls on its demo sizes, its output checked against its reference, its throughput the
+bytes of its buffers a second (:func:`family_workload`).
 
 Usage::
 
     python bench/kernels.py                 # small sizes (seconds on lavapipe)
     python bench/kernels.py --full          # the H200 sizes: matmul 4096^3, 1 GiB arrays, 2^28 floats
     python bench/kernels.py --only matmul   # one family
+    python bench/kernels.py --list          # the workloads, without running any
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from wgtune import Args, Config, Measured, TrialFinished, TunableSet, Tuner, run
 from wgtune.backends.native import NativeDevice
 from wgtune.gpu.clock import clock_grain
 from wgtune.kernels.bandwidth import fma_set
+from wgtune.kernels.families import FAMILIES, family_names
+from wgtune.kernels.family import Family, Size
 from wgtune.kernels.matmul import matmul_f16_set, matmul_set
 from wgtune.tune.fixed import run_candidate
 from wgtune.tune.measure import Bench, sample_floor
@@ -193,17 +199,85 @@ def reduction_workload(op: str, rows: int, cols: int) -> Workload | None:
                     expected, with_torch)
 
 
-def workloads(full: bool) -> list[Workload]:
+class _ByteCounter:
+    """A stand-in device for a family's ``make_args``: it makes no buffers, it counts their bytes."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def create_buffer(self, data: bytes | None = None, size: int | None = None, **_: Any) -> int:
+        length = len(data) if data is not None else int(size or 0)
+        self.bytes += length
+        return length
+
+
+def family_workload(family: Family, size: Size) -> Workload:
+    """A workload from ``family``'s record alone: its call of ``size`` (``make_args``), its inputs
+    read back from the device and its output checked against ``family.reference``; the work is
+    the bytes of every buffer (each read or written once), in GB/s; no torch figure."""
+    counter = _ByteCounter()
+    family.make_args(counter, size)
+    tunables = family.build()
+    dtype = np.float16 if family.element == "f16" else np.float32
+    params: list[tuple] = []
+
+    def make(device: NativeDevice) -> tuple[Args, dict]:
+        args = family.make_args(device, size)
+        params[:] = [args.params]
+        inputs = {f"buffer{index}": np.frombuffer(device.read_buffer_sync(buffer), dtype=dtype)
+                  for index, buffer in enumerate(args.buffers) if index not in tunables.outputs}
+        return args, inputs
+
+    def expected(inputs: dict) -> np.ndarray:
+        values = [array.astype(np.float64).tolist() for array in inputs.values()]
+        return np.asarray(family.reference(values, params[0]), dtype=np.float64)
+
+    return Workload(family.name, "x".join(map(str, size)), tunables, make, float(counter.bytes), "GB/s", expected,
+                    out_dtype=dtype)
+
+
+def _matmul_workloads(full: bool) -> list[Workload]:
     if full:
-        found = [matmul_workload(4096, 4096, 4096), matmul_workload(2048, 2048, 2048),
-                 matmul_workload(4096, 1024, 4096), matmul_f16_workload(4096, 4096, 4096), fma_workload(1 << 28),
-                 reduction_workload("sum", 1 << 14, 1 << 14), reduction_workload("sum", 1, 1 << 28),
-                 reduction_workload("max", 1 << 14, 1 << 14)]
-    else:
-        found = [matmul_workload(256, 256, 256), matmul_workload(320, 192, 130), matmul_f16_workload(256, 256, 256),
-                 fma_workload(1 << 20),
-                 fma_workload(1_000_003), reduction_workload("sum", 1024, 1024), reduction_workload("sum", 1, 1 << 20),
-                 reduction_workload("max", 333, 777)]
+        return [matmul_workload(4096, 4096, 4096), matmul_workload(2048, 2048, 2048), matmul_workload(4096, 1024, 4096)]
+    return [matmul_workload(256, 256, 256), matmul_workload(320, 192, 130)]
+
+
+def _matmul_f16_workloads(full: bool) -> list[Workload]:
+    return [matmul_f16_workload(4096, 4096, 4096) if full else matmul_f16_workload(256, 256, 256)]
+
+
+def _fma_workloads(full: bool) -> list[Workload]:
+    return [fma_workload(1 << 28)] if full else [fma_workload(1 << 20), fma_workload(1_000_003)]
+
+
+def _row_sum_workloads(full: bool) -> list[Workload | None]:
+    if full:
+        return [reduction_workload("sum", 1 << 14, 1 << 14), reduction_workload("sum", 1, 1 << 28)]
+    return [reduction_workload("sum", 1024, 1024), reduction_workload("sum", 1, 1 << 20)]
+
+
+def _row_max_workloads(full: bool) -> list[Workload | None]:
+    return [reduction_workload("max", 1 << 14, 1 << 14) if full else reduction_workload("max", 333, 777)]
+
+
+BENCH: dict[str, Callable[[bool], list[Workload | None]]] = {
+    "matmul": _matmul_workloads,
+    "matmul_f16": _matmul_f16_workloads,
+    "fma": _fma_workloads,
+    "row_sum": _row_sum_workloads,
+    "row_max": _row_max_workloads,
+}
+"""This file's own workloads of a family, by set name (``full``: the H200 sizes): numpy inputs and
+torch's figure beside. A family without an entry gets :func:`family_workload` on its demo sizes."""
+
+
+def workloads(full: bool) -> list[Workload]:
+    """Every registered family's workloads, in the registry's order: this file's own where it has
+    them (:data:`BENCH`), else the family's record on its demo sizes."""
+    found: list[Workload | None] = []
+    for family in FAMILIES:
+        own = BENCH.get(family.name)
+        found.extend(own(full) if own is not None else [family_workload(family, size) for size in family.demo_sizes])
     return [w for w in found if w is not None]
 
 
@@ -274,12 +348,25 @@ def scaled(rate: float, unit: str) -> str:
     return f"{rate / 1e9:,.1f}"
 
 
+def selected(found: list[Workload], only: list[str] | None) -> list[Workload]:
+    """The workloads of the families in ``only`` (a set name, or its last part: ``sum`` for
+    ``row_sum``), or all of them."""
+    if not only:
+        return found
+    return [w for w in found if w.family in only or w.family.split("_")[-1] in only]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true", help="the H200 sizes (matmul 4096^3, 1 GiB, 2^28 floats)")
-    parser.add_argument("--only", action="append", help="only this family (matmul, fma, row_sum, row_max)")
+    parser.add_argument("--only", action="append", help=f"only this family ({', '.join(family_names())})")
     parser.add_argument("--samples", type=int, default=10, help="timed samples per candidate (default 10)")
+    parser.add_argument("--list", action="store_true", help="list the workloads (family, size, candidates); run none")
     options = parser.parse_args(argv)
+    if options.list:
+        for workload in selected(workloads(options.full), options.only):
+            print(f"{workload.family:12} {workload.label:26} {len(workload.tunables):>4} candidates  {workload.unit}")
+        return 0
     device = NativeDevice.open()
     config = Config(cache=False, log_level="disabled", samples=options.samples)
     info = device.adapter_info
@@ -289,9 +376,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{'speedup':>8} {'torch':>10} {'vs torch':>9}  unit    max rel err")
     print(header)
     print("-" * len(header))
-    for workload in workloads(options.full):
-        if options.only and workload.family not in options.only and workload.family.split("_")[-1] not in options.only:
-            continue
+    for workload in selected(workloads(options.full), options.only):
         row = run(workload, device, config)
         torch_rate = row.get("torch_rate")
         versus = f"{100 * row['winner_rate'] / torch_rate:.1f}%" if torch_rate else "-"

@@ -50,7 +50,7 @@ import numpy as np
 from wgtune import Args, Config, Search, Space, TunableSet, Tuner, clock_grain, run_inline
 from wgtune.gpu.device import Device
 from wgtune.kernels.matmul import matmul_key, tiled_matmul_wgsl
-from wgtune.kernels.matmul_wgsl import MatmulTile
+from wgtune.kernels.matmul.wgsl import MatmulTile
 from wgtune.search.strategies import ModelStrategy, RandomStrategy
 
 ORACLE_SAMPLE = 2e-3

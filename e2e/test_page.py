@@ -189,7 +189,7 @@ from js import window
 from wgtune import TunableSet
 from wgtune.kernels.demo import DemoCase, make_matmul_args
 from wgtune.kernels.matmul import matmul_key, tiled_matmul_kernel
-from wgtune.kernels.matmul_tiles import T
+from wgtune.kernels.matmul.tiles import T
 
 tiles = [T(64, 64, 16, 8, 8, double=True, kgrid=256, partials=True),
          T(64, 40, 8, 8, 4, double=True, kgrid=512, partials=True)]

@@ -33,14 +33,20 @@ allows at most 65535 workgroups per dimension.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from wgtune import Args, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
-from .common import ceil_div, wrapped_grid
+from .common import F32_BYTES, ceil_div, wrapped_grid
+from .family import Family, Size
+from .inputs import random_floats
 
 __all__ = [
+    "FMA_ALPHA",
+    "FMA_FAMILY",
     "FMA_VARIANTS",
     "TAIL_MIN_N",
     "FmaVariant",
@@ -49,6 +55,7 @@ __all__ = [
     "fma_reference",
     "fma_set",
     "fma_wgsl",
+    "make_fma_args",
     "tail_wgsl",
     "widest_vector",
 ]
@@ -217,3 +224,41 @@ def fma_set(variants: tuple[FmaVariant, ...] = FMA_VARIANTS) -> TunableSet:
 def fma_reference(x: list[float], b: list[float], alpha: float) -> list[float]:
     """``alpha * x + b`` in pure Python (in double precision; compare with an f32 tolerance)."""
     return [alpha * xi + bi for xi, bi in zip(x, b, strict=True)]
+
+
+# -- the family ------------------------------------------------------------------------------------
+
+# The scale factor of the demo's fma calls (a float: params pack floats as f32, ints as u32).
+FMA_ALPHA = 1.5
+
+
+def make_fma_args(device: Any, size: Size, seed: int = 0) -> Args:
+    """Buffers ``(x, b, out)`` of ``N`` f32 with seeded inputs; params ``(N, FMA_ALPHA)``."""
+    (n,) = size
+    x = random_floats(n, seed=f"fma-x-{n}-{seed}")
+    b = random_floats(n, seed=f"fma-b-{n}-{seed}")
+    output = device.create_buffer(size=F32_BYTES * n)
+    buffers = (device.create_buffer(x.tobytes()), device.create_buffer(b.tobytes()), output)
+    return Args(buffers, (n, FMA_ALPHA))
+
+
+def _fma_params(size: Size) -> tuple:
+    return (size[0], FMA_ALPHA)
+
+
+def _fma_check(inputs: Sequence[Sequence[float]], params: tuple) -> list[float]:
+    x, b = inputs
+    return fma_reference(list(x), list(b), params[1])
+
+
+FMA_FAMILY = Family(
+    name="fma",
+    build=fma_set,
+    dims=("N",),
+    make_args=make_fma_args,
+    reference=_fma_check,
+    params=_fma_params,
+    # Three lengths, one of them odd (100003: no vector width divides it).
+    demo_sizes=((1 << 18,), (1 << 20,), (100_003,)),
+)
+"""The ``fma`` set in the registry (:mod:`wgtune.kernels.families`)."""

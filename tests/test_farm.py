@@ -24,7 +24,7 @@ from wgtune.backends.farm import (  # noqa: E402
     plan_jobs,
     run_farm,
 )
-from wgtune.backends.farm_worker import ADAPTER_ENV, FAMILIES, FarmJob, worker_adapter  # noqa: E402
+from wgtune.backends.farm_worker import ADAPTER_ENV, FarmJob, family_set, worker_adapter  # noqa: E402
 from wgtune.backends.native import NativeDevice  # noqa: E402
 from wgtune.backends.sqlite_store import CacheDatabase  # noqa: E402
 from wgtune.cli import main  # noqa: E402
@@ -54,7 +54,7 @@ def stored(cache_dir) -> list[tuple[dict, object]]:
 
 
 def slots(jobs) -> set:
-    return {(FAMILIES[job.set_name].tunables.for_key(job.key).name, job.key) for job in jobs}
+    return {(family_set(job.set_name).for_key(job.key).name, job.key) for job in jobs}
 
 
 def test_two_workers_tune_every_job_once_under_the_workers_device(client, tmp_path):
@@ -130,15 +130,17 @@ def test_cancelling_keeps_what_was_merged(client, tmp_path):
 def test_a_failing_job_is_reported_once_and_the_others_still_finish(client, tmp_path):
     good = plan_jobs([("fma", (4096,)), ("row_max", (64, 256))])
     wrong_key = FarmJob("fma", (1024,), Key({"n": 1}))  # a tune's own failure (a WgtuneError): not retried
-    broken = FarmJob("no_such_set", (1,), Key({"n": 1}))  # anything else raises: retried once, then reported
+    broken = FarmJob("fma", (1.5,), Key({"n": 1}))  # anything else (a TypeError) raises: retried once, then reported
+    unknown = FarmJob("no_such_set", (1,), Key({"n": 1}))  # a set the workers lack: named, not retried
     merger = WinnerMerger(tmp_path)
-    report = run_farm(client, [*good, wrong_key, broken], merger, QUICK, retune=True)
+    report = run_farm(client, [*good, wrong_key, broken, unknown], merger, QUICK, retune=True)
     merger.close()
 
     assert sorted(r.job.label for r in report.done) == sorted(job.label for job in good)
-    failed = {r.job.set_name: r.error for r in report.failed}
-    assert "the call's key is [dtype=f32, n=1024, vec=4], the catalogue planned [n=1]" in failed["fma"]
-    assert failed["no_such_set"].startswith("KeyError")
+    failed = {r.job.label: r.error for r in report.failed}
+    assert "the call's key is [dtype=f32, n=1024, vec=4], the catalogue planned [n=1]" in failed["fma 1024"]
+    assert failed["fma 1.5"].startswith("TypeError")
+    assert failed["no_such_set 1"].startswith("ConfigError: unknown set 'no_such_set'; sets: matmul, matmul_f16, fma")
     assert report.retried == 1  # the one that raised ran twice; the tune that failed ran once
     assert {entry.slot for _, entry in stored(tmp_path)} == slots(good)
 
@@ -179,7 +181,7 @@ def a_stored_entry(tmp_path):
     from wgtune.kernels.demo import make_fma_args
 
     tuner = open_tuner(config=Config(samples=3, warmups=1, log_level=LogLevel.DISABLED, cache=False))
-    tunables = FAMILIES["fma"].tunables
+    tunables = family_set("fma")
     call = make_fma_args(tuner.device, (4096,))
     tuner.execute(tunables, call)
     return tuner.cache.entry(tunables, tuner.key(tunables, call))

@@ -23,9 +23,10 @@ import wgtune
 from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.gpu.device import check_grid, check_limits
-from wgtune.kernels import demo, matmul, matmul_wgsl
-from wgtune.kernels.matmul_skinny import SkinnyTile
-from wgtune.kernels.matmul_wgsl import HARD_MAX_STORAGE, MatmulTile
+from wgtune.kernels import demo, matmul
+from wgtune.kernels.matmul import wgsl as matmul_wgsl
+from wgtune.kernels.matmul.skinny import SkinnyTile
+from wgtune.kernels.matmul.wgsl import HARD_MAX_STORAGE, MatmulTile
 from wgtune.sets.bindings import binding_plan
 from wgtune.sets.shaders import workgroup_shape
 from wgtune.tune.plan import Plan

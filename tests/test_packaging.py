@@ -22,7 +22,8 @@ def test_the_wheel_holds_one_import_root_with_every_subpackage(tmp_path):
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith((".dist-info", ".data"))}
     assert tops == {"wgtune"}
     for module in ("wgtune/__init__.py", "wgtune/tuner.py", "wgtune/backends/native.py",
-                   "wgtune/backends/file_store.py", "wgtune/kernels/matmul.py", "wgtune/cli/__init__.py"):
+                   "wgtune/backends/file_store.py", "wgtune/kernels/matmul/__init__.py",
+                   "wgtune/kernels/reduction/wgsl.py", "wgtune/cli/__init__.py"):
         assert module in names, module
     assert not any("tests/" in name or name.startswith("core/") for name in names)
 
@@ -34,4 +35,4 @@ def test_the_installed_package_imports_from_the_source_folders():
 
     assert Path(wgtune.__file__).parent == ROOT / "core"
     assert Path(wgtune.backends.native.__file__).parent == ROOT / "backends"
-    assert Path(wgtune.kernels.matmul.__file__).parent == ROOT / "kernels"
+    assert Path(wgtune.kernels.matmul.__file__).parent == ROOT / "kernels" / "matmul"

@@ -13,7 +13,7 @@ from wgtune.backends.isolated_worker import LaunchSpec, StageSpec, _kernel
 from wgtune.backends.isolation import ChildLaunchGuard
 from wgtune.backends.native import NativeDevice
 from wgtune.kernels.matmul import matmul_f16_set, matmul_set
-from wgtune.kernels.matmul_tiles import CHECKED
+from wgtune.kernels.matmul.tiles import CHECKED
 from wgtune.kernels.reduction import reduction_set
 
 N = 1000

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .common import F32_BYTES, SUBGROUPS_DIRECTIVE
+from ..common import F32_BYTES, SUBGROUPS_DIRECTIVE
 
 __all__ = [
     "MIN_CHUNK",
@@ -93,7 +93,7 @@ class ReductionVariant:
     ``layout``: ``row`` (a workgroup per row), ``split`` (two passes through scratch) or ``pack``
     (``g`` invocations per row, ``workgroup / g`` rows per workgroup). ``width`` 1 (f32 loads)
     or 4 (vec4 loads: ``masked`` ones serve any ``cols``, plain ones need ``cols % 4 == 0``, see
-    :mod:`wgtune.kernels.reduction_masked`); ``unroll`` independent accumulators per invocation; ``combine`` how the
+    :mod:`wgtune.kernels.reduction.masked`); ``unroll`` independent accumulators per invocation; ``combine`` how the
     invocations of a row (or chunk) meet: ``tree`` (workgroup memory), ``sg`` (subgroup
     operations, then workgroup memory), ``shuffle`` (``pack`` with ``g = 4``: subgroup shuffles),
     ``none`` (``pack`` with ``g = 1``). ``chunk``: elements per stage-1 workgroup (``split``).
@@ -328,7 +328,7 @@ def split_wgsl(op: Op, v: ReductionVariant) -> str:
 def split_final_wgsl(op: Op, v: ReductionVariant) -> str:
     """Stage 2: workgroup ``row`` reduces the row's partials in scratch into ``out[row]``; after a
     masked stage 1 (``v.masked``) also the row's elements past the last whole vec4 of ``x``,
-    which stage 1 cannot read (see :mod:`wgtune.kernels.reduction_masked`)."""
+    which stage 1 cannot read (see :mod:`wgtune.kernels.reduction.masked`)."""
     store = f"out[row] = {_finish(op, 'result')};"
     if v.masked:
         merged = _combine(op, "total", "x[e]")

@@ -1,7 +1,7 @@
 """The matmul family's tile shapes and WGSL: the naive kernel and the scalar layout.
 
 The sets are in :mod:`wgtune.kernels.matmul`; the vector layout, for register tiles that are
-multiples of 4, in :mod:`wgtune.kernels.matmul_vector`, which builds on the pieces here
+multiples of 4, in :mod:`wgtune.kernels.matmul.vector`, which builds on the pieces here
 (:func:`header`, :func:`widen`, :func:`narrow`, :func:`indent`).
 
 ``C[M, N] = A[M, K] @ B[K, N]``, all row-major; buffers ``(A, B, C)`` at bindings 0, 1, 2, params
@@ -17,18 +17,18 @@ Two shapes of code for a tiled candidate (:class:`MatmulTile`):
   workgroup size (invocation ``(tx, ty)`` owns rows ``ty + i * BM/TM``, columns
   ``tx + j * BN/TN``). It keeps a WGSL loop over the K step (its accumulators are separate
   locals);
-- the *vector* layout (:func:`wgtune.kernels.matmul_vector.vector_wgsl`), for register tiles
+- the *vector* layout (:func:`wgtune.kernels.matmul.vector.vector_wgsl`), for register tiles
   that are multiples of 4: ``vec4<f32>`` tiles and accumulators, every loop unrolled in Python,
   with vec4 or flat global loads, slices of K and kgrid tiles (see there).
 
-The skinny kernels, which stage nothing, are in :mod:`wgtune.kernels.matmul_skinny`.
+The skinny kernels, which stage nothing, are in :mod:`wgtune.kernels.matmul.skinny`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .common import F32_BYTES, SUBGROUPS_DIRECTIVE, ceil_div
+from ..common import F32_BYTES, SUBGROUPS_DIRECTIVE, ceil_div
 
 __all__ = [
     "ADD_TO_C",
@@ -150,7 +150,7 @@ class MatmulTile:
     ``z`` taking rotation ``z % stagger``): chunks of a block finish together, and in one order
     they would all queue on the same address of C at once. ``partials`` (kgrid tiles): the
     chunks write their sums into scratch and a second stage adds them into C
-    (:mod:`wgtune.kernels.matmul_partials`), instead of zeroing C and adding with atomics.
+    (:mod:`wgtune.kernels.matmul.partials`), instead of zeroing C and adding with atomics.
     ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
     second set of prefetch registers, for loads whose latency one step's arithmetic does not hide).
     """

@@ -36,8 +36,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .common import F32_BYTES, ceil_div
-from .matmul_wgsl import DTYPES, MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, adds_into_c, header, indent, k_chunks, narrow, widen
+from ..common import F32_BYTES, ceil_div
+from .wgsl import DTYPES, MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, adds_into_c, header, indent, k_chunks, narrow, widen
 
 __all__ = ["REDUCE_STORAGE", "SkinnyTile", "skinny_wgsl"]
 

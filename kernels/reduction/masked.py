@@ -19,7 +19,7 @@ tail: its grid is empty otherwise).
 
 from __future__ import annotations
 
-from .reduction_wgsl import (
+from .wgsl import (
     SCRATCH,
     Op,
     ReductionVariant,

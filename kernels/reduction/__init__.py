@@ -29,7 +29,7 @@ are combined:
 Loads are f32, vec4 (``vec4``: ``x`` bound as ``array<vec4<f32>>``, so ``cols % 4 == 0`` is
 needed, every row then starting on a vec4) or masked vec4 (``vec4m``: any ``cols``; the aligned
 vec4 over each row, the lanes outside it masked, and the last elements of ``x`` past its last
-whole vec4 read as f32 by the candidate's last stage: :mod:`wgtune.kernels.reduction_masked`).
+whole vec4 read as f32 by the candidate's last stage: :mod:`wgtune.kernels.reduction.masked`).
 The key records what vec4 loads can do (``"vec"``: 4 where ``cols % 4 == 0``, 1 where not but
 ``x`` holds a whole vec4, 0 where it does not): the plan skips vec4 candidates on keys other
 than 4, and masked ones on keys other than 1 (where plain vec4 serve, with the same loads
@@ -47,7 +47,7 @@ f32 loads got 92-94% there), many short rows 110-608% (10000x1000 110%, 1000000x
 
 Subgroups. The ``sg`` and ``shuffle`` candidates need the ``"subgroups"`` device feature (where
 it is missing they are refused by name, and the others run); what they assume of subgroups is
-in :mod:`wgtune.kernels.reduction_wgsl`, which generates every candidate's WGSL.
+in :mod:`wgtune.kernels.reduction.wgsl`, which generates every candidate's WGSL.
 
 Numerics. Candidates add in different orders, so sums differ by rounding; the ``row_sum`` set's
 tolerance is :data:`SUM_RTOL` relative plus :data:`SUM_ATOL` absolute (see there). ``max`` is
@@ -80,10 +80,11 @@ from typing import Any
 from wgtune import Args, Group, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
-from .common import F32_BYTES, ceil_div, with_runtime_checks, wrapped_grid
-from .inputs import random_floats
-from .reduction_masked import masked_pack_wgsl, masked_row_wgsl, masked_split_wgsl, tail_wgsl
-from .reduction_wgsl import (
+from ..common import F32_BYTES, ceil_div, with_runtime_checks, wrapped_grid
+from ..family import Family, Size
+from ..inputs import random_floats
+from .masked import masked_pack_wgsl, masked_row_wgsl, masked_split_wgsl, tail_wgsl
+from .wgsl import (
     MIN_CHUNK,
     OPS,
     SCRATCH,
@@ -100,11 +101,15 @@ __all__ = [
     "MIN_CHUNK",
     "OPS",
     "REDUCTION_VARIANTS",
+    "ROW_MAX_FAMILY",
+    "ROW_SUM_FAMILY",
     "SCRATCH",
     "SUM_ATOL",
     "SUM_RTOL",
     "ReductionVariant",
     "make_reduction_args",
+    "make_row_max_args",
+    "make_row_sum_args",
     "reduction_kernel",
     "reduction_key",
     "reduction_set",
@@ -380,3 +385,46 @@ def row_max_reference(x: Sequence[float], rows: int, cols: int) -> list[float]:
         else:
             result.append(max(row, default=-math.inf))
     return result
+
+
+# -- the families ----------------------------------------------------------------------------------
+
+
+def make_row_sum_args(device: Any, size: Size, seed: int = 0) -> Args:
+    """Buffers ``(x, out)`` for row sums of ``x[rows, cols]``, seeded; params ``(rows, cols)``
+    (the two-pass candidates' partials are scratch the device makes)."""
+    return make_reduction_args(device, size, "sum", seed)
+
+
+def make_row_max_args(device: Any, size: Size, seed: int = 0) -> Args:
+    """Buffers ``(x, out)`` for row maxima of ``x[rows, cols]``, seeded; params ``(rows, cols)``."""
+    return make_reduction_args(device, size, "max", seed)
+
+
+def _row_sum_check(inputs: Sequence[Sequence[float]], params: tuple) -> list[float]:
+    return row_sum_reference(inputs[0], *params[:2])
+
+
+def _row_max_check(inputs: Sequence[Sequence[float]], params: tuple) -> list[float]:
+    return row_max_reference(inputs[0], *params[:2])
+
+
+ROW_SUM_FAMILY = Family(
+    name="row_sum",
+    build=lambda: reduction_set("sum"),
+    dims=("rows", "cols"),
+    make_args=make_row_sum_args,
+    reference=_row_sum_check,
+    demo_sizes=((512, 1024), (3, 20_001)),  # many short rows; a few long odd ones (two-pass, masked vec4)
+)
+"""The ``row_sum`` set in the registry (:mod:`wgtune.kernels.families`)."""
+
+ROW_MAX_FAMILY = Family(
+    name="row_max",
+    build=lambda: reduction_set("max"),
+    dims=("rows", "cols"),
+    make_args=make_row_max_args,
+    reference=_row_max_check,
+    demo_sizes=((512, 1024),),
+)
+"""The ``row_max`` set in the registry (:mod:`wgtune.kernels.families`)."""

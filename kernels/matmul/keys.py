@@ -3,7 +3,7 @@
 The key holds M, N, K anchored to powers of two, the dtype, and what vec4 loads need: ``vec_k``
 4 where K is a multiple of 4 (rows of A start on a vec4), ``vec_n`` 4 where N is (rows of B and
 C do), else 1. :func:`size_class` puts a key in a class, and :func:`groups_for` gives the groups
-its batches come from, in order (``kernels/matmul.py``'s module doc says why each). The rules
+its batches come from, in order (``kernels/matmul/__init__.py``'s module doc says why each). The rules
 here are the candidates' priorities: a vec4 candidate is skipped where the key does not allow
 its loads, a flat twin waits in a later batch where its vec4 twin can serve, a group a key's
 class does not list is skipped.
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from wgtune import Args, Group, anchor
 from wgtune.key import Key
 
-from .matmul_tiles import COLS, DEEP, GROUP_NAMES, LARGE, MEDIUM, ROWS, SMALL
-from .matmul_wgsl import MIN_K_CHUNK, MatmulTile
+from .tiles import COLS, DEEP, GROUP_NAMES, LARGE, MEDIUM, ROWS, SMALL
+from .wgsl import MIN_K_CHUNK, MatmulTile
 
 __all__ = [
     "DEEP_MIN_K",

@@ -9,21 +9,21 @@ Two sets:
 
 - ``matmul`` (:func:`matmul_set`): f32 buffers. Candidate 0, :func:`naive_matmul_kernel`, is
   one output per invocation straight from global memory: the safe default and the reference of
-  the output checks. The others (:mod:`wgtune.kernels.matmul_tiles` lists them, with the H200
+  the output checks. The others (:mod:`wgtune.kernels.matmul.tiles` lists them, with the H200
   figures that put each there):
 
-  - tiles (:class:`MatmulTile`, WGSL from :mod:`wgtune.kernels.matmul_wgsl` and
-    :mod:`wgtune.kernels.matmul_vector`): block tiles from 32x32 to 256x128, K steps of 8 and
+  - tiles (:class:`MatmulTile`, WGSL from :mod:`wgtune.kernels.matmul.wgsl` and
+    :mod:`wgtune.kernels.matmul.vector`): block tiles from 32x32 to 256x128, K steps of 8 and
     16, register tiles of 4x4 to 16x8, double buffering, a swizzled workgroup order, K *slices*
     (several sets of invocations share a block, each a part of every K step, summed in
     workgroup memory at the end), and *kgrid* tiles that split K over workgroups, for few
     outputs and a long K: they add into C with atomics (after a first stage zeroes C;
     ``stagger``: chunks of a block take their adds in rotated orders), or write partial sums to
-    scratch that a second stage adds up (``partials``, :mod:`wgtune.kernels.matmul_partials`).
+    scratch that a second stage adds up (``partials``, :mod:`wgtune.kernels.matmul.partials`).
     Each comes with vec4 global loads (``_v4``:
     K and N multiples of 4) or *flat* ones (coalesced scalar loads that need no guard but on the
     K step crossing K: any sizes), or both;
-  - skinny kernels (:class:`SkinnyTile`, :mod:`wgtune.kernels.matmul_skinny`) for a few rows
+  - skinny kernels (:class:`SkinnyTile`, :mod:`wgtune.kernels.matmul.skinny`) for a few rows
     (``rows*``: M small, a GEMV at the extreme) or a few columns (``cols*``): no staging, K
     split over the invocations of a workgroup, partial sums in registers, added in workgroup
     memory at the end; with ``split`` K is also cut over workgroups, as kgrid tiles do
@@ -32,7 +32,7 @@ Two sets:
 - ``matmul_f16`` (:func:`matmul_f16_set`): f16 buffers (``features=("shader-f16",)``), f32
   arithmetic, a smaller space from the same generators (no kgrid tiles: their atomics add f32).
 
-Keys and groups (``kernels/matmul_keys.py``). The key holds M, N, K anchored to powers of two, the
+Keys and groups (``kernels/matmul/keys.py``). The key holds M, N, K anchored to powers of two, the
 dtype, and what vec4 loads need: ``vec_k`` 4 where K is a multiple of 4 (rows of A start on a
 vec4), ``vec_n`` 4 where N is (rows of B and C do), else 1. A candidate whose vec4 loads the key
 does not allow is skipped (negative priority: it could not serve the call); where they are
@@ -55,7 +55,7 @@ launch of torch costs more than their work), 82-100% on odd ones (all of M, N, K
 127x129x131), GEMVs 91-100%, 33 rows or columns of 4096x4096 98-102%, and long K with few
 outputs 84-119% (64x64x65536 119% and 128x512x32768 84% in two passes). Most candidates are
 compiled without WebGPU's runtime checks there (``Kernel.runtime_checks``;
-:data:`~wgtune.kernels.matmul_tiles.CHECKED` are not): the median was 91.9% with every candidate
+:data:`~wgtune.kernels.matmul.tiles.CHECKED` are not): the median was 91.9% with every candidate
 checked.
 
 Grids are ``(ceil(N / block_n), ceil(M / block_m), K chunks)``: at most 65535 workgroups a
@@ -70,12 +70,16 @@ add partial sums, so outputs agree to rounding, far inside the sets' tolerances.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from wgtune import Args, Group, Kernel, TunableSet
 
-from .common import ceil_div, with_runtime_checks, wrapped_grid
-from .matmul_keys import (
+from ..common import F32_BYTES, ceil_div, with_runtime_checks, wrapped_grid
+from ..family import Family, Size
+from ..inputs import random_floats
+from .keys import (
     DEEP_MIN_K,
     PLAN_GROUPS,
     SKINNY_MAX,
@@ -89,11 +93,11 @@ from .matmul_keys import (
     size_class,
     tile_priority,
 )
-from .matmul_partials import PARTIALS, partials_bytes, reduce_stage
-from .matmul_skinny import SkinnyTile, skinny_wgsl
-from .matmul_tiles import CHECKED, GROUP_NAMES, MATMUL_F16_GROUPS, MATMUL_GROUPS, SMALL
-from .matmul_vector import vector_wgsl
-from .matmul_wgsl import (
+from .partials import PARTIALS, partials_bytes, reduce_stage
+from .skinny import SkinnyTile, skinny_wgsl
+from .tiles import CHECKED, GROUP_NAMES, MATMUL_F16_GROUPS, MATMUL_GROUPS, SMALL
+from .vector import vector_wgsl
+from .wgsl import (
     DTYPES,
     FLOAT_ATOMICS,
     MAX_K_CHUNKS,
@@ -103,14 +107,16 @@ from .matmul_wgsl import (
     scalar_wgsl,
     zero_wgsl,
 )
-from .matmul_wgsl import naive_wgsl as naive_matmul_wgsl
+from .wgsl import naive_wgsl as naive_matmul_wgsl
 
 __all__ = [
     "DEEP_MIN_K",
     "F16_OUTPUTS",
     "F16_TOLERANCE",
     "GROUP_NAMES",
+    "MATMUL_F16_FAMILY",
     "MATMUL_F16_TILES",
+    "MATMUL_FAMILY",
     "MATMUL_GROUPS",
     "MATMUL_TILES",
     "MAX_K_CHUNKS",
@@ -120,6 +126,8 @@ __all__ = [
     "MatmulTile",
     "SkinnyTile",
     "groups_for",
+    "make_matmul_args",
+    "make_matmul_f16_args",
     "matmul_f16_reference",
     "matmul_f16_set",
     "matmul_key",
@@ -143,7 +151,7 @@ F16_TOLERANCE = 2e-3
 
 def tiled_matmul_wgsl(tile: MatmulTile, dtype: str = "f32") -> str:
     """WGSL for one tiled candidate with ``dtype`` buffers: the vector layout where the register
-    tile is made of vec4 (``tile.vector``), else the scalar one (see :mod:`wgtune.kernels.matmul_wgsl`).
+    tile is made of vec4 (``tile.vector``), else the scalar one (see :mod:`wgtune.kernels.matmul.wgsl`).
     For a ``kgrid`` tile this is the stage that adds into C (:func:`tiled_matmul_kernel` puts the
     stage that zeroes C first)."""
     if dtype not in DTYPES:
@@ -221,7 +229,7 @@ def _zeroing_c_first(kernel: Kernel, options: dict) -> Kernel:
 
 
 def skinny_matmul_kernel(tile: SkinnyTile, dtype: str = "f32", **options) -> Kernel:
-    """The candidate for a skinny ``tile`` (:mod:`wgtune.kernels.matmul_skinny`); vec4 loads of B
+    """The candidate for a skinny ``tile`` (:mod:`wgtune.kernels.matmul.skinny`); vec4 loads of B
     get their priority rule by default."""
     # Flat ones come first too: they are within a few percent of vec4 ones here, and a first
     # batch of a skinny key holds no other kind.
@@ -326,3 +334,60 @@ def matmul_f16_reference(a: list[float], b: list[float], m: int, n: int, k: int)
     are closer to this than to f16 sums), the result rounded to f16. Compare with
     ``F16_TOLERANCE`` relative to ``sum |a| |b|``, which bounds the f32 rounding along K."""
     return _to_f16(matmul_reference(_to_f16(list(a)), _to_f16(list(b)), m, n, k))
+
+
+# -- the families ----------------------------------------------------------------------------------
+
+
+def make_matmul_args(device: Any, size: Size, seed: int = 0) -> Args:
+    """Buffers ``(A, B, C)`` for ``C[M, N] = A[M, K] @ B[K, N]`` with seeded inputs; params ``(M, N, K)``."""
+    m, n, k = size
+    a = random_floats(m * k, seed=f"matmul-a-{m}x{n}x{k}-{seed}")
+    b = random_floats(k * n, seed=f"matmul-b-{m}x{n}x{k}-{seed}")
+    output = device.create_buffer(size=F32_BYTES * m * n)
+    buffers = (device.create_buffer(a.tobytes()), device.create_buffer(b.tobytes()), output)
+    return Args(buffers, (m, n, k))
+
+
+def make_matmul_f16_args(device: Any, size: Size, seed: int = 0) -> Args:
+    """Buffers ``(A, B, C)`` of f16 (:func:`pack_f16`: each padded to whole words) with the seeded
+    values of :func:`make_matmul_args` rounded to f16; params ``(M, N, K)``."""
+    m, n, k = size
+    a = random_floats(m * k, seed=f"matmul-a-{m}x{n}x{k}-{seed}")
+    b = random_floats(k * n, seed=f"matmul-b-{m}x{n}x{k}-{seed}")
+    c_bytes = 2 * m * n
+    output = device.create_buffer(size=c_bytes + (-c_bytes % 4))
+    buffers = (device.create_buffer(pack_f16(a.tolist())), device.create_buffer(pack_f16(b.tolist())), output)
+    return Args(buffers, (m, n, k))
+
+
+def _matmul_check(inputs: Sequence[Sequence[float]], params: tuple) -> list[float]:
+    a, b = inputs
+    return matmul_reference(list(a), list(b), *params[:3])
+
+
+def _matmul_f16_check(inputs: Sequence[Sequence[float]], params: tuple) -> list[float]:
+    a, b = inputs
+    return matmul_f16_reference(list(a), list(b), *params[:3])
+
+
+MATMUL_FAMILY = Family(
+    name="matmul",
+    build=matmul_set,
+    dims=("M", "N", "K"),
+    make_args=make_matmul_args,
+    reference=_matmul_check,
+    # A square and an odd shape (192 x 160 x 96 is not a multiple of the 64- and 128-wide tiles).
+    demo_sizes=((128, 128, 128), (192, 160, 96)),
+)
+"""The ``matmul`` set in the registry (:mod:`wgtune.kernels.families`)."""
+
+MATMUL_F16_FAMILY = Family(
+    name="matmul_f16",
+    build=matmul_f16_set,
+    dims=("M", "N", "K"),
+    make_args=make_matmul_f16_args,
+    reference=_matmul_f16_check,
+    element="f16",  # not in the demo: every candidate needs shader-f16, which many adapters lack
+)
+"""The ``matmul_f16`` set in the registry (:mod:`wgtune.kernels.families`)."""

@@ -1,8 +1,8 @@
 """The matmul family's candidates, by group (see :mod:`wgtune.kernels.matmul` for what the
 groups are and how a key picks them).
 
-Each entry is a tile (:class:`~wgtune.kernels.matmul_wgsl.MatmulTile`, or a
-:class:`~wgtune.kernels.matmul_skinny.SkinnyTile`) in the forms worth having: with vec4 global
+Each entry is a tile (:class:`~wgtune.kernels.matmul.wgsl.MatmulTile`, or a
+:class:`~wgtune.kernels.matmul.skinny.SkinnyTile`) in the forms worth having: with vec4 global
 loads (``_v4``, for K and N multiples of 4), flat ones (any sizes), or both. The comments give
 what each reached on an NVIDIA H200 (Vulkan, wgpu-py 0.32) as a share of PyTorch's fp32 (TF32
 off) on the shapes ``bench/kernel_probe.py --full`` probes, where it is the fastest candidate or
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .matmul_skinny import SkinnyTile
-from .matmul_wgsl import MatmulTile
+from .skinny import SkinnyTile
+from .wgsl import MatmulTile
 
 __all__ = [
     "CHECKED", "COLS", "DEEP", "GROUP_NAMES", "LARGE", "MATMUL_F16_GROUPS", "MATMUL_GROUPS", "MEDIUM", "ROWS", "SMALL",

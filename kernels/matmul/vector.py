@@ -1,4 +1,4 @@
-"""The vector layout of the matmul family's tiled candidates (see :mod:`wgtune.kernels.matmul_wgsl`).
+"""The vector layout of the matmul family's tiled candidates (see :mod:`wgtune.kernels.matmul.wgsl`).
 
 For register tiles that are multiples of 4 (``MatmulTile.vector``): the tiles are ``vec4<f32>``
 arrays, the A tile stored transposed (``tile_a[k][m / 4]``, optionally padded by one vec4 a row
@@ -39,9 +39,9 @@ into local arrays spill on some compilers.
 
 from __future__ import annotations
 
-from .common import ceil_div
-from .matmul_partials import partials_base, partials_header
-from .matmul_wgsl import LANES, MatmulTile, adds_into_c, header, indent, narrow, widen
+from ..common import ceil_div
+from .partials import partials_base, partials_header
+from .wgsl import LANES, MatmulTile, adds_into_c, header, indent, narrow, widen
 
 __all__ = ["vector_wgsl"]
 
