@@ -7,6 +7,8 @@
     wgtune farm --scheduler tcp://host:8786       # a cluster you run: dask worker --nthreads 1 per GPU
     wgtune farm --catalogue shapes.json           # {"matmul": [[M, N, K], ...], "fma": [[N]], ...}
 
+A catalogue may name the set of any registered kernel family (``wgtune.kernels.families.FAMILIES``),
+each size one number per dim of its family; an unknown set is an error naming the known ones.
 Progress over every job, then a summary per worker; winners are merged into the cache database as
 they arrive, under each worker's device. Ctrl-C cancels what is left and keeps what finished.
 Exit status: 0 when every job found its winner, 1 when some failed, 130 when cancelled.
