@@ -1,4 +1,5 @@
-"""Export and import of the cache database as ``wgtune.export/1`` JSON, in bounded memory.
+"""Export and import of the cache database as ``wgtune.export/1`` JSON, in bounded memory; and
+the database as the store contract's ``Database`` (:class:`SqliteDatabase`, on top of both).
 
 The format is the one the page and the old file store read and write (``store.encode_export``):
 ``{"format": "wgtune.export/1", "namespaces": [{"format": "wgtune.cache/1", <namespace fields>,
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from wgtune.errors import StoreError
+from wgtune.store.contract import IMPORT_LIMIT, Cleared, Listing, NamespaceSummary
 from wgtune.store.documents import DocumentStore
 from wgtune.store.format import (
     DOCUMENT_FORMAT,
@@ -41,12 +43,9 @@ from wgtune.store.validate import parse_json
 from wgtune.tune.log import logger
 
 from .sqlite_rows import decode_row, entry_text
-from .sqlite_store import CacheDatabase
+from .sqlite_store import CacheDatabase, SqliteStore
 
-__all__ = ["IMPORT_LIMIT", "export_cache", "import_cache"]
-
-IMPORT_LIMIT = 512 * 1024 * 1024
-"""The largest import read by default, in bytes (``wgtune cache import --max-bytes``)."""
+__all__ = ["IMPORT_LIMIT", "SqliteDatabase", "export_cache", "import_cache"]
 
 CHUNK = 1 << 20
 BATCH = 2000
@@ -55,16 +54,20 @@ BATCH = 2000
 # -- export ---------------------------------------------------------------------------------------
 
 
-def export_cache(database: CacheDatabase, out: TextIO) -> tuple[int, int]:
+def export_cache(database: CacheDatabase | None, out: TextIO) -> tuple[int, int]:
     """Write every namespace with entries to ``out`` as one ``wgtune.export/1`` document; (entries,
-    namespaces) written. Rows that do not decode are left out, with a warning."""
+    namespaces) written. Rows that do not decode are left out, with a warning. ``database`` None:
+    nothing is stored (an empty export, and no database made)."""
     written = namespaces = skipped = 0
     current = None
     out.write(json.dumps({"format": EXPORT_FORMAT})[:-1] + ', "namespaces": [')
+    if database is None:
+        out.write("]}\n")
+        return 0, 0
     with database.reading() as connection:
-        for namespace, text in database.rows(connection):
+        for namespace, set_name, key_text, text in database.rows(connection):
             try:
-                decode_row(text)
+                decode_row(text, set_name, key_text)
             except StoreError as error:
                 skipped += 1
                 if skipped == 1:
@@ -321,3 +324,63 @@ def import_cache(database: CacheDatabase, source: str | os.PathLike | BinaryIO, 
             staging.close()
     handle.seek(start)
     return import_document(database, DocumentStore.check_import(_size_checked(handle, str(name), max_bytes)))
+
+
+# -- the database as the store contract's Database -------------------------------------------------
+
+
+class SqliteDatabase:
+    """The cache directory's database as a :class:`~wgtune.store.contract.Database`: what
+    ``wgtune cache``, ``wgtune bundle``, the farm and :func:`~wgtune.backends.local.open_tuner`
+    use. Its coroutines never suspend: run them with :func:`~wgtune.runner.run_inline`.
+
+    A cache with nothing stored (no database, no old document: ``is_empty_cache``) is read
+    without creating anything: no namespaces, no entries, an empty export, nothing to clear.
+    ``engine`` is the :class:`CacheDatabase` underneath (its connection, shared by the stores
+    :meth:`open` gives).
+    """
+
+    def __init__(self, directory: str | os.PathLike | None = None, *, engine: CacheDatabase | None = None) -> None:
+        self.engine = engine if engine is not None else CacheDatabase(directory)
+        self.path = self.engine.path
+        self.where = str(self.path)
+
+    def __repr__(self) -> str:
+        return f"SqliteDatabase({self.where!r})"
+
+    def __enter__(self) -> SqliteDatabase:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def is_empty_cache(self) -> bool:
+        """Nothing stored, and reading should not create anything (see :meth:`CacheDatabase.is_empty_cache`)."""
+        return self.engine.is_empty_cache()
+
+    async def namespaces(self) -> list[NamespaceSummary]:
+        return [] if self.engine.is_empty_cache() else self.engine.namespaces()
+
+    async def open(self, namespace: dict) -> SqliteStore:
+        return SqliteStore(None, namespace, database=self.engine).open()
+
+    async def entries(self) -> Listing:
+        if self.engine.is_empty_cache():
+            return Listing([], [])
+        return Listing(*self.engine.entries())
+
+    async def export_to(self, out: TextIO) -> tuple[int, int]:
+        if self.engine.is_empty_cache():
+            return export_cache(None, out)
+        return export_cache(self.engine, out)
+
+    async def import_from(self, source: str | os.PathLike | BinaryIO, *, max_bytes: int = IMPORT_LIMIT) -> int:
+        return import_cache(self.engine, source, max_bytes=max_bytes)
+
+    async def clear(self) -> Cleared:
+        if self.engine.is_empty_cache():
+            return Cleared(0, 0, 0)
+        return Cleared(*self.engine.clear_all())

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import socket
@@ -33,18 +34,21 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO, TextIO
 
 import platformdirs
 from filelock import FileLock
 
 from wgtune.errors import StoreError
 from wgtune.gpu.device import DeviceIdentity
+from wgtune.store.contract import IMPORT_LIMIT, Cleared, Listing, NamespaceSummary
 from wgtune.store.documents import DocumentStore, InlineStore
 from wgtune.store.format import canonical_namespace, namespace_for
 
 __all__ = [
     "CacheDirectory",
     "FileStore",
+    "LegacyDocuments",
     "default_cache_dir",
     "document_name",
     "document_store",
@@ -309,3 +313,59 @@ class FileStore(InlineStore):
         """Forget every entry of the namespace (removes its document; the lock file stays)."""
         if self.directory.is_dir():  # nothing stored: no directory to create for the lock
             super().clear()
+
+
+class LegacyDocuments:
+    """The old documents of a directory as the store contract's :class:`~wgtune.store.contract.Database`.
+
+    A migration source only: the SQLite database takes them in when it is opened in their
+    directory (``sqlite_migrate.py``), and nothing else opens them. It keeps the contract, so
+    that what a migration reads is what the old store promised (``tests/test_store_contract.py``).
+    """
+
+    def __init__(self, directory: str | os.PathLike | None) -> None:
+        self.key_values = CacheDirectory(directory)
+        self.documents = DocumentStore(self.key_values)
+        self.where = str(self.key_values.directory)
+
+    def __repr__(self) -> str:
+        return f"LegacyDocuments({self.where!r})"
+
+    async def namespaces(self) -> list[NamespaceSummary]:
+        found = [NamespaceSummary(document.namespace, len(document.entries), len(document.problems))
+                 for document in await self.documents.documents() if document.damage is None]
+        return sorted(found, key=lambda summary: canonical_namespace(summary.namespace))
+
+    async def open(self, namespace: dict) -> InlineStore:
+        return InlineStore(self.key_values, namespace)
+
+    async def entries(self) -> Listing:
+        found, problems = [], []
+        for document in await self.documents.documents():
+            if document.damage is not None:
+                problems.append(f"{document.where}: {document.damage}")
+                continue
+            found.extend((document.namespace, entry) for entry in
+                         sorted(document.entries, key=lambda e: (e.set_name, e.key.to_json())))
+            problems.extend(f"{document.where}: {problem}" for problem in document.problems)
+        return Listing(found, problems)
+
+    async def export_to(self, out: TextIO) -> tuple[int, int]:
+        document = await self.documents.export()
+        out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        namespaces = document["namespaces"]
+        return sum(len(namespace["entries"]) for namespace in namespaces), len(namespaces)
+
+    async def import_from(self, source: str | os.PathLike | BinaryIO, *, max_bytes: int = IMPORT_LIMIT) -> int:
+        if hasattr(source, "read"):
+            data = source.read(max_bytes + 1)  # type: ignore[union-attr]
+        else:
+            with Path(source).open("rb") as handle:
+                data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise StoreError(f"the import is larger than the limit of {max_bytes} bytes")
+        return await self.documents.import_document(DocumentStore.check_import(data))
+
+    async def clear(self) -> Cleared:
+        entries = sum(len(document.entries) for document in await self.documents.documents())
+        return Cleared(await self.documents.clear_all(), entries)

@@ -27,11 +27,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO, TextIO
 
 from wgtune.errors import StoreError
 from wgtune.key import Key
+from wgtune.store.contract import IMPORT_LIMIT, Cleared, Listing, NamespaceSummary, Store
 from wgtune.store.documents import DocumentStore
 from wgtune.store.format import (
     WRITE_PENDING,
@@ -42,11 +45,12 @@ from wgtune.store.format import (
     decode_export,
     encode_document,
     encode_export,
+    namespace_of,
 )
 from wgtune.store.validate import parse_json
 from wgtune.text import shown
 
-__all__ = ["LOAD_SLICE", "IndexedDBEntries", "IndexedDBStore", "decode_record", "record_of"]
+__all__ = ["LOAD_SLICE", "IndexedDBDatabase", "IndexedDBEntries", "IndexedDBStore", "decode_record", "record_of"]
 
 LOAD_SLICE = 2000
 """Records a namespace is read in at a time: decoding them is a few tens of milliseconds."""
@@ -207,8 +211,17 @@ class IndexedDBEntries:
         return moved
 
 
-class IndexedDBStore:
-    """One namespace's winners in IndexedDB (see the module doc). Build with :meth:`open`."""
+class IndexedDBStore(Store):
+    """One namespace's winners in IndexedDB (see the module doc): the page tuner's
+    :class:`~wgtune.store.contract.Store`. Build with :meth:`open` (or ``IndexedDBDatabase.open``).
+
+    Read at open, then answered from memory: ``read_by_key`` (the tuner asks :meth:`lookup` on a
+    key's first claim rather than building its table of every entry). ``save`` answers
+    ``WRITE_PENDING``: the write is durable once :meth:`flush` returns.
+    """
+
+    read_by_key = True
+    where = "IndexedDB"
 
     def __init__(self, idb: Any, namespace: dict, entries: Iterable[StoredEntry] = ()) -> None:
         self.database = IndexedDBEntries(idb)
@@ -239,10 +252,14 @@ class IndexedDBStore:
         """The entry of one key, as this tab knows it."""
         return self._entries.get((set_name, key))
 
-    lookup = stored
-    """The tuner reads the store key by key through this (``TuneCache.lookup``): a key's entry
-    when the key is first claimed, so that a namespace of 100k entries costs the tuner nothing at
-    open (building its table of them whole was a quarter-second task of the page)."""
+    def lookup(self, set_name: str, key: Key) -> StoredEntry | None:
+        """The tuner reads the store key by key through this (``TuneCache.lookup``): a key's entry
+        when the key is first claimed, so that a namespace of 100k entries costs the tuner nothing
+        at open (building its table of them whole was a quarter-second task of the page)."""
+        return self._entries.get((set_name, key))
+
+    def count(self) -> int:
+        return len(self._entries)
 
     async def read(self, set_name: str, key: Key) -> StoredEntry | None:
         """One key's entry as IndexedDB holds it now (another tab's, say), kept in memory too;
@@ -313,3 +330,56 @@ class IndexedDBStore:
                 self.on_written(entries, error)
             except Exception as failure:  # a broken listener must not lose the writes after it
                 logger.warning("the IndexedDB write listener failed: %s", failure)
+
+
+class IndexedDBDatabase:
+    """Every namespace in IndexedDB as the store contract's :class:`~wgtune.store.contract.Database`,
+    over ``idb`` (``web/idb.js``'s helpers), on top of :class:`IndexedDBEntries`."""
+
+    def __init__(self, idb: Any) -> None:
+        self.idb = idb
+        self.records = IndexedDBEntries(idb)
+        self.where = f"IndexedDB {getattr(idb, 'name', 'wgtune')}"
+
+    def __repr__(self) -> str:
+        return f"IndexedDBDatabase({self.where!r})"
+
+    async def namespaces(self) -> list[NamespaceSummary]:
+        """Every namespace with records (damaged ones included: IndexedDB keeps them in place)."""
+        rows = _rows(await self.idb.namespaceCounts(), 2)
+        return [NamespaceSummary(namespace_of(str(text)), int(count)) for text, count in sorted(rows)]
+
+    async def open(self, namespace: dict) -> IndexedDBStore:
+        return await IndexedDBStore.open(self.idb, namespace)
+
+    async def entries(self) -> Listing:
+        found, problems = [], []
+        for namespace_text, set_name, key_text, value in _rows(await self.idb.allEntries(), 4):
+            try:
+                found.append((namespace_of(str(namespace_text)), decode_record(set_name, key_text, value)))
+            except StoreError as error:
+                problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
+        return Listing(found, problems)
+
+    async def export_to(self, out: TextIO) -> tuple[int, int]:
+        document = await self.records.export()
+        json.dump(document, out, indent=2, ensure_ascii=False)
+        out.write("\n")
+        namespaces = document["namespaces"]
+        return sum(len(namespace["entries"]) for namespace in namespaces), len(namespaces)
+
+    async def import_from(self, source: str | os.PathLike | BinaryIO, *, max_bytes: int = IMPORT_LIMIT) -> int:
+        if hasattr(source, "read"):
+            data = source.read(max_bytes + 1)  # type: ignore[union-attr]
+            name = getattr(source, "name", "the input")
+        else:
+            with Path(source).open("rb") as handle:
+                data = handle.read(max_bytes + 1)
+            name = os.fspath(source)
+        if len(data) > max_bytes:
+            raise StoreError(f"{name} is larger than the import limit of {max_bytes} bytes")
+        return await self.records.import_document(self.records.check_import(data))
+
+    async def clear(self) -> Cleared:
+        entries = sum(int(count) for _text, count in _rows(await self.idb.namespaceCounts(), 2))
+        return Cleared(await self.records.clear_all(), entries)

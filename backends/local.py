@@ -12,16 +12,18 @@ from collections.abc import Callable
 
 from wgtune.config import Config
 from wgtune.errors import StoreError
+from wgtune.runner import run_inline
 from wgtune.store.bundle import entries_for, read_bundle
+from wgtune.store.contract import Store
 from wgtune.store.format import StoredEntry, namespace_for
 from wgtune.store.validate import parse_json
 from wgtune.tune.log import logger
 from wgtune.tuner import Tuner
 
+from .cache_transfer import SqliteDatabase
 from .isolation import ChildLaunchGuard
 from .native import NativeDevice
 from .records import JsonlRecords
-from .sqlite_store import SqliteStore
 
 __all__ = ["load_bundle", "open_store", "open_tuner"]
 
@@ -84,11 +86,11 @@ def load_bundle(bundle: str | os.PathLike | dict) -> list[tuple[dict, list[Store
         raise StoreError(f"{os.fspath(bundle)}: {bad}") from None
 
 
-def open_store(directory: str | None, namespace: dict) -> SqliteStore | None:
-    """The namespace's store in ``directory``, opened now; None (with a warning) when it cannot be used."""
-    store = SqliteStore(directory, namespace)
+def open_store(directory: str | None, namespace: dict) -> Store | None:
+    """The namespace's store in ``directory``'s database (``SqliteDatabase.open``), opened now; None
+    (with a warning) when it cannot be used."""
     try:
-        return store.open()
+        return run_inline(SqliteDatabase(directory).open(namespace))
     except (OSError, StoreError) as error:
         logger.warning("could not open the winners' store, keeping winners in this process only: %s", error)
         return None

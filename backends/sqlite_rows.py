@@ -38,8 +38,11 @@ def entry_text(entry: StoredEntry) -> str:
     return json.dumps(entry.to_json(), separators=(",", ":"), ensure_ascii=False)
 
 
-def decode_row(text: object) -> StoredEntry:
+def decode_row(text: object, set_name: object = None, key_text: object = None) -> StoredEntry:
     """A row's entry, every field checked (``StoredEntry.from_json``); StoreError naming what is wrong.
+
+    Given the row's ``set_name`` and ``key_text`` (its columns), an entry that names another set or
+    key is damaged too: a row answers for its own slot only (the store contract's lookup).
 
     Rows are this store's own writes (``entry_text``), so the text is parsed with plain ``json``:
     ``validate.parse_json``'s guards for outside text cost four times as much, and a load reads
@@ -53,6 +56,10 @@ def decode_row(text: object) -> StoredEntry:
     except (RecursionError, ValueError) as error:
         raise StoreError(f"the row is not JSON: {shown(error, 200)}") from None
     try:
-        return StoredEntry.from_json(obj)
+        entry = StoredEntry.from_json(obj)
     except (RecursionError, TypeError, ValueError) as error:  # not expected past the checks: still a skip
         raise StoreError(f"entry is malformed: {shown(error, 200)}") from None
+    if set_name is not None and (entry.set_name != set_name or entry.key.to_json() != key_text):
+        raise StoreError(f"the row of {shown(set_name)} [{shown(key_text)}] holds the entry of "
+                         f"{shown(entry.set_name)} [{shown(entry.key.to_json())}]")
+    return entry

@@ -20,7 +20,8 @@ A database of a newer schema than this code knows is refused (StoreError), never
 write is one ``BEGIN IMMEDIATE`` transaction (an upsert per entry), so a process killed mid-write
 leaves the last commit whole and nothing behind. On first open, the old JSON documents of the
 directory are merged in (:mod:`wgtune.backends.sqlite_migrate`). Export and import are in
-:mod:`wgtune.backends.cache_transfer`.
+:mod:`wgtune.backends.cache_transfer`, with :class:`~wgtune.backends.cache_transfer.SqliteDatabase`, the
+database as the store contract's ``Database`` (what the commands and the farm use).
 
 Database failures raise OSError (``StoreError`` only for a database that is not wgtune's or is newer).
 """
@@ -33,12 +34,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from wgtune.errors import StoreError
 from wgtune.key import Key
+from wgtune.store.contract import NamespaceSummary, Store
 from wgtune.store.format import StoredEntry, canonical_namespace, check_namespace, namespace_of
 from wgtune.tune.log import logger
 
@@ -66,15 +67,6 @@ def _retry_while_locked(action: Callable[[], T], timeout: float) -> T:
             if "locked" not in str(error) or time.monotonic() > deadline:
                 raise
             time.sleep(0.005)
-
-
-@dataclass(frozen=True)
-class NamespaceSummary:
-    """One namespace as ``wgtune cache list`` shows it: its fields, its entries, its damaged rows."""
-
-    namespace: dict
-    entries: int
-    damaged: int
 
 
 class CacheDatabase:
@@ -239,11 +231,11 @@ class CacheDatabase:
         entries, bad = [], []
         with self.lock, self.errors():
             rows = self.connection().execute(
-                "SELECT e.rowid, e.entry FROM entries e JOIN namespaces n ON n.id = e.namespace_id "
+                "SELECT e.rowid, e.set_name, e.key, e.entry FROM entries e JOIN namespaces n ON n.id = e.namespace_id "
                 "WHERE n.namespace = ?", (text,))
-            for rowid, row in rows:
+            for rowid, set_name, key_text, row in rows:
                 try:
-                    entries.append(decode_row(row))
+                    entries.append(decode_row(row, set_name, key_text))
                 except StoreError as error:
                     bad.append((rowid, row, str(error)))
         if bad:
@@ -253,7 +245,8 @@ class CacheDatabase:
     def lookup(self, namespace: str, set_name: str, key: Key) -> StoredEntry | None:
         """The entry of one slot of ``namespace`` (its canonical text), or None: one indexed query,
         what the tuner asks on a key's first miss instead of reading every row at open. A row that
-        does not decode is set aside as :meth:`load` does, and reads as None."""
+        does not decode, or holds another slot's entry, is set aside as :meth:`load` does, and
+        reads as None."""
         with self.lock, self.errors():
             row = self.connection().execute(
                 "SELECT e.rowid, e.entry FROM entries e JOIN namespaces n ON n.id = e.namespace_id "
@@ -262,7 +255,7 @@ class CacheDatabase:
         if row is None:
             return None
         try:
-            return decode_row(row[1])
+            return decode_row(row[1], set_name, key.to_json())
         except StoreError as error:
             self._set_aside(namespace, [(row[0], row[1], str(error))])
             return None
@@ -326,10 +319,12 @@ class CacheDatabase:
                 ") GROUP BY namespace HAVING SUM(entries) + SUM(damaged) > 0 ORDER BY namespace").fetchall()
         return [NamespaceSummary(namespace_of(text), entries, damaged) for text, entries, damaged in rows]
 
-    def rows(self, connection: sqlite3.Connection, namespace: str | None = None) -> Iterator[tuple[str, str]]:
-        """(canonical namespace, entry text) of every row (of ``namespace``), in export order:
-        namespace, set, key. A cursor: rows are read as they are consumed."""
-        query = ("SELECT n.namespace, e.entry FROM entries e JOIN namespaces n ON n.id = e.namespace_id"
+    def rows(self, connection: sqlite3.Connection,
+             namespace: str | None = None) -> Iterator[tuple[str, str, str, str]]:
+        """(canonical namespace, set, key text, entry text) of every row (of ``namespace``), in
+        export order: namespace, set, key. A cursor: rows are read as they are consumed."""
+        query = ("SELECT n.namespace, e.set_name, e.key, e.entry "
+                 "FROM entries e JOIN namespaces n ON n.id = e.namespace_id"
                  + (" WHERE n.namespace = ?" if namespace is not None else "")
                  + " ORDER BY n.namespace, e.set_name, e.key")
         yield from connection.execute(query, (namespace,) if namespace is not None else ())
@@ -339,21 +334,24 @@ class CacheDatabase:
         (left where they are: a listing moves nothing)."""
         found, problems = [], []
         with self.reading() as connection:
-            for namespace, text in self.rows(connection):
+            for namespace, set_name, key_text, text in self.rows(connection):
                 try:
-                    found.append((namespace_of(namespace), decode_row(text)))
+                    found.append((namespace_of(namespace), decode_row(text, set_name, key_text)))
                 except StoreError as error:
                     problems.append(str(error))
         return found, problems
 
 
-class SqliteStore:
-    """The tuner's store protocol for one namespace (``namespace``, ``load``, ``save``, ``save_many``,
-    ``clear``) over the cache directory's database (see the module doc).
+class SqliteStore(Store):
+    """One namespace of the cache directory's database: the :class:`~wgtune.store.contract.Store`
+    of the native tuner (see the module doc). Read key by key (``read_by_key``): a key's row is
+    read on its first claim, so that opening a cache of any size costs the same.
 
     ``database`` shares one :class:`CacheDatabase` (and its connection) between namespaces; else
     one is made for ``directory``. Raises OSError when the database cannot be used.
     """
+
+    read_by_key = True
 
     def __init__(self, directory: str | os.PathLike | None, namespace: dict, *,
                  database: CacheDatabase | None = None) -> None:
@@ -362,6 +360,7 @@ class SqliteStore:
         self.database = database if database is not None else CacheDatabase(directory)
         self.directory = self.database.directory
         self.path = self.database.path
+        self.where = str(self.path)
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
@@ -376,16 +375,16 @@ class SqliteStore:
         return self.database.load(self.namespace)
 
     def lookup(self, set_name: str, key: Key) -> StoredEntry | None:
-        """One entry, or None (see :meth:`CacheDatabase.lookup`): the tuner reads entries so, one
-        key at a time as calls miss, so that opening a cache of any size costs the same."""
+        """One entry, or None (see :meth:`CacheDatabase.lookup`): one indexed query."""
         return self.database.lookup(self._namespace_text, set_name, key)
 
     def count(self) -> int:
-        """How many entries the namespace has."""
+        """How many entries the namespace has (rows: a damaged one counts until a read sets it aside)."""
         return self.database.count(self._namespace_text)
 
     def save(self, entry: StoredEntry) -> None:
-        """Keep ``entry``, replacing the one of the same set and key: one row, one transaction."""
+        """Keep ``entry``, replacing the one of the same set and key: one row, one transaction,
+        committed when this returns."""
         self.database.save(self.namespace, [entry])
 
     def save_many(self, entries: Iterable[StoredEntry]) -> None:

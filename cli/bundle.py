@@ -20,6 +20,7 @@ from pathlib import Path
 
 from wgtune.config import Config
 from wgtune.errors import StoreError
+from wgtune.runner import run_inline
 from wgtune.store.bundle import BUNDLE_FORMAT, build_bundle, bundle_text, read_bundle
 from wgtune.store.format import (
     DOCUMENT_FORMAT,
@@ -46,17 +47,16 @@ class Gathered:
 
 
 def _from_cache_dir(path: Path, gathered: Gathered) -> None:
-    from wgtune.backends.sqlite_store import DATABASE_NAME, CacheDatabase
+    """A cache directory's database, read through the store contract's ``Database``."""
+    from wgtune.backends.cache_transfer import SqliteDatabase
+    from wgtune.backends.sqlite_store import DATABASE_NAME
 
-    with CacheDatabase(path) as database:
+    with SqliteDatabase(path) as database:
         if database.is_empty_cache():  # reading would create a database: say what is missing instead
             raise StoreError(f"{path} is not a wgtune cache directory (no {DATABASE_NAME} in it)")
-        rows, problems = database.entries()
-    by_namespace: dict[str, tuple[dict, list[StoredEntry]]] = {}
-    for namespace, entry in rows:
-        by_namespace.setdefault(canonical_namespace(namespace), (namespace, []))[1].append(entry)
-    gathered.documents.extend(by_namespace.values())
-    gathered.dropped.extend(f"{path}: {problem}" for problem in problems)
+        listing = run_inline(database.entries())
+    gathered.documents.extend(listing.by_namespace())
+    gathered.dropped.extend(f"{path}: {problem}" for problem in listing.problems)
 
 
 def _from_file(path: Path, gathered: Gathered, max_bytes: int) -> None:
@@ -122,7 +122,7 @@ def _write(target: Path, text: str) -> None:
 def run_bundle(args) -> int:
     """``wgtune bundle OUT [SOURCES...]``: build, write, and print what is in the bundle."""
     sources = args.sources or [str(Config.from_env().cache_dir)]
-    from wgtune.backends.cache_transfer import IMPORT_LIMIT
+    from wgtune.store.contract import IMPORT_LIMIT
 
     gathered = gather(sources, max_bytes=args.max_bytes or IMPORT_LIMIT)
     bundle = build_bundle(gathered.documents)

@@ -1,5 +1,7 @@
 """``wgtune cache``: list, show, clear, export and import the winners of the cache database
-(``wgtune.sqlite3`` in the cache directory; see ``wgtune.backends.sqlite_store``)."""
+(``wgtune.sqlite3`` in the cache directory; see ``wgtune.backends.sqlite_store``), through the
+store contract's ``Database`` (``wgtune.store.contract``): the same verbs the page uses on IndexedDB.
+The native database's verbs never suspend, so they run inline (``wgtune.runner.run_inline``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from rich.table import Table
 
 from wgtune.config import Config
 from wgtune.errors import Skip, StoreError
+from wgtune.runner import run_inline
 from wgtune.store.format import StoredEntry
 from wgtune.store.results import Measured, Result
 from wgtune.text import printable
@@ -22,11 +25,11 @@ from .console import wide_console
 
 
 def _database(args):
-    """The cache database the command works on, in ``--cache-dir``, else ``Config``'s directory (which
-    reads ``WGTUNE_CACHE_DIR``), else the platform's user cache directory."""
-    from wgtune.backends.sqlite_store import CacheDatabase
+    """The cache database the command works on (a ``Database``), in ``--cache-dir``, else ``Config``'s
+    directory (which reads ``WGTUNE_CACHE_DIR``), else the platform's user cache directory."""
+    from wgtune.backends.cache_transfer import SqliteDatabase
 
-    return CacheDatabase(args.cache_dir or Config.from_env().cache_dir)
+    return SqliteDatabase(args.cache_dir or Config.from_env().cache_dir)
 
 
 def _safe(text: object) -> str:
@@ -119,11 +122,11 @@ def _print_candidates(console, rows: list[tuple[dict, StoredEntry]]) -> None:
 
 def _list(console, database) -> None:
     """``cache list``: the database, then one line per namespace with its entries."""
-    namespaces = database.namespaces()
+    namespaces = run_inline(database.namespaces())
     if not namespaces:
-        console.print(f"no stored winners in {database.path}")
+        console.print(f"no stored winners in {database.where}")
         return
-    table = Table(title=f"wgtune cache: {database.path}")
+    table = Table(title=f"wgtune cache: {database.where}")
     for column in ("device", "backend", "driver", "tuner", "wgtune", "entries"):
         table.add_column(column)
     for summary in namespaces:
@@ -137,15 +140,16 @@ def _list(console, database) -> None:
 
 def _show(console, database, args) -> None:
     """``cache show``: every stored winner, as a table or as JSON."""
-    rows, problems = ([], []) if database.is_empty_cache() else database.entries()
+    listing = run_inline(database.entries())
+    rows, problems = listing.entries, listing.problems
     if problems:
-        print(f"wgtune: skipping {len(problems)} unreadable entries of {database.path}: {printable(problems[0])}",
+        print(f"wgtune: skipping {len(problems)} unreadable entries of {database.where}: {printable(problems[0])}",
               file=sys.stderr)
     if args.json:
         json.dump([{"device": ns.get("device"), **e.to_json()} for ns, e in rows], sys.stdout, indent=2)
         print()
         return
-    table = Table(title=f"stored winners: {database.path}")
+    table = Table(title=f"stored winners: {database.where}")
     for column in ("device", "set", "key", "winner", "median", "confidence", "candidates", "checksum"):
         table.add_column(column)
     for namespace, entry in rows:
@@ -155,23 +159,21 @@ def _show(console, database, args) -> None:
                       _safe(entry.key), _safe(f"{entry.winner_name} (#{entry.winner})"),
                       format_seconds(median) if median else "-", sure, str(len(entry.results)),
                       _safe(entry.checksum[:12]))
-    console.print(table if rows else f"no stored winners in {database.path}")
+    console.print(table if rows else f"no stored winners in {database.where}")
     if args.candidates:
         _print_candidates(console, rows)
 
 
 def _export(console, database, args) -> None:
     """``cache export``: one ``wgtune.export/1`` document, written as the rows are read."""
-    from wgtune.backends.cache_transfer import export_cache
-
     if args.file == "-":
-        export_cache(database, sys.stdout)
+        run_inline(database.export_to(sys.stdout))
         return
     target = Path(args.file)
     temp = target.with_name(f".{target.name}.partial")
     try:
         with temp.open("w", encoding="utf-8") as out:
-            count, namespaces = export_cache(database, out)
+            count, namespaces = run_inline(database.export_to(out))
         temp.replace(target)  # a failed export leaves no half file under the name asked for
     finally:
         temp.unlink(missing_ok=True)
@@ -179,13 +181,12 @@ def _export(console, database, args) -> None:
 
 
 def run_cache(args) -> int:
-    """``wgtune cache ACTION``: list, show, clear, export or import the cache database's winners."""
-    from wgtune.backends.cache_transfer import IMPORT_LIMIT, import_cache
+    """``wgtune cache ACTION``: list, show, clear, export or import the cache database's winners.
+    A cache with nothing stored is read without creating a database (``SqliteDatabase``)."""
+    from wgtune.store.contract import IMPORT_LIMIT
 
     console = wide_console()
     with _database(args) as database:
-        if args.action in ("list", "show", "export") and database.is_empty_cache():
-            database = _Empty(database)  # nothing stored: reading creates nothing
         if args.action == "list":
             _list(console, database)
         elif args.action == "show":
@@ -193,31 +194,12 @@ def run_cache(args) -> int:
         elif args.action == "export":
             _export(console, database, args)
         elif args.action == "clear":
-            namespaces, removed, damaged = database.clear_all() if not database.is_empty_cache() else (0, 0, 0)
+            namespaces, removed, damaged = run_inline(database.clear())
             also = f" and {damaged} damaged row(s)" if damaged else ""
-            console.print(f"removed {removed} winner(s) of {namespaces} namespace(s){also} from {database.path}")
+            console.print(f"removed {removed} winner(s) of {namespaces} namespace(s){also} from {database.where}")
         else:
             source = sys.stdin.buffer if args.file == "-" else args.file
             max_bytes = getattr(args, "max_bytes", None) or IMPORT_LIMIT
-            count = import_cache(database, source, max_bytes=max_bytes)
-            console.print(f"imported {count} winner(s) into {database.path}")
+            count = run_inline(database.import_from(source, max_bytes=max_bytes))
+            console.print(f"imported {count} winner(s) into {database.where}")
     return 0
-
-
-class _Empty:
-    """A cache with nothing stored, read without creating a database: no namespaces, no rows."""
-
-    def __init__(self, database) -> None:
-        self.path = database.path
-
-    def is_empty_cache(self) -> bool:
-        return True
-
-    def namespaces(self) -> list:
-        return []
-
-    def entries(self) -> tuple[list, list]:
-        return [], []
-
-    def reading(self):
-        raise AssertionError("an empty cache is not read")

@@ -133,12 +133,14 @@ def test_a_store_that_finds_one_entry_is_read_key_by_key_as_calls_miss_not_whole
     tunables = make_set("a", "b")
 
     class KeyByKey(MemoryStore):
+        read_by_key = True  # the store contract's say: read me key by key (store/contract.py)
+
         def __init__(self):
             super().__init__()
             self.lookups: list[Key] = []
 
         def load(self):
-            raise AssertionError("a store with lookup is not read whole")
+            raise AssertionError("a store read key by key is not read whole")
 
         def lookup(self, set_name, key):
             self.lookups.append(key)

@@ -1,9 +1,10 @@
 """Keeping namespace documents: one store over a small key-value interface.
 
-Winners were kept as one document per namespace (``wgtune.cache/1``, see ``store.py``), a file in
+Winners were kept as one document per namespace (``wgtune.cache/1``, see ``format.py``), a file in
 a directory: the old native store (``backends/file_store.py``), which the SQLite store migrates
-from. (The stores in use keep one row, or one IndexedDB record, per entry; they share this
-module's check of an import, ``DocumentStore.check_import``.) Everything that decides what
+from; today only a migration source (``contract.py``: ``LegacyDocuments``). (The stores in use keep
+one row, or one IndexedDB record, per entry; they share this module's check of an import,
+``DocumentStore.check_import``.) Everything that decides what
 happens to a document lives here:
 
 - **merge on write**: a save re-reads the document under the key-value store's lock and merges
@@ -32,6 +33,7 @@ from typing import Protocol
 
 from ..errors import StoreError
 from ..runner import run_inline
+from .contract import Store
 from .format import (
     StoredEntry,
     canonical_namespace,
@@ -282,21 +284,24 @@ class DocumentStore:
         return removed
 
 
-class InlineStore:
-    """The tuner's store protocol (``namespace``, ``load``, ``save``, ``clear``) for one namespace,
+class InlineStore(Store):
+    """One namespace's document as the store contract's :class:`~wgtune.store.contract.Store`,
     over a key-value store whose coroutines never suspend (natively: files): each call runs to
-    completion inline, with no event loop."""
+    completion inline, with no event loop. Read whole (``read_by_key`` False: a lookup would
+    read the whole document); ``lookup`` and ``count`` are the contract's defaults."""
 
     def __init__(self, key_values: KeyValueStore, namespace: dict) -> None:
         self.namespace: dict = check_namespace(namespace)
         self.documents = DocumentStore(key_values)
+        self.where = key_values.describe(key_values.name_for(self.namespace))
 
     def load(self) -> list[StoredEntry]:
         """Every readable entry of the namespace (see :meth:`DocumentStore.load`)."""
         return run_inline(self.documents.load(self.namespace))
 
     def save(self, entry: StoredEntry) -> None:
-        """Keep ``entry``, replacing the one with the same set and key. Raises OSError."""
+        """Keep ``entry``, replacing the one with the same set and key (merged into the document
+        under its lock, written whole and atomically before this returns). Raises OSError."""
         self.save_many([entry])
 
     def save_many(self, entries: Iterable[StoredEntry]) -> None:

@@ -1,12 +1,10 @@
-"""Where winners are kept between processes: the store protocol and the document format.
+"""Where winners are kept between processes: the namespace, the entry and the document format.
 
 A store holds the winners of one *namespace*: one device (vendor, device, driver, backend), one
-tuner name, one wgtune version; so one GPU's winners never serve another. Its contract:
-
-- ``load()`` returns every entry; a store that cannot be read returns what it can (never raises
-  for damaged data: a read that fails is a miss, and the tune goes on);
-- ``save(entry)`` keeps the entry, replacing the one with the same set and key;
-- ``clear()`` forgets everything of the namespace.
+tuner name, one wgtune version; so one GPU's winners never serve another. What a store promises
+(reads never crash on damaged data, a save replaces one slot, lookup answers one slot or nothing)
+is the contract of ``contract.py``; this module is the format it keeps entries in, and the
+in-memory store.
 
 The document format (JSON) is shared by the file store and the export/import of winners; the
 SQLite and IndexedDB stores keep each entry as its own record, in the entry's JSON of this format.
@@ -168,12 +166,9 @@ WRITE_PENDING = "pending"
 
 
 class Store(Protocol):
-    """Keeps the winners of one namespace.
-
-    ``save`` answers None once the entry is written, or :data:`WRITE_PENDING` when the write
-    goes on in the background: the tune's record then says so, and is not told "stored" until
-    the write has committed.
-    """
+    """Superseded by :class:`wgtune.store.contract.Store`, the whole contract (which imports this
+    module, so it cannot be re-exported here). Kept while ``core/tuner.py`` imports ``Store`` from
+    here as an annotation; import it from ``contract.py``."""
 
     namespace: dict
 
@@ -186,19 +181,33 @@ class Store(Protocol):
 
 @dataclass
 class MemoryStore:
-    """A store that lives as long as the process: for tests, and for ``WGTUNE_CACHE=off``-like uses."""
+    """A store that lives as long as the process: for tests, and for ``WGTUNE_CACHE=off``-like uses.
+
+    It keeps the :class:`~wgtune.store.contract.Store` contract (``tests/test_store_contract.py``)
+    with every member written out: it cannot inherit the protocol's defaults (``contract.py``
+    imports this module). It holds values, so nothing in it can be damaged; a save is "durable"
+    for as long as the process lives.
+    """
 
     namespace: dict = field(default_factory=dict)
     entries: dict[tuple[str, Key], StoredEntry] = field(default_factory=dict)
+    where = "memory"
+    read_by_key = False  # the tuner takes every entry at open: a dict is read whole at no cost
 
     def load(self) -> list[StoredEntry]:
         return list(self.entries.values())
+
+    def lookup(self, set_name: str, key: Key) -> StoredEntry | None:
+        return self.entries.get((set_name, key))
 
     def save(self, entry: StoredEntry) -> None:
         self.entries[entry.slot] = entry
 
     def clear(self) -> None:
         self.entries.clear()
+
+    def count(self) -> int:
+        return len(self.entries)
 
 
 def encode_document(namespace: dict, entries: Iterable[StoredEntry]) -> dict:
