@@ -51,7 +51,8 @@ from wgtune import Args, Config, Search, Space, TunableSet, Tuner, clock_grain, 
 from wgtune.gpu.device import Device
 from wgtune.kernels.matmul import matmul_key, tiled_matmul_wgsl
 from wgtune.kernels.matmul.wgsl import MatmulTile
-from wgtune.search.strategies import ModelStrategy, RandomStrategy
+from wgtune.search import registered_strategies
+from wgtune.search.run import replay as run_replay
 
 ORACLE_SAMPLE = 2e-3
 COMPILE_SAMPLE = 24  # compiles timed one at a time to scale threaded compile times
@@ -218,7 +219,11 @@ def live(options: argparse.Namespace) -> int:
           f"({2 * m * n * k / truth[best] / 1e9:.0f} GFLOP/s); "
           f"within 2% of it: {sum(1 for t in truth.values() if t <= truth[best] * 1.02)}", flush=True)
     if options.save:
-        save(options.save, candidates, truth, compile_seconds)
+        about = {"adapter": device.adapter_info.get("device", "?"), "space": size, "matmul": [m, n, k],
+                 "rounds": options.rounds}
+        save(options.save, candidates, truth, compile_seconds, about)
+    if options.oracle_only:
+        return 0
 
     def regret(pick: int) -> float:
         return truth[pick] / truth[best] - 1 if pick in truth else float("inf")
@@ -226,7 +231,7 @@ def live(options: argparse.Namespace) -> int:
     pick, exhaustive, compiles = tune(device, make_set(candidates, None), args, pipelines, compile_seconds)
     print(f"exhaustive: {compiles} compiles, {exhaustive:.1f}s, picked {candidates[pick].name} "
           f"(regret {regret(pick) * 100:.2f}%)", flush=True)
-    for strategy in options.strategies:
+    for strategy in options.strategies or registered_strategies():
         for budget in options.budgets:
             rows = []
             for seed in range(options.seeds):
@@ -240,41 +245,59 @@ def live(options: argparse.Namespace) -> int:
 # -- replaying saved timings ------------------------------------------------------------------------
 
 
-def save(path: str, candidates: list, truth: dict[int, float], compile_seconds: dict[int, float]) -> None:
-    rows = [{"configuration": kernel.configuration, "seconds": truth.get(index),
-             "compile": compile_seconds.get(index)} for index, kernel in enumerate(candidates)]
-    Path(path).write_text(json.dumps(rows))
+def save(path: str, candidates: list, truth: dict[int, float], compile_seconds: dict[int, float],
+         about: dict[str, Any]) -> None:
+    """Write every configuration's oracle and compile time, compactly: the parameter names once,
+    then one row of values per configuration (the set's order), its oracle median and compile
+    seconds (None where it failed), each to 4 significant digits."""
+    names = list(candidates[0].configuration)
+    rows = [[kernel.configuration[name] for name in names] + [_rounded(truth.get(index)),
+                                                             _rounded(compile_seconds.get(index))]
+            for index, kernel in enumerate(candidates)]
+    text = json.dumps({**about, "params": names, "rows": rows}, separators=(",", ":"))
+    Path(path).write_text(text.replace("],[", "],\n["))
     print(f"saved {len(rows)} configurations to {path}", flush=True)
 
 
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else float(f"{seconds:.4g}")
+
+
+def load(path: str | Path) -> list[dict[str, Any]]:
+    """Saved timings as rows of ``{configuration, seconds, compile}``, in the set's order (the
+    compact form :func:`save` writes, or the list of rows earlier versions wrote)."""
+    data = json.loads(Path(path).read_text())
+    if isinstance(data, list):
+        return data
+    names = data["params"]
+    return [{"configuration": dict(zip(names, row[:len(names)], strict=True)), "seconds": row[len(names)],
+             "compile": row[len(names) + 1]} for row in data["rows"]]
+
+
 def replay(options: argparse.Namespace) -> int:
-    """Simulate the strategies on saved timings: the share of candidates each measured, and how
-    close its best was (a stand-in for the tune's pick, which settles among what was measured)."""
-    rows = json.loads(Path(options.replay).read_text())
+    """Simulate the strategies on saved timings as a tune's driver runs them (the default first,
+    then the strategy's batches: ``wgtune.search.run.replay``): how many candidates each measured,
+    and how close its best was to the best of all (a stand-in for the tune's pick, which settles
+    among what was measured)."""
+    rows = load(options.replay)
     points = [row["configuration"] for row in rows]
     truth = {index: row["seconds"] for index, row in enumerate(rows) if row["seconds"]}
     best = min(truth.values())
-    print(f"{len(rows)} configurations, {sum(1 for t in truth.values() if t <= best * 1.02)} within 2% of the best")
-    for strategy in options.strategies:
+    print(f"{len(rows)} configurations, {sum(1 for t in truth.values() if t <= best * 1.02)} within 2% of the best; "
+          f"the default at {truth[0] / best:.2f}x the best")
+    for strategy in options.strategies or registered_strategies():
         for budget in options.budgets:
-            results = []
+            regrets = []
             for seed in range(options.seeds):
-                count = Search(strategy, candidates=budget).budget(len(rows))
-                pool = list(range(len(rows)))  # as in a tune: the default is screened first, then proposals
-                chooser = (ModelStrategy(pool, points, count, seed) if strategy == "model"
-                           else RandomStrategy(pool, seed))
-                observed: dict[int, float | None] = {0: truth.get(0)}
-                while len(observed) < count:
-                    batch = chooser.propose(observed, min(8, count - len(observed)))
-                    if not batch:
-                        break
-                    observed.update((index, truth.get(index)) for index in batch)
-                found = min(value for value in observed.values() if value)
-                results.append(found / best - 1)
-            within = sum(1 for r in results if r <= 0.02)
-            print(f"{strategy:6} {budget!s:>6}: {count} measured; "
-                  f"regret median {statistics.median(results) * 100:.2f}% "
-                  f"max {max(results) * 100:.2f}%; within 2%: {within}/{len(results)}")
+                search = Search(strategy, candidates=budget, seed=seed)
+                batches = run_replay(search, points, truth.get)
+                found = min(truth[index] for batch in batches for index in batch if index in truth)
+                regrets.append(found / best - 1)
+            measured = sum(len(batch) for batch in batches)
+            print(f"{strategy:8} {budget!s:>6}: {measured:4} measured; regret median "
+                  f"{statistics.median(regrets) * 100:5.2f}% max {max(regrets) * 100:5.2f}%; "
+                  f"within 2%: {sum(r <= 0.02 for r in regrets):2}/{len(regrets)}, "
+                  f"5%: {sum(r <= 0.05 for r in regrets):2}/{len(regrets)}", flush=True)
     return 0
 
 
@@ -287,11 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="the GPU space at 2048^3")
     parser.add_argument("--rounds", type=int, default=7, help="the oracle's interleaved rounds")
     parser.add_argument("--threads", type=int, default=1, help="compiles at a time in step 1")
-    parser.add_argument("--strategies", nargs="+", default=["model", "random"])
+    parser.add_argument("--strategies", nargs="+", help="registered strategies to run (default: every one)")
     parser.add_argument("--budgets", nargs="+", type=budget_value, default=[0.03, 0.05, 0.08],
                         help="candidates per search: a count, or a fraction with a dot")
     parser.add_argument("--seeds", type=int, default=5, help="searches per strategy and budget")
     parser.add_argument("--save", help="write the oracle's and compiles' times here (JSON)")
+    parser.add_argument("--oracle-only", action="store_true", help="stop after the oracle (and --save)")
     parser.add_argument("--replay", help="simulate the strategies on a saved file instead (no GPU)")
     options = parser.parse_args(argv)
     return replay(options) if options.replay else live(options)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 
 import pytest
 from fakes import FakeDevice, call, make_set, make_tuner, quiet
 
 from wgtune import ConfigError, Kernel, Search, Skip, Space, StoredEntry, StoreError, TunableSet
-from wgtune.search.strategies import ModelStrategy, RandomStrategy
+from wgtune.search import option_error, register_strategy, registered_strategies, registry
+from wgtune.search.run import SearchRun, replay
+from wgtune.search.strategies import ModelOptions, ModelStrategy, RandomStrategy
 from wgtune.search.surrogate import AdditiveModel
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
@@ -52,6 +55,95 @@ def test_search_settings_are_checked_and_named():
         Search(seconds=-1)
     with pytest.raises(ConfigError, match=r"search must be a wgtune\.Search"):
         make_set("a", search="model")
+
+
+def test_strategies_are_found_by_name_and_their_options_checked_when_the_search_is_made():
+    assert {"model", "random"} <= set(registered_strategies())
+    assert Search("model", options={"local_share": 0.5}).configured == ModelOptions(local_share=0.5)
+    assert Search().options == {} and Search() == Search("model", options={})
+    with pytest.raises(ConfigError, match=r"strategy 'model': unknown option 'share' \(its options: local_share, "):
+        Search(options={"share": 0.5})
+    with pytest.raises(ConfigError, match=r"strategy 'model': option local_share=1\.5: a fraction in \[0, 1\]"):
+        Search(options={"local_share": 1.5})
+    with pytest.raises(ConfigError, match=r"strategy 'model': option leaders=0: a count of at least 1"):
+        Search("model", options={"leaders": 0})
+    with pytest.raises(ConfigError, match=r"strategy 'random': unknown option 'seed' \(its options: none\)"):
+        Search("random", options={"seed": 1})
+    with pytest.raises(ConfigError, match="options must be a mapping"):
+        Search(options=[("leaders", 2)])
+
+
+@dataclass(frozen=True)
+class InOrder:
+    """A strategy for the tests: the pool in order, ``skip`` candidates apart."""
+
+    skip: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.skip, int) or self.skip < 0:
+            raise option_error("in_order", "skip", self.skip, "a count >= 0")
+
+    def start(self, pool, parameters, budget, seed):
+        return Ordered(list(pool)[:: self.skip + 1])
+
+
+class Ordered:
+    def __init__(self, order):
+        self.order = order
+
+    def propose(self, observed, count):
+        return [index for index in self.order if index not in observed][:count]
+
+
+@pytest.fixture
+def own_registry(monkeypatch):
+    """The registry as it is, restored after the test."""
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+
+def test_a_registered_strategy_is_searched_by_name_with_its_options_checked(own_registry):
+    register_strategy("in_order", InOrder)
+    assert registered_strategies()[-1] == "in_order"
+    with pytest.raises(ConfigError, match=r"strategy 'grid' is not one of in_order, model, random"):
+        Search("grid")
+    with pytest.raises(ConfigError, match=r"strategy 'in_order': option skip=-1: a count >= 0"):
+        Search("in_order", options={"skip": -1})
+    with pytest.raises(ConfigError, match="'in_order' is registered already"):
+        register_strategy("in_order", ModelOptions)
+    points = [None] * 100
+    assert replay(Search("in_order", candidates=10, options={"skip": 1}), points, lambda i: 1.0) == [
+        [0], [2, 4, 6, 8, 10, 12, 14, 16], [18]]
+
+
+def test_a_registered_strategy_drives_a_tune_and_is_named_in_the_entry(own_registry):
+    register_strategy("in_order")(InOrder)
+    tunables, _space = tile_space(strategy="in_order", candidates=12)
+    device = FakeDevice()
+    scripted(device, tunables)
+    tuner = make_tuner(device)
+    tuner.execute(tunables, call(device, [1.0]))
+    assert sorted(tunables.index_of[name] for name in device.compiles) == list(range(12))
+    (entry,) = tuner.store.load()
+    assert entry.policy == "search:in_order" and entry.not_run == "not run: the search (in_order) measured 12 of 256"
+
+
+def test_a_strategy_that_proposes_outside_the_pool_or_twice_is_stopped_before_anything_is_measured(own_registry):
+    @register_strategy("bad")
+    @dataclass(frozen=True)
+    class Bad:
+        proposal: tuple = ()
+
+        def start(self, pool, parameters, budget, seed):
+            return type("Fixed", (), {"propose": lambda _self, observed, count: list(self.proposal)})()
+
+    for proposal, why in [((1, 1), "proposed candidate 1 again"), ((0,), "proposed candidate 0 again"),
+                          ((500,), "proposed 500, not a candidate of the pool"),
+                          (tuple(range(1, 10)), "proposed 9 candidates, asked for 8")]:
+        run = SearchRun(Search("bad", candidates=20, options={"proposal": proposal}), range(100), [None] * 100)
+        assert run.next_batch() == [0]
+        run.observe(0, 1.0)
+        with pytest.raises(ConfigError, match=f"search strategy 'bad' {why}"):
+            run.next_batch()
 
 
 def test_the_budget_is_a_count_or_a_fraction_with_a_floor():

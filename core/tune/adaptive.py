@@ -32,6 +32,9 @@ A candidate dropped by the margin before it had ``MIN_SAMPLES`` samples (at scre
 one sample, or in an early round) comes out as ``Measured(..., eliminated_early=True)``: it
 lost clearly, but its median says little about by how much.
 
+A set with a search is sampled by the same policy, over the candidates its strategy proposes
+(``search_driver.py``).
+
 In both policies, a candidate whose median is within the set's short-circuit limit for the key
 (see :class:`~wgtune.sets.tunable.TunableSet`) ends the tune at once and wins.
 """
@@ -43,14 +46,13 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from ..errors import Skip, candidate_failure
-from ..search.strategies import BATCH, Search
 from ..store.confidence import median, paired_ratio
 from ..store.results import Measured, Result
 from .measure import Arm, Bench, prepare_candidate
 from .plan import Plan
 from .sampling import OnTrial, Sampled
 
-__all__ = ["MIN_SAMPLES", "elimination_margin", "sample_adaptively", "search_adaptively"]
+__all__ = ["MIN_SAMPLES", "AdaptiveSampler", "elimination_margin", "sample_adaptively"]
 
 # Samples each finalist has before the settling interval judges it.
 MIN_SAMPLES = 5
@@ -71,7 +73,14 @@ def elimination_margin(samples: int, tolerance: float) -> float:
     return max(tolerance, SLACK / samples**2)
 
 
-class _Adaptive:
+class AdaptiveSampler:
+    """The policy's state over one tune: the candidates still sampled and the results so far.
+
+    ``screen`` then ``rounds`` then ``finish`` is the whole policy (:func:`sample_adaptively`);
+    the search driver (``search_driver.py``) screens the strategy's batches one by one instead,
+    reading what each showed with ``observed``.
+    """
+
     def __init__(self, bench: Bench, on_trial: OnTrial, limit: float | None) -> None:
         self.bench, self.on_trial, self.limit = bench, on_trial, limit
         self.device, self.tunables, self.args, self.config = bench.device, bench.tunables, bench.args, bench.config
@@ -310,39 +319,7 @@ async def sample_adaptively(bench: Bench, plan: Plan, on_trial: OnTrial, limit: 
     if bench.bar in order:
         order = [bench.bar, *(index for index in order if index != bench.bar)]
         first.add(bench.bar)
-    policy = _Adaptive(bench, on_trial, limit)
+    policy = AdaptiveSampler(bench, on_trial, limit)
     if not await policy.screen(order, first):
         await policy.rounds()
-    return policy.finish()
-
-
-async def search_adaptively(
-    search: Search, bench: Bench, plan: Plan, on_trial: OnTrial, limit: float | None = None
-) -> Sampled:
-    """Measure a budget of the plan's candidates chosen by ``search``'s strategy (``search.py``),
-    then settle the survivors as :func:`sample_adaptively` does.
-
-    The plan's first candidate (the set's default, unless the plan skips it) is screened first:
-    it sets the bar. Then the strategy proposes batches until the budget of candidates is
-    screened, ``search.seconds`` have passed, or a candidate short-circuits the tune.
-    """
-    pool = plan.order()
-    budget = search.budget(len(pool))
-    candidates = bench.tunables.candidates
-    strategy = search.strategy_for(pool, [kernel.configuration for kernel in candidates])
-    policy = _Adaptive(bench, on_trial, limit)
-    observed: dict[int, float | None] = {}
-    started = time.perf_counter()
-    batch = pool[:1]
-    while batch:
-        if await policy.screen(batch, first=batch):
-            return policy.finish()
-        observed.update((index, policy.observed(index)) for index in batch)
-        if search.seconds is not None and time.perf_counter() - started >= search.seconds:
-            bench.step(f"search: {search.seconds}s spent after {len(observed)} candidates")
-            break
-        batch = strategy.propose(observed, min(BATCH, budget - len(observed)))
-    bench.step(f"search ({search.strategy}): screened {len(observed)} of {len(pool)} candidates")
-    policy.sampled.not_chosen = f"not run: the search ({search.strategy}) measured {len(observed)} of {len(pool)}"
-    await policy.rounds()
     return policy.finish()
