@@ -89,6 +89,16 @@ def _read(path: Path) -> tuple[dict, list[StoredEntry], list[tuple[object, str]]
     return namespace, entries, damaged
 
 
+def _raw_text(raw: object) -> str:
+    """A damaged entry as the ``damaged`` table keeps it: its JSON, with what the parser refused
+    (``validate.Unreadable``: a repeated key, a number too long) named in its place; never a crash
+    (one did: the whole migration, and the database with it, failed on a repeated key)."""
+    try:
+        return json.dumps(raw, default=lambda value: {"unreadable": str(getattr(value, "reason", value))})
+    except (TypeError, ValueError, RecursionError):
+        return repr(raw)[:100_000]
+
+
 def migrate_documents(database: CacheDatabase, connection: sqlite3.Connection) -> int:
     """Merge the directory's old documents into the database (see the module doc); the number of
     entries read from them. Raises OSError (the database or a file cannot be written)."""
@@ -114,7 +124,7 @@ def migrate_documents(database: CacheDatabase, connection: sqlite3.Connection) -
                 namespace_text = canonical_namespace(namespace)
                 connection.executemany(
                     "INSERT INTO damaged (namespace, set_name, key, entry, reason, at) VALUES (?, NULL, NULL, ?, ?, ?)",
-                    [(namespace_text, json.dumps(raw), f"{path.name}: {why}", stamp) for raw, why in damaged])
+                    [(namespace_text, _raw_text(raw), f"{path.name}: {why}", stamp) for raw, why in damaged])
                 connection.execute("INSERT INTO migrated (file, entries, at) VALUES (?, ?, ?)",
                                    (path.name, len(entries), stamp))
                 merged += len(entries)

@@ -1,4 +1,10 @@
-"""A fuzz corpus for what a cache document and an import may hold: nothing crashes, nothing lost.
+"""A fuzz corpus for what the cache may hold and an import may bring: nothing crashes, nothing lost.
+
+The store users have is the SQLite database (``backends/sqlite_store.py``): its rows are fuzzed
+(damaged entry texts, entries of another slot) and its file (truncated, bit-flipped, garbage),
+and hostile imports go through its ``Database.import_from``. The old JSON documents are fuzzed
+too, as the migration source they are now (``sqlite_migrate.py`` reads them with the same lenient
+decoder as ``DocumentStore``): what follows about documents is that path.
 
 From one valid document (two namespaces' worth for imports), seeded generators make damaged
 documents and hostile imports: truncations, bit flips, byte insertions, deep nesting, huge
@@ -21,16 +27,20 @@ Seeds are fixed: a failure names its seed and mutation, and reproduces. Native o
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
+import sqlite3
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
 
 from wgtune import Key, Measured, StoredEntry, StoreError
+from wgtune.backends.cache_transfer import SqliteDatabase
 from wgtune.backends.file_store import CacheDirectory, FileStore
+from wgtune.backends.sqlite_store import SqliteStore
 from wgtune.runner import run_inline
 from wgtune.store.confidence import Confidence
 from wgtune.store.documents import DocumentStore
@@ -534,3 +544,192 @@ def test_damaged_documents_on_files_are_set_aside_byte_for_byte_and_copies_stay_
     CacheDirectory(tmp_path)  # opening tidies
     assert len(list(tmp_path.glob("*.corrupt-*"))) <= 5
     assert document_text(encode_document(namespace, ORIGINALS))  # the originals still encode
+
+
+# -- the SQLite store users have -------------------------------------------------------------------
+
+ROWS = 240
+FILES = 60
+
+
+def damaged_rows(seed: int) -> tuple[dict[int, str], list[int], str]:
+    """Row texts to write over some of the originals' rows, the positions left whole, and what was done."""
+    rng = random.Random(2 * 10**6 + seed)
+    texts: dict[int, str] = {}
+    what = []
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        position = rng.randrange(len(ORIGINALS))
+        kind = rng.random()
+        if kind < 0.5:
+            mutation = rng.choice(ENTRY_MUTATIONS)
+            mutant, _valid = mutation(rng, ORIGINAL_JSON[position])
+            texts[position] = write(mutant)
+            what.append(f"{mutation.__name__}@{position}")
+        elif kind < 0.6:  # another slot's entry, whole: damaged for this slot
+            texts[position] = json.dumps(ORIGINAL_JSON[(position + 1) % len(ORIGINALS)])
+            what.append(f"misplaced@{position}")
+        else:
+            texts[position], mutated = text_mutation(rng, json.dumps(ORIGINAL_JSON[position]))
+            what.append(f"{mutated}@{position}")
+    kept = [position for position in range(len(ORIGINALS)) if position not in texts]
+    return texts, kept, " ".join(what)
+
+
+def rewrite_rows(path, texts: dict[int, str]) -> None:
+    with sqlite3.connect(path) as connection:
+        for position, text in texts.items():
+            original = ORIGINALS[position]
+            connection.execute("UPDATE entries SET entry = ? WHERE set_name = ? AND key = ?",
+                               (text, original.set_name, original.key.to_json()))
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_damaged_rows_never_crash_and_cost_only_themselves(tmp_path, block):
+    outcomes: dict[str, int] = {}
+    for seed in range(block * ROWS // 2, (block + 1) * ROWS // 2):
+        directory = tmp_path / str(seed)
+        store = SqliteStore(directory, LAPTOP).open()
+        store.save_many(ORIGINALS)
+        store.database.close()
+        texts, kept, what = damaged_rows(seed)
+        rewrite_rows(store.path, texts)
+        try:
+            by_key = SqliteStore(directory, LAPTOP).open()
+            looked = [by_key.lookup(original.set_name, original.key) for original in ORIGINALS]
+            loaded = SqliteStore(directory, LAPTOP).open().load()
+        except Exception as failure:  # nothing may escape a read of damaged rows
+            raise AssertionError(f"seed {seed} ({what}): {failure!r}") from None
+        for position in kept:
+            assert looked[position] == ORIGINALS[position], f"seed {seed} ({what}): lost a valid entry"
+            assert ORIGINALS[position] in loaded, f"seed {seed} ({what}): lost a valid entry"
+        for found in [*loaded, *(entry for entry in looked if entry is not None)]:
+            sound(found)
+        for position, found in enumerate(looked):
+            assert found is None or found.slot == ORIGINALS[position].slot, f"seed {seed} ({what}): another slot's"
+        with sqlite3.connect(store.path) as connection:
+            rows = connection.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+            aside = connection.execute("SELECT COUNT(*) FROM damaged").fetchone()[0]
+        assert rows + aside == len(ORIGINALS), f"seed {seed} ({what}): a row was dropped, not set aside"
+        outcome = "set aside" if aside else "all kept"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert set(outcomes) == {"set aside", "all kept"}, outcomes
+
+
+def damaged_file(rng, data: bytes) -> tuple[bytes, str]:
+    data = bytearray(data)
+    kind = rng.choice(["truncate", "flip", "zero-page", "garbage", "header"])
+    if kind == "truncate":
+        return bytes(data[: rng.randrange(len(data))]), kind
+    if kind == "flip":
+        for _ in range(rng.randint(1, 20)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    elif kind == "zero-page":
+        at = rng.randrange(0, len(data), 4096)
+        data[at: at + 4096] = bytes(min(4096, len(data) - at))
+    elif kind == "garbage":
+        return rng.randbytes(rng.choice([0, 10, 5000])), kind
+    else:
+        data[rng.randrange(16, 100)] ^= 0xFF
+    return bytes(data), kind
+
+
+def test_damaged_database_files_are_refused_or_set_aside_never_a_crash(tmp_path):
+    source = tmp_path / "source"
+    store = SqliteStore(source, LAPTOP).open()
+    store.save_many(ORIGINALS)
+    store.database.close()
+    original = store.path.read_bytes()
+    outcomes: dict[str, int] = {}
+    for seed in range(FILES):
+        rng = random.Random(3 * 10**6 + seed)
+        data, kind = damaged_file(rng, original)
+        directory = tmp_path / str(seed)
+        directory.mkdir()
+        (directory / "wgtune.sqlite3").write_bytes(data)
+        try:
+            database = SqliteDatabase(directory)
+            opened = asyncio_free(database.open(LAPTOP))
+            loaded = opened.load()
+            for found in loaded:
+                sound(found)
+            outcome = "read" if loaded else "read empty"
+            asyncio_free(database.entries())
+            database.close()
+        except (OSError, StoreError) as error:
+            assert printable(str(error)) == str(error) or "\\" in repr(error), f"seed {seed} ({kind})"
+            outcome = "refused"
+        except Exception as failure:
+            raise AssertionError(f"seed {seed} ({kind}): {failure!r}") from None
+        if any(directory.glob("wgtune.sqlite3.corrupt-*")):
+            outcome = "set aside"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert "set aside" in outcomes and len(outcomes) >= 2, outcomes
+
+
+def asyncio_free(coro):
+    """A Database verb of the native database: it never suspends."""
+    return run_inline(coro)
+
+
+def check_sqlite_import(directory, text: str, valid: bool, what: str) -> str:
+    database = SqliteDatabase(directory)
+    run_inline(database.open(LAPTOP)).save(make_entry(9))  # something stored already
+    before = run_inline(database.entries()).entries
+    try:
+        count = run_inline(database.import_from(io.BytesIO(text.encode("utf-8", "surrogatepass"))))
+    except StoreError as error:
+        message = str(error)
+        assert not valid, f"{what}: a valid import was refused: {message}"
+        assert len(message) < 2000, what
+        assert run_inline(database.entries()).entries == before, what  # refused whole: nothing written
+        database.close()
+        return "refused"
+    reference = reference_parse(text)
+    imported = reference["namespaces"] if isinstance(reference, dict) and "namespaces" in reference else [reference]
+    assert count == sum(len(n["entries"]) for n in imported), what
+    listing = run_inline(database.entries())
+    assert listing.problems == [], what
+    landed = {ident(as_json(e.to_json())) for _namespace, e in listing.entries}
+    for document in imported:
+        for raw in document["entries"]:
+            assert ident(raw) in landed, what
+    for _namespace, found in listing.entries:
+        sound(found)
+    database.close()
+    return "taken"
+
+
+def test_hostile_imports_into_the_sqlite_database_are_refused_whole_or_land_whole(tmp_path):
+    outcomes: dict[str, int] = {}
+    for seed in range(0, IMPORTS, 4):
+        text, valid, what = hostile_import(seed)
+        try:
+            outcome = check_sqlite_import(tmp_path / str(seed), text, valid, what)
+        except AssertionError as failure:
+            raise AssertionError(f"seed {seed}: {failure}") from None
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert set(outcomes) == {"refused", "taken"}, outcomes
+
+
+def test_damaged_documents_migrate_into_the_database_losing_no_valid_entry(tmp_path):
+    """The migration path: a damaged old document's valid entries land in the database, its
+    damaged ones in the ``damaged`` table, a document that cannot be read is kept aside."""
+    for seed in range(0, DOCUMENTS, 20):
+        text, must, what = damaged_document(seed)
+        directory = tmp_path / str(seed)
+        directory.mkdir()
+        (directory / "old.json").write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            store = SqliteStore(directory, LAPTOP).open()
+            loaded = store.load()
+        except Exception as failure:
+            raise AssertionError(f"seed {seed} ({what}): {failure!r}") from None
+        for found in loaded:
+            sound(found)
+        reference = reference_parse(text)
+        if same_top(reference, LAPTOP) and not any(directory.glob("old.json.corrupt*")):
+            wanted = {ident(entry) for entry in must}
+            present = {ident(entry) for entry in reference["entries"]} & wanted
+            have = {ident(as_json(entry.to_json())) for entry in loaded}
+            assert present <= have, f"seed {seed} ({what}): lost a valid entry in the migration"
+        store.database.close()
