@@ -233,6 +233,8 @@ def test_a_winner_stored_here_beats_a_seed():
 class LookupStore(MemoryStore):
     """A store read key by key, as the SQLite one is: the tuner asks it on a key's first claim."""
 
+    read_by_key = True  # the store contract's say (store/contract.py)
+
     def __init__(self, entries) -> None:
         super().__init__(entries=entries)
         self.asked: list[tuple[str, Key]] = []
