@@ -38,11 +38,13 @@ from typing import Any
 from wgtune.config import Config
 from wgtune.errors import ConfigError, StoreError
 from wgtune.kernels.families import family_named, family_names
+from wgtune.runner import run_inline
+from wgtune.store.contract import Store
 from wgtune.store.format import StoredEntry, canonical_namespace
 from wgtune.store.validate import parse_json
 
+from .cache_transfer import SqliteDatabase
 from .farm_worker import ADAPTER_ENV, FarmJob, IgnoreInterrupts, family_set, tune_job, worker_identity
-from .sqlite_store import CacheDatabase, SqliteStore
 
 __all__ = [
     "RETRIES",
@@ -196,18 +198,19 @@ class FarmReport:
 
 class WinnerMerger:
     """Keeps the winners workers send in the cache directory's database, each under its own
-    device's namespace (one SQLite transaction per winner, so each is kept as soon as it arrives)."""
+    device's namespace (one SQLite transaction per winner, so each is kept as soon as it arrives),
+    through the store contract (``Database.open``, then ``Store.save`` and ``Store.lookup``)."""
 
     def __init__(self, cache_dir: str | os.PathLike | None) -> None:
-        self.database = CacheDatabase(cache_dir)
+        self.database = SqliteDatabase(cache_dir)
         self.path = self.database.path
-        self._stores: dict[str, SqliteStore] = {}
+        self._stores: dict[str, Store] = {}
 
-    def store(self, namespace: dict | str) -> SqliteStore:
+    def store(self, namespace: dict | str) -> Store:
         text = namespace if isinstance(namespace, str) else canonical_namespace(namespace)
         store = self._stores.get(text)
         if store is None:
-            store = self._stores[text] = SqliteStore(None, json.loads(text), database=self.database)
+            store = self._stores[text] = run_inline(self.database.open(json.loads(text)))
         return store
 
     def save(self, namespace: str, entry_text: str) -> StoredEntry:
