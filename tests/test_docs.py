@@ -25,10 +25,11 @@ PYTHON = {"python", "py", "python3", "pycon"}
 FIRST_KERNEL = 'TunableSet("scale", candidates'
 OVERRIDES = "override WORKGROUP_SIZE"
 SPACE = "axpy = wgtune.TunableSet"
-PER_KEY_SEARCH = "wgtune.Search("
+PER_KEY_SEARCH = "search=wgtune.Search("
 BINDINGS = "two_pass_sum"
 BATCH = "tuner.batch()"
-MARKERS = (FIRST_KERNEL, OVERRIDES, SPACE, PER_KEY_SEARCH, BINDINGS, BATCH)
+STRATEGY = 'register_strategy("nearest")'
+MARKERS = (FIRST_KERNEL, OVERRIDES, SPACE, PER_KEY_SEARCH, BINDINGS, BATCH, STRATEGY)
 
 
 def pages() -> list[Path]:
@@ -107,6 +108,14 @@ def test_the_bindings_example_runs_verbatim_and_every_two_pass_candidate_meets_t
 def test_the_batch_example_runs_verbatim_and_keeps_the_order_of_its_launches(tmp_path):
     out = run_block(tmp_path, BATCH)
     assert out.strip() == "(51.0, 51.0, 51.0)", out  # 1.0, then x -> (2x + 1) / 2 a hundred times
+
+
+def test_the_strategy_example_registers_its_strategy_replays_it_and_its_bad_option_is_refused(tmp_path):
+    out = run_block(tmp_path, STRATEGY)
+    assert out.splitlines() == [
+        "20 measured; the fastest of them: 61",
+        "search strategy 'nearest': option stride=0: a count of at least 1",
+    ], out
 
 
 # -- every block is run, every link leads somewhere ----------------------------------------------
