@@ -104,7 +104,7 @@ def known_sets(sets: Iterable[TunableSet] | None = None) -> dict[str, KnownSet]:
         from wgtune.kernels.families import FAMILIES
 
         sets = [family.build() for family in FAMILIES]
-    return {tunables.name: KnownSet.of(tunables) for tunables in sets if tunables.specialize is None}
+    return {tunables.name: KnownSet.of(tunables) for tunables in sets if isinstance(tunables, TunableSet)}
 
 
 def _check_namespace(obj: object) -> str:

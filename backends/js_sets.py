@@ -289,11 +289,13 @@ def define_set(session: Any, spec: Any, to_js: Callable[[Any], Any] = lambda val
 
 def _search(spec: Any, set_name: str) -> Search:
     if not isinstance(spec, Mapping):
-        raise ConfigError(f"set {set_name!r}: search must be an object {{strategy, candidates, seconds, seed}}")
+        raise ConfigError(f"set {set_name!r}: search must be an object "
+                          "{strategy, candidates, seconds, seed, options}")
     try:
         return Search(**dict(spec))
     except TypeError as error:
-        raise ConfigError(f"set {set_name!r}: search: {error}; known: strategy, candidates, seconds, seed") from None
+        known = "strategy, candidates, seconds, seed, options"
+        raise ConfigError(f"set {set_name!r}: search: {error}; known: {known}") from None
 
 
 def _params_key(calls: _Calls) -> Callable[[Args], dict]:

@@ -42,6 +42,8 @@ from wgtune.kernels.family import Family, Size
 from wgtune.kernels.matmul import matmul_f16_set, matmul_set
 from wgtune.tune.fixed import run_candidate
 from wgtune.tune.measure import Bench, sample_floor
+from wgtune.tune.pipelines import PipelineCache
+from wgtune.tune.request import TuneRequest
 
 try:  # torch is optional: the side-by-side column appears where it has a GPU
     import torch
@@ -287,11 +289,9 @@ def workloads(full: bool) -> list[Workload]:
 def time_candidate(device: NativeDevice, tunables: TunableSet, index: int, args: Args, config: Config) -> Measured:
     """Candidate ``index`` timed as a tune times it (warmups, calibrated samples)."""
 
-    async def pipeline(i: int):
-        return await device.compile(tunables.candidates[i])
-
     floor = sample_floor(run_inline(clock_grain(device)), config)
-    result = run_inline(run_candidate(Bench(device, tunables, args, config, pipeline, floor), index))
+    request = TuneRequest(device, PipelineCache(device), config, tunables, tunables.key(args), args)
+    result = run_inline(run_candidate(Bench(request, args, floor), index))
     if not isinstance(result, Measured) or result.stats is None:
         raise RuntimeError(f"{tunables.candidates[index].name} did not run: {result}")
     return result

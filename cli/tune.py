@@ -161,7 +161,7 @@ def run_tune(args) -> int:
     else:
         print_table(wide_console(), tuner, summaries)
         hits = sum(s.status == "hit" for s in summaries)
-        kept = "" if tuner.store is None or config.dry_run else f"; winners kept in {tuner.store.path}"
+        kept = "" if tuner.store is None or config.dry_run else f"; winners kept in {tuner.store.where}"
         console.print(escape(f"{hits} hit(s), {len(summaries) - hits} tuned{kept}"), highlight=False)
     return 0
 
@@ -171,9 +171,7 @@ def store_line(tuner, config: Config) -> str:
     if tuner.store is None:
         why = "the cache is off" if not config.cache else "the store could not be opened (see the warning)"
         return f"winners: kept in this process only ({why})"
-    count = getattr(tuner.store, "count", None)  # a store read key by key counts its own
-    stored = count() if count is not None else sum(len(states) for states in tuner.cache.states_by_set.values())
-    return escape(f"winners: {tuner.store.path} ({stored} stored for this device)")
+    return escape(f"winners: {tuner.store.where} ({tuner.store.count()} stored for this device)")
 
 
 def _time(seconds: float | None) -> str:

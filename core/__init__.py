@@ -37,6 +37,7 @@ from .sets.kernel import Group, Kernel
 from .sets.space import Space
 from .sets.tunable import PerKeySet, TunableSet
 from .state import MISS, PENDING, Hit, Miss, Pending, TuneState, Unchecked
+from .store.contract import Store
 from .store.format import MemoryStore, StoredEntry
 from .store.record import MemoryRecords, RecordEffect, Trial, TuneRecord
 from .store.results import Measured, Stats
@@ -83,6 +84,7 @@ __all__ = [
     "Skip",
     "Space",
     "Stats",
+    "Store",
     "StoreError",
     "StoredEntry",
     "Timeout",

@@ -66,7 +66,10 @@ class TuneCache:
         self.sets: dict[str, TunableSet] = {}
         """The set each name last meant in this process: read it, never write it."""
         self._entries: dict[tuple[str, Key], StoredEntry] = {}
-        self._lookup: Callable[[str, Key], StoredEntry | None] | None = None
+        self.lookup: Callable[[str, Key], StoredEntry | None] | None = None
+        """The store's ``lookup`` when the store is read key by key (``Store.read_by_key``, see
+        ``store/contract.py``): stored winners are then read one key at a time, on the key's first
+        claim, not all at load. None: the store is read whole (or there is none)."""
         self.failures: dict[tuple[str, Key], BaseException] = {}
         """Why the last tune of a key failed, until a tune of it succeeds."""
         self.ruled_out: dict[tuple[str, Key], dict[int, CandidateError]] = {}
@@ -79,21 +82,6 @@ class TuneCache:
         ``require_checked``: the tune of their key verifies them once (``verify.py``) before
         measuring anything."""
         self.load(entries)
-
-    @property
-    def lookup(self) -> Callable[[str, Key], StoredEntry | None] | None:
-        """The store's ``lookup`` when the store is read key by key (``Store.read_by_key``, see
-        ``store/contract.py``): stored winners are then read one key at a time, on the key's first
-        claim, not all at load. None: the store is read whole (or there is none)."""
-        return self._lookup
-
-    @lookup.setter
-    def lookup(self, lookup: Callable[[str, Key], StoredEntry | None] | None) -> None:
-        # Transitional: the tuner still sets ``getattr(store, "lookup", None)``, and under the store
-        # contract every store has a ``lookup``; a store read whole says so with ``read_by_key``
-        # False, and its lookup is not taken. Drop this once the tuner asks ``read_by_key`` itself.
-        store = getattr(lookup, "__self__", None)
-        self._lookup = None if store is not None and getattr(store, "read_by_key", True) is False else lookup
 
     # -- the hot path -------------------------------------------------------------------------
 

@@ -26,7 +26,8 @@ from .key import Key
 from .sets.args import Args
 from .sets.tunable import TunableSet
 from .state import Hit, TuneState, Unchecked
-from .store.format import WRITE_PENDING, Store, StoredEntry
+from .store.contract import WRITE_PENDING, Store
+from .store.format import StoredEntry
 from .store.record import RecordSink
 from .tune.events import TuneFailedEvent, TuneFinished, TuneStarted
 from .tune.log import TuneLog, logger

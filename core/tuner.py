@@ -1,9 +1,6 @@
 """The tuner: answers which candidate runs a key, tuning it on the first miss.
 
-Usage::
-
-    tuner = Tuner(device, store=store)
-    kernel = tuner.execute(my_set, Args(buffers, params))   # tunes on a miss, then runs the winner
+Usage: ``kernel = Tuner(device, store=store).execute(my_set, Args(buffers, params))``.
 
 The tuner only orchestrates; each piece of state has one owner:
 
@@ -14,9 +11,8 @@ The tuner only orchestrates; each piece of state has one owner:
 - the store: winners between processes; the records sink: one record per tune.
 
 A :class:`~wgtune.sets.tunable.PerKeySet` is resolved to the key's own set at the door of each
-public method: everything past it sees concrete sets. Settling a claimed key (waiting for other
-tuners, checking a winner from elsewhere, measuring, keeping the winner) is ``settling.py``'s;
-what one tune measures, from the call to its outcome, is ``tune/tuning.py``'s.
+public method. Settling a claimed key (other tuners, a winner from elsewhere, measuring, keeping
+it) is ``settling.py``'s; what one tune measures is ``tune/tuning.py``'s.
 
 :meth:`Tuner.fastest` is the hot path, a dict lookup. :meth:`Tuner.check_tune` claims a key in
 the cache: a known answer comes back at once; otherwise the key is Pending and a tune starts.
@@ -36,7 +32,7 @@ from .batch import Batch
 from .cache import TuneCache
 from .config import Config, LogLevel
 from .coordinator import Coordinator, WinnerFromElsewhere
-from .errors import ConfigError, LaunchRefused, Timeout
+from .errors import ConfigError, LaunchRefused, StoreError, Timeout
 from .gpu.device import Device
 from .key import Key, KeyMemo
 from .runner import Spawner, default_spawner
@@ -45,7 +41,8 @@ from .sets.kernel import Kernel
 from .sets.tunable import AnySet, PerKeySet, TunableSet
 from .settling import Settler
 from .state import MISS, Hit, TuneState
-from .store.format import Store, StoredEntry
+from .store.contract import Store, checked_store
+from .store.format import StoredEntry
 from .store.record import RecordSink
 from .store.results import Result
 from .tune.log import logger, say_checks_are_off, show_log_on_stderr
@@ -77,7 +74,7 @@ class Tuner:
         self.config = config if config is not None else Config.from_env()
         if self.config.log_to_stderr:  # WGTUNE_LOG set: its lines show without a logging setup
             show_log_on_stderr(self.config.log_level)
-        self.store = store if self.config.cache else None
+        self.store = checked_store(store) if store is not None and self.config.cache else None
         if not self.config.checks and not self.config.dry_run:
             say_checks_are_off()
         self.records = records
@@ -105,16 +102,17 @@ class Tuner:
 
     def reload(self, store: Store | None = None) -> None:
         """Read the store's winners again (after an import or a clear), from ``store`` from now on
-        when one is given. Running tunes go on and settle their keys."""
+        when one is given. Running tunes go on and settle their keys. A store read key by key
+        (``Store.read_by_key``: SQLite) is read as calls miss, others whole."""
         if store is not None and self.config.cache:
-            self.store = store
+            self.store = checked_store(store)
         entries = []
-        # A store that finds one key's entry (SQLite) is read key by key as calls miss; others whole.
-        self.cache.lookup = getattr(self.store, "lookup", None)
-        if self.store is not None and self.cache.lookup is None:
+        read_by_key = self.store is not None and self.store.read_by_key
+        self.cache.lookup = self.store.lookup if read_by_key else None
+        if self.store is not None and not read_by_key:
             try:
                 entries = self.store.load()
-            except OSError as error:  # an unreadable cache is a miss, not a failure
+            except (OSError, StoreError) as error:  # an unreadable cache is a miss, not a failure
                 logger.warning("could not read the stored winners: %s", error)
         self.cache.reload(entries)
 

@@ -178,6 +178,26 @@ def world_with_database(request, tmp_path):
     return request.param(tmp_path)
 
 
+# The stores that keep bytes, which can be damaged (a memory store holds values), and those whose
+# rows are apart from the entry they hold (a document's entries name their own slot).
+@pytest.fixture(params=[world for world in WORLDS if world.damageable], ids=lambda world: world.__name__)
+def damageable_world(request, tmp_path):
+    return request.param(tmp_path)
+
+
+MISPLACEABLE = [world for world in WORLDS if getattr(world, "misplace", None) is not None]
+
+
+@pytest.fixture(params=MISPLACEABLE, ids=lambda world: world.__name__)
+def misplaceable_world(request, tmp_path):
+    return request.param(tmp_path)
+
+
+def test_the_narrower_suites_still_cover_the_stores_users_have():
+    assert {Sqlite, IndexedDB} <= {world for world in WORLDS if world.damageable}
+    assert {Sqlite, IndexedDB} <= set(MISPLACEABLE)
+
+
 def run(coro):
     return asyncio.run(coro)
 
@@ -259,9 +279,8 @@ def test_clear_forgets_one_namespace_and_no_other(world):
     assert world.store(LAPTOP).load() == [entry(3)]
 
 
-def test_a_damaged_entry_is_a_miss_not_a_crash_and_costs_only_its_key(world, caplog):
-    if not world.damageable:
-        pytest.skip("a memory store holds values: nothing in it can be damaged")
+def test_a_damaged_entry_is_a_miss_not_a_crash_and_costs_only_its_key(damageable_world, caplog):
+    world = damageable_world
     store = world.store(LAPTOP)
     world.save(store, entry(1))
     world.save(store, entry(2))
@@ -275,9 +294,8 @@ def test_a_damaged_entry_is_a_miss_not_a_crash_and_costs_only_its_key(world, cap
     assert sorted((e.key.as_dict()["n"], e.winner) for e in world.store(LAPTOP).load()) == [(1, 2), (2, 1)]
 
 
-def test_an_entry_stored_under_another_slot_is_damaged_not_served_for_it(world):
-    if getattr(world, "misplace", None) is None:
-        pytest.skip("this store's entries name their own slot")
+def test_an_entry_stored_under_another_slot_is_damaged_not_served_for_it(misplaceable_world):
+    world = misplaceable_world
     store = world.store(LAPTOP)
     world.save(store, entry(1))
     world.save(store, entry(2))
@@ -356,3 +374,31 @@ def test_an_empty_sqlite_cache_is_listed_and_exported_without_creating_a_databas
     assert json.loads(out.getvalue()) == {"format": "wgtune.export/1", "namespaces": []}
     assert tuple(run(database.clear())) == (0, 0, 0)
     assert not (tmp_path / "nothing").exists()
+
+
+def test_a_tuner_refuses_a_store_that_lacks_members_of_the_contract_naming_them():
+    from fakes import FakeDevice
+
+    from wgtune import Config, ConfigError, Tuner
+
+    class HalfAStore:  # an older store of one's own: no lookup, count, where, read_by_key
+        namespace: dict = {}
+
+        def load(self):
+            return []
+
+        def save(self, entry):
+            return None
+
+        def clear(self):
+            return None
+
+    lacks = r"HalfAStore is not a wgtune store: it lacks count, lookup, read_by_key, where"
+    with pytest.raises(ConfigError, match=lacks):
+        Tuner(FakeDevice(), store=HalfAStore(), config=Config())
+
+    class Whole(HalfAStore, Store):  # inheriting the protocol gives the optional members' defaults
+        where = "mine"
+
+    tuner = Tuner(FakeDevice(), store=Whole(), config=Config())
+    assert tuner.store is not None and tuner.store.read_by_key is False and tuner.store.count() == 0

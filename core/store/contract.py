@@ -67,6 +67,7 @@ import os
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol, TextIO, runtime_checkable
 
+from ..errors import ConfigError
 from ..key import Key
 from .format import WRITE_PENDING, MemoryStore, StoredEntry, canonical_namespace
 
@@ -79,6 +80,7 @@ __all__ = [
     "MemoryStore",
     "NamespaceSummary",
     "Store",
+    "checked_store",
     "protocol_members",
 ]
 
@@ -215,3 +217,13 @@ def protocol_members(protocol: type) -> frozenset[str]:
     names = set(getattr(protocol, "__annotations__", {}))
     names.update(name for name, value in vars(protocol).items() if callable(value) and not name.startswith("_"))
     return frozenset(name for name in names if not name.startswith("_"))
+
+
+def checked_store(store: object) -> Store:
+    """``store`` when it has every member of :class:`Store`, else a ConfigError naming those it
+    lacks (a store of one's own inherits :class:`Store` for the defaults of the optional ones)."""
+    missing = sorted(name for name in protocol_members(Store) if not hasattr(store, name))
+    if missing:
+        raise ConfigError(f"{type(store).__name__} is not a wgtune store: it lacks {', '.join(missing)} "
+                          "(see wgtune.store.contract.Store; inherit it for the optional members' defaults)")
+    return store  # type: ignore[return-value]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from ..errors import Skip, StoreError
 from ..gpu.device import DeviceIdentity
@@ -35,7 +34,6 @@ __all__ = [
     "EXPORT_FORMAT",
     "WRITE_PENDING",
     "MemoryStore",
-    "Store",
     "StoredEntry",
     "canonical_namespace",
     "check_namespace",
@@ -163,20 +161,6 @@ class StoredEntry:
 
 WRITE_PENDING = "pending"
 """What :meth:`Store.save` answers when the write goes on in the background (IndexedDB's)."""
-
-
-class Store(Protocol):
-    """Superseded by :class:`wgtune.store.contract.Store`, the whole contract (which imports this
-    module, so it cannot be re-exported here). Kept while ``core/tuner.py`` imports ``Store`` from
-    here as an annotation; import it from ``contract.py``."""
-
-    namespace: dict
-
-    def load(self) -> list[StoredEntry]: ...
-
-    def save(self, entry: StoredEntry) -> str | None: ...
-
-    def clear(self) -> None: ...
 
 
 @dataclass
