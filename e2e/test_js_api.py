@@ -9,7 +9,7 @@ import numpy as np
 DEFINE_AND_TUNE = r"""
 async ({ n, uniform }) => {
   const wgtune = window.wgtune;
-  const device = wgtune.gpu.device;
+  const device = wgtune.device;
   const params = uniform === "struct"
     ? "struct Params { n: u32, scale: f32 }\n@group(0) @binding(2) var<uniform> p: Params;"
     : "@group(0) @binding(2) var<uniform> p: vec4<f32>;";
@@ -105,7 +105,7 @@ def test_a_set_or_call_described_wrong_is_an_error_that_says_what(browser):
 TWO_PASS_WITH_SCRATCH = r"""
 async ({ n }) => {
   const wgtune = window.wgtune;
-  const device = wgtune.gpu.device;
+  const device = wgtune.device;
   const partialsOf = (wg) => Math.ceil(n / wg);
   const chunks = (wg) => `
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -173,7 +173,7 @@ def test_an_apps_two_pass_kernel_keeps_its_partials_in_scratch_and_gives_only_it
 BATCH = r"""
 async ({ n, launches }) => {
   const wgtune = window.wgtune;
-  const device = wgtune.gpu.device;
+  const device = wgtune.device;
   const source = (body) => `
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @group(0) @binding(1) var<uniform> p: vec4<u32>;
@@ -250,7 +250,7 @@ def test_a_batch_of_javascript_launches_is_one_submission_and_gives_what_they_gi
 REFUSED = r"""
 async () => {
   const wgtune = window.wgtune;
-  const device = wgtune.gpu.device;
+  const device = wgtune.device;
   const source = `
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> out: array<vec4<f32>>;

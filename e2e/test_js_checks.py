@@ -21,7 +21,7 @@ SETTLE_S = 300
 KIT = r"""
 ({ settleSeconds }) => {
   const wgtune = window.wgtune;
-  const device = wgtune.gpu.device;
+  const device = wgtune.device;
   const source = (outputType, value) => `
 struct Params { n: u32 }
 @group(0) @binding(0) var<storage, read> x: array<f32>;

@@ -336,7 +336,7 @@ def test_an_embedding_page_hands_over_its_own_device(browser):
             const device = await adapter.requestDevice({requiredFeatures: ["timestamp-query"]});
             await window.wgtune.start({device});
             const api = await window.wgtune.ready;
-            return api.device === device && window.wgtune.gpu.device === device;
+            return api.device === device && window.wgtune.device === device;
         }"""
     )
     assert same is True
@@ -712,7 +712,7 @@ def test_a_device_lost_during_a_runaway_is_reopened_and_the_tune_goes_on_without
     # device is lost under it, as a GPU watchdog would lose it.
     assert page.evaluate("window.firstTrial.then((event) => event.index)") == 0
     page.wait_for_timeout(1500)
-    page.evaluate("window.wgtune.gpu.device.destroy()")
+    page.evaluate("window.wgtune.device.destroy()")
     page.wait_for_function("window.deviceEvents.some((event) => event.type === 'device-reopened')", timeout=120_000)
     events = page.evaluate("window.deviceEvents")
     assert [event["type"] for event in events] == ["device-lost", "device-reopened"], events

@@ -65,7 +65,7 @@ async () => {
     for (const entry of list.getEntries()) longest.push(entry.duration);
   });
   observer.observe({ type: "longtask" });
-  const device = window.wgtune.gpu.device;
+  const device = window.wgtune.device;
   const n = 4096;
   const x = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
   device.queue.writeBuffer(x, 0, new Float32Array(n).fill(1));

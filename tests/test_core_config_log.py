@@ -340,7 +340,9 @@ FORBIDDEN = {"wgpu", "js", "pyodide", "numpy", "platformdirs", "filelock", "rich
 
 
 def test_the_core_imports_nothing_outside_the_standard_library_and_wgtune():
-    files = sorted(CORE.rglob("*.py"))
+    # The core and its wings; in an installed wgtune the edges (backends, kernels, cli) sit inside it.
+    files = sorted(path for path in CORE.rglob("*.py")
+                   if path.relative_to(CORE).parts[0] not in {"backends", "kernels", "cli"})
     assert len(files) >= 15
     offenders = []
     for path in files:
