@@ -23,6 +23,12 @@ directory are merged in (:mod:`wgtune.backends.sqlite_migrate`). Export and impo
 :mod:`wgtune.backends.cache_transfer`, with :class:`~wgtune.backends.cache_transfer.SqliteDatabase`, the
 database as the store contract's ``Database`` (what the commands and the farm use).
 
+A namespace reads the rows of every namespace text that reduces to it
+(:func:`~wgtune.store.format.namespaces_matching`): those written under the earlier namespace rule
+(the full wgtune version and driver version) are read as its own, its own first, then the newest
+release's; nothing is rewritten, so an older wgtune still finds its rows. Saves go to the store's
+own namespace, and a clear forgets the older texts too (they read as the store's).
+
 Database failures raise OSError (``StoreError`` only for a database that is not wgtune's or is newer).
 """
 
@@ -32,7 +38,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -40,7 +46,7 @@ from typing import TypeVar
 from wgtune.errors import StoreError
 from wgtune.key import Key
 from wgtune.store.contract import NamespaceSummary, Store
-from wgtune.store.format import StoredEntry, canonical_namespace, check_namespace, namespace_of
+from wgtune.store.format import StoredEntry, canonical_namespace, check_namespace, namespace_of, namespaces_matching
 from wgtune.tune.log import logger
 
 from .file_store import default_cache_dir, set_aside_if_not_sqlite
@@ -224,48 +230,72 @@ class CacheDatabase:
         with self.transaction() as connection:  # entries are read as they are written: any number
             self.put(connection, self.namespace_id(connection, text_namespace), entries)
 
-    def load(self, namespace: dict) -> list[StoredEntry]:
-        """Every readable entry of ``namespace``. A row that does not decode is skipped with a warning
-        and moved to the ``damaged`` table (where the database can be written), never dropped silently."""
-        text = canonical_namespace(check_namespace(namespace))
-        entries, bad = [], []
+    def matching(self, namespace: dict) -> list[str]:
+        """The canonical texts this database holds rows under that read as ``namespace``, in
+        preference order (:func:`~wgtune.store.format.namespaces_matching`): its own text first
+        (also when it has no row yet: a save makes it), then older rules' texts of the same GPU
+        and wgtune line, newest release first."""
+        own = canonical_namespace(check_namespace(namespace))
+        with self.lock, self.errors():
+            stored = [row[0] for row in self.connection().execute("SELECT namespace FROM namespaces")]
+        return [own, *(text for text in namespaces_matching(namespace, stored) if text != own)]
+
+    def load(self, namespace: dict | Sequence[str]) -> list[StoredEntry]:
+        """Every readable entry of ``namespace`` (or of those canonical texts, in preference order:
+        of a slot two of them hold, the first's entry): by default every text that reads as it
+        (:meth:`matching`). A row that does not decode is skipped with a warning and moved to the
+        ``damaged`` table (where the database can be written), never dropped silently."""
+        texts = self.matching(namespace) if isinstance(namespace, dict) else list(namespace)
+        rank = {text: position for position, text in enumerate(texts)}
+        chosen: dict[tuple, tuple[int, StoredEntry]] = {}
+        bad: dict[str, list] = {}
         with self.lock, self.errors():
             rows = self.connection().execute(
-                "SELECT e.rowid, e.set_name, e.key, e.entry FROM entries e JOIN namespaces n ON n.id = e.namespace_id "
-                "WHERE n.namespace = ?", (text,))
-            for rowid, set_name, key_text, row in rows:
+                "SELECT n.namespace, e.rowid, e.set_name, e.key, e.entry FROM entries e "
+                "JOIN namespaces n ON n.id = e.namespace_id "
+                f"WHERE n.namespace IN ({', '.join('?' * len(texts))})", texts)
+            for text, rowid, set_name, key_text, row in rows:
                 try:
-                    entries.append(decode_row(row, set_name, key_text))
+                    entry = decode_row(row, set_name, key_text)
                 except StoreError as error:
-                    bad.append((rowid, row, str(error)))
-        if bad:
-            self._set_aside(text, bad)
-        return entries
+                    bad.setdefault(text, []).append((rowid, row, str(error)))
+                    continue
+                known = chosen.get(entry.slot)
+                if known is None or rank[text] < known[0]:
+                    chosen[entry.slot] = (rank[text], entry)
+        for text, rows_of_text in bad.items():
+            self._set_aside(text, rows_of_text)
+        return [entry for _rank, entry in chosen.values()]
 
-    def lookup(self, namespace: str, set_name: str, key: Key) -> StoredEntry | None:
-        """The entry of one slot of ``namespace`` (its canonical text), or None: one indexed query,
-        what the tuner asks on a key's first miss instead of reading every row at open. A row that
-        does not decode, or holds another slot's entry, is set aside as :meth:`load` does, and
-        reads as None."""
+    def lookup(self, namespace: str | Sequence[str], set_name: str, key: Key) -> StoredEntry | None:
+        """The entry of one slot of ``namespace`` (its canonical text, or several in preference
+        order: the first that holds a readable entry answers), or None: one indexed query, what the
+        tuner asks on a key's first miss instead of reading every row at open. A row that does not
+        decode, or holds another slot's entry, is set aside as :meth:`load` does, and reads as None."""
+        texts = [namespace] if isinstance(namespace, str) else list(namespace)
         with self.lock, self.errors():
-            row = self.connection().execute(
-                "SELECT e.rowid, e.entry FROM entries e JOIN namespaces n ON n.id = e.namespace_id "
-                "WHERE n.namespace = ? AND e.set_name = ? AND e.key = ?", (namespace, set_name, key.to_json())
-            ).fetchone()
-        if row is None:
-            return None
-        try:
-            return decode_row(row[1], set_name, key.to_json())
-        except StoreError as error:
-            self._set_aside(namespace, [(row[0], row[1], str(error))])
-            return None
+            found = {text: (rowid, row) for text, rowid, row in self.connection().execute(
+                "SELECT n.namespace, e.rowid, e.entry FROM entries e JOIN namespaces n ON n.id = e.namespace_id "
+                f"WHERE n.namespace IN ({', '.join('?' * len(texts))}) AND e.set_name = ? AND e.key = ?",
+                (*texts, set_name, key.to_json()))}
+        for text in texts:
+            if text not in found:
+                continue
+            rowid, row = found[text]
+            try:
+                return decode_row(row, set_name, key.to_json())
+            except StoreError as error:
+                self._set_aside(text, [(rowid, row, str(error))])
+        return None
 
-    def count(self, namespace: str) -> int:
-        """How many entries ``namespace`` (its canonical text) has."""
+    def count(self, namespace: str | Sequence[str]) -> int:
+        """How many slots ``namespace`` (its canonical text, or several: a slot two hold counts once) has."""
+        texts = [namespace] if isinstance(namespace, str) else list(namespace)
         with self.lock, self.errors():
             return self.connection().execute(
-                "SELECT COUNT(*) FROM entries e JOIN namespaces n ON n.id = e.namespace_id WHERE n.namespace = ?",
-                (namespace,)).fetchone()[0]
+                "SELECT COUNT(*) FROM (SELECT DISTINCT e.set_name, e.key FROM entries e "
+                f"JOIN namespaces n ON n.id = e.namespace_id WHERE n.namespace IN ({', '.join('?' * len(texts))}))",
+                texts).fetchone()[0]
 
     def _set_aside(self, namespace: str, bad: list[tuple[int, object, str]]) -> None:
         """Move rows a load refused to ``damaged`` (each only if nobody rewrote it meanwhile)."""
@@ -287,14 +317,17 @@ class CacheDatabase:
         logger.warning("%s", f"skipped {what}; moved to its 'damaged' table")
 
     def clear(self, namespace: dict) -> int:
-        """Forget every entry of ``namespace``; how many there were."""
-        text = canonical_namespace(check_namespace(namespace))
+        """Forget every entry of ``namespace``, those of the texts that read as it included
+        (:meth:`matching`: else they would read as its again); how many there were."""
+        texts = self.matching(namespace)
+        removed = 0
         with self.transaction() as connection:
-            row = connection.execute("SELECT id FROM namespaces WHERE namespace = ?", (text,)).fetchone()
-            if row is None:
-                return 0
-            removed = connection.execute("DELETE FROM entries WHERE namespace_id = ?", row).rowcount
-            connection.execute("DELETE FROM namespaces WHERE id = ?", row)
+            for text in texts:
+                row = connection.execute("SELECT id FROM namespaces WHERE namespace = ?", (text,)).fetchone()
+                if row is None:
+                    continue
+                removed += connection.execute("DELETE FROM entries WHERE namespace_id = ?", row).rowcount
+                connection.execute("DELETE FROM namespaces WHERE id = ?", row)
         return removed
 
     def clear_all(self) -> tuple[int, int, int]:
@@ -356,7 +389,7 @@ class SqliteStore(Store):
     def __init__(self, directory: str | os.PathLike | None, namespace: dict, *,
                  database: CacheDatabase | None = None) -> None:
         self.namespace: dict = check_namespace(namespace)
-        self._namespace_text = canonical_namespace(self.namespace)
+        self._reading: list[str] | None = None
         self.database = database if database is not None else CacheDatabase(directory)
         self.directory = self.database.directory
         self.path = self.database.path
@@ -370,17 +403,24 @@ class SqliteStore(Store):
         self.database.connection()
         return self
 
+    def _texts(self) -> list[str]:
+        """The namespace texts this store reads (:meth:`CacheDatabase.matching`), found once: its
+        own, and those of earlier namespace rules that read as it."""
+        if self._reading is None:
+            self._reading = self.database.matching(self.namespace)
+        return self._reading
+
     def load(self) -> list[StoredEntry]:
         """Every readable entry of the namespace (see :meth:`CacheDatabase.load`)."""
-        return self.database.load(self.namespace)
+        return self.database.load(self._texts())
 
     def lookup(self, set_name: str, key: Key) -> StoredEntry | None:
         """One entry, or None (see :meth:`CacheDatabase.lookup`): one indexed query."""
-        return self.database.lookup(self._namespace_text, set_name, key)
+        return self.database.lookup(self._texts(), set_name, key)
 
     def count(self) -> int:
         """How many entries the namespace has (rows: a damaged one counts until a read sets it aside)."""
-        return self.database.count(self._namespace_text)
+        return self.database.count(self._texts())
 
     def save(self, entry: StoredEntry) -> None:
         """Keep ``entry``, replacing the one of the same set and key: one row, one transaction,
@@ -395,3 +435,4 @@ class SqliteStore(Store):
         """Forget every entry of the namespace."""
         if not self.database.is_empty_cache():
             self.database.clear(self.namespace)
+            self._reading = None

@@ -1,7 +1,12 @@
 """Where winners are kept between processes: the namespace, the entry and the document format.
 
 A store holds the winners of one *namespace*: one device (vendor, device, driver, backend), one
-tuner name, one wgtune version; so one GPU's winners never serve another. What a store promises
+tuner name, one wgtune release line; so one GPU's winners never serve another. A namespace keeps
+only what decides *which GPU and which wgtune line* (:func:`reduced_namespace`): the wgtune
+version's major.minor and the driver's major version, so that a wgtune patch release or a driver
+point update keeps every winner; whether a winner is still of the set's current candidates is the
+checksum's question, asked on the key's first claim. Namespaces written before that rule (the full
+version texts) read as the reduced one they map to (:func:`namespaces_matching`). What a store promises
 (reads never crash on damaged data, a save replaces one slot, lookup answers one slot or nothing)
 is the contract of ``contract.py``; this module is the format it keeps entries in, and the
 in-memory store.
@@ -17,6 +22,7 @@ read is parsed and checked field by field by ``validate.py`` (parse with
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -44,7 +50,12 @@ __all__ = [
     "encode_document",
     "encode_export",
     "namespace_for",
+    "namespace_key",
     "namespace_of",
+    "namespaces_matching",
+    "reduced_driver",
+    "reduced_namespace",
+    "reduced_version",
 ]
 
 DOCUMENT_FORMAT = "wgtune.cache/1"
@@ -54,9 +65,85 @@ RESERVED_FIELDS = ("format", "entries")
 """The document's own top-level fields: a namespace field of one of these names would clash."""
 
 
+_RELEASE_LINE = re.compile(r"(\d+)\.(\d+)(?=$|[.+-]|[a-z])")
+"""A version's major.minor at its start: ``0.1.7`` -> ``0.1``, ``0.2.0rc1`` -> ``0.2``."""
+
+_DOTTED_NUMBER = re.compile(r"(?<![\d.])(\d+)(?:\.\d+)+(?![\d.]*\d)")
+"""A version number in a driver's text (digits joined by dots): it keeps its first number."""
+
+
+def reduced_version(version: str) -> str:
+    """A wgtune version as a namespace keeps it: its major.minor (``"0.1.7"`` -> ``"0.1"``).
+
+    Why the release line and not the full version: a patch release fixes bugs without changing
+    what a stored winner means (the keys, the candidates' meaning, the measuring), and winners of
+    candidates it did change are caught by their checksum. A minor release (or a major one) may
+    change what the checksum cannot see, so its winners start afresh. Text that is not a version
+    is kept as it is."""
+    line = _RELEASE_LINE.match(version)
+    return f"{line[1]}.{line[2]}" if line else version
+
+
+def reduced_driver(driver: str) -> str:
+    """A driver's text as a namespace keeps it: every dotted version number in it cut to its
+    first number, the rest kept (``"580.95.05"`` -> ``"580"``, ``"Mesa 25.0.7 (LLVM 19.1.7)"`` ->
+    ``"Mesa 25 (LLVM 19)"``, Chrome's ``""`` stays ``""``).
+
+    Why the major version: NVIDIA's first number is its driver branch (580), Mesa's the year of
+    its releases (25); the numbers after it are updates of that branch, whose compilers make the
+    same code of the same WGSL or near enough that a winner stays the winner, and a winner that
+    no longer compiles is demoted and tuned again. A change the tuner would see as a different
+    GPU (a new branch) still starts afresh."""
+    return _DOTTED_NUMBER.sub(r"\1", driver)
+
+
+def reduced_namespace(namespace: dict) -> dict:
+    """``namespace`` under the current namespace rule (see the module doc): its ``wgtune`` cut to
+    major.minor (:func:`reduced_version`), its ``device``'s ``driver`` to the major version
+    (:func:`reduced_driver`); every other field as it is. A reduced namespace reduces to itself;
+    one written before the rule (full versions) reduces to the namespace the same GPU and wgtune
+    line has now. Fields of other types are kept as they are (a namespace of one's own)."""
+    reduced = dict(namespace)
+    if isinstance(reduced.get("wgtune"), str):
+        reduced["wgtune"] = reduced_version(reduced["wgtune"])
+    device = reduced.get("device")
+    if isinstance(device, dict) and isinstance(device.get("driver"), str):
+        reduced["device"] = {**device, "driver": reduced_driver(device["driver"])}
+    return reduced
+
+
 def namespace_for(identity: DeviceIdentity, tuner: str = "default") -> dict:
-    """The namespace of ``identity``'s winners under tuner ``tuner`` for this wgtune version."""
-    return {"wgtune": __version__, "device": identity.as_dict(), "tuner": tuner}
+    """The namespace of ``identity``'s winners under tuner ``tuner`` for this wgtune release line
+    (:func:`reduced_namespace`: the same after a wgtune patch release or a driver point update)."""
+    return reduced_namespace({"wgtune": __version__, "device": identity.as_dict(), "tuner": tuner})
+
+
+def namespace_key(namespace: dict) -> str:
+    """What namespaces are matched by: the canonical text of the reduced namespace. Two
+    namespaces with the same key hold winners of the same GPU and wgtune line."""
+    return canonical_namespace(reduced_namespace(namespace))
+
+
+def _release_numbers(text: str) -> tuple:
+    """How new the release a namespace's text names is: its wgtune version's and driver's numbers."""
+    namespace = namespace_of(text)
+    device = namespace.get("device")
+    driver = device.get("driver") if isinstance(device, dict) else None
+    numbers = [[int(n) for n in re.findall(r"\d+", value)] if isinstance(value, str) else []
+               for value in (namespace.get("wgtune"), driver)]
+    return tuple(tuple(found) for found in numbers)
+
+
+def namespaces_matching(namespace: dict, stored: Iterable[str]) -> list[str]:
+    """The canonical texts among ``stored`` that read as ``namespace`` (the same
+    :func:`namespace_key`): a store's own namespace and those written under earlier namespace
+    rules (full versions). Ordered by preference, for a slot more than one of them holds:
+    ``namespace``'s own text first (when stored), then the newest release first (wgtune version,
+    then driver), then by text, so the order never depends on the order stored."""
+    own, wanted, stored = canonical_namespace(namespace), namespace_key(namespace), set(stored)
+    others = {text for text in stored if text != own and namespace_key(namespace_of(text)) == wanted}
+    newest_first = sorted(others, key=lambda text: (_release_numbers(text), text), reverse=True)
+    return ([own] if own in stored else []) + newest_first
 
 
 def canonical_namespace(namespace: dict) -> str:
