@@ -7,38 +7,57 @@ and serves a bundle (``wgtune.store.bundle``) that later visitors with the same 
 
 The HTTP interface (``wgtune collect``, ``cli/collect.py``, serves it)::
 
-    POST /v1/reports   {"format": "wgtune.reports/1", "namespace": {...}, "reports": [{...}, ...]}
+    POST /v1/reports   {"format": "wgtune.reports/1", "namespace": {...}, "reports": [{...}, ...],
+                        "reporter": "install id"}
                        -> 200 {"accepted": N} | 4xx {"error": "why"}: the whole batch or nothing
     GET  /v1/bundle    -> the bundle of the served winners (ETag, Cache-Control: no-cache, 304);
-                          ?namespace=JSON: only that device's (what a page fetches)
-    GET  /v1/health    -> {"ok": true, "reports": N, "rows": N, "sets": [...]}
+                          ?namespace=JSON: only that device's (what a page fetches);
+                          X-Wgtune-Verified-Reporters: the agreeing reporters that verify
+    GET  /v1/health    -> {"ok": true, "reports": N (ballots), "rows": N (slots), "sets": [...],
+                           "min_reporters": N}
 
 A report is exactly ``set``, ``key``, ``checksum``, ``winner`` (index), ``winner_name`` and
 ``confidence`` (``Confidence.to_json()`` or null), under the page's ``namespace`` (``wgtune``
-version, ``device`` identity: vendor, device, driver, backend; ``tuner``). A field beyond these,
-anywhere, is refused: nothing else about the user is taken, and nothing about the request (no
-address, no headers) is stored.
+version, ``device`` identity: vendor, device, driver, backend; ``tuner``), and the page's
+``reporter`` install id (optional). A field beyond these, anywhere, is refused: nothing else
+about the user is taken; of the request, only keyed hashes of the install id and the address
+are stored (``collector_db.py``), to tell reporters apart, and no headers.
 
 Guards, each a 4xx naming what is wrong, before anything is counted: only sets the collector
 knows (the registered kernel families' sets, or those it was given), only each one's current
 candidate-list checksum (a stale or forged one: 422), a winner index that exists and names its
-candidate; a body of at most :data:`MAX_BODY` bytes (413) and :data:`MAX_REPORTS` reports;
-bounded field lengths; JSON only (415 otherwise). Each client address has a token bucket
-(:class:`RateLimiter`, in memory only): past its burst a POST gets 429 with ``Retry-After`` and
-is not read. Cross-origin pages may post (CORS: ``Access-Control-Allow-Origin``, preflight).
+candidate; a key of the set's fields, each of the type and in the domain its key function gives
+(:class:`KeyDomain`, sampled from the registered family: 422); a body of at most :data:`MAX_BODY`
+bytes (413) and :data:`MAX_REPORTS` reports, no slot twice in one batch (400); bounded field
+lengths (the namespace's at most :data:`MAX_NAMESPACE_FIELD` characters); at most
+:data:`MAX_NAMESPACES` device namespaces in all and :data:`MAX_NAMESPACES_PER_ADDRESS` per
+address (422 for a new one past them); JSON only (415 otherwise). Each address (an IPv6 /64 as
+one) has a token bucket kept in the database, shared by every collector on it
+(:class:`RateLimiter`): a POST of N reports costs N tokens; past them it gets 429 with
+``Retry-After`` and nothing is counted (an empty bucket: the body is not even read).
+Cross-origin pages may post (CORS: ``Access-Control-Allow-Origin``, preflight).
+
+**One vote per reporter per slot** (namespace, set, key). A reporter is the install id a page
+sends (``"reporter"``: a random id it keeps, ``web/collector.js``), or without one the address;
+its later report for a slot replaces its earlier vote. Install ids cost nothing to make, so one
+address counts at most :data:`PER_ADDRESS` reporters per winner. A winner is served *verified*
+with at least ``min_reporters`` agreeing (:data:`MIN_REPORTERS`), else *unverified*; the bundle
+response says the threshold (``X-Wgtune-Verified-Reporters``), and a page takes only verified
+winners, and checks each on its GPU on first use before it runs it.
 
 What a collector cannot know is whether a tab measured honestly: that is what the count is for.
-It counts reports, not people: one address can add reports only at its bucket's rate, and a
-winner with one report is served as unverified (``"reports": 1``) for the next tab to check.
+One address cannot verify a winner alone (it counts at most :data:`PER_ADDRESS` < ``min_reporters``),
+and can overturn one only with as many distinct addresses as agree on it.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import threading
-import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from wgtune.errors import StoreError
@@ -48,12 +67,12 @@ from wgtune.sets.tunable import TunableSet
 from wgtune.store.bundle import BundledEntry, build_bundle, bundle_text
 from wgtune.store.confidence import Confidence
 from wgtune.store.format import canonical_namespace, check_namespace
-from wgtune.store.validate import MAX_NAME, checked_entry, parse_json
+from wgtune.store.validate import checked_entry, parse_json
 
-from .collector_db import Vote, VoteDatabase, served_winners
+from .collector_db import Ballot, VoteDatabase, served_winners
 
-__all__ = ["MAX_BODY", "MAX_REPORTS", "REPORTS_FORMAT", "Collector", "KnownSet", "RateLimiter",
-           "Rejected", "Reply", "check_reports", "known_sets"]
+__all__ = ["MAX_BODY", "MAX_REPORTS", "MIN_REPORTERS", "PER_ADDRESS", "REPORTS_FORMAT", "Collector", "KeyDomain",
+           "KnownSet", "RateLimiter", "Rejected", "Reply", "check_reports", "known_sets"]
 
 REPORTS_FORMAT = "wgtune.reports/1"
 MAX_BODY = 32 * 1024
@@ -66,34 +85,136 @@ REPORT_FIELDS = frozenset({"set", "key", "checksum", "winner", "winner_name", "c
 NAMESPACE_FIELDS = frozenset({"wgtune", "device", "tuner"})
 DEVICE_FIELDS = frozenset(DeviceIdentity.__dataclass_fields__)
 RATE = 0.5
-"""Tokens a client address gets back per second: 30 reports a minute, far above a page's tunes."""
+"""Reports an address gets back per second: 30 reports a minute, far above a page's tunes."""
 BURST = 20
-"""A client address's bucket: a fresh page's first tunes go through at once."""
-MAX_CLIENTS = 10_000
-"""Client buckets kept in memory; beyond, the full (idle) ones are forgotten first."""
+"""An address's bucket, in reports: a fresh page's first tunes go through at once."""
+MIN_REPORTERS = 3
+"""Distinct agreeing reporters that make a served winner verified. Three, not two: one reporter
+and one accomplice (or one mistaken machine and a near tie) must not be enough; the threshold
+exceeds :data:`PER_ADDRESS`, so verification always takes at least two addresses."""
+PER_ADDRESS = 2
+"""Reporters one address (an IPv6 /64) counts as, at most, for one winner: a home or an office
+of two GPUs of one model counts twice, a script making up install ids still counts twice."""
+MAX_NAMESPACES = 10_000
+"""Device namespaces a collector holds in all: a new one past it is refused (422). A fleet has
+hundreds of GPU models, times drivers and browsers' backends."""
+MAX_NAMESPACES_PER_ADDRESS = 8
+"""Device namespaces one address may report for: a machine has one or two GPUs, seen through a
+browser or two; made-up devices from one address stop here."""
+MAX_NAMESPACE_FIELD = 128
+"""Characters of each namespace string (wgtune version, tuner, each device field): a driver
+description is the longest real one, well under this."""
+REPORTER = re.compile(r"[A-Za-z0-9_-]{16,64}")
+"""An install id: the random id a page keeps (web/collector.js makes 32 hex digits)."""
+KEY_SAMPLES = (1, 3, 7, 64, 100, 255, 1024, 4097, 65536, 100_003, (1 << 24) + 1)
+"""The sizes (per dim; every combination) a family's key function runs on to learn its key domain."""
+MAX_KEY_INT = 2**53
+"""Integers of a key are below this (a JavaScript number holds them exactly)."""
 MAX_CACHED_BUNDLES = 1024
-"""Bundles kept built (one per device asked, and the whole one); all are built anew after a report."""
+"""Bundles kept built (one per device asked, and the whole one), each valid while the database's
+generation is the one it was built at."""
 
 
 class Rejected(Exception):
     """A request the collector refuses: the HTTP ``status`` and why (sent to the client as JSON)."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, retry_after: float | None = None) -> None:
         super().__init__(reason)
-        self.status, self.reason = status, reason
+        self.status, self.reason, self.retry_after = status, reason, retry_after
+
+
+@dataclass(frozen=True)
+class KeyDomain:
+    """The keys a set's key function can make, as far as the collector checks: exactly these
+    ``fields``, each of its type (``int``, ``float``, ``str``, ``bool``, ``None``); a field whose
+    values are few (strings, booleans, small integers such as a vector width) only those values;
+    an integer field that was a power of two on every sampled size (a bucketed size) only powers
+    of two. Learnt by running the key function on sampled sizes (:meth:`of_family`), so a key
+    with another field, a value of another type or one no call buckets to is refused."""
+
+    fields: Mapping[str, str]
+    values: Mapping[str, frozenset]
+    powers_of_two: frozenset[str]
+
+    @classmethod
+    def of_family(cls, family: object, tunables: TunableSet) -> KeyDomain | None:
+        """The domain of ``tunables``' keys over the family's ``params`` of :data:`KEY_SAMPLES`
+        sizes; None when no sampled size makes a key, or the keys' field names differ."""
+        keys = []
+        for size in itertools.product(KEY_SAMPLES, repeat=len(family.dims)):
+            try:
+                keys.append(tunables.key(family.key_args(size)).as_dict())
+            except Exception:  # a size the family does not take: sampled, not required
+                continue
+        names = {frozenset(key) for key in keys}
+        if len(names) != 1:
+            return None
+        fields = {name: {_kind(key[name]) for key in keys} for name in keys[0]}
+        if any(len(kinds) != 1 for kinds in fields.values()):
+            return None
+        values, powers = {}, set()
+        for name, (kind,) in fields.items():
+            seen = frozenset(key[name] for key in keys)
+            if kind in ("str", "bool", "None") or (kind == "int" and len(seen) <= 4 and max(seen) <= 16):
+                values[name] = seen
+            elif kind == "int" and all(value > 0 and value & (value - 1) == 0 for value in seen):
+                powers.add(name)
+        return cls({name: kind for name, (kind,) in fields.items()}, values, frozenset(powers))
+
+    def check(self, key: Mapping[str, object]) -> str | None:
+        """Why ``key`` is not one of the domain's, or None."""
+        if set(key) != set(self.fields):
+            extra, missing = sorted(set(key) - set(self.fields)), sorted(set(self.fields) - set(key))
+            why = f"the key's fields must be {sorted(self.fields)}"
+            if extra:
+                why += f"; not the set's: {[name[:40] for name in extra[:4]]}"
+            return why + (f"; missing: {missing}" if missing else "")
+        for name, kind in self.fields.items():
+            value = key[name]
+            if _kind(value) != kind:
+                return f"key field {name!r} must be a {kind}, got {json.dumps(value)[:40]}"
+            if name in self.values and value not in self.values[name]:
+                shown = json.dumps(value)[:40]
+                return f"key field {name!r} is {shown}: the set's keys have {sorted(self.values[name], key=str)}"
+            if kind == "int" and not 0 <= value < MAX_KEY_INT:
+                return f"key field {name!r} is {value}: out of range"
+            if name in self.powers_of_two and (value < 1 or value & (value - 1)):
+                return f"key field {name!r} is {value}: the set buckets it to a power of two"
+        return None
+
+
+_DOMAINS: dict[tuple[str, str], KeyDomain | None] = {}  # (set name, checksum) -> its family's, learnt once
+
+
+def _kind(value: object) -> str:
+    return "None" if value is None else type(value).__name__
 
 
 @dataclass(frozen=True)
 class KnownSet:
-    """What the collector accepts for one set: its current checksum and its candidates' names."""
+    """What the collector accepts for one set: its current checksum, its candidates' names, and
+    the domain of its keys (None: a set of no registered family, whose keys are checked as
+    scalars of bounded length only)."""
 
     name: str
     checksum: str
     candidates: tuple[str, ...]
+    key_domain: KeyDomain | None = None
 
     @classmethod
     def of(cls, tunables: TunableSet) -> KnownSet:
-        return cls(tunables.name, tunables.checksum, tuple(kernel.name for kernel in tunables.candidates))
+        """The set as the collector knows it; its key domain from the registered family of its
+        name, when there is one (:meth:`KeyDomain.of_family`)."""
+        from wgtune.kernels.families import FAMILIES
+
+        family = next((family for family in FAMILIES if family.name == tunables.name), None)
+        domain = None
+        if family is not None:
+            learnt = (family.name, tunables.checksum)
+            if learnt not in _DOMAINS:
+                _DOMAINS[learnt] = KeyDomain.of_family(family, tunables)
+            domain = _DOMAINS[learnt]
+        return cls(tunables.name, tunables.checksum, tuple(kernel.name for kernel in tunables.candidates), domain)
 
 
 def known_sets(sets: Iterable[TunableSet] | None = None) -> dict[str, KnownSet]:
@@ -121,15 +242,15 @@ def _check_namespace(obj: object) -> str:
         raise Rejected(400, f"namespace.device must be an object of exactly {sorted(DEVICE_FIELDS)}")
     for name, value in [("wgtune", obj["wgtune"]), ("tuner", obj["tuner"]),
                         *((f"device.{inner}", item) for inner, item in device.items())]:
-        if not isinstance(value, str) or len(value) > MAX_NAME:
-            raise Rejected(400, f"namespace.{name} must be a string of at most {MAX_NAME} characters")
+        if not isinstance(value, str) or len(value) > MAX_NAMESPACE_FIELD:
+            raise Rejected(400, f"namespace.{name} must be a string of at most {MAX_NAMESPACE_FIELD} characters")
     try:
         return canonical_namespace(check_namespace(obj))
     except StoreError as bad:
         raise Rejected(400, f"namespace: {bad}") from None
 
 
-def _check_report(obj: object, namespace: str, known: Mapping[str, KnownSet]) -> Vote:
+def _check_report(obj: object, namespace: str, known: Mapping[str, KnownSet]) -> Ballot:
     """One report as a vote, or Rejected naming what is wrong with it."""
     if not isinstance(obj, dict):
         raise Rejected(400, "a report must be an object")
@@ -160,71 +281,88 @@ def _check_report(obj: object, namespace: str, known: Mapping[str, KnownSet]) ->
     if fields["winner_name"] != tunables.candidates[winner]:
         raise Rejected(422, f"set {name!r}: candidate {winner} is {tunables.candidates[winner]!r}, "
                             f"not {fields['winner_name'][:100]!r}")
+    domain = tunables.key_domain
+    why = domain.check(fields["key"].as_dict()) if domain is not None else None
+    if why is not None:
+        raise Rejected(422, f"set {name!r}: {why}: no call of the set makes this key")
     confidence: Confidence | None = fields["confidence"]
     if confidence is not None and not 0.0 <= confidence.p_faster <= 1.0:
         raise Rejected(400, f"confidence.p_faster must be a probability, got {confidence.p_faster!r}")
     if confidence is not None and confidence.runner_up not in tunables.candidates:
         raise Rejected(422, f"set {name!r} has no candidate {confidence.runner_up[:100]!r} (confidence.runner_up)")
-    return Vote(namespace, name, fields["key"].to_json(), tunables.checksum, winner, tunables.candidates[winner],
+    return Ballot(namespace, name, fields["key"].to_json(), tunables.checksum, winner, tunables.candidates[winner],
                 confidence.to_json() if confidence is not None else None)
 
 
-def check_reports(body: bytes, known: Mapping[str, KnownSet]) -> list[Vote]:
-    """The votes of a POST's body, every report checked (see the module doc); Rejected naming the
-    first thing wrong, and then nothing of the batch is counted."""
+@dataclass(frozen=True)
+class Reports:
+    """A POST's body, read: its reports as the JSON gave them (not yet checked), the namespace's
+    object, and the install id it names (None: the address stands for the reporter)."""
+
+    namespace: object
+    reports: list
+    reporter: str | None
+
+
+def read_reports(body: bytes) -> Reports:
+    """The body's envelope checked (format, fields, the reporter id, 1 to :data:`MAX_REPORTS`
+    reports); the reports themselves are :func:`check_reports`'."""
     try:
         obj = parse_json(body)
     except StoreError as bad:
         raise Rejected(400, f"the body is not JSON: {bad}") from None
     if not isinstance(obj, dict):
-        raise Rejected(400, "the body must be a JSON object: {format, namespace, reports}")
-    extra = sorted(set(obj) - {"format", "namespace", "reports"})
+        raise Rejected(400, "the body must be a JSON object: {format, namespace, reports, reporter}")
+    extra = sorted(set(obj) - {"format", "namespace", "reports", "reporter"})
     if extra:
-        raise Rejected(400, f"field(s) {extra} not accepted: the body carries only format, namespace and reports")
+        raise Rejected(400, f"field(s) {extra} not accepted: the body carries only format, namespace, reports "
+                            f"and reporter")
     if obj.get("format") != REPORTS_FORMAT:
         raise Rejected(400, f"format must be {REPORTS_FORMAT!r}")
-    namespace = _check_namespace(obj.get("namespace"))
+    reporter = obj.get("reporter")
+    if reporter is not None and not (isinstance(reporter, str) and REPORTER.fullmatch(reporter)):
+        raise Rejected(400, "reporter must be an install id: 16 to 64 letters, digits, '-' or '_'")
     reports = obj.get("reports")
     if not isinstance(reports, list) or not 1 <= len(reports) <= MAX_REPORTS:
         raise Rejected(400, f"reports must be a list of 1 to {MAX_REPORTS} reports")
-    votes = []
-    for index, report in enumerate(reports):
+    return Reports(obj.get("namespace"), reports, reporter)
+
+
+def check_reports(body: bytes | Reports, known: Mapping[str, KnownSet]) -> list[Ballot]:
+    """The ballots of a POST's body, every report checked (see the module doc); Rejected naming
+    the first thing wrong, and then nothing of the batch is counted. A slot (set, key) twice in
+    one batch is refused: one reporter has one vote per slot."""
+    read = body if isinstance(body, Reports) else read_reports(body)
+    namespace = _check_namespace(read.namespace)
+    ballots: list[Ballot] = []
+    first: dict[tuple[str, str], int] = {}
+    for index, report in enumerate(read.reports):
         try:
-            votes.append(_check_report(report, namespace, known))
+            ballot = _check_report(report, namespace, known)
         except Rejected as bad:
             raise Rejected(bad.status, f"report {index}: {bad.reason}") from None
-    return votes
+        slot = (ballot.set_name, ballot.key)
+        if slot in first:
+            raise Rejected(400, f"report {index}: the slot (set {ballot.set_name!r}, key {ballot.key[:200]}) is "
+                                f"report {first[slot]}'s too: one vote per reporter and slot, once per batch")
+        first[slot] = index
+        ballots.append(ballot)
+    return ballots
 
 
-@dataclass
+@dataclass(frozen=True)
 class RateLimiter:
-    """A token bucket per client address, in memory only: ``burst`` requests at once, then
-    ``rate`` a second. :meth:`wait` answers 0 (go: a token taken) or the seconds until the next."""
+    """The rate limit: a token bucket per address (an IPv6 /64 as one), ``burst`` reports at once,
+    then ``rate`` a second; a report costs one token, so a POST of N reports costs N. The buckets
+    live in the collector's database (:meth:`VoteDatabase.take`), so every collector on one
+    database shares them; this is the policy only."""
 
     rate: float = RATE
     burst: int = BURST
-    max_clients: int = MAX_CLIENTS
-    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # address -> (tokens, when)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def wait(self, client: str, now: float | None = None) -> float:
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            tokens, then = self._buckets.pop(client, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - then) * self.rate)
-            wait = 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
-            self._buckets[client] = (tokens - 1.0 if wait == 0.0 else tokens, now)  # most recent last
-            if len(self._buckets) > self.max_clients:
-                self._forget(now)
-            return wait
-
-    def _forget(self, now: float) -> None:
-        """Drop buckets that are full again (as a new client's would be), then the least recent."""
-        for client, (tokens, then) in list(self._buckets.items()):
-            if tokens + (now - then) * self.rate >= self.burst:
-                del self._buckets[client]
-        while len(self._buckets) > self.max_clients:
-            del self._buckets[next(iter(self._buckets))]
+    def __post_init__(self) -> None:
+        if not (self.rate > 0 and self.burst >= 1):
+            raise ValueError(f"a rate limit needs rate > 0 and burst >= 1, got {self.rate} and {self.burst}")
 
 
 @dataclass(frozen=True)
@@ -243,25 +381,52 @@ class Reply:
 class Collector:
     """The collector's logic over a :class:`~wgtune.backends.collector_db.VoteDatabase`, without
     sockets: :meth:`post_reports` and :meth:`bundle` answer :class:`Reply` values (the handler
-    sends them). The bundle is built once per change of the tallies, and its ``built`` time is the
-    last change's, so an unchanged collector serves byte-identical bundles (one ETag)."""
+    sends them). A bundle is built from what the database holds, and kept only with the
+    database's generation it was built at: any write, by any collector on the database, makes
+    the next request build it anew, so collectors sharing a database serve the same bytes. Its
+    ``built`` time is the last served change's, so an unchanged database gives byte-identical
+    bundles (one ETag).
+
+    ``min_reporters`` (:data:`MIN_REPORTERS`) agreeing reporters make a winner verified;
+    ``per_address`` (:data:`PER_ADDRESS`) is the most reporters one address counts as per winner;
+    the namespace limits are :data:`MAX_NAMESPACES` and :data:`MAX_NAMESPACES_PER_ADDRESS`."""
 
     def __init__(self, database: VoteDatabase, known: Mapping[str, KnownSet] | None = None,
-                 limiter: RateLimiter | None = None) -> None:
+                 limiter: RateLimiter | None = None, *, min_reporters: int = MIN_REPORTERS,
+                 per_address: int = PER_ADDRESS, max_namespaces: int = MAX_NAMESPACES,
+                 max_namespaces_per_address: int = MAX_NAMESPACES_PER_ADDRESS) -> None:
+        if min_reporters < 1 or per_address < 1:
+            raise ValueError(f"min_reporters and per_address must be at least 1, got {min_reporters}, {per_address}")
         self.database = database
         self.known = dict(known) if known is not None else known_sets()
         self.limiter = limiter if limiter is not None else RateLimiter()
+        self.min_reporters, self.per_address = min_reporters, per_address
+        self.max_namespaces, self.max_namespaces_per_address = max_namespaces, max_namespaces_per_address
         self._lock = threading.Lock()
-        self._bundles: dict[str | None, bytes] = {}  # by namespace text (None: every device's)
+        self._bundles: dict[str | None, tuple[int, bytes]] = {}  # namespace text (None: all) -> (generation, bytes)
 
-    def post_reports(self, body: bytes) -> Reply:
-        """Count a POST's reports, all or none (:func:`check_reports`). The rate limit is the HTTP
-        edge's: it answers 429 before reading the body, with :attr:`limiter`."""
-        votes = check_reports(body, self.known)
-        with self._lock:
-            self.database.add(votes)
-            self._bundles.clear()
-        return Reply.json(200, {"accepted": len(votes)})
+    def wait(self, address: str) -> float:
+        """Seconds until ``address`` may post one report (0: now), taking nothing: the HTTP edge
+        asks before it reads a body."""
+        return self.database.take(address, 0, rate=self.limiter.rate, burst=self.limiter.burst)
+
+    def post_reports(self, body: bytes, address: str = "local") -> Reply:
+        """Cast a POST's reports as the reporter's ballots, all or none (:func:`check_reports`),
+        from client ``address``. Its reports are paid for first, one token each, checked or not:
+        Rejected 429 (with ``retry_after``) when the address's bucket lacks them."""
+        read = read_reports(body)
+        wait = self.database.take(address, len(read.reports), rate=self.limiter.rate, burst=self.limiter.burst)
+        if wait:
+            more = "" if wait != float("inf") else f" (a batch of {len(read.reports)} is more than its burst)"
+            raise Rejected(429, f"too many reports from this address{more}: retry in {min(wait, 3600):.0f} s",
+                           retry_after=min(wait, 3600.0))
+        ballots = check_reports(read, self.known)
+        try:
+            self.database.add(ballots, address=address, reporter=read.reporter, max_namespaces=self.max_namespaces,
+                              max_namespaces_per_address=self.max_namespaces_per_address)
+        except ValueError as limit:
+            raise Rejected(422, str(limit)) from None
+        return Reply.json(200, {"accepted": len(ballots)})
 
     def bundle(self, namespace: object = None) -> bytes:
         """The bundle of the served winners (``bundle_text``), for current checksums only; with
@@ -269,18 +434,23 @@ class Collector:
         so that it downloads its own GPU's winners, not the fleet's. Rejected (400) for a
         namespace that is not one."""
         only = None if namespace is None else _check_namespace(namespace)
+        generation = self.database.generation()  # read first: a write after it makes the next request rebuild
         with self._lock:
             found = self._bundles.get(only)
-            if found is None:
-                if len(self._bundles) >= MAX_CACHED_BUNDLES:  # many devices asked: start the cache afresh
-                    self._bundles.clear()
-                found = self._bundles[only] = bundle_text(self._build(only)).encode()
-            return found
+            if found is not None and found[0] == generation:
+                return found[1]
+        text = bundle_text(self._build(only)).encode()
+        with self._lock:
+            if len(self._bundles) >= MAX_CACHED_BUNDLES:  # many devices asked: start the cache afresh
+                self._bundles.clear()
+            self._bundles[only] = (generation, text)
+        return text
 
     def _build(self, only: str | None) -> dict:
         documents: dict[str, list[BundledEntry]] = {}
         latest = 0.0
-        for served in served_winners(self.database.tallies(only)):
+        tallies = self.database.tallies(only, per_address=self.per_address)
+        for served in served_winners(tallies, self.min_reporters):
             tally = served.tally
             known = self.known.get(tally.set_name)
             if known is None or known.checksum != tally.checksum:
@@ -299,6 +469,7 @@ class Collector:
         return build_bundle(((json.loads(text), entries) for text, entries in documents.items()), built=built)
 
     def health(self) -> Reply:
-        reports, rows = self.database.counts()
-        return Reply.json(200, {"ok": True, "reports": reports, "rows": rows, "sets": sorted(self.known)})
+        ballots, slots = self.database.counts()
+        return Reply.json(200, {"ok": True, "reports": ballots, "rows": slots, "sets": sorted(self.known),
+                                "min_reporters": self.min_reporters})
 

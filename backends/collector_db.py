@@ -1,35 +1,53 @@
-"""The collector's storage: agreeing reports counted per winner, and the rule that picks the one served.
+"""The collector's storage: one vote per reporter per slot, tallied into the winner served.
 
 A collector (``collector.py``) takes winners that pages report and serves the fleet's winners as a
-bundle. What it keeps is a tally, not the reports: one row per (device namespace, set, key,
-checksum, winner) with how many reports named that winner and the sum of their ``p_faster`` (how
-sure each tune was, ``Confidence.p_faster``). No address, no time of day per report, nothing about
-who reported: a report adds one to a count. Its schema::
+bundle. What it keeps is a *ballot* per reporter and slot (device namespace, set, key): the
+winner that reporter said last, and how sure its tune was. A reporter's later report for a slot
+replaces its ballot; it never adds one. Its schema::
 
-    votes(namespace, set_name, key, checksum, winner,    the slot and the winner reported for it
-          winner_name, reports, p_sum, p_count,          how many reports; sum and count of p_faster
-          confidence, p_min,                             the least sure report's Confidence (JSON)
-          updated)                                       when the row last changed (Unix seconds)
+    ballots(namespace, set_name, key, reporter,       the slot, and who voted (a keyed hash)
+            address,                                  the reporter's address group (a keyed hash)
+            checksum, winner, winner_name,            what it voted for
+            p_faster, confidence, updated)            how sure (Confidence JSON), when (Unix s)
+    buckets(address, tokens, at)                      the rate limit's token buckets, one per address
+    meta(name, value)                                 ``generation`` (bumped by every write), ``secret``
 
-**The rule** (:func:`served_winners`): per (namespace, set, key, checksum), the winner with the
-most reports is served; a tie goes to the higher mean ``p_faster`` (a report without a confidence
-counts as 0.5, a coin toss), then to the lower candidate index, so that the answer never depends
-on the order reports came in. A served winner carries its agreeing count, ``reports``: with one
-it is *unverified* (one tab said so, nothing agrees), with two or more *verified*. Why counts and
-not the last write: one tab, mistaken (a noisy machine) or malicious, must not decide what every
-later visitor with that GPU runs; it can add one report, and the next tab re-verifies it.
-The confidence served is the least sure agreeing report's: the claim every agreeing tune supports.
+No address is stored: ``reporter`` and ``address`` are HMAC-SHA256 of the install id (or address)
+under a random ``secret`` made once per database (so every collector on it agrees), which tells
+reporters apart without saying who they are. An address group is an IPv4 address or an IPv6 /64
+(one machine's share of IPv6).
+
+**Tallies** (:meth:`VoteDatabase.tallies`): per slot, checksum and winner, the number of ballots
+for it, where one address group counts at most ``per_address`` of them (its first): install ids
+cost nothing to make, addresses do. **The rule** (:func:`served_winners`): per (namespace, set,
+key, checksum), the winner with the most counted ballots is served; a tie goes to the higher mean
+``p_faster`` (a ballot without a confidence counts as 0.5, a coin toss), then to the lower
+candidate index, so that the answer never depends on the order reports came in. A served winner
+carries its agreeing count, ``reports``; it is *verified* with at least ``min_reporters`` (see
+``collector.py``), else *unverified*. Why ballots and not the last write, nor a count of
+reports: one tab, mistaken (a noisy machine) or malicious, must not decide what every later
+visitor with that GPU runs, however often it posts. The confidence served is the least sure
+agreeing ballot's: the claim every agreeing tune supports.
+
+``generation`` makes bundles cheap and never stale: a collector keeps a built bundle with the
+generation it was built at, and serves it again only while the database's generation is the same,
+so any number of collectors on one database serve the same bundle after a write to any of them.
 
 SQLite by default (standard library; a path); PostgreSQL for a ``postgresql://`` URL through
 psycopg (imported only then: ``pip install 'wgtune[collector-postgres]'``). The SQL is written
 once, with ``?`` parameters, and given to psycopg with ``%s``; both dialects take the same
 ``ON CONFLICT ... DO UPDATE`` upsert. One connection, used under a lock, so the server's threads
-share it; each batch of reports is one transaction (all of it is counted, or none).
+share it; each batch of reports is one transaction (all of it is counted, or none). Tables of
+the earlier schema (``votes``: counts without reporters) are left as they are and not read.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
 import json
+import secrets
 import sqlite3
 import threading
 import time
@@ -41,40 +59,61 @@ from typing import Any
 
 from wgtune.errors import StoreError
 
-__all__ = ["SCHEMA", "Served", "Tally", "Vote", "VoteDatabase", "served_winners"]
+__all__ = ["SCHEMA", "Ballot", "Served", "Tally", "VoteDatabase", "address_group", "served_winners"]
 
 SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS votes ("
-    "namespace TEXT NOT NULL, set_name TEXT NOT NULL, key TEXT NOT NULL, checksum TEXT NOT NULL, "
-    "winner INTEGER NOT NULL, winner_name TEXT NOT NULL, reports INTEGER NOT NULL, "
-    "p_sum DOUBLE PRECISION NOT NULL, p_count INTEGER NOT NULL, confidence TEXT, p_min DOUBLE PRECISION, "
-    "updated DOUBLE PRECISION NOT NULL, PRIMARY KEY (namespace, set_name, key, checksum, winner))",
+    "CREATE TABLE IF NOT EXISTS ballots ("
+    "namespace TEXT NOT NULL, set_name TEXT NOT NULL, key TEXT NOT NULL, reporter TEXT NOT NULL, "
+    "address TEXT NOT NULL, checksum TEXT NOT NULL, winner INTEGER NOT NULL, winner_name TEXT NOT NULL, "
+    "p_faster DOUBLE PRECISION, confidence TEXT, updated DOUBLE PRECISION NOT NULL, "
+    "PRIMARY KEY (namespace, set_name, key, reporter))",
+    "CREATE INDEX IF NOT EXISTS ballots_by_address ON ballots (address, namespace)",
+    "CREATE TABLE IF NOT EXISTS buckets (address TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL, "
+    "at DOUBLE PRECISION NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS buckets_by_time ON buckets (at)",
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
+TABLES = ("ballots", "buckets", "meta")
 
-# One report more for its winner; the least sure confidence kept (a report without one keeps the row's).
+# A reporter's ballot for a slot: made, or replaced by its later report (never a second one).
 UPSERT = (
-    "INSERT INTO votes (namespace, set_name, key, checksum, winner, winner_name, reports, p_sum, p_count, "
-    "confidence, p_min, updated) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (namespace, set_name, key, checksum, winner) DO UPDATE SET "
-    "reports = votes.reports + 1, p_sum = votes.p_sum + excluded.p_sum, "
-    "p_count = votes.p_count + excluded.p_count, "
-    "confidence = CASE WHEN excluded.p_min IS NOT NULL AND (votes.p_min IS NULL OR excluded.p_min < votes.p_min) "
-    "THEN excluded.confidence ELSE votes.confidence END, "
-    "p_min = CASE WHEN excluded.p_min IS NOT NULL AND (votes.p_min IS NULL OR excluded.p_min < votes.p_min) "
-    "THEN excluded.p_min ELSE votes.p_min END, "
+    "INSERT INTO ballots (namespace, set_name, key, reporter, address, checksum, winner, winner_name, "
+    "p_faster, confidence, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (namespace, set_name, key, reporter) DO UPDATE SET "
+    "address = excluded.address, checksum = excluded.checksum, winner = excluded.winner, "
+    "winner_name = excluded.winner_name, p_faster = excluded.p_faster, confidence = excluded.confidence, "
     "updated = excluded.updated"
 )
-SELECT_ALL = ("SELECT namespace, set_name, key, checksum, winner, winner_name, reports, p_sum, p_count, confidence, "
-              "updated FROM votes")
-COUNT = "SELECT COALESCE(SUM(reports), 0), COUNT(*) FROM votes"
+SELECT_BALLOTS = ("SELECT namespace, set_name, key, checksum, winner, winner_name, address, p_faster, confidence, "
+                  "updated FROM ballots")
+COUNT = "SELECT COUNT(*), COUNT(DISTINCT namespace || ' ' || set_name || ' ' || key) FROM ballots"
+BUMP = "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE name = 'generation'"
+# The bucket's tokens now (refilled at ``rate`` since ``at``, at most ``burst``): written as CASE,
+# which both dialects take (SQLite's two-argument min() is PostgreSQL's LEAST()).
+REFILLED = "(CASE WHEN tokens + (? - at) * ? > ? THEN ? ELSE tokens + (? - at) * ? END)"
 
 UNSURE = 0.5
-"""The ``p_faster`` a report without a confidence counts as in a tie: no better than a coin toss."""
+"""The ``p_faster`` a ballot without a confidence counts as in a tie: no better than a coin toss."""
+
+
+def address_group(address: str) -> str:
+    """The unit one bucket and one ``per_address`` share stand for: an IPv4 address, an IPv6 /64
+    (one subscriber's whole prefix: its 2**64 addresses are one), the text itself otherwise."""
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.IPv6Network(f"{parsed}/64", strict=False))
+    return str(parsed)
 
 
 @dataclass(frozen=True)
-class Vote:
-    """One accepted report as the database counts it: texts are canonical JSON (namespace, key)."""
+class Ballot:
+    """One accepted report as the database keeps it: texts are canonical JSON (namespace, key);
+    who cast it is given beside it (:meth:`VoteDatabase.add`)."""
 
     namespace: str
     set_name: str
@@ -87,7 +126,8 @@ class Vote:
 
 @dataclass(frozen=True)
 class Tally:
-    """One row: how many reports named ``winner`` for the slot, and how sure they were."""
+    """One winner of one slot: how many ballots named it (as counted, see the module doc), and
+    how sure they were."""
 
     namespace: str
     set_name: str
@@ -103,17 +143,18 @@ class Tally:
 
     @property
     def mean_p(self) -> float:
-        """Mean ``p_faster`` of its reports, those without a confidence counted as :data:`UNSURE`."""
+        """Mean ``p_faster`` of its ballots, those without a confidence counted as :data:`UNSURE`."""
         return (self.p_sum + UNSURE * (self.reports - self.p_count)) / self.reports
 
 
 @dataclass(frozen=True)
 class Served:
-    """The winner served for one slot (see the module doc's rule): ``reports`` agree with it, out
-    of ``total`` reports for the slot; verified with two or more agreeing."""
+    """The winner served for one slot (see the module doc's rule): ``reports`` distinct reporters
+    agree with it, out of ``total``; verified with at least ``min_reporters`` agreeing."""
 
     tally: Tally
     total: int
+    min_reporters: int = 3
 
     @property
     def reports(self) -> int:
@@ -121,10 +162,10 @@ class Served:
 
     @property
     def verified(self) -> bool:
-        return self.tally.reports >= 2
+        return self.tally.reports >= self.min_reporters
 
 
-def served_winners(tallies: Iterable[Tally]) -> list[Served]:
+def served_winners(tallies: Iterable[Tally], min_reporters: int = 3) -> list[Served]:
     """The served winner of every slot (namespace, set, key, checksum) among ``tallies``: the rule
     of the module doc. In the order of the slots' texts."""
     slots: dict[tuple[str, str, str, str], list[Tally]] = {}
@@ -134,12 +175,13 @@ def served_winners(tallies: Iterable[Tally]) -> list[Served]:
     for slot in sorted(slots):
         rows = slots[slot]
         best = max(rows, key=lambda row: (row.reports, row.mean_p, -row.winner))
-        served.append(Served(best, sum(row.reports for row in rows)))
+        served.append(Served(best, sum(row.reports for row in rows), min_reporters))
     return served
 
 
 class VoteDatabase:
-    """The tallies, in SQLite (a path) or PostgreSQL (a ``postgresql://`` URL): see the module doc.
+    """The ballots, buckets and generation, in SQLite (a path) or PostgreSQL (a ``postgresql://``
+    URL): see the module doc.
 
     Failures of the database raise OSError (a bad path, a server that does not answer); a
     ``postgresql://`` URL without psycopg installed is a StoreError saying what to install.
@@ -153,6 +195,11 @@ class VoteDatabase:
         with self._transaction() as cursor:
             for statement in SCHEMA:
                 cursor.execute(statement)
+            for name, value in (("generation", "0"), ("secret", secrets.token_hex(32))):
+                cursor.execute(self._sql("INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"),
+                               (name, value))
+            cursor.execute("SELECT value FROM meta WHERE name = 'secret'")
+            self._secret = bytes.fromhex(cursor.fetchone()[0])  # the first collector's: all agree
 
     def __repr__(self) -> str:
         shown = self.target.split("@")[-1] if self.postgres else self.target  # never a password
@@ -214,37 +261,121 @@ class VoteDatabase:
             with suppress(OSError, StoreError):  # still down: the next request tries again
                 self._connection = self._connect()
 
-    def add(self, votes: Iterable[Vote], *, now: float | None = None) -> int:
-        """Count ``votes``, all in one transaction; how many."""
+    def hashed(self, kind: str, text: str) -> str:
+        """``text`` (an address group, an install id) as stored: a keyed hash, never the text."""
+        return hmac.new(self._secret, f"{kind}:{text}".encode(), hashlib.sha256).hexdigest()[:32]
+
+    def add(self, ballots: Iterable[Ballot], *, address: str, reporter: str | None = None,
+            max_namespaces: int | None = None, max_namespaces_per_address: int | None = None,
+            now: float | None = None) -> int:
+        """Cast ``ballots`` for one reporter (its install id, else its address), all in one
+        transaction that also bumps the generation; how many. A namespace new to the database
+        past ``max_namespaces`` in all, or new to this address past ``max_namespaces_per_address``,
+        is a ValueError naming the limit, and nothing is cast."""
         at = time.time() if now is None else now
+        group = self.hashed("address", address_group(address))
+        voter = self.hashed("install", reporter) if reporter is not None else self.hashed("address-only", group)
         rows = []
-        for vote in votes:
-            p = vote.confidence["p_faster"] if vote.confidence is not None else None
-            text = json.dumps(vote.confidence, sort_keys=True) if vote.confidence is not None else None
-            rows.append((vote.namespace, vote.set_name, vote.key, vote.checksum, vote.winner, vote.winner_name,
-                         p or 0.0, 0 if p is None else 1, text, p, at))
+        for ballot in ballots:
+            p = ballot.confidence["p_faster"] if ballot.confidence is not None else None
+            text = json.dumps(ballot.confidence, sort_keys=True) if ballot.confidence is not None else None
+            rows.append((ballot.namespace, ballot.set_name, ballot.key, voter, group, ballot.checksum, ballot.winner,
+                         ballot.winner_name, p, text, at))
         with self._transaction() as cursor:
+            for namespace in sorted({row[0] for row in rows}):
+                self._check_new_namespace(cursor, namespace, group, max_namespaces, max_namespaces_per_address)
             for row in rows:
                 cursor.execute(self._sql(UPSERT), row)
+            cursor.execute(BUMP)
         return len(rows)
 
-    def tallies(self, namespace: str | None = None) -> list[Tally]:
-        """Every row (of one namespace's text, if given: the primary key's first column, so an
-        indexed read), each a :class:`Tally`; a row whose confidence text is unreadable has none."""
+    def _check_new_namespace(self, cursor: Any, namespace: str, group: str, most: int | None,
+                             most_per_address: int | None) -> None:
+        if most_per_address is not None:
+            cursor.execute(self._sql("SELECT DISTINCT namespace FROM ballots WHERE address = ?"), (group,))
+            mine = {row[0] for row in cursor.fetchall()}
+            if namespace not in mine and len(mine) >= most_per_address:
+                raise ValueError(f"this address reported for {len(mine)} devices already, the most one address "
+                                 f"may (a new device namespace is not taken from it)")
+        if most is not None:
+            cursor.execute(self._sql("SELECT 1 FROM ballots WHERE namespace = ? LIMIT 1"), (namespace,))
+            if cursor.fetchone() is None:
+                cursor.execute("SELECT COUNT(DISTINCT namespace) FROM ballots")
+                if cursor.fetchone()[0] >= most:
+                    raise ValueError(f"the collector holds {most} device namespaces, its limit: a new device "
+                                     f"is not taken")
+
+    def take(self, address: str, cost: int, *, rate: float, burst: float, now: float | None = None) -> float:
+        """Take ``cost`` tokens from the bucket of ``address``'s group (a new one is full: ``burst``;
+        it refills at ``rate`` a second): 0.0 when taken, else the seconds until there are enough
+        (nothing taken; never, for a cost above the burst: then ``inf``). One atomic UPDATE, so
+        every collector on the database shares each bucket. ``cost`` 0 takes nothing, only asks."""
+        at = time.time() if now is None else now
+        group = self.hashed("address", address_group(address))
+        refilled = self._sql(REFILLED)
+        refill_args = (at, rate, burst, burst, at, rate)
+        with self._transaction() as cursor:
+            cursor.execute(self._sql("INSERT INTO buckets (address, tokens, at) VALUES (?, ?, ?) "
+                                     "ON CONFLICT (address) DO NOTHING"), (group, float(burst), at))
+            if cost:
+                cursor.execute(self._sql(f"UPDATE buckets SET tokens = {refilled} - ?, at = ? ")
+                               + self._sql(f"WHERE address = ? AND {refilled} >= ?"),
+                               (*refill_args, cost, at, group, *refill_args, cost))
+                if cursor.rowcount == 1:
+                    self._forget_full(cursor, at, rate, burst)
+                    return 0.0
+            cursor.execute(self._sql(f"SELECT {refilled} FROM buckets WHERE address = ?"), (*refill_args, group))
+            tokens = float(cursor.fetchone()[0])
+        if tokens >= max(cost, 1):
+            return 0.0
+        return float("inf") if cost > burst else (max(cost, 1) - tokens) / rate
+
+    def _forget_full(self, cursor: Any, at: float, rate: float, burst: float) -> None:
+        """Drop the buckets full again (as a new address's would be): the table holds the active only."""
+        cursor.execute(self._sql("DELETE FROM buckets WHERE at < ?"), (at - burst / rate,))
+
+    def generation(self) -> int:
+        """The write counter: bumped by every :meth:`add`, by any collector on the database."""
+        with self._transaction() as cursor:
+            cursor.execute("SELECT value FROM meta WHERE name = 'generation'")
+            return int(cursor.fetchone()[0])
+
+    def tallies(self, namespace: str | None = None, *, per_address: int | None = None) -> list[Tally]:
+        """Every slot's winners (of one namespace's text, if given: the primary key's first column,
+        so an indexed read), each a :class:`Tally` of its ballots, an address group counting at
+        most ``per_address`` of them (its earliest); a ballot whose confidence text is unreadable
+        has none."""
         with self._transaction() as cursor:
             if namespace is None:
-                cursor.execute(SELECT_ALL)
+                cursor.execute(SELECT_BALLOTS)
             else:
-                cursor.execute(self._sql(f"{SELECT_ALL} WHERE namespace = ?"), (namespace,))
+                cursor.execute(self._sql(f"{SELECT_BALLOTS} WHERE namespace = ?"), (namespace,))
             rows = cursor.fetchall()
-        return [Tally(*row[:9], _confidence(row[9]), float(row[10])) for row in rows]
+        groups: dict[tuple, list[tuple]] = {}
+        for row in rows:
+            groups.setdefault(tuple(row[:5]), []).append(row)
+        tallies = []
+        for (space, set_name, key, checksum, winner), ballots in groups.items():
+            ballots.sort(key=lambda row: (row[9], row[6]))  # earliest first
+            counted, per_group = [], {}
+            for row in ballots:
+                per_group[row[6]] = per_group.get(row[6], 0) + 1
+                if per_address is None or per_group[row[6]] <= per_address:
+                    counted.append(row)
+            sure = [row for row in counted if row[7] is not None]
+            least = min(sure, key=lambda row: row[7]) if sure else None
+            tallies.append(Tally(space, set_name, key, checksum, int(winner), counted[0][5], len(counted),
+                                 sum(float(row[7]) for row in sure), len(sure),
+                                 _confidence(least[8]) if least is not None else None,
+                                 max(float(row[9]) for row in counted)))
+        return tallies
 
     def counts(self) -> tuple[int, int]:
-        """How many reports were counted, and in how many rows."""
+        """How many ballots are held (one per reporter and slot), and for how many slots."""
         with self._transaction() as cursor:
             cursor.execute(COUNT)
-            reports, rows = cursor.fetchone()
-        return int(reports), int(rows)
+            ballots, slots = cursor.fetchone()
+        return int(ballots), int(slots)
 
     def close(self) -> None:
         with self._lock:

@@ -2,13 +2,15 @@
 
 ::
 
-    wgtune collect --db fleet.sqlite3 --port 8100 [--host 127.0.0.1] [--origin URL ...]
+    wgtune collect --db fleet.sqlite3 --port 8100 [--host 127.0.0.1] [--origin URL ...] [--min-reporters 3]
     wgtune collect --db postgresql://user@host/db --port 8100      # pip install 'wgtune[collector-postgres]'
 
 The logic (what a report may say, how reports are counted, the rate limit, the bundle) is the
 backend's, without sockets; this module is its HTTP edge: the routes, CORS (pages of any origin
 may post unless ``--origin`` lists the ones that may), the body limits read from the headers
-before the body, the bundle's ``ETag`` and ``Cache-Control: no-cache`` (``http_cache.py``). It
+before the body (and an address whose bucket is empty), the bundle's ``ETag``, ``Cache-Control:
+no-cache`` (``http_cache.py``) and ``X-Wgtune-Verified-Reporters`` (exposed to pages by CORS).
+Any number of these servers may share one database: they share its buckets and its bundles. It
 serves on the project's pooled server (``pooled_server.py``), so silent connections cost no thread.
 """
 
@@ -18,7 +20,7 @@ import errno
 import http.server
 from urllib.parse import parse_qs, urlsplit
 
-from wgtune.backends.collector import MAX_BODY, Collector, RateLimiter, Rejected, Reply
+from wgtune.backends.collector import MAX_BODY, MIN_REPORTERS, Collector, RateLimiter, Rejected, Reply
 from wgtune.backends.collector_db import VoteDatabase
 from wgtune.errors import ConfigError, StoreError
 from wgtune.store.validate import parse_json
@@ -29,6 +31,7 @@ from .serve import serve_until_interrupted, server_url
 
 __all__ = ["CollectorHandler", "make_collector_server", "run_collect"]
 
+VERIFIED_HEADER = "X-Wgtune-Verified-Reporters"  # on a bundle: agreeing reporters that verify a winner
 IDLE_TIMEOUT_S = 30.0  # a connection that sends nothing for this long is closed
 WORKERS = 16
 
@@ -82,7 +85,13 @@ class CollectorHandler(http.server.BaseHTTPRequestHandler):
         if self.origins is not None and origin is not None and origin not in self.origins:
             self._refuse(403, f"pages of {origin[:100]!r} may not report here")
             return
-        wait = self.collector.limiter.wait(self.client_address[0])
+        address = self.client_address[0]
+        try:
+            wait = self.collector.wait(address)  # an empty bucket: the body is not read
+        except OSError as error:
+            self.close_connection = True
+            self._refuse(503, f"the collector's database failed, nothing was counted: {error}")
+            return
         if wait:
             self.close_connection = True  # the body is not read
             self._refuse(429, f"too many reports from this address: retry in {wait:.0f} s",
@@ -105,9 +114,10 @@ class CollectorHandler(http.server.BaseHTTPRequestHandler):
             return
         body = self.rfile.read(length)
         try:
-            self._send(self.collector.post_reports(body))
+            self._send(self.collector.post_reports(body, address))
         except Rejected as bad:
-            self._refuse(bad.status, bad.reason)
+            later = () if bad.retry_after is None else (("Retry-After", str(max(1, round(bad.retry_after)))),)
+            self._refuse(bad.status, bad.reason, *later)
         except OSError as error:  # the database: the reports were not counted
             self._refuse(503, f"the collector's database failed, nothing was counted: {error}")
 
@@ -131,7 +141,8 @@ class CollectorHandler(http.server.BaseHTTPRequestHandler):
             return
         validators = Validators.of_body(body)
         headers = (("Content-Type", "application/json"), ("Cache-Control", CachePolicy.REVALIDATE.value),
-                   ("ETag", validators.etag))
+                   ("ETag", validators.etag), (VERIFIED_HEADER, str(self.collector.min_reporters)),
+                   ("Access-Control-Expose-Headers", VERIFIED_HEADER))
         if not_modified(validators, self.headers.get("If-None-Match"), None):
             self._send(Reply(304, b"", headers), head_only=True)
         else:
@@ -167,9 +178,12 @@ def run_collect(args) -> int:
     """``wgtune collect``: open the database, serve until Ctrl-C."""
     if not (args.rate > 0 and args.burst >= 1):
         raise ConfigError(f"--rate must be above 0 and --burst at least 1, got {args.rate} and {args.burst}")
+    min_reporters = getattr(args, "min_reporters", MIN_REPORTERS)
+    if min_reporters < 1:
+        raise ConfigError(f"--min-reporters must be at least 1, got {min_reporters}")
     database = VoteDatabase(args.db)
     limiter = RateLimiter(rate=args.rate / 60.0, burst=args.burst)
-    collector = Collector(database, limiter=limiter)
+    collector = Collector(database, limiter=limiter, min_reporters=min_reporters)
     origins = frozenset(origin.rstrip("/") for origin in args.origin) if args.origin else None
     server = make_collector_server(collector, args.host, args.port, origins=origins, quiet=not args.verbose)
     url = server_url(server, args.host)
