@@ -14,6 +14,11 @@ protocol for one namespace on top. IndexedDB is asynchronous and that protocol i
 updates memory at once and writes in the background, in order; :meth:`IndexedDBStore.read`
 reads one key's record (what a tab does once it holds the key's lock, ``tabs.py``).
 
+A store reads, besides its own namespace, every namespace text that reads as it
+(:func:`~wgtune.store.format.namespaces_matching`: those written under the earlier namespace rule,
+with full wgtune and driver versions), its own entry first; nothing is rewritten. Saves go to its
+own namespace; a clear forgets the older texts too.
+
 Damaged data is never trusted and never fatal: a record that does not decode is skipped (logged),
 the other winners stay; the next save of its key replaces it.
 
@@ -46,6 +51,7 @@ from wgtune.store.format import (
     encode_document,
     encode_export,
     namespace_of,
+    namespaces_matching,
 )
 from wgtune.store.validate import parse_json
 from wgtune.text import shown
@@ -76,6 +82,11 @@ def decode_record(set_name: object, key_text: object, text: object) -> StoredEnt
     return entry
 
 
+def _text(namespace: dict | str) -> str:
+    """A namespace's canonical text (given as a dict, checked; or already as its text)."""
+    return namespace if isinstance(namespace, str) else canonical_namespace(check_namespace(namespace))
+
+
 def _rows(text: object, width: int) -> list[list]:
     """A helper's JSON list of rows, each of ``width`` items (a page bug otherwise: StoreError)."""
     rows = json.loads(str(text))
@@ -97,11 +108,11 @@ class IndexedDBEntries:
 
     # -- one namespace ------------------------------------------------------------------------
 
-    async def load(self, namespace: dict) -> list[StoredEntry]:
-        """Every readable entry of ``namespace``, read in slices of :data:`LOAD_SLICE` records
-        (a request each, so that a namespace of 100k entries is many short tasks of the page,
-        not one of seconds); damaged records are skipped, logged."""
-        text = canonical_namespace(check_namespace(namespace))
+    async def load(self, namespace: dict | str) -> list[StoredEntry]:
+        """Every readable entry of ``namespace`` (or of its canonical text), read in slices of
+        :data:`LOAD_SLICE` records (a request each, so that a namespace of 100k entries is many
+        short tasks of the page, not one of seconds); damaged records are skipped, logged."""
+        text = _text(namespace)
         entries, problems = [], []
         after: list | None = None
         while True:
@@ -119,9 +130,9 @@ class IndexedDBEntries:
                            "y" if len(problems) == 1 else "ies", problems[0])
         return entries
 
-    async def read(self, namespace: dict, set_name: str, key: Key) -> StoredEntry | None:
+    async def read(self, namespace: dict | str, set_name: str, key: Key) -> StoredEntry | None:
         """One key's entry (one request), None when none is stored; a damaged one is None, logged."""
-        text = await self.idb.entry(canonical_namespace(namespace), set_name, key.to_json())
+        text = await self.idb.entry(_text(namespace), set_name, key.to_json())
         if text is None:  # JS undefined arrives as None
             return None
         try:
@@ -138,9 +149,17 @@ class IndexedDBEntries:
         if records:
             await self.idb.putEntries(json.dumps(records, ensure_ascii=False))
 
-    async def clear(self, namespace: dict) -> None:
-        """Forget every entry of ``namespace``, in one transaction."""
-        await self.idb.clearNamespace(canonical_namespace(check_namespace(namespace)))
+    async def clear(self, namespace: dict | str) -> None:
+        """Forget every entry of ``namespace`` (or of its canonical text), in one transaction."""
+        await self.idb.clearNamespace(_text(namespace))
+
+    async def matching(self, namespace: dict) -> list[str]:
+        """The namespace texts IndexedDB holds records under that read as ``namespace`` but are
+        not its own (earlier namespace rules' texts of the same GPU and wgtune line), newest
+        release first (:func:`~wgtune.store.format.namespaces_matching`)."""
+        own = canonical_namespace(check_namespace(namespace))
+        stored = [str(text) for text, _count in _rows(await self.idb.namespaceCounts(), 2)]
+        return [text for text in namespaces_matching(namespace, stored) if text != own]
 
     # -- every namespace ----------------------------------------------------------------------
 
@@ -223,10 +242,14 @@ class IndexedDBStore(Store):
     read_by_key = True
     where = "IndexedDB"
 
-    def __init__(self, idb: Any, namespace: dict, entries: Iterable[StoredEntry] = ()) -> None:
+    def __init__(self, idb: Any, namespace: dict, entries: Iterable[StoredEntry] = (),
+                 older: Iterable[str] = ()) -> None:
         self.database = IndexedDBEntries(idb)
         self.namespace: dict = check_namespace(namespace)
         self.record_key = canonical_namespace(self.namespace)
+        self.older: tuple[str, ...] = tuple(older)
+        """Namespace texts of earlier namespace rules that read as this one (read at open, newest
+        release first): looked in after the store's own, cleared with it."""
         self._entries = {entry.slot: entry for entry in entries}
         self._unwritten: dict = {}
         self._clear_requested = False
@@ -239,8 +262,16 @@ class IndexedDBStore(Store):
 
     @classmethod
     async def open(cls, idb: Any, namespace: dict) -> IndexedDBStore:
-        """Read ``namespace``'s entries; damaged ones are skipped (logged)."""
-        return cls(idb, namespace, await IndexedDBEntries(idb).load(namespace))
+        """Read ``namespace``'s entries, and those of the namespace texts that read as it (written
+        with full versions before the namespace rule): of a slot two hold, its own namespace's
+        entry, then the newest release's. Damaged ones are skipped (logged)."""
+        records = IndexedDBEntries(idb)
+        older = await records.matching(namespace)
+        entries: dict[tuple, StoredEntry] = {}
+        for text in reversed(older):  # the oldest first: a newer one replaces it in its slot
+            entries.update((entry.slot, entry) for entry in await records.load(text))
+        entries.update((entry.slot, entry) for entry in await records.load(namespace))
+        return cls(idb, namespace, entries.values(), older)
 
     def __repr__(self) -> str:
         return f"IndexedDBStore({self.record_key!r})"
@@ -265,6 +296,10 @@ class IndexedDBStore(Store):
         """One key's entry as IndexedDB holds it now (another tab's, say), kept in memory too;
         None when none is stored. Raises what IndexedDB raised."""
         entry = await self.database.read(self.namespace, set_name, key)
+        for text in self.older if entry is None else ():
+            entry = await self.database.read(text, set_name, key)
+            if entry is not None:
+                break
         if entry is not None and (set_name, key) not in self._unwritten:
             self._entries[entry.slot] = entry
         return entry
@@ -309,6 +344,8 @@ class IndexedDBStore(Store):
                 if self._clear_requested:
                     self._clear_requested = False
                     await self.database.clear(self.namespace)
+                    for text in self.older:  # they would read as this namespace's again
+                        await self.database.clear(text)
                 if not self._unwritten:
                     continue
                 unwritten, self._unwritten = self._unwritten, {}

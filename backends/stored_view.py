@@ -20,7 +20,7 @@ from typing import Any
 
 from wgtune.errors import StoreError
 from wgtune.key import Key
-from wgtune.store.format import namespace_of
+from wgtune.store.format import namespace_of, namespaces_matching
 
 from .indexeddb import decode_record
 
@@ -54,7 +54,9 @@ async def stored_page(
     """One page of the stored winners (see the module doc).
 
     ``current`` is this device's namespace (canonical text): shown when ``namespace`` is None or
-    holds nothing. ``set_name`` None: every set of it. ``label(set, key)`` names a key as the page
+    holds nothing (else, when it has none, the newest namespace text that reads as it: written with
+    full versions before the namespace rule; those are marked ``current`` too).
+    ``set_name`` None: every set of it. ``label(set, key)`` names a key as the page
     does. Answers ``{namespaces: [{namespace, fields, entries, current}], namespace, sets: [{name,
     entries}], set, total, offset, limit, entries: [entry JSON + label], damaged}``.
     """
@@ -64,11 +66,11 @@ async def stored_page(
         raise StoreError(f"limit must be a whole number from 1 to {MAX_PAGE}, got {limit!r}")
     namespaces = _pairs(await idb.namespaceCounts(), "namespaces")
     known = {name for name, _count in namespaces}
-    chosen = namespace if namespace in known else current if current in known else (
-        namespaces[0][0] if namespaces else None)
+    mine = namespaces_matching(namespace_of(current), known)  # this device's, older rules' texts too
+    chosen = namespace if namespace in known else mine[0] if mine else (namespaces[0][0] if namespaces else None)
     answer: dict[str, Any] = {
         "namespaces": [{"namespace": name, "fields": namespace_of(name), "entries": count,
-                        "current": name == current} for name, count in namespaces],
+                        "current": name in mine} for name, count in namespaces],
         "namespace": chosen, "sets": [], "set": None, "total": 0, "offset": offset, "limit": limit,
         "entries": [], "damaged": 0,
     }

@@ -9,7 +9,9 @@ leaves; a transition asked of the wrong state is a bug in wgtune and raises
     load/reload      (store)      -> Unchecked     (a Pending key keeps its running tune)
     look_up          (store)      -> Unchecked     (with a ``lookup``: one key's entry, read before
                                                    the key is first claimed, not all at load)
-    seed             (bundle)     -> Unchecked     (a key the store has no winner for: see ``seed``)
+    seed             (bundle)     -> Unchecked     (a key the store has no winner for: see ``seed``;
+                                                   on its claim a seed naming another candidate than
+                                                   its index's is a Miss: ``bundle.misnamed``)
     claim            Unchecked    -> Hit | Miss    (checksum, index and plan checked; with checks on,
                                                    a winner not checked here is a Miss whose tune
                                                    verifies it first: ``to_verify``, ``verify.py``)
@@ -49,6 +51,7 @@ from .errors import CandidateError, IllegalTransition, StoreError
 from .key import Key
 from .sets.tunable import TunableSet
 from .state import MISS, PENDING, Hit, Pending, TuneState, Unchecked
+from .store.bundle import misnamed
 from .store.format import StoredEntry
 from .tune.log import logger
 from .tune.verify import misfit
@@ -220,10 +223,23 @@ class TuneCache:
     def _checked(self, tunables: TunableSet, key: Key, require_checked: bool) -> TuneState:
         answer = self.answer(tunables, key, require_checked)
         if answer is MISS:
+            problem = self._misnamed_seed(tunables, key)
+            if problem is not None:
+                logger.warning("%s", problem)
             entry = self._entries.pop((tunables.name, key), None)  # its results are of other candidates
-            if entry is not None and require_checked and self.answer_for(tunables, key, entry) is not MISS:
+            if (entry is not None and require_checked and problem is None
+                    and self.answer_for(tunables, key, entry) is not MISS):
                 self.to_verify[(tunables.name, key)] = entry  # only unchecked: verified before it serves
         return answer
+
+    def _misnamed_seed(self, tunables: TunableSet, key: Key) -> str | None:
+        """Why the key's seed (a bundle's winner, not a stored one) of ``tunables``' current
+        candidates names another candidate than its index points to (``bundle.misnamed``), or None."""
+        slot = (tunables.name, key)
+        entry = self._entries.get(slot)
+        if entry is None or entry is not self._seeds.get(slot) or entry.checksum != tunables.checksum:
+            return None
+        return misnamed(entry, tunables)
 
     def finish(self, entry: StoredEntry) -> None:
         """Pending -> Hit: the tune of ``entry``'s key chose ``entry.winner``."""
@@ -329,7 +345,7 @@ class TuneCache:
         it: what a caller would be told. Changes nothing."""
         state = self.state(tunables.name, key)
         if isinstance(state, Unchecked):
-            valid = self.answer_for(tunables, key, state) is not MISS
+            valid = self.answer_for(tunables, key, state) is not MISS and self._misnamed_seed(tunables, key) is None
             if valid and require_checked:
                 valid = not self.unchecked(tunables.name, key)
             return Hit(state.winner) if valid else MISS

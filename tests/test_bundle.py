@@ -24,12 +24,14 @@ from wgtune.store.bundle import (
     reports_of,
 )
 from wgtune.store.confidence import Confidence
+from wgtune.store.format import reduced_version
 from wgtune.store.validate import parse_json
 from wgtune.tune.events import TrialFinished, TuneStarted
 
 BUILT = "2026-12-01T02:30:00Z"
-GPU_A = {"wgtune": wgtune.__version__, "device": {"vendor": "acme", "device": "A1"}, "tuner": "default"}
-GPU_B = {"wgtune": wgtune.__version__, "device": {"vendor": "acme", "device": "B2"}, "tuner": "default"}
+LINE = reduced_version(wgtune.__version__)  # as namespace_for and build_bundle write it: "0.1"
+GPU_A = {"wgtune": LINE, "device": {"vendor": "acme", "device": "A1"}, "tuner": "default"}
+GPU_B = {"wgtune": LINE, "device": {"vendor": "acme", "device": "B2"}, "tuner": "default"}
 
 
 def sure(p_faster: float, low: float = 1.1) -> Confidence:

@@ -5,7 +5,15 @@ gathers what they learned so that a later user with the same GPU starts from it:
 cache is *seeded* from the bundle's entries for its own namespace (:meth:`TuneCache.seed
 <wgtune.cache.TuneCache.seed>`), each as a stored winner is, Unchecked, so the cache compares
 its checksum with the set's current candidates on the key's first claim: a Hit when they match,
-a Miss (tuned as usual) when the bundle is stale. Nothing here re-decides that.
+a Miss (tuned as usual) when the bundle is stale. Nothing here re-decides that. A seed must also
+name its winner as the set names the candidate at its index (:func:`misnamed`): one that does not
+is ignored on its first claim, with the reason logged, and the key is tuned.
+
+Namespaces are matched by the namespace rule (:func:`~wgtune.store.format.reduced_namespace`):
+wgtune's major.minor and the driver's major version, so a bundle of a newer wgtune patch release
+or of another driver point release of the same GPU seeds, one of another minor wgtune does not.
+:func:`build_bundle` writes reduced namespaces (merging the point releases of one GPU), and
+:func:`entries_for` reads a bundle written with full versions too.
 
 The format (JSON, :func:`bundle_text` writes it canonically)::
 
@@ -31,7 +39,15 @@ from datetime import UTC, datetime
 from ..errors import StoreError
 from ..text import shown
 from ..version import __version__
-from .format import RESERVED_FIELDS, StoredEntry, canonical_namespace, check_namespace
+from .format import (
+    RESERVED_FIELDS,
+    StoredEntry,
+    canonical_namespace,
+    check_namespace,
+    namespace_key,
+    namespaces_matching,
+    reduced_namespace,
+)
 from .validate import MAX_WINNER, Unreadable
 
 __all__ = [
@@ -40,6 +56,7 @@ __all__ = [
     "build_bundle",
     "bundle_text",
     "entries_for",
+    "misnamed",
     "read_bundle",
     "reports_of",
 ]
@@ -85,6 +102,8 @@ def _entry_json(entry: StoredEntry) -> dict:
 def build_bundle(documents: Iterable[tuple[dict, Iterable[StoredEntry]]], *, built: str | None = None) -> dict:
     """A bundle (a JSON-ready dict) of ``documents``, each a namespace and its entries.
 
+    Each namespace is written reduced (:func:`~wgtune.store.format.reduced_namespace`), so sources
+    of one GPU under two driver point releases or wgtune patch releases are one namespace.
     Sources may overlap (two caches of the same GPU, a bundle and its own source): for one
     (namespace, set, key) the merge keeps the entry with the higher confidence, that is the
     higher ``p_faster``, then the higher ``low`` (the surer speedup), then ``ratio``; an entry
@@ -97,8 +116,8 @@ def build_bundle(documents: Iterable[tuple[dict, Iterable[StoredEntry]]], *, bui
     """
     merged: dict[str, tuple[dict, dict[tuple, StoredEntry]]] = {}
     for namespace, entries in documents:
-        namespace = check_namespace(namespace)
-        _, slots = merged.setdefault(canonical_namespace(namespace), (namespace, {}))
+        namespace = reduced_namespace(check_namespace(namespace))
+        _, slots = merged.setdefault(namespace_key(namespace), (namespace, {}))
         for entry in entries:
             slot = (entry.set_name, entry.key.to_json())
             known = slots.get(slot)
@@ -201,6 +220,37 @@ def read_bundle(obj: object) -> list[tuple[dict, list[StoredEntry]]]:
 
 def entries_for(documents: Iterable[tuple[dict, Iterable[StoredEntry]]], namespace: dict) -> list[StoredEntry]:
     """The entries of ``documents`` (as :func:`read_bundle` gives them) for ``namespace`` (a
-    device's, :func:`~wgtune.store.format.namespace_for`): none for a device the bundle does not know."""
-    wanted = canonical_namespace(namespace)
-    return [entry for found, entries in documents if canonical_namespace(found) == wanted for entry in entries]
+    device's, :func:`~wgtune.store.format.namespace_for`): none for a device the bundle does not know.
+
+    Every namespace of the bundle that reads as ``namespace`` counts (the same
+    :func:`~wgtune.store.format.namespace_key`: the same GPU, tuner and wgtune major.minor, under
+    any driver point release or wgtune patch release). Of a slot two of them hold, the entry of the
+    preferred namespace is given (:func:`~wgtune.store.format.namespaces_matching`: ``namespace``'s
+    own text, then the newest release's), so each slot comes once."""
+    by_text: dict[str, list[StoredEntry]] = {}
+    for found, entries in documents:
+        by_text.setdefault(canonical_namespace(found), []).extend(entries)
+    chosen: dict[tuple, StoredEntry] = {}
+    for text in reversed(namespaces_matching(namespace, by_text)):  # the preferred last: it wins its slots
+        chosen.update((entry.slot, entry) for entry in by_text[text])
+    return list(chosen.values())
+
+
+def misnamed(entry: StoredEntry, tunables: object) -> str | None:
+    """Why ``entry``'s winner does not name the candidate its index points to in ``tunables`` (a
+    :class:`~wgtune.sets.tunable.TunableSet` of the entry's key), or None when it does.
+
+    A bundle drops the results that let a stored entry's name be checked when it is read, so a
+    seed's name is checked against the set instead: an index that points to another candidate
+    than the one named (a bundle built from a list ordered otherwise, a mistake, a forgery) is
+    never run. Only asked of a seed of the set's current candidates (the same checksum): of other
+    candidates it is a Miss anyway."""
+    candidates = tunables.candidates  # type: ignore[attr-defined]
+    if not 0 <= entry.winner < len(candidates):
+        return None  # out of range: the checksum and range checks already make it a Miss
+    name = candidates[entry.winner].name
+    if entry.winner_name == name:
+        return None
+    return (f"the bundle's winner of {entry.set_name} [{entry.key}] is candidate {entry.winner} named "
+            f"{shown(entry.winner_name)}, but the set's candidate {entry.winner} is {shown(name)}: ignored, "
+            f"the key is tuned")
