@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--rate", type=float, default=30.0, help="reports a minute per client address (default: 30)")
     collect.add_argument("--burst", type=int, default=20,
                          help="reports a client address may send at once (default: 20)")
+    collect.add_argument("--min-reporters", type=int, default=3,
+                         help="agreeing reporters that make a winner verified (default: 3)")
     collect.add_argument("--verbose", action="store_true", help="log every request")
     serve = commands.add_parser("serve", help="serve the tuner page (Pyodide, the wheel) on 127.0.0.1")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
