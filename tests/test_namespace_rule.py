@@ -2,8 +2,8 @@
 point update, stores and bundles written with the full versions still answer, another minor
 wgtune or driver branch starts afresh, and a bundle's winner must be named as its index says.
 
-Standard library and the fake device only (besides the SQLite store, which is the standard
-library's too), so the ``core`` tests here also run where the native backend does not.
+The ``core`` tests use the standard library and the fake device only, so they run inside Pyodide
+too; the stores' tests (SQLite, IndexedDB on ``fake_idb``) import their backends inside them.
 """
 
 from __future__ import annotations
@@ -156,7 +156,6 @@ def test_an_export_of_full_version_namespaces_imports_and_reads_as_hits(tmp_path
     assert device.profiles == {}
 
 
-@pytest.mark.core
 def test_indexeddb_records_of_full_version_namespaces_read_as_the_stores_own():
     from wgtune.backends.indexeddb import IndexedDBEntries, IndexedDBStore
 
