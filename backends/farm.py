@@ -28,15 +28,18 @@ import contextlib
 import json
 import math
 import os
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from wgtune import __version__ as wgtune_version
 from wgtune.config import Config
-from wgtune.errors import ConfigError, StoreError
+from wgtune.errors import ConfigError, StoreError, WgtuneError
 from wgtune.kernels.families import family_named, family_names
 from wgtune.runner import run_inline
 from wgtune.store.contract import Store
@@ -44,12 +47,22 @@ from wgtune.store.format import StoredEntry, canonical_namespace
 from wgtune.store.validate import parse_json
 
 from .cache_transfer import SqliteDatabase
-from .farm_worker import ADAPTER_ENV, FarmJob, IgnoreInterrupts, family_set, tune_job, worker_identity
+from .farm_worker import (
+    ADAPTER_ENV,
+    START_TOPIC,
+    FarmJob,
+    FarmWorker,
+    IgnoreInterrupts,
+    family_set,
+    tune_job,
+    worker_state,
+)
 
 __all__ = [
     "RETRIES",
     "FarmReport",
     "JobResult",
+    "SchedulerLost",
     "WinnerMerger",
     "default_catalogue",
     "load_catalogue",
@@ -157,6 +170,8 @@ class JobResult:
     entry: StoredEntry | None = None
     error: str | None = None
     seconds: float = 0.0
+    began: float | None = None  # wall-clock time the worker started it (time.time())
+    ended: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -175,7 +190,8 @@ class FarmReport:
     retried: int = 0
     cancelled: bool = False
     wall: float = 0.0
-    workers: dict[str, dict] = field(default_factory=dict)  # address -> worker_identity()
+    workers: dict[str, dict] = field(default_factory=dict)  # address -> worker_state() of those that tune
+    unusable: dict[str, dict] = field(default_factory=dict)  # address -> worker_state() of those that cannot
 
     @property
     def done(self) -> list[JobResult]:
@@ -233,12 +249,20 @@ class WinnerMerger:
 # -- the cluster and the run -----------------------------------------------------------------------
 
 
-def local_cluster(workers: int, *, same_adapter: bool = False, quiet: bool = True) -> Any:
+class SchedulerLost(WgtuneError):
+    """The Dask scheduler went away mid-farm (its process stopped, its node gone): what arrived
+    before is kept, the rest did not run."""
+
+
+def local_cluster(workers: int, *, same_adapter: bool = False, quiet: bool = True, nthreads: int = 1,
+                  worker_env: Sequence[Mapping[str, str]] = ()) -> Any:
     """A Dask cluster on this machine: ``workers`` worker processes (each under a nanny that
-    starts it again if it dies), one thread each, worker ``i`` on adapter ``i`` (all on adapter 0
-    with ``same_adapter``: a machine with one GPU, or lavapipe), each deaf to Ctrl-C (the client
-    acts on it: :class:`~wgtune.backends.farm_worker.IgnoreInterrupts`). It listens on the
-    loopback only and has no dashboard; Dask's own logs are silenced unless ``quiet`` is False."""
+    starts it again if it dies), ``nthreads`` threads each (a farm tunes one job at a time on a
+    worker whatever its threads), worker ``i`` on adapter ``i`` (all on adapter 0 with
+    ``same_adapter``: a machine with one GPU, or lavapipe), ``worker_env[i]`` added to worker
+    ``i``'s environment, each deaf to Ctrl-C (the client acts on it:
+    :class:`~wgtune.backends.farm_worker.IgnoreInterrupts`). It listens on the loopback only and
+    has no dashboard; Dask's own logs are silenced unless ``quiet`` is False."""
     import logging
 
     from distributed import Nanny, Scheduler, SpecCluster
@@ -246,10 +270,12 @@ def local_cluster(workers: int, *, same_adapter: bool = False, quiet: bool = Tru
     if workers < 1:
         raise ConfigError(f"--workers {workers}: give at least 1")
     level = logging.CRITICAL if quiet else logging.WARNING  # a job's errors come back with its result
+    extra = list(worker_env) + [{}] * (workers - len(worker_env))
     spec = {
         f"adapter-{index}" if not same_adapter else f"worker-{index}": {
             "cls": Nanny,
-            "options": {"nthreads": 1, "host": LOCAL_HOST, "env": {ADAPTER_ENV: str(0 if same_adapter else index)},
+            "options": {"nthreads": nthreads, "host": LOCAL_HOST,
+                        "env": {ADAPTER_ENV: str(0 if same_adapter else index), **extra[index]},
                         "silence_logs": level, "plugins": (IgnoreInterrupts(),)},
         }
         for index in range(workers)
@@ -266,26 +292,38 @@ def run_farm(
     config: Config,
     *,
     retune: bool = False,
+    sets: str | None = None,
     on_start: Callable[[FarmReport, int], None] | None = None,
     on_result: Callable[[JobResult], None] | None = None,
 ) -> FarmReport:
-    """Tune ``jobs`` on the workers of ``client``'s cluster and merge each winner into ``merger``
-    as it arrives (see the module doc). Jobs whose winners are stored for every worker's device
-    are skipped unless ``retune``. ``on_start(report, submitted)`` hears how many jobs go out,
-    ``on_result`` each job's result (after its winner was merged). A KeyboardInterrupt (Ctrl-C)
-    cancels the jobs not finished and returns the report so far, ``cancelled``."""
-    report = FarmReport(jobs=len(jobs))
+    """Tune ``jobs`` for every device type among the workers of ``client``'s cluster, each
+    (job, device type) on a worker of that type only, and merge each winner into ``merger`` as
+    it arrives (see the module doc). A (job, device type) whose winner is stored under that
+    device is skipped unless ``retune``. ``sets`` (``module:function``) are the user's sets, which
+    every worker imports. ``on_start(report, submitted)`` hears how many tunes go out,
+    ``on_result`` each one's result (after its winner was merged). A KeyboardInterrupt (Ctrl-C)
+    cancels the jobs not finished and returns the report so far, ``cancelled``; a lost scheduler
+    is a :class:`SchedulerLost` (what was merged stays)."""
     config = replace(config, cache=False, records=None)  # workers keep nothing: the client stores
-    report.workers = _worker_identities(client, config)
-    todo = jobs
+    report = FarmReport(jobs=0)
+    states = _worker_states(client, sets)
+    report.workers = {address: state for address, state in states.items() if state.get("resource")}
+    report.unusable = {address: state for address, state in states.items() if not state.get("resource")}
+    if not report.workers:
+        raise ConfigError("no worker can tune: " + "; ".join(
+            f"{state.get('name', address)}: {state.get('error')}" for address, state in sorted(states.items())))
+    types: dict[str, dict] = {}
+    for state in report.workers.values():
+        types.setdefault(state["resource"], state)
+    tunes = [(job, resource) for job in jobs for resource in types]
+    report.jobs = len(tunes)
     if not retune:
-        namespaces = [identity["namespace"] for identity in report.workers.values()]
-        report.skipped = [job for job in jobs if all(merger.has(namespace, job) for namespace in namespaces)]
-        skipped = set(report.skipped)
-        todo = [job for job in jobs if job not in skipped]
+        stored = [(job, resource) for job, resource in tunes if merger.has(types[resource]["namespace"], job)]
+        report.skipped = [job for job, _ in stored]
+        tunes = [tune for tune in tunes if tune not in set(stored)]
     if on_start is not None:
-        on_start(report, len(todo))
-    if not todo:
+        on_start(report, len(tunes))
+    if not tunes:
         return report
     from distributed import as_completed
 
@@ -293,21 +331,29 @@ def run_farm(
     batch = uuid.uuid4().hex[:8]
     # The largest problems first (submitted first, and Dask runs higher priorities first): a farm
     # then ends on short jobs, rather than one worker finishing a long one while the others wait.
-    todo = sorted(todo, key=lambda job: -math.prod(job.size))
+    tunes = sorted(tunes, key=lambda tune: -math.prod(tune[0].size))
     futures = {
-        client.submit(tune_job, job, config, key=f"wgtune-farm-{batch}-{index}", pure=False, retries=RETRIES,
-                      priority=math.prod(job.size)): job
-        for index, job in enumerate(todo)
+        client.submit(tune_job, job, config, resource, key=f"wgtune-farm-{batch}-{index}", pure=False,
+                      retries=RETRIES, priority=math.prod(job.size), resources={resource: 1}): (job, types[resource])
+        for index, (job, resource) in enumerate(tunes)
     }
     handled: set = set()
+    orphaned: dict[str, str] = {}  # key -> why: no worker of its device type is left
+    watch = _OrphanWatch(client, futures, orphaned)
 
     def take(future: Any) -> None:
         handled.add(future.key)
-        result = _result_of(future, futures[future], merger)
+        job, target = futures[future]
+        if future.status == "cancelled" and future.key not in orphaned:
+            raise SchedulerLost(f"lost the Dask scheduler ({_scheduler_address(client)}) with "
+                                f"{len(futures) - len(handled) + 1} job(s) not finished; "
+                                f"{len(report.done)} winner(s) kept in {merger.path}")
+        result = _result_of(future, job, target, merger, orphaned.get(future.key))
         report.results.append(result)
         if on_result is not None:
             on_result(result)
 
+    watch.start()
     try:
         for future in as_completed(futures):
             take(future)
@@ -319,34 +365,95 @@ def run_farm(
                 with contextlib.suppress(KeyboardInterrupt):
                     take(future)
         client.cancel([future for future in futures if future.key not in handled])
+    finally:
+        watch.stop()
     report.wall = time.perf_counter() - started
     report.retried = _retried(client, [future.key for future in futures])
     return report
 
 
-def _worker_identities(client: Any, config: Config) -> dict[str, dict]:
-    """Every worker's adapter, device, namespace and pid (each opens its adapter now); a
-    ConfigError when a worker cannot, or when no worker joins within :data:`WORKER_WAIT`."""
+ORPHAN_GRACE = 20.0
+"""Seconds a device type may have no worker before its jobs left are reported failed: long enough
+for a nanny to start a worker again (a few seconds), short enough not to leave a farm waiting."""
+
+
+class _OrphanWatch:
+    """Cancels the jobs of a device type no worker has any more (its only worker lost its device,
+    or left) once :data:`ORPHAN_GRACE` has passed, so that the farm ends, naming why."""
+
+    def __init__(self, client: Any, futures: Mapping[Any, tuple[FarmJob, dict]], orphaned: dict[str, str]) -> None:
+        self.client, self.futures, self.orphaned = client, futures, orphaned
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wgtune-farm-orphans", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        missing_since: dict[str, float] = {}
+        while not self._stop.wait(1.0):
+            try:
+                present = self.client.run_on_scheduler(_resources_present)
+            except Exception:  # the scheduler gone: the main loop hears it from the futures
+                return
+            now = time.monotonic()
+            pending = [(future, target) for future, (_, target) in self.futures.items() if not future.done()]
+            for resource in {target["resource"] for _, target in pending}:
+                if resource in present:
+                    missing_since.pop(resource, None)
+                elif now - missing_since.setdefault(resource, now) > ORPHAN_GRACE:
+                    lost = [future for future, target in pending if target["resource"] == resource]
+                    device = next(target["device"] for _, target in pending if target["resource"] == resource)
+                    for future in lost:
+                        self.orphaned[future.key] = f"no worker of {device} is left to run it"
+                    self.client.cancel(lost)
+
+
+def _resources_present(dask_scheduler: Any) -> set[str]:
+    return {name for worker in dask_scheduler.workers.values() for name, amount in worker.resources.items()
+            if amount > 0}
+
+
+def _scheduler_address(client: Any) -> str:
+    with contextlib.suppress(Exception):
+        return str(client.scheduler.address)
+    return "its address unknown"
+
+
+def _worker_states(client: Any, sets: str | None) -> dict[str, dict]:
+    """Every worker set up for the farm (:class:`~wgtune.backends.farm_worker.FarmWorker`: the
+    user's sets imported, its GPU opened, its device type announced), by address: what each
+    found, ``error`` saying why one cannot tune. A ConfigError when no worker joins within
+    :data:`WORKER_WAIT`. A worker of another wgtune version is one that cannot tune."""
     try:
         client.wait_for_workers(1, timeout=WORKER_WAIT)
     except TimeoutError:
         raise ConfigError(f"no Dask worker joined the scheduler within {WORKER_WAIT:.0f} s") from None
-    try:
-        return client.run(worker_identity, config)
-    except ConfigError:
-        raise
-    except Exception as error:
-        raise ConfigError(f"a worker could not open its adapter: {type(error).__name__}: {error}") from None
+    client.register_plugin(FarmWorker(sets))
+    states = client.run(worker_state)
+    for address, state in states.items():
+        if not state:
+            state.update(name=address, error="the farm's worker plugin did not run here", resource=None)
+        elif state.get("wgtune") != wgtune_version:
+            state.update(error=f"wgtune {state.get('wgtune')} there, {wgtune_version} here: install the same",
+                         resource=None)
+    return states
 
 
-def _result_of(future: Any, job: FarmJob, merger: WinnerMerger) -> JobResult:
+def _result_of(future: Any, job: FarmJob, target: dict, merger: WinnerMerger, orphaned: str | None) -> JobResult:
     """The job's result from its finished future, its winner merged into the store."""
+    if orphaned is not None:
+        return JobResult(job, device=target["device"], error=orphaned)
     if future.status != "finished":
         error = future.exception()
-        return JobResult(job, error=f"{type(error).__name__}: {error}")
+        return JobResult(job, device=target["device"], error=f"{type(error).__name__}: {error}")
     answer: Mapping[str, Any] = future.result()
     result = JobResult(job, answer["worker"], answer["adapter"], answer["device"], None, answer["error"],
-                       answer["seconds"])
+                       answer["seconds"], answer.get("began"), answer.get("ended"))
     if result.ok:
         try:
             result = replace(result, entry=merger.save(answer["namespace"], answer["entry"]))
@@ -356,18 +463,13 @@ def _result_of(future: Any, job: FarmJob, merger: WinnerMerger) -> JobResult:
 
 
 def _retried(client: Any, keys: list[str]) -> int:
-    """How many of the jobs ran again: their worker died while they ran (the scheduler counts
-    them ``suspicious``), or they raised and were retried."""
-
-    def count(dask_scheduler: Any, keys: list[str] = keys) -> int:
-        again = 0
-        for key in keys:
-            task = dask_scheduler.tasks.get(key)
-            if task is not None and (task.suspicious or (task.retries or 0) < RETRIES):
-                again += 1
-        return again
-
+    """How many of the jobs ran again after they ran once: their worker died while they ran, or
+    they raised and were retried (each start is a Dask event, :data:`START_TOPIC`). A job moved
+    before it started (its worker gone while it waited) ran once, and is not counted."""
     try:
-        return client.run_on_scheduler(count)
+        events = client.get_events(START_TOPIC)
     except Exception:  # a count for the summary: never worth failing the farm over
         return 0
+    wanted = set(keys)
+    starts = Counter(event.get("key") for _, event in events if isinstance(event, dict) and event.get("key") in wanted)
+    return sum(1 for count in starts.values() if count > 1)
