@@ -8,7 +8,8 @@
     wgtune bundle OUT [SOURCES...] [--max-bytes N]
     wgtune serve [--host H] [--port P]
     wgtune collect --db PATH_OR_URL [--port P] [--host H] [--origin URL]
-    wgtune farm [--workers N [--same-adapter] | --scheduler ADDRESS] [--catalogue FILE] [--cache-dir DIR]
+    wgtune farm [--workers N [--same-adapter] | --scheduler ADDRESS | --scheduler-file FILE] [--catalogue FILE]
+                [--sets MODULE:FUNCTION] [--cache-dir DIR]
 
 Exit status: 0 on success, 1 when a tune failed (no valid kernel, say), 2 for bad arguments or files,
 130 when a farm was cancelled (Ctrl-C).
@@ -65,8 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     farm.add_argument("--workers", type=worker_count, metavar="N",
                       help="a local cluster of N workers, worker i on adapter i (default: 1)")
     farm.add_argument("--same-adapter", action="store_true", help="every local worker on adapter 0 (one GPU, lavapipe)")
-    farm.add_argument("--scheduler", metavar="ADDRESS", help="join this Dask scheduler's workers instead "
-                      "(each started with --nthreads 1 and WGTUNE_FARM_ADAPTER=its adapter index)")
+    farm.add_argument("--scheduler", metavar="ADDRESS", help="join this Dask scheduler's workers instead (one "
+                      "worker per GPU; its adapter: WGTUNE_FARM_ADAPTER, or the number ending its --name)")
+    farm.add_argument("--scheduler-file", metavar="FILE", help="join the scheduler that wrote this file "
+                      "(dask scheduler --scheduler-file FILE); without either, Dask's scheduler-address config")
+    farm.add_argument("--sets", metavar="MODULE:FUNCTION", help="your own sets: a function returning "
+                      "wgtune.kernels.family.Family records, importable here and on every worker")
     farm.add_argument("--catalogue", metavar="FILE", help='JSON: {"matmul": [[M, N, K], ...], "fma": [[N]], '
                       '"row_sum": [[rows, cols]], ...} (default: the demo suite)')
     farm.add_argument("--cache-dir", help="where winners are kept (default: the user cache directory)")
@@ -96,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--min-reporters", type=int, default=3,
                          help="agreeing reporters that make a winner verified (default: 3)")
     collect.add_argument("--verbose", action="store_true", help="log every request")
+    collect.add_argument("--sets", metavar="MODULE:FUNCTION", help="accept reports of your own sets too: a "
+                         "function returning wgtune.kernels.family.Family records")
     serve = commands.add_parser("serve", help="serve the tuner page (Pyodide, the wheel) on 127.0.0.1")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=port, default=8000, help="port (default: 8000; 0 picks a free one)")

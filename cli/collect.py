@@ -183,7 +183,15 @@ def run_collect(args) -> int:
         raise ConfigError(f"--min-reporters must be at least 1, got {min_reporters}")
     database = VoteDatabase(args.db)
     limiter = RateLimiter(rate=args.rate / 60.0, burst=args.burst)
-    collector = Collector(database, limiter=limiter, min_reporters=min_reporters)
+    known = None
+    if getattr(args, "sets", None):  # your own sets too (--sets module:function), after the registry's
+        from wgtune.backends.collector import known_sets
+        from wgtune.backends.user_sets import register_sets
+        from wgtune.kernels.families import FAMILIES
+
+        register_sets(args.sets)
+        known = known_sets([family.build() for family in FAMILIES])
+    collector = Collector(database, known=known, limiter=limiter, min_reporters=min_reporters)
     origins = frozenset(origin.rstrip("/") for origin in args.origin) if args.origin else None
     server = make_collector_server(collector, args.host, args.port, origins=origins, quiet=not args.verbose)
     url = server_url(server, args.host)
