@@ -1,23 +1,32 @@
-"""A tuning farm on Dask distributed: a catalogue's (set, key) tunes spread over workers, one per GPU adapter.
+"""A tuning farm on Dask distributed: a catalogue's (set, key) tunes over workers, one per GPU, for each device type.
 
 A native user with many keys to tune (every shape of a model, every family) hands the farm a
-*catalogue*: sizes of the registered families' sets (``kernels/families.py``; by default the demo
-suite's sizes), planned into one job per
-(set, key) (:func:`plan_jobs`: sizes that share a key are one tune). The jobs go to the workers
-of a Dask cluster: a local one of N worker processes, one per adapter index (:func:`local_cluster`),
-or one the user runs (``dask scheduler`` and ``dask worker --nthreads 1`` on each node, each
-worker's adapter in ``WGTUNE_FARM_ADAPTER``). Each worker opens its adapter once and tunes its
-jobs with nothing stored there (``farm_worker.py``); :func:`run_farm` merges every winner into
-the local cache database under the namespace of the device that tuned it, as it arrives, so a
-farm stopped midway keeps what finished, and a farm run again tunes only what is not stored.
+*catalogue*: sizes of the registered families' sets (``kernels/families.py``, and the user's own,
+``--sets module:function``: :mod:`~wgtune.backends.user_sets`; by default the demo suite's sizes),
+planned into one job per (set, key) (:func:`plan_jobs`: sizes that share a key are one tune). The
+jobs go to the workers of a Dask cluster: a local one of N worker processes, one per adapter index
+(:func:`local_cluster`), or one the user runs (``dask scheduler``, ``dask worker`` on each node).
+:func:`run_farm` first sets every worker up (:class:`~wgtune.backends.farm_worker.FarmWorker`:
+its GPU opened, its device type announced as a Dask resource, nothing announced when it has no
+usable GPU), then submits each job once per device type, each asking for one unit of its type's
+resource: a worker of that type runs it, one at a time, so every device type gets every key. Each
+winner is merged into the local cache database under the namespace of the device that tuned it,
+as it arrives, so a farm stopped midway keeps what finished, and a farm run again tunes only what
+is not stored for each device.
 
 What can go wrong, and what the farm does:
 
-- a worker dies (its process killed, its node gone): Dask runs its jobs again on the workers
-  left (a local cluster's nanny also starts the worker again). A job whose worker died
+- a worker without a usable GPU (no adapter, another wgtune version): named in the report
+  (``unusable``) and given no jobs; its device type's jobs run on the others of that type;
+- a worker dies (its process killed, its node gone): Dask runs its jobs again on the workers of
+  its type left (a local cluster's nanny also starts the worker again). A job whose worker died
   ``distributed.scheduler.allowed-failures`` times (3) is reported failed (``KilledWorker``);
+- a device lost mid-job: its worker is retired and the job runs again on another of its type;
+  a device type no worker has any more for :data:`ORPHAN_GRACE` has its jobs left reported failed;
 - a tune fails (no valid kernel, ...): reported for that job, not tried again;
-- anything else a job raises is tried again once (:data:`RETRIES`), then reported;
+- anything else a job raises is tried again once (:data:`RETRIES`), then reported; ``retried``
+  counts the jobs that started more than once;
+- the scheduler lost: :class:`SchedulerLost` (what arrived is kept);
 - Ctrl-C (a KeyboardInterrupt in :func:`run_farm`): the jobs not finished are cancelled, those
   finished already are merged, and the report says it was cancelled.
 """

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import textwrap
+import re
+from pathlib import Path
 
 import pytest
 
@@ -74,50 +75,14 @@ def test_every_device_type_gets_every_key_and_a_second_run_tunes_nothing(mixed, 
     merger.close()
 
 
-USER_SETS = textwrap.dedent('''
-    """The override-constants set of docs/your-kernels.md, declared as a Family for the farm."""
-    import struct
-
-    import wgtune
-    from wgtune.kernels.family import Family
-
-    SOURCE = """
-    override WORKGROUP_SIZE: u32 = 64u;
-    override scale: f32;
-    @group(0) @binding(0) var<storage, read> x: array<f32>;
-    @group(0) @binding(1) var<storage, read_write> y: array<f32>;
-    @group(0) @binding(2) var<uniform> n: vec4<u32>;
-    var<workgroup> tile: array<f32, WORKGROUP_SIZE>;
-    @compute @workgroup_size(WORKGROUP_SIZE)
-    fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-        var value = 0.0;
-        if (gid.x < n.x) { value = x[gid.x]; }
-        tile[lid] = value;
-        workgroupBarrier();
-        if (gid.x < n.x) { y[gid.x] = scale * tile[lid]; }
-    }"""
+def docs_module() -> str:
+    """The module of docs/fleets.md's "Your own sets on a farm" (run verbatim here)."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "fleets.md").read_text()
+    (module,) = [text for text in re.findall(r"```text\n(.*?)```", page, re.S) if "def families():" in text]
+    return module
 
 
-    def build():
-        candidates = [
-            wgtune.Kernel(f"scale_wg{wg}", SOURCE, constants={"WORKGROUP_SIZE": wg, "scale": 3.0},
-                          grid=lambda args, wg=wg: ((args.params[0] + wg - 1) // wg, 1, 1))
-            for wg in (64, 128, 256)
-        ]
-        return wgtune.TunableSet("scale_overrides", candidates, key=lambda args: {"n": wgtune.anchor(args.params[0])})
-
-
-    def make_args(device, size):
-        (n,) = size
-        x = device.create_buffer(struct.pack(f"{n}f", *(float(i % 7) for i in range(n))))
-        return wgtune.Args((x, device.create_buffer(size=4 * n)), params=(n,))
-
-
-    def sets():
-        return [Family(name="scale_overrides", build=build, dims=("N",), make_args=make_args,
-                       reference=lambda inputs, params: [3.0 * v for v in inputs[0]],
-                       demo_sizes=((1000,), (5000,)))]
-''')
+USER_SETS = docs_module()
 
 
 def test_a_users_own_set_is_farmed_from_a_module(tmp_path, monkeypatch, capsys):
@@ -126,13 +91,13 @@ def test_a_users_own_set_is_farmed_from_a_module(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.setenv("WGTUNE_SAMPLES", "3")
     monkeypatch.setenv("WGTUNE_WARMUPS", "1")
-    (family,) = load_sets("my_kernels:sets")
+    (family,) = load_sets("my_kernels:families")
     assert family.name == "scale_overrides"
     cache = str(tmp_path / "cache")
-    argv = ["farm", "--workers", "1", "--sets", "my_kernels:sets", "--cache-dir", cache, "--json"]
+    argv = ["farm", "--workers", "1", "--sets", "my_kernels:families", "--cache-dir", cache, "--json"]
     assert main(argv) == 0
     first = json.loads(capsys.readouterr().out)
-    assert (first["jobs"], first["done"], first["failed"]) == (2, 2, 0)
+    assert (first["jobs"], first["done"], first["failed"]) == (2, 2, 0), first
     assert {result["set"] for result in first["results"]} == {"scale_overrides"}
     assert "scale_overrides" in family_names()
     assert main(argv) == 0  # stored already: nothing tuned
@@ -140,10 +105,10 @@ def test_a_users_own_set_is_farmed_from_a_module(tmp_path, monkeypatch, capsys):
 
 
 def test_a_sets_spec_that_is_wrong_says_what(tmp_path, monkeypatch):
-    (tmp_path / "not_sets.py").write_text("def sets():\n    return [1]\nvalue = 3\n")
+    (tmp_path / "not_sets.py").write_text("def families():\n    return [1]\nvalue = 3\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    for spec, message in [("nocolon", "expected module:function"), ("no_such_module_x:sets", "cannot import"),
-                          ("not_sets:missing", "has no function 'missing'"), ("not_sets:sets", "got int")]:
+    for spec, message in [("nocolon", "expected module:function"), ("no_such_module_x:families", "cannot import"),
+                          ("not_sets:missing", "has no function 'missing'"), ("not_sets:families", "got int")]:
         with pytest.raises(ConfigError, match=message):
             load_sets(spec)
 
@@ -157,5 +122,6 @@ def test_the_collector_accepts_a_users_own_sets(tmp_path, monkeypatch):
     real = collect.Collector
     monkeypatch.setattr(collect, "Collector", lambda *args, **kwargs: made.append(real(*args, **kwargs)) or made[-1])
     monkeypatch.setattr(collect, "serve_until_interrupted", lambda server: server.server_close())
-    assert main(["collect", "--db", str(tmp_path / "fleet.sqlite3"), "--port", "0", "--sets", "my_kernels_c:sets"]) == 0
+    argv = ["collect", "--db", str(tmp_path / "fleet.sqlite3"), "--port", "0", "--sets", "my_kernels_c:families"]
+    assert main(argv) == 0
     assert {"scale_overrides", "matmul", "fma"} <= set(made[0].known)
