@@ -86,19 +86,43 @@ def _parse_object(pairs: list[tuple[str, object]]) -> dict | Unreadable:
     return obj
 
 
-# A string, or an unterminated one up to the end (always a match, so never a backtrack: linear).
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_STEP = str.maketrans({"[": "+", "{": "+", "]": "-", "}": "-"})
+# The tokens of the depth scan: a whole string (its contents skipped: the empty group), a run of
+# brackets, or a string cut off by the end of the window (group 1 holds it; always the last token).
+# Possessive repeats never backtrack, so a string of any length is matched in constant memory (a
+# plain ``(?:[^"\\]|\\.)*`` keeps ~100 bytes of backtracking state per character it repeats).
+_TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|([\[\]{}]++|"[^"\\]*+(?:\\.[^"\\]*+)*+\\?\Z)', re.DOTALL)
+_STRING_REST = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+_STEPS = {"[": 1, "{": 1, "]": -1, "}": -1}
+SCAN_WINDOW = 1 << 20
+"""Characters the depth scan reads at a time: what it holds (the window's tokens and brackets) is
+bounded by the window, whatever the size of the text (~20 bytes a character at worst, ``[],[],...``)."""
 
 
 def nesting_depth(text: str) -> int:
     """How deep ``text``'s arrays and objects nest, read from its brackets outside strings (an
-    upper bound for text that is not JSON, which the parse then refuses anyway)."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)) if "[" in text or "{" in text else ""
-    if not brackets:
+    upper bound for text that is not JSON, which the parse then refuses anyway).
+
+    One pass, window by window (:data:`SCAN_WINDOW`), in memory bounded by the window, not by the
+    text: a string running past a window's end is skipped whole and the next window starts after it.
+    """
+    if "[" not in text and "{" not in text:
         return 0
-    return max(accumulate(1 if step == "+" else -1 for step in brackets.translate(_STEP)))
+    depth = deepest = pos = 0
+    size = len(text)
+    while pos < size:
+        end = min(pos + SCAN_WINDOW, size)
+        tokens = _TOKEN.findall(text, pos, end)
+        if tokens and tokens[-1][:1] == '"':  # a string the window's end cut: skip it to its real end
+            start = end - len(tokens.pop())
+            rest = _STRING_REST.match(text, start + 1)
+            end = rest.end() if rest else size
+        brackets = "".join(tokens)  # the window's brackets outside strings, in order (strings are "")
+        del tokens
+        if brackets:
+            deepest = max(deepest, max(accumulate(map(_STEPS.__getitem__, brackets), initial=depth)))
+            depth += 2 * (brackets.count("[") + brackets.count("{")) - len(brackets)
+        pos = end
+    return deepest
 
 
 def parse_json(text: str | bytes) -> object:
