@@ -4,23 +4,28 @@
 //
 // What it does, once asked:
 //  - receive: the collector's bundle for this GPU (GET URL/v1/bundle?namespace=...) seeds this
-//    page's tuner through loadBundle, with the *verified* winners only (two or more agreeing
-//    reports). A winner one tab
-//    reported alone is left out: this page tunes that key as usual when it needs it, and its own
+//    page's tuner through loadBundle, with the *verified* winners only (as many agreeing
+//    reporters as the collector's X-Wgtune-Verified-Reporters says; 3 by default). A winner
+//    fewer reported is left out: this page tunes that key as usual when it needs it, and its own
 //    report then confirms the winner or contests it. That is the re-verification: one tab cannot
 //    decide what every later visitor with the GPU runs, and no tab trusts a single report.
 //  - send: after each tune this page runs (not a winner heard from another tab, not a dry run,
 //    not a key this page reported already),
 //    POST URL/v1/reports with this device's namespace (wgtune version, GPU identity, tuner) and
-//    the set, key, checksum, winner index and name, and confidence. Nothing else: no page
-//    address, no timings, nothing about the person. Sets the page defines itself (defineSet)
+//    the set, key, checksum, winner index and name, and confidence, and this browser's install id
+//    (a random id kept in localStorage: the collector counts one vote per install id and key, so a
+//    later report replaces this browser's vote). Nothing else: no page address, no timings,
+//    nothing about the person. Sets the page defines itself (defineSet)
 //    are not sent: a collector knows only the library's sets.
 
 /** The page setting that turns sharing on: /?collector=URL (the collector's base URL). */
 export const COLLECTOR_SETTING = "collector";
 export const REPORTS_FORMAT = "wgtune.reports/1";
-/** Agreeing reports a winner needs before a page takes it from the collector without tuning. */
-export const VERIFIED_REPORTS = 2;
+/** Agreeing reporters a winner needs before a page takes it from the collector without tuning,
+ * when the collector does not say (its bundle's X-Wgtune-Verified-Reporters header does). */
+export const VERIFIED_REPORTS = 3;
+const VERIFIED_HEADER = "X-Wgtune-Verified-Reporters";
+const INSTALL_ID = "wgtune.collector.install"; // localStorage: this browser's reporter id
 const FETCH_TIMEOUT_MS = 10_000; // a collector that does not answer must not hold the page up
 const MAX_RETRIES = 3; // a report the collector could not take (busy, unreachable) is tried again this often
 
@@ -57,6 +62,24 @@ function pageNamespace(api) {
   }
 }
 
+/** This browser's install id (32 hex digits), made once and kept; a fresh one per call where
+ * storage is off (then each page load is a reporter of its own, still one vote per key). */
+export function installId(storage = globalThis.localStorage) {
+  try {
+    const kept = storage?.getItem(INSTALL_ID);
+    if (kept && /^[0-9a-f]{32}$/.test(kept)) return kept;
+  } catch {
+    // storage refused (privacy settings): a fresh id below
+  }
+  const made = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+  try {
+    storage?.setItem(INSTALL_ID, made);
+  } catch {
+    // not kept: this load reports as a new install
+  }
+  return made;
+}
+
 /** The report of one tune record (the page's `record` event), or null when it is not to be sent. */
 export function reportOf(item, candidates) {
   const record = item?.record;
@@ -83,12 +106,14 @@ async function receive(api, base, namespace) {
   const response = await fetchWithTimeout(`${base}/v1/bundle?namespace=${only}`,
     { headers: { Accept: "application/json" } });
   if (!response.ok) throw new Error(`${base}/v1/bundle answered ${response.status}`);
+  const said = Number(response.headers.get(VERIFIED_HEADER));
+  const needed = Number.isInteger(said) && said >= 1 ? said : VERIFIED_REPORTS;
   const bundle = await response.json();
   const mine = canonical(namespace);
   let unverified = 0;
   const namespaces = (Array.isArray(bundle?.namespaces) ? bundle.namespaces : []).map((document) => {
     const entries = Array.isArray(document.entries) ? document.entries : [];
-    const verified = entries.filter((entry) => (entry?.reports ?? 0) >= VERIFIED_REPORTS);
+    const verified = entries.filter((entry) => (entry?.reports ?? 0) >= needed);
     const { entries: _, ...fields } = document;
     if (canonical(fields) === mine) unverified += entries.length - verified.length;
     return { ...document, entries: verified };
@@ -106,6 +131,7 @@ async function receive(api, base, namespace) {
 export async function shareWinners(api, url, { receive: wanted = true, onChange = () => {} } = {}) {
   const base = collectorBase(url);
   const namespace = pageNamespace(api);
+  const reporter = installId();
   const state = { collector: base, seeded: 0, unverified: 0, sent: 0, refused: 0, error: null, stop: () => {} };
   const changed = () => {
     try {
@@ -130,7 +156,7 @@ export async function shareWinners(api, url, { receive: wanted = true, onChange 
     sending = true;
     while (queue.length) {
       const { report, tries } = queue[0];
-      const delay = await post(base, namespace, report, state);
+      const delay = await post(base, namespace, reporter, report, state);
       queue.shift();
       if (delay !== null && tries < MAX_RETRIES) {
         queue.push({ report, tries: tries + 1 });
@@ -159,12 +185,12 @@ export async function shareWinners(api, url, { receive: wanted = true, onChange 
 }
 
 /** POST one report; null when done (sent or refused for good), else milliseconds to wait before a retry. */
-async function post(base, namespace, report, state) {
+async function post(base, namespace, reporter, report, state) {
   let response;
   try {
     response = await fetchWithTimeout(`${base}/v1/reports`, {
       method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ format: REPORTS_FORMAT, namespace, reports: [report] }),
+      body: JSON.stringify({ format: REPORTS_FORMAT, namespace, reporter, reports: [report] }),
     });
   } catch (error) {
     state.error = `could not reach the collector: ${error.message ?? error}`;
