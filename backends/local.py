@@ -13,10 +13,9 @@ from collections.abc import Callable
 from wgtune.config import Config
 from wgtune.errors import StoreError
 from wgtune.runner import run_inline
-from wgtune.store.bundle import entries_for, read_bundle
+from wgtune.store.bundle import BUNDLE_LIMIT, check_bundle_size, entries_for, parse_bundle, read_bundle
 from wgtune.store.contract import Store
 from wgtune.store.format import StoredEntry, namespace_for
-from wgtune.store.validate import parse_json
 from wgtune.tune.log import logger
 from wgtune.tuner import Tuner
 
@@ -73,15 +72,18 @@ def open_tuner(
     return tuner
 
 
-def load_bundle(bundle: str | os.PathLike | dict) -> list[tuple[dict, list[StoredEntry]]]:
+def load_bundle(bundle: str | os.PathLike | dict, *,
+                max_bytes: int = BUNDLE_LIMIT) -> list[tuple[dict, list[StoredEntry]]]:
     """A bundle's namespaces and entries (``bundle.read_bundle``) from its file or its object.
-    Raises StoreError naming what is wrong (the file's path included), OSError when unreadable."""
+    Raises StoreError naming what is wrong (the file's path included), a file over ``max_bytes``
+    before it is read; OSError when unreadable."""
     if isinstance(bundle, dict):
         return read_bundle(bundle)
-    with open(bundle, "rb") as file:
-        text = file.read()
     try:
-        return read_bundle(parse_json(text))
+        with open(bundle, "rb") as file:
+            check_bundle_size(os.fstat(file.fileno()).st_size, max_bytes)
+            # at most max_bytes + 1: bounded even if it grew, or stat cannot tell (a pipe)
+            return parse_bundle(file.read(max_bytes + 1), max_bytes=max_bytes)
     except StoreError as bad:
         raise StoreError(f"{os.fspath(bundle)}: {bad}") from None
 

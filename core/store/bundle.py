@@ -48,10 +48,11 @@ from .format import (
     namespaces_matching,
     reduced_namespace,
 )
-from .validate import MAX_WINNER, Unreadable
+from .validate import MAX_WINNER, Unreadable, json_text, parse_json
 
 __all__ = [
     "BUNDLE_FORMAT",
+    "BUNDLE_LIMIT",
     "BundledEntry",
     "build_bundle",
     "bundle_text",
@@ -63,6 +64,12 @@ __all__ = [
 
 BUNDLE_FORMAT = "wgtune.bundle/1"
 _FORMAT_NAME = BUNDLE_FORMAT.rsplit("/", 1)[0]
+
+BUNDLE_LIMIT = 128 * 1024 * 1024
+"""The largest bundle read, in bytes: one is parsed whole and kept as stored entries (~7 times its
+size at the peak, bench/results/lavapipe-parse-memory.txt), and a web app's bundle holds a few
+thousand winners (~1 MB), so 128 MiB is room for ~350 000 and a load within ~1 GiB. A larger file
+is refused before it is read (:func:`check_bundle_size`)."""
 
 SEEDING_FIELDS = ("table", "key", "checksum", "winner", "winner_name", "confidence", "policy", "checked")
 """The entry fields a bundle keeps: what seeding a cache needs (the results are dropped)."""
@@ -164,6 +171,24 @@ def _bundled(raw: object, where: str) -> StoredEntry:
     if not reports:
         return entry
     return BundledEntry(**{name: getattr(entry, name) for name in entry.__dataclass_fields__}, reports=reports)
+
+
+def check_bundle_size(size: int, max_bytes: int = BUNDLE_LIMIT) -> None:
+    """StoreError when a bundle of ``size`` bytes is over ``max_bytes``: checked before a bundle is
+    read (the file's size from ``stat``), and again on what was read (at most ``max_bytes + 1``)."""
+    if size > max_bytes:
+        raise StoreError(f"the bundle is {size} bytes, over the bundle limit of {max_bytes} bytes")
+
+
+def parse_bundle(data: str | bytes, *, max_bytes: int = BUNDLE_LIMIT) -> list[tuple[dict, list[StoredEntry]]]:
+    """A bundle's text (a file's bytes, or the text a page fetched) parsed with bounds
+    (:func:`~wgtune.store.validate.parse_json`) and read (:func:`read_bundle`); StoreError for text
+    over ``max_bytes`` (characters, for a ``str``), before it is parsed."""
+    check_bundle_size(len(data), max_bytes)
+    data = json_text(data)  # the bytes dropped now (when the caller holds none), not after the parse
+    obj = parse_json(data)
+    del data
+    return read_bundle(obj)
 
 
 def read_bundle(obj: object) -> list[tuple[dict, list[StoredEntry]]]:

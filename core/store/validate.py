@@ -38,6 +38,8 @@ __all__ = [
     "check_namespace_fields",
     "check_result",
     "checked_entry",
+    "json_text",
+    "nesting_depth",
     "parse_json",
 ]
 
@@ -125,14 +127,21 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
+def json_text(data: str | bytes) -> str:
+    """``data`` as text: bytes decoded as UTF-8 (StoreError when they are not), text as it is.
+    A caller holding large bytes may decode first and drop them before :func:`parse_json`."""
+    if isinstance(data, (bytes, bytearray)):
+        try:
+            return bytes(data).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise StoreError(f"not JSON: not UTF-8 text: {error}") from None
+    return data
+
+
 def parse_json(text: str | bytes) -> object:
     """``text`` parsed as JSON with the bounds of the module doc; StoreError when it is not JSON
     (or not UTF-8) or nests deeper than :data:`MAX_DEPTH`."""
-    if isinstance(text, (bytes, bytearray)):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise StoreError(f"not JSON: not UTF-8 text: {error}") from None
+    text = json_text(text)
     depth = nesting_depth(text)
     if depth > MAX_DEPTH:
         raise StoreError(f"nested {depth} levels deep (at most {MAX_DEPTH})")
