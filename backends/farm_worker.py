@@ -260,6 +260,8 @@ def tune_job(job: FarmJob, config: Config, resource: str | None = None) -> dict:
         answer: dict[str, Any] = {"job": job.label, "worker": _worker_name(), "adapter": None, "device": None,
                                   "namespace": None, "entry": None, "error": None, "began": began}
         try:
+            if _state.get("retired"):
+                raise WorkerRetired(f"{answer['worker']} lost its device; retired")
             tuner = _worker_tuner(config)
             namespace = namespace_for(tuner.device.identity)
             if resource is not None and device_resource(namespace) != resource:
@@ -267,7 +269,7 @@ def tune_job(job: FarmJob, config: Config, resource: str | None = None) -> dict:
             answer.update(adapter=worker_adapter(answer["worker"]), device=_device_name(tuner.device),
                           namespace=canonical_namespace(namespace))
             answer["entry"] = _tune(tuner, job)
-        except (DeviceLost, WgtuneError) as error:
+        except WgtuneError as error:
             if isinstance(error, DeviceLost) or isinstance(error.__cause__, DeviceLost):
                 _retire(f"{type(error).__name__}: {error}")
                 raise WorkerRetired(f"{answer['worker']} lost its device ({error}); retired") from None
@@ -292,25 +294,23 @@ def _announce_start() -> None:
 
 
 def _retire(reason: str) -> None:
-    """This worker's device is gone: take back its resource (no more jobs of its type come here)
-    and close the worker gracefully (the scheduler moves its other jobs to the others)."""
+    """This worker's device is gone: take back its resource (no more jobs of its type come here;
+    done before the job raises, so that its retry goes elsewhere) and close the worker gracefully
+    (the scheduler moves its other jobs to the others)."""
     global _device, _tuner
     _device = _tuner = None
+    resource = _state.get("resource")
+    _state.update(error=f"device lost: {reason}", resource=None, retired=True)
     try:
         from distributed import get_worker
+        from distributed.utils import sync
 
         worker = get_worker()
     except (ImportError, ValueError):
         return
-    resource = _state.get("resource")
-    _state.update(error=f"device lost: {reason}", resource=None)
-
-    async def retire() -> None:
-        if resource is not None:
-            await worker.set_resources(**{resource: 0})
-        await worker.close_gracefully(reason=f"wgtune farm: device lost: {reason}")
-
-    worker.loop.add_callback(retire)
+    if resource is not None:
+        sync(worker.loop, worker.set_resources, **{resource: 0})
+    worker.loop.add_callback(worker.close_gracefully, reason=f"wgtune farm: device lost: {reason}")
 
 
 def _tune(tuner: Tuner, job: FarmJob) -> str:

@@ -114,12 +114,14 @@ class _QuietDask:
     the farm's output while it runs: the farm says what went wrong, in one line."""
 
     def __enter__(self) -> None:
-        self.logger = logging.getLogger("distributed")
-        self.level = self.logger.level
-        self.logger.setLevel(logging.CRITICAL + 1)
+        names = [name for name in logging.root.manager.loggerDict if name.split(".")[0] in ("distributed", "tornado")]
+        self.levels = {name: logging.getLogger(name).level for name in {"distributed", "tornado", *names}}
+        for name in self.levels:
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
     def __exit__(self, *exc: object) -> None:
-        self.logger.setLevel(self.level)
+        for name, level in self.levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _check_versions(client) -> None:

@@ -125,3 +125,40 @@ def test_the_collector_accepts_a_users_own_sets(tmp_path, monkeypatch):
     argv = ["collect", "--db", str(tmp_path / "fleet.sqlite3"), "--port", "0", "--sets", "my_kernels_c:families"]
     assert main(argv) == 0
     assert {"scale_overrides", "matmul", "fma"} <= set(made[0].known)
+
+
+LOSING_SETS = '''
+import os
+
+from wgtune.errors import DeviceLost
+from wgtune.kernels.bandwidth import FMA_FAMILY
+import dataclasses
+
+
+def make_args(device, size):
+    if os.environ.get("LOSE_THE_DEVICE"):
+        raise DeviceLost("a driver reset, as a test has it")
+    return FMA_FAMILY.make_args(device, size)
+
+
+def families():
+    return [dataclasses.replace(FMA_FAMILY, name="fma_lost", make_args=make_args, demo_sizes=())]
+'''
+
+
+def test_a_device_lost_mid_run_retires_its_worker_and_its_jobs_run_on_the_others(tmp_path, monkeypatch):
+    from wgtune.backends.user_sets import register_sets
+
+    (tmp_path / "losing_sets.py").write_text(LOSING_SETS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    register_sets("losing_sets:families")
+    jobs = parse_catalogue({"fma_lost": [[4096], [16384], [65536]]})
+    merger = WinnerMerger(tmp_path / "cache")
+    with local_cluster(2, same_adapter=True, worker_env=[{"LOSE_THE_DEVICE": "1"}, {}]) as cluster, \
+            distributed.Client(cluster) as client:
+        report = run_farm(client, jobs, merger, QUICK, sets="losing_sets:families")
+        left = {info["name"] for info in client.scheduler_info(n_workers=-1)["workers"].values()}
+    merger.close()
+    assert report.failed == [] and len(report.done) == len(jobs)
+    assert {r.worker for r in report.done} == {"worker-1"}
+    assert report.retried >= 1 and "worker-0" not in left  # it ran one job, lost its device, was retired
