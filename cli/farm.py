@@ -84,16 +84,16 @@ def run_farm_command(args) -> int:
             cluster = local_cluster(args.workers or 1, same_adapter=args.same_adapter)
             client = Client(cluster)
             where = "a local cluster"
-        with client, quiet:
+        with quiet, client:  # quiet until the client is closed too (its reconnection's tracebacks)
             _check_versions(client)
-            link = client.dashboard_link if (joined or configured) else None
+            link = _dashboard(client) if (joined or configured) else None
             console.print(escape(f"farm on {where}" + (f"; dashboard: {link}" if link else "")), highlight=False)
             report = _run(client, jobs, merger, config, console, args)
     except KeyboardInterrupt:  # before the jobs went out (the cluster starting): nothing to keep
         console.print("cancelled before any job ran")
         return CANCELLED
     except SchedulerLost as lost:
-        console.print(escape(f"wgtune: {lost}"), highlight=False)
+        console.print(escape(f"wgtune: {lost}"), highlight=False, soft_wrap=True)
         return 1
     finally:
         if cluster is not None:
@@ -122,6 +122,15 @@ class _QuietDask:
     def __exit__(self, *exc: object) -> None:
         for name, level in self.levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def _dashboard(client) -> str | None:
+    """The cluster's dashboard link, when its scheduler serves one."""
+    try:
+        services = client.scheduler_info(n_workers=0).get("services", {})
+    except Exception:  # a link for the output: never worth failing the farm over
+        return None
+    return client.dashboard_link if "dashboard" in services else None
 
 
 def _check_versions(client) -> None:
