@@ -66,7 +66,7 @@ from wgtune.key import Key
 from wgtune.sets.tunable import TunableSet
 from wgtune.store.bundle import BundledEntry, build_bundle, bundle_text
 from wgtune.store.confidence import Confidence
-from wgtune.store.format import canonical_namespace, check_namespace
+from wgtune.store.format import check_namespace, namespace_key
 from wgtune.store.validate import checked_entry, parse_json
 
 from .collector_db import Ballot, VoteDatabase, served_winners
@@ -229,7 +229,10 @@ def known_sets(sets: Iterable[TunableSet] | None = None) -> dict[str, KnownSet]:
 
 
 def _check_namespace(obj: object) -> str:
-    """The canonical text of a report's namespace, exactly ``wgtune``, ``device`` and ``tuner``."""
+    """The key of a report's namespace (exactly ``wgtune``, ``device`` and ``tuner``) under the
+    namespace rule (``format.namespace_key``): reports from pages of two patch releases, or two
+    driver point releases of one GPU, count for one namespace, and a bundle asked for by either
+    form is the same."""
     if not isinstance(obj, dict):
         raise Rejected(400, "namespace must be an object: {wgtune, device, tuner}")
     extra, missing = set(obj) - NAMESPACE_FIELDS, NAMESPACE_FIELDS - set(obj)
@@ -245,7 +248,7 @@ def _check_namespace(obj: object) -> str:
         if not isinstance(value, str) or len(value) > MAX_NAMESPACE_FIELD:
             raise Rejected(400, f"namespace.{name} must be a string of at most {MAX_NAMESPACE_FIELD} characters")
     try:
-        return canonical_namespace(check_namespace(obj))
+        return namespace_key(check_namespace(obj))
     except StoreError as bad:
         raise Rejected(400, f"namespace: {bad}") from None
 

@@ -199,3 +199,20 @@ def test_a_reporter_id_must_be_an_install_id(database):
             collector.post_reports(json.dumps({**body(report(2)), "reporter": bad}).encode(), "10.0.0.1")
         assert refused.value.status == 400 and "install id" in refused.value.reason
     assert FMA.key_domain is not None
+
+
+def test_pages_of_two_patch_releases_and_driver_point_releases_vote_in_one_namespace(database):
+    collector = Collector(database, limiter=PLENTY)
+    older = {**NAMESPACE, "wgtune": "0.1.0", "device": {**NAMESPACE["device"], "driver": "580.95.05"}}
+    newer = {**NAMESPACE, "wgtune": "0.1.7", "device": {**NAMESPACE["device"], "driver": "580.159.04"}}
+    post(collector, report(2), address="10.0.0.1", reporter=install(1), namespace=older)
+    post(collector, report(2), address="10.0.0.2", reporter=install(2), namespace=newer)
+    post(collector, report(2), address="10.0.0.3", reporter=install(3), namespace=older)
+    [(namespace, [entry])] = read_bundle(parse_json(collector.bundle()))
+    assert (entry.winner, reports_of(entry)) == (2, 3)  # one slot, verified by the three together
+    assert namespace["wgtune"] == "0.1" and namespace["device"]["driver"] == "580"
+    # A page of either release asks for its device's bundle and gets the same one.
+    assert collector.bundle(older) == collector.bundle(newer)
+    another_branch = {**NAMESPACE, "device": {**NAMESPACE["device"], "driver": "590.10"}}
+    post(collector, report(5), address="10.0.0.4", reporter=install(4), namespace=another_branch)
+    assert len(read_bundle(parse_json(collector.bundle()))) == 2  # a new driver branch starts afresh
