@@ -248,7 +248,7 @@ export interface Bundle {
     entries: Array<{
       table: string; key: Record<string, string | number | boolean | null>; checksum: string; winner: number;
       winner_name: string; confidence: Record<string, unknown> | null; policy: string; checked: boolean;
-      /** How many agreeing reports stand behind it (a collector's count). */
+      /** How many agreeing reporters stand behind it (a collector's count: one vote per reporter). */
       reports?: number;
     }>;
   }>;
@@ -274,7 +274,7 @@ export interface ShareOptions {
 export interface Sharing {
   /** The collector's base URL. */
   readonly collector: string;
-  /** This GPU's verified winners (two or more agreeing reports) taken from the collector. */
+  /** This GPU's verified winners (agreeing reports from the collector's minimum of reporters, 3 by default) taken from the collector. */
   seeded: number;
   /** This GPU's winners with one report, left out: this page tunes those keys itself and reports. */
   unverified: number;
