@@ -34,9 +34,8 @@ from wgtune.sets.args import Args
 from wgtune.sets.bindings import output_indices
 from wgtune.sets.tunable import TunableSet
 from wgtune.state import Hit, Pending
-from wgtune.store.bundle import entries_for, read_bundle
+from wgtune.store.bundle import entries_for, parse_bundle
 from wgtune.store.format import StoredEntry, canonical_namespace, namespace_for
-from wgtune.store.validate import parse_json
 from wgtune.tune.log import logger
 from wgtune.tuner import Tuner
 
@@ -391,7 +390,7 @@ class PageSession:
         namespaces. A bundle that is not valid raises StoreError naming what is wrong, and
         seeds nothing.
         """
-        documents = read_bundle(parse_json(str(text)))
+        documents = parse_bundle(str(text))  # over BUNDLE_LIMIT: refused before it is parsed
         mine = entries_for(documents, self.namespace)
         self.seeds = list({entry.slot: entry for entry in [*self.seeds, *mine]}.values())
         self.tuner.cache.seed(mine)
