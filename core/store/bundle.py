@@ -66,10 +66,10 @@ BUNDLE_FORMAT = "wgtune.bundle/1"
 _FORMAT_NAME = BUNDLE_FORMAT.rsplit("/", 1)[0]
 
 BUNDLE_LIMIT = 128 * 1024 * 1024
-"""The largest bundle read, in bytes: one is parsed whole and kept as stored entries (~7 times its
+"""The largest bundle read, in bytes: one is parsed whole and kept as stored entries (~7.3 times its
 size at the peak, bench/results/lavapipe-parse-memory.txt), and a web app's bundle holds a few
-thousand winners (~1 MB), so 128 MiB is room for ~350 000 and a load within ~1 GiB. A larger file
-is refused before it is read (:func:`check_bundle_size`)."""
+thousand winners (~300 bytes each), so 128 MiB is room for ~440 000 and a load within ~1 GiB. A
+larger file is refused before it is read (:func:`check_bundle_size`)."""
 
 SEEDING_FIELDS = ("table", "key", "checksum", "winner", "winner_name", "confidence", "policy", "checked")
 """The entry fields a bundle keeps: what seeding a cache needs (the results are dropped)."""

@@ -4,7 +4,9 @@ Everything a store or an import reads goes through here before it becomes a valu
 
 - :func:`parse_json` parses text with bounds: a document nested deeper than :data:`MAX_DEPTH`
   is damaged (checked on the text before parsing, so no ``RecursionError``, which in Pyodide's
-  small stack could be worse); an integer outside a signed 64-bit range, a huge number of digits
+  small stack could be worse; :func:`nesting_depth` reads the text a window at a time, so the
+  check needs a few MiB whatever the text's size, and the whole parse about the size of the
+  text plus what ``json`` builds); an integer outside a signed 64-bit range, a huge number of digits
   included (which ``int()`` refuses with ValueError), and an object with a key given twice become
   an :class:`Unreadable` marker in place, so that they cost only the entry holding them (the entry
   check rejects a marker), not the whole document;
