@@ -93,6 +93,12 @@ def test_a_document_nested_too_deep_is_damaged_set_aside_and_never_a_recursion_e
         DocumentStore.check_import(text)
 
 
+def test_bytes_that_are_not_utf8_are_not_json_and_bytes_that_are_parse_as_their_text():
+    with pytest.raises(StoreError, match="not JSON: not UTF-8 text"):
+        parse_json(b'{"a": "\xff"}')
+    assert parse_json('{"a": "é"}'.encode()) == parse_json(bytearray('{"a": "é"}'.encode())) == {"a": "é"}
+
+
 def test_brackets_inside_strings_do_not_count_as_nesting():
     assert nesting_depth(json.dumps({"a": "[[[[{{{{" * 100, "b": ["\\\"[[["]})) == 2
     assert parse_json(json.dumps({"name": "[" * 1000})) == {"name": "[" * 1000}
