@@ -50,9 +50,11 @@ def open_tuner(
     cache with the bundle's winners for this device and tuner name: a known GPU gets Hits at
     once and tunes nothing; a winner of other candidates (stale) is tuned as usual, and a winner
     stored here always wins (``TuneCache.seed``: seeds are kept in memory, never stored). A
-    bundle that cannot be read raises StoreError (or OSError) before any device work.
+    bundle that cannot be read raises StoreError (or OSError) before any device work. Not given,
+    it is ``config.bundle`` (``WGTUNE_BUNDLE``, ``wgtune tune --bundle``), if any.
     """
     config = config if config is not None else Config.from_env()
+    bundle = bundle if bundle is not None else config.bundle
     documents = load_bundle(bundle) if bundle is not None else None
     if device is None:
         device = NativeDevice.open()

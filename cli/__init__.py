@@ -2,7 +2,7 @@
 
 ::
 
-    wgtune tune [--cache-dir DIR] [--records FILE] [--json] [--dry-run] [--checks] [--log-level L]
+    wgtune tune [--cache-dir DIR] [--records FILE] [--bundle FILE] [--json] [--dry-run] [--checks] [--log-level L]
     wgtune cache list | show [--json] [--candidates] | clear | export FILE | import FILE   [--cache-dir DIR]
     wgtune records FILE [--json]
     wgtune bundle OUT [SOURCES...] [--max-bytes N]
@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune = commands.add_parser("tune", help="tune the built-in demo suite on the default adapter")
     tune.add_argument("--cache-dir", help="where winners are kept (default: the user cache directory)")
     tune.add_argument("--records", metavar="FILE", help="append a record of every tune to this JSON Lines file")
+    tune.add_argument("--bundle", metavar="FILE",
+                      help="seed the tuner with a bundle's winners for this device (default: WGTUNE_BUNDLE)")
     tune.add_argument("--json", action="store_true", help="print a machine-readable summary instead of tables")
     tune.add_argument("--dry-run", action="store_true", help="compile every candidate, launch nothing, store nothing")
     tune.add_argument("--checks", action="store_true", help="check every candidate's output against the reference")

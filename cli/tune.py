@@ -86,6 +86,8 @@ def run_tune(args) -> int:
         overrides["cache_dir"] = args.cache_dir
     if args.records:
         overrides["records"] = args.records
+    if args.bundle:
+        overrides["bundle"] = args.bundle
     if args.dry_run:
         overrides["dry_run"] = True
     if args.checks:

@@ -7,6 +7,7 @@ Environment variables (each overrides the default; a bad value raises ConfigErro
 ``WGTUNE_CACHE``      ``on`` | ``off``: off keeps winners in this process only
 ``WGTUNE_CACHE_DIR``  where the file store keeps its documents (native)
 ``WGTUNE_RECORDS``    a JSON Lines file that receives a record of every tune (native)
+``WGTUNE_BUNDLE``     a bundle file (``wgtune bundle``) whose winners seed the tuner (native)
 ``WGTUNE_PIN``        pins: ``SET=CANDIDATE`` or ``SET[field=value,...]=CANDIDATE``, ``;``-separated
 ``WGTUNE_CHECKS``     ``0`` to stop checking candidates' outputs (on by default: see checks.py)
 ``WGTUNE_DRY_RUN``    ``1``: launches compile but do not execute; nothing is stored
@@ -164,6 +165,8 @@ class Config:
     cache: bool = True
     cache_dir: str | None = None
     records: str | None = None
+    bundle: str | None = None
+    """A bundle file whose winners for this device seed the tuner (``open_tuner``, ``wgtune tune --bundle``)."""
     pins: tuple[Pin, ...] = ()
     checks: bool = True
     """Check every candidate's outputs before it may win (``checks.py``); off only by the user's
@@ -240,6 +243,7 @@ class Config:
             cache=_flag(env, "WGTUNE_CACHE", True),
             cache_dir=env.get("WGTUNE_CACHE_DIR") or None,
             records=env.get("WGTUNE_RECORDS") or None,
+            bundle=env.get("WGTUNE_BUNDLE") or None,
             pins=parse_pins(env.get("WGTUNE_PIN", "")),
             checks=_flag(env, "WGTUNE_CHECKS", True),
             dry_run=_flag(env, "WGTUNE_DRY_RUN", False),

@@ -26,7 +26,7 @@ def quick_tunes(monkeypatch):
     monkeypatch.setenv("WGTUNE_WARMUPS", "1")
     for name in ("WGTUNE_CACHE", "WGTUNE_CACHE_DIR", "WGTUNE_RECORDS", "WGTUNE_PIN", "WGTUNE_DRY_RUN",
                  "WGTUNE_CHECKS", "WGTUNE_LOG", "WGTUNE_MIN_SAMPLE", "WGTUNE_POLICY", "WGTUNE_BUDGET",
-                 "WGTUNE_MAX_SAMPLES", "WGTUNE_CONFIDENCE", "WGTUNE_TOLERANCE"):
+                 "WGTUNE_MAX_SAMPLES", "WGTUNE_CONFIDENCE", "WGTUNE_TOLERANCE", "WGTUNE_BUNDLE"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -227,3 +227,20 @@ def test_the_cli_prints_each_log_line_once():
     lines = [line for line in tuned.stderr.splitlines() if "fastest for fma [" in line]
     keys = {line.split("]")[0] for line in lines}
     assert lines and len(lines) == len(keys), tuned.stderr  # one line per key tuned
+
+
+def test_tune_seeds_from_a_bundle_given_by_flag_or_environment_and_tunes_nothing(tmp_path, capsys, monkeypatch):
+    first = tune_json(capsys, "--only", "fma", "--cache-dir", str(tmp_path / "tuned"))
+    assert {k["status"] for k in first["keys"]} == {"tuned"}
+    bundle = tmp_path / "fleet.json"
+    assert main(["bundle", str(bundle), str(tmp_path / "tuned")]) == 0
+    capsys.readouterr()
+    seeded = tune_json(capsys, "--only", "fma", "--cache-dir", str(tmp_path / "fresh"), "--bundle", str(bundle))
+    assert {k["status"] for k in seeded["keys"]} == {"hit"}  # checked once here, never tuned
+    assert [k["winner"] for k in seeded["keys"]] == [k["winner"] for k in first["keys"]]
+    monkeypatch.setenv("WGTUNE_BUNDLE", str(bundle))
+    from_env = tune_json(capsys, "--only", "fma", "--cache-dir", str(tmp_path / "other"))
+    assert {k["status"] for k in from_env["keys"]} == {"hit"}
+    monkeypatch.setenv("WGTUNE_BUNDLE", str(tmp_path / "missing.json"))
+    assert main(["tune", "--only", "fma", "--cache-dir", str(tmp_path / "other")]) == 2
+    assert "missing.json" in capsys.readouterr().err
