@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     collect.add_argument("--port", type=port, default=8100, help="port (default: 8100; 0 picks a free one)")
     collect.add_argument("--origin", action="append", metavar="URL",
-                         help="a page origin that may report (repeatable; default: any origin)")
+                         help="a page origin browsers let report (CORS, repeatable; default: any). Not access "
+                              "control: any HTTP client can still post")
     collect.add_argument("--rate", type=float, default=30.0, help="reports a minute per client address (default: 30)")
     collect.add_argument("--burst", type=int, default=20,
                          help="reports a client address may send at once (default: 20)")
