@@ -115,6 +115,19 @@ def test_a_deep_document_is_still_refused_with_its_depth_named():
     assert parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
 
 
+def test_text_dense_with_arrays_is_refused_before_json_builds_them_and_a_real_document_is_not():
+    dense = "[" + "[]," * validate.MAX_CONTAINERS + "[]]"
+    with pytest.raises(StoreError, match=f"{validate.MAX_CONTAINERS + 2} arrays and objects in {len(dense)} "
+                                         f"characters \\(at most {validate.MAX_CONTAINERS}, or one per 16"):
+        parse_json(dense)
+    assert len(parse_json("[" + "[]," * (validate.MAX_CONTAINERS - 2) + "[]]")) == validate.MAX_CONTAINERS - 1
+    padded = "[" + '["0123456789abcd"],' * validate.MAX_CONTAINERS + "[]]"  # one per 19 characters
+    assert len(parse_json(padded)) == validate.MAX_CONTAINERS + 1
+    entries = [{"table": "matmul", "key": {"n": i}, "checksum": "c0ffee", "winner": 0, "winner_name": "a",
+                "confidence": {"samples": [1, 2]}} for i in range(30_000)]
+    assert len(parse_json(json.dumps({"entries": entries}, separators=(",", ":")))["entries"]) == 30_000
+
+
 # -- limits before reading ----------------------------------------------------------------------------
 
 

@@ -6,10 +6,11 @@ Everything a store or an import reads goes through here before it becomes a valu
   is damaged (checked on the text before parsing, so no ``RecursionError``, which in Pyodide's
   small stack could be worse; :func:`nesting_depth` reads the text a window at a time, so the
   check needs a few MiB whatever the text's size, and the whole parse about the size of the
-  text plus what ``json`` builds); an integer outside a signed 64-bit range, a huge number of digits
-  included (which ``int()`` refuses with ValueError), and an object with a key given twice become
-  an :class:`Unreadable` marker in place, so that they cost only the entry holding them (the entry
-  check rejects a marker), not the whole document;
+  text plus what ``json`` builds; text dense with arrays and objects, which ``json`` builds at ~50
+  times their text, is refused: see :data:`CONTAINER_SPAN`); an integer outside a signed 64-bit
+  range, a huge number of digits included (which ``int()`` refuses with ValueError), and an
+  object with a key given twice become an :class:`Unreadable` marker in place, so that they cost
+  only the entry holding them (the entry check rejects a marker), not the whole document;
 - :func:`checked_entry` checks every field of an entry: types, bounds (a winner below 2**31 and
   in range of the results, names of bounded length, finite and positive medians and samples),
   and that the winner's name agrees with the result at its index;
@@ -109,9 +110,14 @@ def nesting_depth(text: str) -> int:
     One pass, window by window (:data:`SCAN_WINDOW`), in memory bounded by the window, not by the
     text: a string running past a window's end is skipped whole and the next window starts after it.
     """
+    return _scan(text)[0]
+
+
+def _scan(text: str) -> tuple[int, int]:
+    """:func:`nesting_depth`, and how many arrays and objects ``text`` opens (outside strings)."""
     if "[" not in text and "{" not in text:
-        return 0
-    depth = deepest = pos = 0
+        return 0, 0
+    depth = deepest = opened = pos = 0
     size = len(text)
     while pos < size:
         end = min(pos + SCAN_WINDOW, size)
@@ -124,9 +130,19 @@ def nesting_depth(text: str) -> int:
         del tokens
         if brackets:
             deepest = max(deepest, max(accumulate(map(_STEPS.__getitem__, brackets), initial=depth)))
-            depth += 2 * (brackets.count("[") + brackets.count("{")) - len(brackets)
+            opens = brackets.count("[") + brackets.count("{")
+            opened += opens
+            depth += 2 * opens - len(brackets)
         pos = end
-    return deepest
+    return deepest, opened
+
+
+MAX_CONTAINERS = 65536
+CONTAINER_SPAN = 16
+"""A document may open :data:`MAX_CONTAINERS` arrays and objects, and beyond that one per
+:data:`CONTAINER_SPAN` characters of it: ``json`` builds a list of ~90 bytes for each ``[]`` of two
+characters (~50 times the text, bench/results/lavapipe-parse-memory.txt), so text dense with them
+is refused before it is parsed. A bundle opens one per ~75 characters, an export one per ~40."""
 
 
 def json_text(data: str | bytes) -> str:
@@ -142,11 +158,15 @@ def json_text(data: str | bytes) -> str:
 
 def parse_json(text: str | bytes) -> object:
     """``text`` parsed as JSON with the bounds of the module doc; StoreError when it is not JSON
-    (or not UTF-8) or nests deeper than :data:`MAX_DEPTH`."""
+    (or not UTF-8), nests deeper than :data:`MAX_DEPTH` or is dense with arrays and objects
+    (:data:`CONTAINER_SPAN`)."""
     text = json_text(text)
-    depth = nesting_depth(text)
+    depth, opened = _scan(text)
     if depth > MAX_DEPTH:
         raise StoreError(f"nested {depth} levels deep (at most {MAX_DEPTH})")
+    if opened > max(MAX_CONTAINERS, len(text) // CONTAINER_SPAN):
+        raise StoreError(f"{opened} arrays and objects in {len(text)} characters (at most {MAX_CONTAINERS}, or one "
+                         f"per {CONTAINER_SPAN} characters: more would take ~50 times the text to parse)")
     try:
         return json.loads(text, parse_int=_parse_int, object_pairs_hook=_parse_object)
     except RecursionError:  # cannot happen under MAX_DEPTH, unless the caller's stack is deep
