@@ -52,24 +52,23 @@ and can overturn one only with as many distinct addresses as agree on it.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from wgtune.errors import StoreError
 from wgtune.gpu.device import DeviceIdentity
 from wgtune.key import Key
-from wgtune.sets.tunable import TunableSet
 from wgtune.store.bundle import BundledEntry, build_bundle, bundle_text
 from wgtune.store.confidence import Confidence
 from wgtune.store.format import check_namespace, namespace_key
 from wgtune.store.validate import checked_entry, parse_json
 
 from .collector_db import Ballot, VoteDatabase, served_winners
+from .collector_sets import KeyDomain, KnownSet, known_sets
 
 __all__ = ["MAX_BODY", "MAX_REPORTS", "MIN_REPORTERS", "PER_ADDRESS", "REPORTS_FORMAT", "Collector", "KeyDomain",
            "KnownSet", "RateLimiter", "Rejected", "Reply", "check_reports", "known_sets"]
@@ -106,10 +105,6 @@ MAX_NAMESPACE_FIELD = 128
 description is the longest real one, well under this."""
 REPORTER = re.compile(r"[A-Za-z0-9_-]{16,64}")
 """An install id: the random id a page keeps (web/collector.js makes 32 hex digits)."""
-KEY_SAMPLES = (1, 3, 7, 64, 100, 255, 1024, 4097, 65536, 100_003, (1 << 24) + 1)
-"""The sizes (per dim; every combination) a family's key function runs on to learn its key domain."""
-MAX_KEY_INT = 2**53
-"""Integers of a key are below this (a JavaScript number holds them exactly)."""
 MAX_CACHED_BUNDLES = 1024
 """Bundles kept built (one per device asked, and the whole one), each valid while the database's
 generation is the one it was built at."""
@@ -121,111 +116,6 @@ class Rejected(Exception):
     def __init__(self, status: int, reason: str, retry_after: float | None = None) -> None:
         super().__init__(reason)
         self.status, self.reason, self.retry_after = status, reason, retry_after
-
-
-@dataclass(frozen=True)
-class KeyDomain:
-    """The keys a set's key function can make, as far as the collector checks: exactly these
-    ``fields``, each of its type (``int``, ``float``, ``str``, ``bool``, ``None``); a field whose
-    values are few (strings, booleans, small integers such as a vector width) only those values;
-    an integer field that was a power of two on every sampled size (a bucketed size) only powers
-    of two. Learnt by running the key function on sampled sizes (:meth:`of_family`), so a key
-    with another field, a value of another type or one no call buckets to is refused."""
-
-    fields: Mapping[str, str]
-    values: Mapping[str, frozenset]
-    powers_of_two: frozenset[str]
-
-    @classmethod
-    def of_family(cls, family: object, tunables: TunableSet) -> KeyDomain | None:
-        """The domain of ``tunables``' keys over the family's ``params`` of :data:`KEY_SAMPLES`
-        sizes; None when no sampled size makes a key, or the keys' field names differ."""
-        keys = []
-        for size in itertools.product(KEY_SAMPLES, repeat=len(family.dims)):
-            try:
-                keys.append(tunables.key(family.key_args(size)).as_dict())
-            except Exception:  # a size the family does not take: sampled, not required
-                continue
-        names = {frozenset(key) for key in keys}
-        if len(names) != 1:
-            return None
-        fields = {name: {_kind(key[name]) for key in keys} for name in keys[0]}
-        if any(len(kinds) != 1 for kinds in fields.values()):
-            return None
-        values, powers = {}, set()
-        for name, (kind,) in fields.items():
-            seen = frozenset(key[name] for key in keys)
-            if kind in ("str", "bool", "None") or (kind == "int" and len(seen) <= 4 and max(seen) <= 16):
-                values[name] = seen
-            elif kind == "int" and all(value > 0 and value & (value - 1) == 0 for value in seen):
-                powers.add(name)
-        return cls({name: kind for name, (kind,) in fields.items()}, values, frozenset(powers))
-
-    def check(self, key: Mapping[str, object]) -> str | None:
-        """Why ``key`` is not one of the domain's, or None."""
-        if set(key) != set(self.fields):
-            extra, missing = sorted(set(key) - set(self.fields)), sorted(set(self.fields) - set(key))
-            why = f"the key's fields must be {sorted(self.fields)}"
-            if extra:
-                why += f"; not the set's: {[name[:40] for name in extra[:4]]}"
-            return why + (f"; missing: {missing}" if missing else "")
-        for name, kind in self.fields.items():
-            value = key[name]
-            if _kind(value) != kind:
-                return f"key field {name!r} must be a {kind}, got {json.dumps(value)[:40]}"
-            if name in self.values and value not in self.values[name]:
-                shown = json.dumps(value)[:40]
-                return f"key field {name!r} is {shown}: the set's keys have {sorted(self.values[name], key=str)}"
-            if kind == "int" and not 0 <= value < MAX_KEY_INT:
-                return f"key field {name!r} is {value}: out of range"
-            if name in self.powers_of_two and (value < 1 or value & (value - 1)):
-                return f"key field {name!r} is {value}: the set buckets it to a power of two"
-        return None
-
-
-_DOMAINS: dict[tuple[str, str], KeyDomain | None] = {}  # (set name, checksum) -> its family's, learnt once
-
-
-def _kind(value: object) -> str:
-    return "None" if value is None else type(value).__name__
-
-
-@dataclass(frozen=True)
-class KnownSet:
-    """What the collector accepts for one set: its current checksum, its candidates' names, and
-    the domain of its keys (None: a set of no registered family, whose keys are checked as
-    scalars of bounded length only)."""
-
-    name: str
-    checksum: str
-    candidates: tuple[str, ...]
-    key_domain: KeyDomain | None = None
-
-    @classmethod
-    def of(cls, tunables: TunableSet) -> KnownSet:
-        """The set as the collector knows it; its key domain from the registered family of its
-        name, when there is one (:meth:`KeyDomain.of_family`)."""
-        from wgtune.kernels.families import FAMILIES
-
-        family = next((family for family in FAMILIES if family.name == tunables.name), None)
-        domain = None
-        if family is not None:
-            learnt = (family.name, tunables.checksum)
-            if learnt not in _DOMAINS:
-                _DOMAINS[learnt] = KeyDomain.of_family(family, tunables)
-            domain = _DOMAINS[learnt]
-        return cls(tunables.name, tunables.checksum, tuple(kernel.name for kernel in tunables.candidates), domain)
-
-
-def known_sets(sets: Iterable[TunableSet] | None = None) -> dict[str, KnownSet]:
-    """The sets a collector accepts reports for, by name: ``sets``, or by default the set of every
-    registered kernel family (:data:`wgtune.kernels.families.FAMILIES`). A set whose candidates
-    are made per key has no one candidate list to check against, so it is not accepted."""
-    if sets is None:
-        from wgtune.kernels.families import FAMILIES
-
-        sets = [family.build() for family in FAMILIES]
-    return {tunables.name: KnownSet.of(tunables) for tunables in sets if isinstance(tunables, TunableSet)}
 
 
 def _check_namespace(obj: object) -> str:

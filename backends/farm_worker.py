@@ -133,7 +133,7 @@ def _worker_device(adapter: int | None = None) -> Any:
     if _device is None:
         from .native import NativeDevice  # wgpu is loaded where a device is opened, not by the client
 
-        _device = NativeDevice.open(adapter_index=worker_adapter(_worker_name()) if adapter is None else adapter)
+        _device = NativeDevice.open(adapter_index=worker_adapter(_dask_worker_name()) if adapter is None else adapter)
     return _device
 
 
@@ -156,7 +156,7 @@ def worker_identity(config: Config) -> dict:
     """This worker's adapter, device and namespace (its device opened now: a bad adapter index
     fails here, before any job), and its process id."""
     tuner = _worker_tuner(config)
-    return {"adapter": worker_adapter(_worker_name()), "device": _device_name(tuner.device),
+    return {"adapter": worker_adapter(_dask_worker_name()), "device": _device_name(tuner.device),
             "namespace": namespace_for(tuner.device.identity), "pid": os.getpid()}
 
 
@@ -235,14 +235,21 @@ def _device_name(device: Any) -> str:
     return f"{identity.device} ({identity.backend})"
 
 
-def _worker_name() -> str:
+def _dask_worker_name() -> str | None:
+    """The Dask worker's name, or None outside a Dask worker (a test, a single process): only a
+    worker's own name may choose its adapter."""
     try:
         from distributed import get_worker
 
-        worker = get_worker()
-        return str(worker.name)
-    except (ImportError, ValueError):  # called outside a Dask worker (a test, a single process)
-        return f"pid {os.getpid()}"
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return None
+
+
+def _worker_label() -> str:
+    """Who ran a job, for the report: the Dask worker's name, else this process."""
+    name = _dask_worker_name()
+    return name if name is not None else f"pid {os.getpid()}"
 
 
 def tune_job(job: FarmJob, config: Config, resource: str | None = None) -> dict:
@@ -257,7 +264,7 @@ def tune_job(job: FarmJob, config: Config, resource: str | None = None) -> dict:
     with _one_tune:
         began = time.time()
         started = time.perf_counter()
-        answer: dict[str, Any] = {"job": job.label, "worker": _worker_name(), "adapter": None, "device": None,
+        answer: dict[str, Any] = {"job": job.label, "worker": _worker_label(), "adapter": None, "device": None,
                                   "namespace": None, "entry": None, "error": None, "began": began}
         try:
             if _state.get("retired"):
@@ -266,7 +273,7 @@ def tune_job(job: FarmJob, config: Config, resource: str | None = None) -> dict:
             namespace = namespace_for(tuner.device.identity)
             if resource is not None and device_resource(namespace) != resource:
                 raise RuntimeError(f"{job.label} was meant for another device than {_device_name(tuner.device)}")
-            answer.update(adapter=worker_adapter(answer["worker"]), device=_device_name(tuner.device),
+            answer.update(adapter=worker_adapter(_dask_worker_name()), device=_device_name(tuner.device),
                           namespace=canonical_namespace(namespace))
             answer["entry"] = _tune(tuner, job)
         except WgtuneError as error:
