@@ -29,6 +29,20 @@ NARROW = {"LP_NATIVE_VECTOR_WIDTH": "128"}  # llvmpipe then names itself "... 12
 NO_GPU = {"VK_ICD_FILENAMES": "/nonexistent", "__EGL_VENDOR_LIBRARY_FILENAMES": "/nonexistent"}
 
 
+@pytest.fixture(autouse=True)
+def registry_as_it_was():
+    """What a test registers (``--sets`` run in this process) is gone after it: the registry is
+    global, and a family left in it would join every later test's demo suite and catalogue."""
+    from wgtune.backends import user_sets
+    from wgtune.kernels.families import FAMILIES
+
+    families, loaded = list(FAMILIES), dict(user_sets._loaded)
+    yield
+    FAMILIES[:] = families
+    user_sets._loaded.clear()
+    user_sets._loaded.update(loaded)
+
+
 @pytest.fixture(scope="module")
 def mixed():
     with local_cluster(3, same_adapter=True, nthreads=2, worker_env=[{}, NARROW, NO_GPU]) as cluster, \

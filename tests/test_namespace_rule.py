@@ -12,7 +12,6 @@ import asyncio
 import logging
 
 import pytest
-from fake_idb import FakeIdb
 from fakes import FakeDevice, Script, call, make_set, make_tuner
 
 from wgtune import Hit, Key, StoredEntry
@@ -157,6 +156,8 @@ def test_an_export_of_full_version_namespaces_imports_and_reads_as_hits(tmp_path
 
 
 def test_indexeddb_records_of_full_version_namespaces_read_as_the_stores_own():
+    from fake_idb import FakeIdb  # not shipped to the Pyodide run, which runs the core tests only
+
     from wgtune.backends.indexeddb import IndexedDBEntries, IndexedDBStore
 
     tunables = make_set("k0", "k1")
