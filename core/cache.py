@@ -47,7 +47,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from .errors import CandidateError, IllegalTransition, StoreError
+from .errors import CandidateError, IllegalTransition, NoValidKernelFound, StoreError
 from .key import Key
 from .sets.tunable import TunableSet
 from .state import MISS, PENDING, Hit, Pending, TuneState, Unchecked
@@ -162,6 +162,8 @@ class TuneCache:
             self.sets[tunables.name] = tunables
             if known is None or known is tunables or known.checksum == tunables.checksum:
                 return False
+            for slot in [slot for slot in self.failures if slot[0] == tunables.name]:
+                del self.failures[slot]  # other candidates may work where these all failed
             table = self.states_by_set.get(tunables.name, {})
             for key, state in table.items():
                 if isinstance(state, Hit):
@@ -180,6 +182,9 @@ class TuneCache:
         key answers Pending (another caller's tune runs). Otherwise ``pinned`` (a candidate's
         index the configuration pins) is a Hit; so is candidate 0 of a set of one, unless
         ``check_single`` (checks on and a reference to hold it to): then it is tuned, i.e. checked.
+        A key whose last tune found no valid kernel raises that NoValidKernelFound again instead
+        of tuning: the same candidates fail the same way, until the set changes (:meth:`adopt`)
+        or the key is forgotten (:meth:`forget`, a retune).
         """
         with self._lock:
             table = self.states_by_set.setdefault(tunables.name, {})
@@ -196,6 +201,9 @@ class TuneCache:
             if len(tunables) == 1 and not check_single:
                 table[key] = state = Hit(0)  # nothing to compare: not benchmarked, not stored
                 return state
+            failed = self.failures.get((tunables.name, key))
+            if isinstance(failed, NoValidKernelFound):  # every candidate failed: tuning again gives the same
+                raise NoValidKernelFound(failed.set_name, failed.key, failed.errors)
             table[key] = PENDING
             return None
 
@@ -337,6 +345,7 @@ class TuneCache:
                 raise IllegalTransition(f"{set_name} [{key}] is being tuned: it cannot be forgotten now")
             table.pop(key, None)
             self._entries.pop((set_name, key), None)
+            self.failures.pop((set_name, key), None)
 
     # -- inspection ---------------------------------------------------------------------------
 

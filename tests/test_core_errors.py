@@ -249,7 +249,7 @@ def test_when_every_candidate_fails_the_tune_raises_no_valid_kernel_found_with_e
     assert tuner.store.entries == {}
 
 
-def test_a_failed_key_is_tuned_again_on_the_next_check_tune_and_its_failure_cleared():
+def test_a_key_whose_candidates_all_failed_stays_failed_until_it_is_forgotten():
     device = FakeDevice()
     device.script("a", launch_error="out of memory")
     device.script("b", launch_error="out of memory")
@@ -259,8 +259,28 @@ def test_a_failed_key_is_tuned_again_on_the_next_check_tune_and_its_failure_clea
     tune_expecting_failure(tuner, tunables, args)
     assert tuner.failures != {}
     device.script("b", launch_error=None)
-    assert tuner.check_tune(tunables, tuner.key(tunables, args), args) == Hit(1)
+    key = tuner.key(tunables, args)
+    # The same candidates again: the remembered failure, with every candidate's reason, and no tune.
+    dispatched = device.dispatch_count + device.profile_count
+    with pytest.raises(NoValidKernelFound) as failed:
+        tuner.check_tune(tunables, key, args)
+    assert [error.name for error in failed.value.errors] == ["a", "b"]
+    assert device.dispatch_count + device.profile_count == dispatched
+    tuner.forget(tunables, key)  # a retune
+    assert tuner.check_tune(tunables, key, args) == Hit(1)
     assert tuner.failures == {}
+
+
+def test_a_key_that_failed_is_tuned_again_when_its_set_has_other_candidates():
+    device = FakeDevice()
+    device.script("a", launch_error="out of memory")
+    device.script("b", launch_error="out of memory")
+    tunables = make_set("a", "b")
+    tuner = make_tuner(device)
+    args = call(device, [1.0])
+    tune_expecting_failure(tuner, tunables, args)
+    edited = make_set("a", "c")
+    assert tuner.check_tune(edited, tuner.key(edited, args), args) == Hit(1)
 
 
 def test_a_batch_that_produces_nothing_moves_on_to_the_next_batch():

@@ -131,6 +131,9 @@ def test_a_grid_over_the_device_limit_is_refused_on_a_hit_and_no_candidate_on_a_
     huge = Args({"x": device.create_buffer(size=16), "out": device.create_buffer(size=16)}, (too_many,))
     with pytest.raises(NoValidKernelFound, match="exceeds a device limit: dispatch of"):
         tuner.execute(tunables, huge)  # a miss: each candidate's grid is its own failure
+    with pytest.raises(NoValidKernelFound):  # the key stays failed: the set's key says calls of it are alike
+        tuner.execute(tunables, good_call(device))
+    tuner.forget(tunables, tuner.key(tunables, huge))  # a retune
     tuner.execute(tunables, good_call(device))
     with pytest.raises(LaunchRefused, match=r"set 'scale_grid' \[shape=any\]: candidate 'wg\d+': exceeds a device "
                                             r"limit: dispatch of \(\d+, 1, 1\) workgroups"):
