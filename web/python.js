@@ -2,11 +2,14 @@
 // library's base URL (by default the directory wgtune.js was loaded from), so a site can host
 // the library under any path: /vendor/wgtune/pyodide/..., /vendor/wgtune/wgtune-config.json.
 //
-// Layout under the base URL (what `wgtune serve` serves at /, and what `python -m
-// wgtune.cli.library DIR` writes for a site to copy):
-//   pyodide/              Pyodide's runtime (pyodide.mjs, pyodide.asm.mjs, .wasm, stdlib, lock file)
+// Layout under the base URL (what `wgtune serve` serves at /, what `python -m
+// wgtune.cli.library DIR` writes for a site to copy, and what the npm package's `wgtune-assets
+// DIR` writes from node_modules):
+//   pyodide/              Pyodide's runtime (pyodide.mjs, pyodide.asm.mjs, .wasm, stdlib, lock
+//                         file), or wherever loadWgtune's `pyodideUrl` says
 //   wgtune-config.json    {"version", "wheel"}: the wheel's URL, relative to the config
 //   wheels/DIGEST/NAME    the wgtune wheel
+//   python-worker.js      the worker that starts Python (with python.js and snapshots.js)
 //
 // Starting Python is one long task (instantiating Pyodide, initialising the interpreter, importing
 // wgtune: 1-3 s), and Python cannot move to a worker for good: the tuner drives the page's
@@ -34,12 +37,29 @@ export function resolveBaseUrl(baseUrl = DEFAULT_BASE_URL) {
   return url;
 }
 
+/** `pyodideUrl` as an absolute URL of a directory; by default `pyodide/` under the base URL. */
+export function resolvePyodideUrl(base, pyodideUrl = undefined) {
+  return pyodideUrl === undefined ? new URL("pyodide/", base) : resolveBaseUrl(pyodideUrl);
+}
+
+/**
+ * The worker's script. It is looked for under the base URL, not beside this module: a bundler
+ * (esbuild, Vite) puts this module inside the app's bundle, where no python-worker.js sits beside
+ * it, while the base URL holds the library's assets. A worker's script must come from the page's
+ * origin, so a base on another origin (a CDN) takes the one beside this module (the copied folder).
+ */
+function workerUrl(base) {
+  const sameOrigin = base.origin === new URL(globalThis.location?.href ?? base).origin;
+  return sameOrigin ? new URL("python-worker.js", base) : new URL("./python-worker.js", import.meta.url);
+}
+
 /** An asset of the library that could not be loaded: says which, from where, and what to check. */
 function missingAsset(what, url, cause) {
-  const error = new Error(
-    `wgtune could not load ${what} from ${url} (${cause}): is wgtune hosted there? ` +
-      "Pass loadWgtune({baseUrl}) the URL of the directory that holds wgtune.js, pyodide/ and wgtune-config.json.",
-  );
+  const where = what === "Pyodide"
+    ? "Pass loadWgtune({pyodideUrl}) the URL of the directory that holds pyodide.mjs (default: pyodide/ under baseUrl)."
+    : "Pass loadWgtune({baseUrl}) the URL of the directory that holds wgtune-config.json and pyodide/ " +
+      "(the copied library folder, or where your app serves the npm package's assets: npx wgtune-assets DIR).";
+  const error = new Error(`wgtune could not load ${what} from ${url} (${cause}): is wgtune hosted there? ${where}`);
   error.url = String(url);
   return error;
 }
@@ -92,11 +112,11 @@ function nextTask() {
 }
 
 /** A snapshot of Python with wgtune imported, made in a worker; null where that failed (said on the console). */
-function snapshotInWorker(indexURL, wheelUrl) {
+function snapshotInWorker(base, indexURL, wheelUrl) {
   return new Promise((resolve) => {
     let worker;
     try {
-      worker = new Worker(new URL("./python-worker.js", import.meta.url), { type: "module" });
+      worker = new Worker(workerUrl(base), { type: "module" });
     } catch {
       resolve(null);
       return;
@@ -128,10 +148,11 @@ async function restore(loadPyodide, indexURL, snapshot, key) {
 /**
  * Start Python with wgtune installed; `{pyodide, config}`. The config, Pyodide's module and the
  * wheel are fetched at once. `phases` receives each step's milliseconds and where Python came
- * from (`python`: "stored snapshot", "worker", or "main thread").
+ * from (`python`: "stored snapshot", "worker", or "main thread"). `pyodideUrl`: Pyodide's
+ * directory, when it is not `pyodide/` under the base.
  */
-export async function startPython(base, { onStatus = () => {}, phases = {}, useSnapshot = true } = {}) {
-  const indexURL = new URL("pyodide/", base).href;
+export async function startPython(base, { onStatus = () => {}, phases = {}, useSnapshot = true, pyodideUrl } = {}) {
+  const indexURL = resolvePyodideUrl(base, pyodideUrl).href;
   const configLoading = fetchConfig(base);
   const wheelLoading = configLoading.then((config) => fetchBytes("the wgtune wheel", config.wheelUrl));
   wheelLoading.catch(() => {}); // awaited below, where a failure surfaces
@@ -145,7 +166,7 @@ export async function startPython(base, { onStatus = () => {}, phases = {}, useS
     let snapshot = await readSnapshot(key);
     phases.python = "stored snapshot";
     if (!snapshot) {
-      snapshot = await snapshotInWorker(indexURL, config.wheelUrl);
+      snapshot = await snapshotInWorker(base, indexURL, config.wheelUrl);
       phases.python = "worker";
       if (snapshot) saveSnapshot(key, snapshot).catch((error) => console.warn(`wgtune: no snapshot kept: ${error}`));
     }

@@ -92,14 +92,16 @@ function describeAdapter(adapter, device) {
  *  - settings: how tunes sample, as the WGTUNE_* variables say it natively, by lower-case name:
  *    {policy: "fixed"}, {budget: 0.5, max_samples: 20}, ... (default: wgtune's defaults);
  *  - baseUrl: the directory wgtune's assets are served from (pyodide/, wgtune-config.json, the
- *    wheel; see python.js), default the directory this module was loaded from;
+ *    wheel, python-worker.js; see python.js), default the directory this module was loaded from
+ *    (an app that bundles wgtune from npm passes where it serves the package's assets);
+ *  - pyodideUrl: the directory of Pyodide's files (pyodide.mjs, ...), default pyodide/ under baseUrl;
  *  - demo: register the demo's sets and keys (default false: an app registers its own; the demo
  *    costs about 22 MB of buffers on the device).
  * Rejects with WgtuneUnavailable where WebGPU is missing, with advice.
  */
 export async function loadWgtune({
   device = null, onStatus = () => {}, onEvent = () => {}, database = "wgtune", settings = {},
-  baseUrl = undefined, demo = false,
+  baseUrl = undefined, pyodideUrl = undefined, demo = false,
 } = {}) {
   const started = performance.now();
   const phases = {}; // milliseconds of each step of this load, as api.loadPhases
@@ -107,7 +109,7 @@ export async function loadWgtune({
   const ownDevice = !device;
   if (ownDevice) requireWebGPU();
   // Python starts while the device opens: the two do not depend on each other.
-  const python = startPython(resolveBaseUrl(baseUrl), { onStatus, phases });
+  const python = startPython(resolveBaseUrl(baseUrl), { onStatus, phases, pyodideUrl });
   python.catch(() => {}); // awaited below, after the device (whose failure may come first)
   if (ownDevice) {
     onStatus("Opening WebGPU…");
