@@ -205,6 +205,15 @@ class IndexedDBEntries:
         """Forget every namespace, in one transaction; how many namespaces had winners."""
         return int(await self.idb.clearAll())
 
+    async def clear_namespaces(self, texts: Iterable[str]) -> int:
+        """Forget the entries of each namespace text of ``texts`` (a transaction each: a device's
+        own and its older texts, as a store reads them); how many entries they held."""
+        counts = {str(text): int(count) for text, count in _rows(await self.idb.namespaceCounts(), 2)}
+        wanted = list(dict.fromkeys(texts))
+        for text in wanted:
+            await self.clear(text)
+        return sum(counts.get(text, 0) for text in wanted)
+
     async def migrate(self) -> int:
         """Move the documents of version 1 (one per namespace) into records; how many entries.
 

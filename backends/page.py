@@ -29,18 +29,20 @@ from wgtune import Config, LogLevel
 from wgtune.errors import ConfigError, DeviceLost, LaunchRefused, WgtuneError
 from wgtune.gpu.clock import clock_grain as measure_grain
 from wgtune.kernels.demo import DemoCase, demo_suite
+from wgtune.kernels.families import FAMILIES
 from wgtune.key import Key
 from wgtune.sets.args import Args
 from wgtune.sets.bindings import output_indices
 from wgtune.sets.tunable import TunableSet
 from wgtune.state import Hit, Pending
 from wgtune.store.bundle import entries_for, parse_bundle
-from wgtune.store.format import StoredEntry, canonical_namespace, namespace_for
+from wgtune.store.format import StoredEntry, canonical_namespace, namespace_for, namespace_of
 from wgtune.tune.log import logger
 from wgtune.tuner import Tuner
 
 from . import indexeddb
 from .browser import BrowserDevice, js_object
+from .page_dispose import dispose_session
 from .page_events import PageRecords, event_message
 from .tabs import TabCoordinator
 
@@ -49,6 +51,11 @@ __all__ = ["PageSession", "label_of"]
 
 def label_of(size: tuple[int, ...]) -> str:
     return "x".join(str(n) for n in size)
+
+
+def _dims_of(set_name: str) -> list[str] | None:
+    """What the numbers of a key's label are (``["M", "N", "K"]``), for a registered family's set."""
+    return next((list(family.dims) for family in FAMILIES if family.name == set_name), None)
 
 
 @dataclass
@@ -265,6 +272,7 @@ class PageSession:
             tunables = problems[0].tunables  # per key, the candidates of its first key
             sets.append({
                 "name": case.tunables.name,
+                "dims": _dims_of(case.tunables.name),
                 "candidates": [kernel.name for kernel in tunables.candidates],
                 "fallback": tunables.candidates[self.tuner.fallback(tunables)].name,
                 "keys": [self._state(problem) for problem in problems],
@@ -370,14 +378,29 @@ class PageSession:
             self.coordinator.announce_replaced()
         return count
 
-    async def clear_cache(self) -> int:
-        """Forget every stored winner of every namespace; keys of this page are tuned again."""
+    async def clear_cache(self, device: str | None = None, every: bool = False) -> int:
+        """Forget stored winners: this device's (its namespace, and the older texts that read as
+        it), or the namespace ``device`` (its text, as :meth:`stored_page` lists them), or with
+        ``every`` every namespace's. How many winners went; the keys they served (here and in the
+        other tabs) are tuned again."""
         await self.store.flush()
-        count = await indexeddb.IndexedDBEntries(self.idb).clear_all()
+        database = indexeddb.IndexedDBEntries(self.idb)
+        if every:
+            count = (await indexeddb.IndexedDBDatabase(self.idb).clear()).entries
+        elif device is None:
+            count = await database.clear_namespaces([self.store.record_key, *self.store.older])
+        elif isinstance(namespace_of(str(device)).get("device"), dict):
+            count = await database.clear_namespaces([str(device)])
+        else:
+            raise ConfigError(f"clearCache: device must be a namespace as storedPage() lists them, got {device!r}")
         await self.reload()
         if self.coordinator is not None:
             self.coordinator.announce_replaced()
         return count
+
+    async def dispose(self) -> int:
+        """End the session (``wgtune.dispose()``; see ``page_dispose.py``); tunes cancelled."""
+        return await dispose_session(self)
 
     async def flush(self) -> None:
         await self.store.flush()
