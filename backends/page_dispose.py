@@ -10,13 +10,15 @@ made on the app's device. :func:`dispose_session` ends them in that order:
 3. the buffers of the keys the page registered (their calls, made by wgtune with ``make_args``,
    and what each call's cache holds: uniforms, scratch) are destroyed; the app's own buffers,
    those of sets defined from JavaScript, are the app's and stay;
-4. the session's tuner, store and database become :class:`Disposed`: any later use, through a set
+4. IndexedDB's connection and the tabs' channel close (``web/idb.js``'s and ``web/tabs.js``'s
+   ``close``): another load of wgtune on the same database opens its own;
+5. the session's tuner, store and database become :class:`Disposed`: any later use, through a set
    handle the app kept, say, raises a WgtuneError saying the session was disposed, instead of an
    error from deep inside.
 
-Closing IndexedDB and the tabs' channel, and destroying a device wgtune opened, are the JS
-half's (``web/lifecycle.js``). Pure Python over the session's attributes, so it is tested natively
-(``tests/test_page_dispose.py``).
+Refusing the API's calls and destroying a device wgtune opened are the JS half's
+(``web/lifecycle.js``). Pure Python over the session's attributes, so it is tested natively
+(``tests/test_page_clear_dispose.py``).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ async def dispose_session(session: Any, *, wait: float = CANCEL_WAIT) -> int:
     cancelled. A second call does nothing and answers 0."""
     if is_disposed(session):
         return 0
-    tuner, store = session.tuner, session.store
+    tuner, store, idb = session.tuner, session.store, session.idb
     session.tuner = session.store = session.idb = DISPOSED  # no new work from here on
     # The tuner keeps its tasks for itself (Tuner has no public cancel yet): the set is only read.
     running = [task for task in getattr(tuner, "_tasks", ()) if not task.done()]
@@ -79,6 +81,11 @@ async def dispose_session(session: Any, *, wait: float = CANCEL_WAIT) -> int:
     session.problems.clear()
     session.cases = []
     session.seeds = []
+    coordinator = getattr(session, "coordinator", None)
+    for helpers in (idb, getattr(coordinator, "tabs", None)):
+        close = getattr(helpers, "close", None)
+        if callable(close):
+            close()
     return len(running)
 
 

@@ -54,6 +54,9 @@ class Destroyable:
 
 def test_dispose_cancels_the_running_tune_keeps_queued_winners_frees_its_buffers_and_refuses_later_use():
     idb = FakeIdb()
+    closed = []
+    idb.close = lambda: closed.append("idb")
+    tabs = SimpleNamespace(close=lambda: closed.append("tabs"))
     device = FakeDevice(suspend=True)
     device.script("slow", duration=3e-3)
     device.script("fast", duration=1e-3)
@@ -67,7 +70,8 @@ def test_dispose_cancels_the_running_tune_keeps_queued_winners_frees_its_buffers
         args = Args(tuple(buffers), (4,))
         args.cache[("params", b"x")] = uniform
         session = SimpleNamespace(tuner=tuner, store=store, idb=idb, cases=["demo"], seeds=[],
-                                  problems={("fake", "4"): SimpleNamespace(args=args)})
+                                  problems={("fake", "4"): SimpleNamespace(args=args)},
+                                  coordinator=SimpleNamespace(tabs=tabs))
         assert tuner.check_tune(tunables, KEY, call(device, [1.0])) is PENDING
         await asyncio.sleep(0)
         assert tuner.running == 1
@@ -82,6 +86,7 @@ def test_dispose_cancels_the_running_tune_keeps_queued_winners_frees_its_buffers
     assert stored == [{"n": 7}]
     assert [b.destroyed for b in buffers] == [1, 1] and uniform.destroyed == 1
     assert session.problems == {} and session.cases == []
+    assert closed == ["idb", "tabs"]  # once: the second dispose closes nothing again
     for use in (lambda: session.tuner.check_tune(tunables, KEY, None), lambda: session.store.flush(),
                 lambda: session.idb.namespaceCounts()):
         with pytest.raises(WgtuneError, match="wgtune was disposed"):

@@ -14,6 +14,7 @@ import { defineSet } from "./sets.js";
 import { batch } from "./batch.js";
 import { loadBundle } from "./bundle.js";
 import { shareWinners } from "./collector.js";
+import { disposer, timestampWarning } from "./lifecycle.js";
 
 /** Why wgtune cannot run here, with what to do about it (shown by the page). */
 export class WgtuneUnavailable extends Error {
@@ -183,7 +184,11 @@ export async function loadWgtune({
     exportCache: () => py(() => session.cache_json()),
     /** Merge an export (native or browser) into IndexedDB; how many entries. */
     importCache: (text) => py(() => session.import_cache(text)),
-    clearCache: () => py(() => session.clear_cache()),
+    /**
+     * Forget stored winners: this device's (default), `device`'s (a namespace as storedPage lists
+     * them), or with `all` every device's; how many winners went. Their keys are tuned again.
+     */
+    clearCache: ({ device, all = false } = {}) => py(() => session.clear_cache(device ?? undefined, Boolean(all))),
     /** Seed the tuner from a bundle of winners (a same-origin URL or the object; see bundle.js). */
     loadBundle: (source) => loadBundle(api, source),
     /** Send this page's winners to a fleet collector and start from its verified ones (collector.js). */
@@ -199,7 +204,15 @@ export async function loadWgtune({
       return () => listeners.delete(listener);
     },
   };
-  watchForLoss(api, device, ownDevice, (event) => notify(JSON.stringify(event)));
+  const watch = { api, ownDevice, emit: (event) => notify(JSON.stringify(event)) };
+  watchForLoss(watch, device);
+  /** End this wgtune: tunes cancelled, winners written, IndexedDB closed; every later call refuses (lifecycle.js). */
+  api.dispose = disposer(api, { session, listeners, watch, ownDevice });
+  const warning = timestampWarning(device, ownDevice);
+  if (warning) {
+    console.warn(`wgtune: ${warning}`);
+    notify(JSON.stringify({ type: "warning", message: warning }));
+  }
   return api;
 }
 
@@ -227,10 +240,12 @@ const MAX_REOPENS = 3;
  * ran too long), say so with a "device-lost" event; on a device wgtune opened itself, open a new
  * one and go on there (session.reopen: the interrupted tunes start again without the candidate
  * that was running), then say "device-reopened". An embedding page's own device is its own to
- * replace.
+ * replace. `watch`: {api, ownDevice, emit}; dispose empties its api, which ends the watch.
  */
-function watchForLoss(api, device, ownDevice, emit, reopens = 0) {
+function watchForLoss(watch, device, reopens = 0) {
   device.lost.then(async (info) => {
+    const { api, ownDevice, emit } = watch;
+    if (!api) return;
     emit({ type: "device-lost", reason: info.reason ?? "unknown", message: info.message ?? "" });
     if (!ownDevice) return;
     if (reopens >= MAX_REOPENS) {
@@ -243,7 +258,7 @@ function watchForLoss(api, device, ownDevice, emit, reopens = 0) {
       const again = await py(() => api.session.reopen(fresh, api.pyodide.toPy(api.adapterInfo)));
       api.device = fresh;
       emit({ type: "device-reopened", retuning: again.toJs() });
-      watchForLoss(api, fresh, ownDevice, emit, reopens + 1);
+      watchForLoss(watch, fresh, reopens + 1);
     } catch (error) {
       emit({ type: "device-gone", reason: `no new GPU device: ${error.message ?? error}` });
     }
