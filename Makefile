@@ -4,7 +4,7 @@ VENV := .venv
 # Mesa's Vulkan loader complains on every start without a runtime directory.
 export XDG_RUNTIME_DIR ?= /tmp/wgtune-runtime-$(shell id -u)
 
-.PHONY: setup setup-browser run serve test lint bench bench-page bench-kernels clean
+.PHONY: setup setup-browser run serve test lint npm bench bench-page bench-kernels clean
 
 setup: $(VENV)/.installed
 
@@ -35,6 +35,10 @@ test: setup-browser
 
 lint: setup
 	$(VENV)/bin/ruff check .
+
+# The browser library as an npm package: build/wgtune-VERSION.tgz (npm/, docs/hosting.md).
+npm: setup
+	$(VENV)/bin/python -m wgtune.cli.npm_package
 
 bench: setup
 	@mkdir -p -m 700 $(XDG_RUNTIME_DIR)

@@ -34,9 +34,10 @@ PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_s
                  "package.json")
 
 
-def library_modules(web_dir: Path) -> list[str]:
-    """``wgtune.js`` and every module it imports, directly or not (the page's own modules are not among them)."""
-    found, waiting = [], [ENTRY]
+def library_modules(web_dir: Path, entry: str = ENTRY) -> list[str]:
+    """``entry`` (``wgtune.js``) and every module it imports, directly or not (the page's own modules
+    are not among them)."""
+    found, waiting = [], [entry]
     while waiting:
         name = waiting.pop()
         if name in found:

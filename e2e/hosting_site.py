@@ -49,7 +49,7 @@ SITE_PAGE = """<!doctype html>
 """
 
 
-class _StaticHandler(http.server.SimpleHTTPRequestHandler):
+class StaticHandler(http.server.SimpleHTTPRequestHandler):
     """A plain static server, plus the headers a host of wgtune adds (README)."""
 
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
@@ -83,7 +83,7 @@ class HostingSite:
         (site / "js").mkdir()
         for module in library_modules(ROOT / "web"):  # the modules alone, their assets elsewhere: for ?base=
             shutil.copyfile(library / module, site / "js" / module)
-        handler = type("Handler", (_StaticHandler,), {"cache_control": self.cache_control})
+        handler = type("Handler", (StaticHandler,), {"cache_control": self.cache_control})
         self.server = http.server.ThreadingHTTPServer(
             ("127.0.0.1", 0), functools.partial(handler, directory=str(self.root)))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -3,8 +3,9 @@
 # Node.js and the page's npm packages (Pyodide), a virtual environment in .venv, and wgtune
 # installed editable with its test tools.
 #   scripts/setup.sh            what `make run` needs
-#   scripts/setup.sh --browser  also what the browser tests need: Debian's Chromium and the
-#                               pytest wheels the core's tests use inside Pyodide
+#   scripts/setup.sh --browser  also what the browser tests need: Debian's Chromium, the
+#                               pytest wheels the core's tests use inside Pyodide, and the
+#                               page's Pyodide in npm's cache (the npm package installs offline)
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +44,13 @@ fi
 # The page's Pyodide, pinned by web/package-lock.json and served locally by `wgtune serve`.
 (cd web && npm ci --no-audit --no-fund --loglevel=error)
 if [ "$browser" -eq 1 ]; then
+  # e2e/test_npm_package.py installs the npm package with `npm install --offline`: its dependency,
+  # the page's Pyodide, must be in npm's cache with the registry's metadata, which npm ci does not keep.
+  pyodide_pin=$(node -p 'require("./web/package.json").dependencies.pyodide')
+  warm=$(mktemp -d)
+  echo '{"private": true}' > "$warm/package.json"
+  (cd "$warm" && npm install --no-save --no-audit --no-fund --loglevel=error "pyodide@$pyodide_pin" >/dev/null)
+  rm -rf "$warm"
   .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.14 \
     -d build/pyodide-wheels -r e2e/pyodide-requirements.txt
 fi
