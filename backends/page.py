@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wgtune import Config, LogLevel
-from wgtune.errors import ConfigError, DeviceLost, LaunchRefused, WgtuneError
+from wgtune.errors import ConfigError, DeviceLost, LaunchRefused, NoValidKernelFound, WgtuneError
 from wgtune.gpu.clock import clock_grain as measure_grain
 from wgtune.kernels.demo import DemoCase, demo_suite
 from wgtune.kernels.families import FAMILIES
@@ -42,6 +42,7 @@ from wgtune.tuner import Tuner
 
 from . import indexeddb
 from .browser import BrowserDevice, js_object
+from .js_errors import failed_answer
 from .page_dispose import dispose_session
 from .page_events import PageRecords, event_message
 from .tabs import TabCoordinator
@@ -97,6 +98,8 @@ def page_config(settings: dict) -> Config:
 
 class PageSession:
     """What the page drives: see the module doc. Build with :meth:`open`."""
+
+    javascript_facing = True  # what it answers to JavaScript is wrapped so (js_errors.Facing)
 
     def __init__(self, device: BrowserDevice, idb: Any, notify: Callable[[str], None], config: Config) -> None:
         self.device = device
@@ -260,7 +263,7 @@ class PageSession:
                 answer["confidence"] = entry.confidence.to_json() if entry.confidence is not None else None
         failure = self.tuner.failures.get((problem.tunables.name, problem.key))
         if failure is not None:
-            answer["failure"] = str(failure)
+            answer.update(failed_answer(state, failure))
         return answer
 
     def catalogue(self) -> str:
@@ -305,7 +308,10 @@ class PageSession:
         problem = self._problem(set_name, label)
         state = self.tuner.fastest(problem.tunables, problem.key)
         if not isinstance(state, Hit):
-            state = self.tuner.check_tune(problem.tunables, problem.key, problem.args)
+            try:
+                state = self.tuner.check_tune(problem.tunables, problem.key, problem.args)
+            except NoValidKernelFound:  # every candidate failed before: the answer says Failed, and why
+                return json.dumps(self._state(problem))
             if isinstance(state, Pending):
                 self._notify({"type": "pending", "set": problem.set_name, "key": problem.label})
         return json.dumps(self._state(problem))
@@ -317,6 +323,7 @@ class PageSession:
         after the run: what a test compares with a reference.
         """
         problem = self._problem(set_name, label)
+        await self.tuner.prepare(problem.tunables)  # the fallback, compiled: at once once it is
         before = self._state(problem)
         kernel = self.tuner.execute(problem.tunables, problem.args)
         take = getattr(self.device, "take_launch_scope", None)  # the call's first launch, in its own scope

@@ -135,7 +135,12 @@ class LaunchRefused(KernelError):
 
 
 class ConfigError(WgtuneError, ValueError):
-    """A setting, environment variable or argument is not valid; the message names it."""
+    """A setting, environment variable or argument is not valid; the message names it, and
+    ``field`` (where one is given) is the name of the field or param that is wrong."""
+
+    def __init__(self, *args: object, field: str | None = None) -> None:
+        super().__init__(*args)
+        self.field = field
 
 
 class StoreError(WgtuneError):

@@ -270,7 +270,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < p.x) { out[g.x]
     try {
       return { resolved: await action() };
     } catch (error) {
-      return { message: error.message, type: error.pythonType ?? null };
+      return { message: error.message, type: error.name ?? null };
     }
   };
   const set = await define("js_refused");

@@ -13,7 +13,7 @@ import struct
 import pytest
 from fakes import FakeDevice, f32, make_tuner, quiet
 
-from wgtune import ConfigError, Hit, Measured
+from wgtune import ConfigError, Hit, Measured, NoValidKernelFound
 from wgtune.backends.js_sets import define_set
 
 SCALE = """
@@ -126,7 +126,8 @@ def test_a_call_described_wrong_is_a_config_error_naming_what_is_wrong():
     for call, problem in (
         ({"params": {"n": 1, "scale": 1}}, "a call is \\{buffers, params\\}"),
         ({"buffers": {"x": x, "y": y}, "params": {"n": 1}}, "params: missing field\\(s\\) scale"),
-        ({"buffers": {"x": x, "y": y}, "params": {"n": 1, "scale": float("nan")}}, "finite numbers"),
+        ({"buffers": {"x": x, "y": y}, "params": {"n": 1, "scale": float("nan")}},
+         "param scale must be a finite number, got NaN"),
         ({"buffers": {"x": x, "y": y}, "params": "n=1"}, "params must be an object by field name or an array"),
         ({"buffers": x, "params": [1, 1.0]}, "buffers must be an object by WGSL name or an array"),
     ):
@@ -176,3 +177,71 @@ def test_a_javascript_reference_checks_the_candidates_outputs():
     wrong, right = session.tuner.results(js_set.tunables, session.tuner.key(js_set.tunables, js_set.args(call)))
     assert type(wrong).__name__ == "Mismatch" and isinstance(right, Measured)
     assert seen[0] == ({"params": {"n": 2, "scale": 3}, "buffers": [8, 8]}, [8, 8])
+
+
+def test_the_default_key_rounds_integer_params_up_to_powers_of_two_and_leaves_float_params_out():
+    device = FakeDevice()
+    described, _ = spec()
+    del described["key"]
+    js_set = define_set(Session(device), described)
+    tuner = js_set.session.tuner
+    x, y = device.buffer([1.0] * 8), device.buffer([0.0] * 8)
+    keys = {tuner.key(js_set.tunables, js_set.args({"buffers": {"x": x, "y": y}, "params": {"n": n, "scale": scale}}))
+            for n, scale in ((5, 2), (7, 2.5), (8, 3))}  # scale is an f32: 2 (a JavaScript 2.0) or 2.5 alike
+    assert [dict(key) for key in keys] == [{"n": 8}]
+
+
+def test_a_name_defined_again_with_other_candidates_is_an_error_and_the_same_candidates_are_not():
+    device = FakeDevice()
+    session = Session(device)
+    first = define_set(session, spec()[0])
+    call = {"buffers": {"x": device.buffer([1.0]), "y": device.buffer([0.0])}, "params": {"n": 1, "scale": 1}}
+    first.check(call)  # the set is in use on the page now
+    assert define_set(session, spec()[0]).name == "scale"  # the same candidates: the same set
+    described, _ = spec()
+    described["candidates"] = described["candidates"][:1]
+    with pytest.raises(ConfigError, match="'scale' is defined already on this page, with other candidates") as error:
+        define_set(session, described)
+    assert error.value.field == "name"
+
+
+@pytest.mark.parametrize("params, buffers, problem, field", [
+    ({"n": 1.5, "scale": 1}, ("x", "y"), "param n is a u32 in the WGSL: 1.5 is not a whole number", "n"),
+    ({"n": -1, "scale": 1}, ("x", "y"), "param n is a u32 in the WGSL: -1 is out of its range", "n"),
+    ({"n": None, "scale": 1}, ("x", "y"), "param n must be a finite number, got null", "n"),
+    ({"n": 1, "scale": 1}, ("x",), "the call cannot run: .*declares storage .*y.*, for which the call gives no buffer",
+     "buffers"),
+    ({"n": 1, "scale": 1}, ("x", "y", "z"), "the call cannot run: the call names 'z', which no stage", "buffers"),
+])
+def test_a_call_that_cannot_run_is_refused_naming_the_field_before_any_tune(params, buffers, problem, field):
+    device = FakeDevice()
+    js_set = define_set(Session(device), spec()[0])
+    call = {"buffers": {name: device.buffer([1.0]) for name in buffers}, "params": params}
+    for method in (js_set.check, js_set.execute):
+        with pytest.raises(ConfigError, match=problem) as error:
+            method(call)
+        assert error.value.field == field
+    assert js_set.session.tuner.states(js_set.tunables) == {}  # nothing was tuned, nothing is Pending
+    assert device.dispatch_count + device.profile_count == 0
+
+
+def test_a_key_whose_candidates_all_fail_is_tuned_once_says_failed_and_is_tuned_again_on_retune():
+    device = FakeDevice()
+    for name in ("wg32", "wg64"):
+        device.script(name, launch_error="out of resources")
+    js_set = define_set(Session(device), spec()[0])
+    call = {"buffers": {"x": device.buffer([1.0]), "y": device.buffer([0.0])}, "params": {"n": 1, "scale": 1}}
+    assert json.loads(js_set.check(call))["state"] == "Failed"  # natively the tune runs inline
+    launched = device.dispatch_count + device.profile_count
+    assert launched > 0
+    answer = json.loads(js_set.check(call))
+    assert answer["state"] == "Failed"
+    assert answer["failure"]["name"] == "NoValidKernelFound"
+    assert [(f["candidate"], f["reason"]) for f in answer["failure"]["failures"]] == [("wg32", "Launch"),
+                                                                                     ("wg64", "Launch")]
+    for _ in range(3):
+        with pytest.raises(NoValidKernelFound):
+            js_set.execute(call)
+    assert device.dispatch_count + device.profile_count == launched  # remembered: no tune again
+    device.script("wg64", launch_error=None, kernel=scale_kernel)
+    assert json.loads(js_set.retune(call))["winner"] == "wg64"

@@ -127,7 +127,7 @@ function showLoadFailure(error) {
     expected ? "wgtune cannot run in this browser" : "wgtune failed to load";
   box.querySelector(".unavailable-message").textContent = error?.message ?? String(error);
   const advice = box.querySelector(".unavailable-advice");
-  if (error?.pythonType === "ConfigError") {
+  if (error?.name === "ConfigError") {
     // A setting in the address: reloading would repeat it. Say what to change, and offer the page without it.
     advice.textContent = "A tuning setting in this page's address is wrong (the message names it): fix or remove it. ";
     const plain = document.createElement("a");
@@ -140,7 +140,7 @@ function showLoadFailure(error) {
       : "Reload the page to try again; if it keeps failing, the details below say where it stopped.";
   }
   const details = box.querySelector(".unavailable-details");
-  const trace = error?.traceback ?? (expected ? "" : error?.stack ?? "");
+  const trace = expected ? "" : error?.stack ?? "";
   details.hidden = !trace;
   details.querySelector("pre").textContent = trace;
   box.hidden = false;

@@ -1,21 +1,97 @@
-// Python's exceptions as JavaScript errors: what every call into wgtune's Python throws.
+// wgtune's errors in JavaScript: one Error subclass per kind, with the whole message and fields.
+//
+//   try { await set.execute(call); }
+//   catch (error) {
+//     if (error instanceof NoValidKernelFound) console.table(error.failures);   // {candidate, reason, message}
+//     else if (error instanceof ConfigError) console.error(error.field, error.message);
+//     else throw error;
+//   }
+//
+// Python raises them as backends/js_errors.py describes (one line of JSON on a ForJavaScript
+// exception); pythonError turns that into the class of the same name here.
 
-/** A Python exception as a JS Error whose message is the exception's own last line. */
-export function pythonError(error) {
-  if (error?.type && typeof error.message === "string") {
-    const lines = error.message.trim().split("\n");
-    // "wgtune.errors.ConfigError: what is wrong": the message, without the exception's path.
-    const last = lines[lines.length - 1];
-    const prefix = new RegExp(`^(?:[\\w.]+\\.)?${error.type}: `);
-    const clean = new Error(last.replace(prefix, ""));
-    clean.pythonType = error.type;
-    clean.traceback = error.message;
-    return clean;
+/** Base of every error wgtune throws on purpose. `set` and `key` name the set and key where known. */
+export class WgtuneError extends Error {
+  static errorName = "WgtuneError";
+
+  constructor(message, fields = {}) {
+    super(message);
+    this.name = new.target.errorName; // not the class's own name, which a minifier may change
+    for (const [field, value] of Object.entries(fields)) {
+      if (value !== undefined && field !== "name" && field !== "message") this[field] = value;
+    }
   }
-  return error;
 }
 
-/** Await `call()` (a call into Python); a Python exception comes out as a clean Error. */
+/** A setting, a set's description or a call is wrong; `field` names the field or param where one is to blame. */
+export class ConfigError extends WgtuneError {
+  static errorName = "ConfigError";
+}
+
+/** A candidate could not be compiled or launched. */
+export class KernelError extends WgtuneError {
+  static errorName = "KernelError";
+}
+
+/** WebGPU refuses to launch the call: a buffer without STORAGE usage, too small, destroyed, of another device, a grid over a limit. */
+export class LaunchRefused extends KernelError {
+  static errorName = "LaunchRefused";
+}
+
+/** A stored or imported document is not a wgtune document, or is damaged. */
+export class StoreError extends WgtuneError {
+  static errorName = "StoreError";
+}
+
+/** A tune stopped for a reason outside any one candidate. */
+export class TuneFailed extends WgtuneError {
+  static errorName = "TuneFailed";
+}
+
+/** The GPU device was lost. */
+export class DeviceLost extends WgtuneError {
+  static errorName = "DeviceLost";
+}
+
+/**
+ * No candidate of the set works for the key: `failures` says why for each, as
+ * `{candidate, reason, message}` (reason "Compile", "Launch", "Mismatch", "Timeout",
+ * "InvalidSamples", "Unknown" or "Skip"). The key stays failed for this page load, until its set
+ * changes or `set.retune(call)` is asked.
+ */
+export class NoValidKernelFound extends WgtuneError {
+  static errorName = "NoValidKernelFound";
+}
+
+const CLASSES = { WgtuneError, ConfigError, KernelError, LaunchRefused, StoreError, TuneFailed, DeviceLost,
+                  NoValidKernelFound };
+
+/** The error a description from Python (`{name, message, ...fields}`, backends/js_errors.py) is. */
+export function errorFrom(described) {
+  const Class = CLASSES[described.name] ?? WgtuneError;
+  return new Class(described.message, described);
+}
+
+const DESCRIBED = /(?:^|\n)(?:[\w.]+\.)?ForJavaScript: (\{.*\})\s*$/;
+
+/** A Python exception as a JS Error: wgtune's own as their class, anything else as WgtuneError. */
+export function pythonError(error) {
+  if (!(error?.type && typeof error.message === "string")) return error;
+  const described = error.message.match(DESCRIBED);
+  if (described) {
+    try {
+      return errorFrom(JSON.parse(described[1]));
+    } catch {
+      // not our JSON after all: fall through to the exception's last line
+    }
+  }
+  // An exception wgtune did not mean to raise (a bug): its last line, without the module path.
+  const lines = error.message.trim().split("\n");
+  const prefix = new RegExp(`^(?:[\\w.]+\\.)?${error.type}: `);
+  return new WgtuneError(`internal error: ${error.type}: ${lines[lines.length - 1].replace(prefix, "")}`);
+}
+
+/** Await `call()` (a call into Python); a Python exception comes out as wgtune's Error of its kind. */
 export async function py(call) {
   try {
     return await call();

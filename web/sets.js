@@ -38,7 +38,12 @@ export async function defineSet(api, spec) {
   let handle;
   try {
     handle = api.session.define_set(spec);
+    // Its fallback compiled now: a set none of whose candidates compiles here is an error at once
+    // (NoValidKernelFound, each candidate's compiler message in `failures`), and the first
+    // execute runs without waiting for a compile.
+    await handle.prepare();
   } catch (error) {
+    handle?.destroy?.();
     throw pythonError(error);
   }
   const name = handle.name;
@@ -80,18 +85,23 @@ export async function defineSet(api, spec) {
     name,
     /** The candidates' names, in the set's order (candidate 0 is the fallback). */
     candidates: handle.candidate_names().toJs(),
-    /** The call's state: {state: "Hit", winner} or {state: "Pending"} (a tune just started). */
+    /** The call's state: {state: "Hit", winner} or {state: "Pending"} (a tune just started), or
+     *  {state: "Failed", failure} when every candidate failed for its key (until `retune`). */
     check: sync("check"),
     /** Run the winner on the call's buffers (the fallback while Pending); {ran, state, ...}. The
-     *  launch is encoded before this returns: inside wgtune.batch it is recorded into the batch.
-     *  Rejects (pythonType "LaunchRefused") when WebGPU refuses the launch: a buffer without
-     *  STORAGE usage, too small, destroyed, of another GPUDevice, or a grid over the device's
-     *  limit; the message names the set, the binding or WebGPU's words. That error is this
-     *  call's alone: nothing of it reaches a later call or tune. */
+     *  launch is encoded before this returns (inside wgtune.batch it is recorded into the batch),
+     *  unless the set's fallback is still compiling: then it launches once it is.
+     *  Rejects with LaunchRefused when WebGPU refuses the launch: a buffer without STORAGE usage,
+     *  too small, destroyed, of another GPUDevice, or a grid over the device's limit; the message
+     *  names the set, the binding or WebGPU's words. That error is this call's alone: nothing of
+     *  it reaches a later call or tune. ConfigError (with `field`) for a call that cannot run;
+     *  NoValidKernelFound for a key whose candidates all failed. */
     execute,
     /** Wait until the call's key is no longer Pending ({timeout} s, default 600); its state. */
     settle: (call, { timeout = 600 } = {}) => settle(call, timeout),
     /** Every candidate's result for the call's key (median, samples, or failure and reason), or null. */
     results: sync("results"),
+    /** Forget this page load's winner or failure for the call's key and tune it again; its state (Pending). */
+    retune: async (call) => sync("retune")(call),
   };
 }

@@ -10,6 +10,9 @@ import { openDocuments } from "./idb.js";
 import { openTabs } from "./tabs.js";
 import { resolveBaseUrl, startPython } from "./python.js";
 import { pythonError, py } from "./errors.js";
+export {
+  WgtuneError, ConfigError, KernelError, LaunchRefused, StoreError, TuneFailed, DeviceLost, NoValidKernelFound,
+} from "./errors.js";
 import { defineSet } from "./sets.js";
 import { batch } from "./batch.js";
 import { loadBundle } from "./bundle.js";
@@ -134,8 +137,10 @@ export async function loadWgtune({
     });
   };
   const { PageSession } = pyodide.pyimport("wgtune.backends.page");
+  // Facing: what JavaScript calls raises wgtune's errors as errors.js reads them (backends/js_errors.py).
+  const { Facing } = pyodide.pyimport("wgtune.backends.js_errors");
   const session = await py(() =>
-    PageSession.open.callKwargs(device, pyodide.toPy(adapterInfo), documents, notify, {
+    Facing(PageSession).open.callKwargs(device, pyodide.toPy(adapterInfo), documents, notify, {
       clock_grain: grain, settings: pyodide.toPy(settings), demo, tabs: openTabs(database),
     }),
   );

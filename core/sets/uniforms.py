@@ -27,7 +27,7 @@ from .bindings import binding_plan
 from .shaders import shader_of
 from .tunable import Kernel
 
-__all__ = ["param_names", "params_by_name", "uniform_bytes"]
+__all__ = ["param_names", "param_scalars", "params_at", "params_by_name", "uniform_bytes"]
 
 def uniform_bytes(kernel: Kernel, params: Sequence[int | float], binding: int, group: int = 0) -> bytes:
     """The bytes of the uniform ``kernel`` reads ``params`` from at ``@group(group) @binding(binding)``."""
@@ -58,16 +58,36 @@ def uniform_bytes(kernel: Kernel, params: Sequence[int | float], binding: int, g
 def param_names(kernel: Kernel) -> tuple[str, ...] | None:
     """The field names of the struct ``kernel``'s params uniform is, in order; None where its
     params have no names (no uniform, one of another type, a source the reflection cannot read)."""
+    fields = _param_fields(kernel)
+    return None if fields is None else tuple(field.name for field in fields)
+
+
+def param_scalars(kernel: Kernel) -> tuple[str | None, ...] | None:
+    """The scalar type (``u32``, ``i32``, ``f32``, ``f16``) of each field of the struct ``kernel``'s
+    params uniform is, in order (None for a field that is not a scalar or vector); None where
+    :func:`param_names` is."""
+    fields = _param_fields(kernel)
+    if fields is None:
+        return None
+    return tuple(field.layout.scalar if field.layout.kind in ("scalar", "vector") else None for field in fields)
+
+
+def params_at(kernel: Kernel) -> tuple[int, int] | None:
+    """``(group, binding)`` of the uniform ``kernel``'s params fill, or None where it has none."""
     plan = binding_plan(kernel)
+    return plan[0].candidate.params_at if plan else None
+
+
+def _param_fields(kernel: Kernel) -> tuple | None:
     shader = shader_of(kernel)
-    at = plan[0].candidate.params_at if plan else None
+    at = params_at(kernel)
     if shader is None or at is None:
         return None
     uniform = next((b for b in shader.bindings if (b.group, b.binding) == at), None)
     if uniform is None or not _is_struct(shader, uniform.type):
         return None
     try:
-        return tuple(field.name for field in layout(uniform.type, shader, "uniform", kernel.constants or None).fields)
+        return layout(uniform.type, shader, "uniform", kernel.constants or None).fields
     except WgslError:
         return None
 

@@ -162,6 +162,11 @@ class PipelineCache:
         failures += [Mismatch(tunables.candidates[index].name, "an output check found it wrong") for index in wrong]
         raise NoValidKernelFound(tunables.name, "fallback", tuple(failures))
 
+    def ready(self, tunables: TunableSet) -> bool:
+        """Whether :meth:`fallback` answers at once: the set's fallback is compiled, or compiles
+        inline when asked (natively). On the event loop a call awaits :meth:`prepare` first."""
+        return tunables.name in self._fallbacks or self._spawn is run_inline
+
     def fallback(self, tunables: TunableSet) -> int:
         """The first candidate, in the set's order, that fits the device and compiles."""
         index = self._fallbacks.get(tunables.name)

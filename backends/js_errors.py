@@ -1,0 +1,188 @@
+"""wgtune's errors as the JavaScript API raises them: a name, the whole message, structured fields.
+
+What a page calls in Python (``PageSession``, ``JsSet``) is wrapped by :func:`for_javascript`:
+a :class:`~wgtune.errors.WgtuneError` leaves it as :class:`ForJavaScript`, whose message is one
+line of JSON (:func:`describe_error`); ``web/errors.js`` reads that line back and throws the
+``Error`` subclass of the same name (``NoValidKernelFound``, ``ConfigError``, ...) with its
+fields. Pyodide would otherwise hand JavaScript a ``PythonError`` whose message is the whole
+traceback, and whose useful part is only the exception's last line.
+
+Messages are written for a JavaScript reader: :func:`js_value` describes a value as JavaScript
+would name it (``null``, ``1.5``, ``"text"``, ``an array``), never as Python's
+``repr`` (``jsnull``, ``None``, ``'text'``).
+
+Pure Python: imports in CPython (where it is tested) and in Pyodide.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from wgtune import errors
+from wgtune.errors import WgtuneError
+from wgtune.key import Key
+
+__all__ = ["Facing", "ForJavaScript", "describe_error", "failed_answer", "for_javascript", "js_value"]
+
+# The error types JavaScript has a class for (web/errors.js); any other wgtune error is a WgtuneError there.
+JS_ERROR_NAMES = ("ConfigError", "LaunchRefused", "KernelError", "StoreError", "TuneFailed", "DeviceLost",
+                  "NoValidKernelFound", "WgtuneError")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ForJavaScript(Exception):
+    """A wgtune error on its way to JavaScript: its message is :func:`describe_error` as one line
+    of JSON (``web/errors.js`` parses it)."""
+
+
+def describe_error(error: BaseException) -> dict[str, Any]:
+    """``error`` as the fields of its JavaScript error: ``name`` (its class, or the nearest one
+    JavaScript has), ``message`` (whole), and where known ``set``, ``key``, ``field`` and, for
+    NoValidKernelFound, ``failures`` (each candidate's ``{candidate, reason, message}``)."""
+    name = next((cls.__name__ for cls in type(error).__mro__ if cls.__name__ in JS_ERROR_NAMES), "WgtuneError")
+    described: dict[str, Any] = {"name": name, "message": str(error)}
+    if not isinstance(error, WgtuneError):  # a bug of wgtune's: say what it was, once
+        described["message"] = f"internal error: {type(error).__name__}: {error}"
+    if isinstance(error, errors.NoValidKernelFound):
+        described["failures"] = [failure_of(candidate) for candidate in error.errors]
+    if getattr(error, "set_name", None) is not None:
+        described["set"] = error.set_name
+    if getattr(error, "key", None) is not None:
+        described["key"] = _key(error.key)
+    if getattr(error, "field", None) is not None:
+        described["field"] = error.field
+    return described
+
+
+def failed_answer(state: object, failure: BaseException) -> dict[str, Any]:
+    """What a key's answer says of its last tune's ``failure``: ``failure`` (described), and the
+    state ``Failed`` where every candidate failed and the key is not decided otherwise since
+    (``TuneCache.claim`` raises it again rather than tune)."""
+    answer: dict[str, Any] = {"failure": describe_error(failure)}
+    if isinstance(failure, errors.NoValidKernelFound) and type(state).__name__ == "Miss":
+        answer["state"] = "Failed"
+    return answer
+
+
+def failure_of(candidate: errors.CandidateError) -> dict[str, str]:
+    """One candidate's failure as JavaScript gets it: a compile failure says ``Compile`` (its
+    message is the WGSL compiler's), a launch one ``Launch``; the others their kind."""
+    reason = type(candidate).__name__
+    if isinstance(candidate, errors.Launch) and candidate.reason.startswith("compile"):
+        reason = "Compile"
+    return {"candidate": candidate.name, "reason": reason, "message": candidate.reason}
+
+
+def _key(key: Any) -> Any:
+    """A key as JavaScript gets it: a Key's fields as an object; a label as it is."""
+    if isinstance(key, (Key, Mapping)):
+        return {str(name): value for name, value in dict(key).items()}
+    return str(key)
+
+
+def for_javascript(method: F) -> F:
+    """``method`` (sync or async) with each wgtune error it raises turned into :class:`ForJavaScript`.
+
+    Errors that are not wgtune's own pass as they are: an app's JavaScript function that threw
+    (``JsException``: Pyodide hands JavaScript its original error back) and cancellations.
+    """
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def call_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(*args, **kwargs)
+            except WgtuneError as error:
+                raise ForJavaScript(json.dumps(describe_error(error))) from None
+
+        return call_async  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            answer = method(*args, **kwargs)
+        except WgtuneError as error:
+            raise ForJavaScript(json.dumps(describe_error(error))) from None
+        if inspect.isawaitable(answer):  # a method that answers later (a first launch's verdict)
+            return _awaited(answer)
+        return answer
+
+    return call  # type: ignore[return-value]
+
+
+class Facing:
+    """``target`` as JavaScript calls it: each public method with :func:`for_javascript` around it
+    (wgtune errors become :class:`ForJavaScript`), and an answer that is itself JavaScript-facing
+    (a class with ``javascript_facing = True``: a set's handle) wrapped the same way. Python
+    callers use ``target`` itself and get wgtune's own exceptions."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if name.startswith("_") or not callable(value):
+            return value
+        wrapped = for_javascript(value)
+        if inspect.iscoroutinefunction(value):
+
+            async def call_async(*args: Any, **kwargs: Any) -> Any:
+                return _facing(await wrapped(*args, **kwargs))
+
+            return call_async
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return _facing(wrapped(*args, **kwargs))
+
+        return call
+
+
+def _facing(answer: Any) -> Any:
+    return Facing(answer) if getattr(answer, "javascript_facing", False) else answer
+
+
+async def _awaited(answer: Any) -> Any:
+    try:
+        return await answer
+    except WgtuneError as error:
+        raise ForJavaScript(json.dumps(describe_error(error))) from None
+
+
+def js_value(value: Any) -> str:
+    """``value`` (as Pyodide converts a JavaScript value) named as JavaScript would: ``null``,
+    ``true``, ``1.5``, ``"text"``, ``an array``, ``an object``, ``a function``."""
+    # Pyodide gives JavaScript's null as jsnull or None, undefined as None: both read "null" here.
+    if value is None or type(value).__name__ in ("JsNull", "jsnull") or repr(value) == "jsnull":
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple, Mapping)):
+        try:  # short plain data as JavaScript writes it; anything else by its kind
+            text = json.dumps(value if isinstance(value, Mapping) else list(value), allow_nan=False)
+        except (TypeError, ValueError):
+            text = ""
+        if text and len(text) <= 60:
+            return text
+        return "an object" if isinstance(value, Mapping) else "an array"
+    if callable(value):
+        return "a function"
+    constructor = str(getattr(getattr(value, "constructor", None), "name", "") or "")
+    if constructor == "Array":
+        return "an array"
+    return f"a {constructor}" if constructor else "an object"
