@@ -180,7 +180,7 @@ def test_every_link_between_the_pages_leads_to_a_page_and_heading_that_exist():
 
 
 # The checkout's top folders: a path in a code span that starts with one of them names a file.
-TOP = ("core", "backends", "kernels", "cli", "web", "tests", "e2e", "bench", "scripts", "docs")
+TOP = ("core", "backends", "kernels", "cli", "web", "npm", "tests", "e2e", "bench", "scripts", "docs")
 
 
 def test_every_file_path_the_pages_name_exists():
