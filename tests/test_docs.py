@@ -192,3 +192,17 @@ def test_every_file_path_the_pages_name_exists():
             if not (ROOT / path).exists():
                 missing.append(f"{page.relative_to(ROOT)}: {path}")
     assert not missing, "paths that name no file:\n" + "\n".join(missing)
+
+
+def test_the_hosting_guides_listing_of_the_copied_folder_is_what_the_command_writes():
+    """docs/hosting.md lists the library's files by name: a module added to what wgtune.js imports
+    (errors.js, collector.js were missing once) must be listed there too, and none that is gone."""
+    from wgtune.cli.library import LIBRARY_TYPES, PYODIDE_FILES, library_modules
+
+    text = (ROOT / "docs" / "hosting.md").read_text()
+    listing = next(block for _tag, block in FENCE.findall(text) if block.startswith("vendor/wgtune/"))
+    modules, _, rest = listing.partition("\n  package.json")  # its "exports" names wgtune.js again
+    pyodide = rest.partition("\n  pyodide/")[2]
+    listed = re.findall(r"[\w.-]+\.(?:d\.ts|m?js)\b", modules)
+    assert sorted(listed) == sorted([*library_modules(ROOT / "web"), LIBRARY_TYPES]), listing
+    assert sorted(re.findall(r"[\w.-]+\.(?:mjs|wasm|zip|json)\b", pyodide)) == sorted(PYODIDE_FILES), listing
