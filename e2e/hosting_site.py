@@ -8,8 +8,8 @@ with only what the README asks of a host: the cross-origin isolation headers, th
 servers send). Used by ``test_hosting.py`` and ``bench/page_load.py``.
 
 The site's page loads the library without the demo and sets ``window.siteReady`` to the loader's
-promise. Its query may name the module to import (``?module=js/wgtune.js``) and the base URL
-(``?base=vendor/wgtune/``), both relative to the page.
+promise. Its query may name the module to import (``?module=js/wgtune.js``), the base URL
+(``?base=vendor/wgtune/``) and Pyodide's (``?pyodide=runtime/pyodide/``), all relative to the page.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ SITE_PAGE = """<!doctype html>
   const status = document.getElementById("status");
   const options = { onStatus: (text) => { status.textContent = text; } };
   if (params.has("base")) options.baseUrl = params.get("base");
+  if (params.has("pyodide")) options.pyodideUrl = params.get("pyodide");
   window.siteReady = import(params.get("module") ?? "./vendor/wgtune/wgtune.js")
     .then(({ loadWgtune }) => loadWgtune(options));
   window.siteReady.then(

@@ -3,6 +3,8 @@ server, its assets found relative to it or to ``baseUrl``, no demo unless asked.
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 from harness import READY_TIMEOUT_MS, ConsoleLog, launch
@@ -75,6 +77,22 @@ def test_a_base_url_puts_the_assets_apart_from_the_modules(site, context):
     assert pyodide == [f"{site.origin}/site/vendor/wgtune/pyodide/pyodide.asm.wasm"]
     assert any(url == f"{site.origin}/site/js/wgtune.js" for url in log.requests)
     assert log.errors == []
+    page.close()
+
+
+def test_a_pyodide_url_puts_pyodide_apart_from_the_other_assets(site, context):
+    library = site.root / "site" / "vendor" / "wgtune"
+    shutil.copytree(library / "pyodide", site.root / "site" / "runtime" / "pyodide", dirs_exist_ok=True)
+    page, log, outcome = open_site(context, f"{site.page_url}?pyodide=runtime/pyodide/")
+    assert outcome["ok"], outcome
+    pyodide = [url for url in log.requests if "/pyodide/" in url.partition("?")[0]]  # not the page's query
+    assert pyodide and all(url.startswith(f"{site.origin}/site/runtime/pyodide/") for url in pyodide)
+    assert any("/site/vendor/wgtune/wheels/" in url for url in log.requests)  # the rest from the base URL
+    assert log.errors == []
+    page.close()
+    page, _, outcome = open_site(context, f"{site.page_url}?pyodide=/nowhere/")
+    assert not outcome["ok"] and f"{site.origin}/nowhere/pyodide.mjs" in outcome["message"]
+    assert "pyodideUrl" in outcome["message"] and "baseUrl" not in outcome["message"]
     page.close()
 
 

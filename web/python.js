@@ -53,13 +53,15 @@ function workerUrl(base) {
   return sameOrigin ? new URL("python-worker.js", base) : new URL("./python-worker.js", import.meta.url);
 }
 
+const CHECK_BASE_URL =
+  "Is wgtune hosted there? Pass loadWgtune({baseUrl}) the URL of the directory that holds " +
+  "wgtune-config.json and pyodide/ (the copied library folder, or where your app serves the npm " +
+  "package's assets: npx wgtune-assets DIR).";
+const CHECK_PYODIDE_URL = "Is Pyodide hosted there? Pass loadWgtune({pyodideUrl}) the URL of its directory.";
+
 /** An asset of the library that could not be loaded: says which, from where, and what to check. */
-function missingAsset(what, url, cause) {
-  const where = what === "Pyodide"
-    ? "Pass loadWgtune({pyodideUrl}) the URL of the directory that holds pyodide.mjs (default: pyodide/ under baseUrl)."
-    : "Pass loadWgtune({baseUrl}) the URL of the directory that holds wgtune-config.json and pyodide/ " +
-      "(the copied library folder, or where your app serves the npm package's assets: npx wgtune-assets DIR).";
-  const error = new Error(`wgtune could not load ${what} from ${url} (${cause}): is wgtune hosted there? ${where}`);
+function missingAsset(what, url, cause, check = CHECK_BASE_URL) {
+  const error = new Error(`wgtune could not load ${what} from ${url} (${cause}). ${check}`);
   error.url = String(url);
   return error;
 }
@@ -82,12 +84,12 @@ async function fetchConfig(base) {
   return { ...config, wheelUrl: new URL(config.wheel, url).href };
 }
 
-async function importPyodide(indexURL) {
+async function importPyodide(indexURL, check) {
   const url = new URL("pyodide.mjs", indexURL);
   try {
     return await import(url.href);
   } catch (error) {
-    throw missingAsset("Pyodide", url, error.message ?? error);
+    throw missingAsset("Pyodide", url, error.message ?? error, check);
   }
 }
 
@@ -157,7 +159,8 @@ export async function startPython(base, { onStatus = () => {}, phases = {}, useS
   const wheelLoading = configLoading.then((config) => fetchBytes("the wgtune wheel", config.wheelUrl));
   wheelLoading.catch(() => {}); // awaited below, where a failure surfaces
   let began = performance.now();
-  const { loadPyodide, version } = await importPyodide(indexURL);
+  const check = pyodideUrl === undefined ? CHECK_BASE_URL : CHECK_PYODIDE_URL;
+  const { loadPyodide, version } = await importPyodide(indexURL, check);
   const config = await configLoading;
   const key = snapshotKey(base, config.wheelUrl, version);
   onStatus("Loading Python (Pyodide)…");
