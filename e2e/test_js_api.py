@@ -364,3 +364,115 @@ def test_a_launch_webgpu_refuses_rejects_that_execute_and_no_later_tune(browser)
     assert answer["unrelatedRan"]["resolved"]["ran"] == answer["unrelatedSettled"]["winner"]
     assert log.errors == []
     page.close()
+
+
+# An app's own wgtune, loaded on the page's side (the demo page waits, ?defer): a set tuned, winners
+# cleared per device, a dispose while a tune runs, then a second load on the same database.
+LIFECYCLE = r"""
+async () => {
+  const { loadWgtune } = await import("/wgtune.js");
+  const adapter = await navigator.gpu.requestAdapter();
+  const timed = await adapter.requestDevice({ requiredFeatures: ["timestamp-query"] });
+  const database = "wgtune-lifecycle";
+  const source = `
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> p: vec4<u32>;
+override WG: u32 = 64u;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < p.x) { y[g.x] = 2.0 * x[g.x]; } }`;
+  const spec = {
+    name: "lifecycle",
+    candidates: [64, 128].map((wg) => ({ name: `wg${wg}`, wgsl: source, constants: { WG: wg },
+                                         grid: (call) => [Math.ceil(call.params[0] / wg)] })),
+    key: (call) => ({ n: call.params[0] }),
+  };
+  const callOn = (device, n) => ({ params: [n], buffers: [4 * n, 4 * n].map((size) => device.createBuffer({
+    size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST })) });
+  const attempt = async (action) => {
+    try { await action(); return null; } catch (error) { return { name: error.name, message: error.message }; }
+  };
+  const namespaces = async (api) => (await api.storedPage()).namespaces.map((n) => [n.current, n.entries]);
+
+  const firstEvents = [];
+  const first = await loadWgtune({ device: timed, database, onEvent: (event) => firstEvents.push(event) });
+  const set = await first.defineSet(spec);
+  const [a, b] = [callOn(timed, 1000), callOn(timed, 3000)];
+  set.check(a);
+  const tunedA = await set.settle(a);
+  await first.flush();
+  // The same winner under another device's namespace: two devices in IndexedDB.
+  const exported = JSON.parse(await first.exportCache());
+  const elsewhere = exported.namespaces.map((doc) => ({ ...doc, device: { ...doc.device, device: "elsewhere" } }));
+  await first.importCache(JSON.stringify({ ...exported, namespaces: elsewhere }));
+  const both = await namespaces(first);
+  const clearedMine = await first.clearCache();
+  const afterMine = await namespaces(first);
+  const other = (await first.storedPage()).namespaces[0].namespace;
+  const badDevice = await attempt(() => first.clearCache({ device: "not a namespace" }));
+  const clearedOther = await first.clearCache({ device: other });
+  const afterOther = await namespaces(first);
+
+  set.check(b);
+  const tunedB = await set.settle(b);
+  const againA = set.check(a).state;  // its winner was cleared: tuned again, and disposed mid-tune
+  const disposing = first.dispose();
+  const sameDispose = first.dispose() === disposing;
+  await disposing;
+  const refused = {
+    check: await attempt(() => first.check("lifecycle", "1000")),
+    settle: await attempt(() => first.settle("lifecycle", "1000")),
+    clearCache: await attempt(() => first.clearCache()),
+    handle: await attempt(() => set.check(b)),
+  };
+  const timedLost = await Promise.race([timed.lost.then(() => true),
+                                        new Promise((resolve) => setTimeout(() => resolve(false), 200))]);
+
+  const plain = await (await navigator.gpu.requestAdapter()).requestDevice();  // no timestamp-query: a warning
+  const secondEvents = [];
+  const second = await loadWgtune({ device: plain, database, onEvent: (event) => secondEvents.push(event) });
+  const again = await second.defineSet(spec);
+  const [bOnPlain, aOnPlain] = [again.check(callOn(plain, 3000)), again.check(callOn(plain, 1000))];
+  await second.dispose();
+  const deleted = await new Promise((resolve) => {
+    const request = indexedDB.deleteDatabase(database);
+    request.onblocked = () => resolve("blocked");  // a connection left open
+    request.onsuccess = () => resolve("deleted");
+    request.onerror = () => resolve(String(request.error));
+  });
+  const warnings = (events) => events.filter((event) => event.type === "warning").map((event) => event.message);
+  return { tunedA, tunedB, both, clearedMine, afterMine, badDevice, clearedOther, afterOther, againA, sameDispose,
+           refused, timedLost, bOnPlain, aOnPlain, deleted, firstWarnings: warnings(firstEvents),
+           secondWarnings: warnings(secondEvents), secondTiming: second.adapterInfo.timestampQuery };
+}
+"""
+
+
+def test_clear_per_device_dispose_mid_tune_and_a_second_load_on_a_device_without_timestamps(browser):
+    page, log = browser.open("?defer", wait=False)
+    page.wait_for_function("typeof window.wgtune?.start === 'function'")
+    answer = page.evaluate(LIFECYCLE)
+    assert answer["tunedA"]["state"] == "Hit" and answer["tunedB"]["state"] == "Hit", answer
+    # Two devices' winners; the default clears this device's only, `device` names the other.
+    assert sorted(answer["both"]) == [[False, 1], [True, 1]], answer["both"]
+    assert answer["clearedMine"] == 1 and answer["afterMine"] == [[False, 1]], answer
+    assert answer["badDevice"]["name"] == "ConfigError" and "storedPage" in answer["badDevice"]["message"]
+    assert answer["clearedOther"] == 1 and answer["afterOther"] == [], answer
+    # Disposed mid-tune: every call refuses, saying why; the app's device is left alone.
+    assert answer["againA"] == "Pending" and answer["sameDispose"] is True
+    for name, refused in answer["refused"].items():
+        assert refused is not None and "wgtune was disposed" in refused["message"], (name, refused)
+        assert refused["name"] == "WgtuneError", (name, refused)
+    assert answer["timedLost"] is False
+    # A second load on the same database: the winner stored before the dispose is a Hit, the key
+    # whose tune the dispose cancelled stored nothing; IndexedDB closed behind both.
+    assert answer["bOnPlain"]["state"] == "Hit" and answer["bOnPlain"]["winner"] == answer["tunedB"]["winner"]
+    assert answer["aOnPlain"]["state"] == "Pending", answer["aOnPlain"]
+    assert answer["deleted"] == "deleted"
+    # timestamp-query: none said of the device that has it, one warning for the one without.
+    assert answer["firstWarnings"] == [] and answer["secondTiming"] is False
+    [warning] = answer["secondWarnings"]
+    assert "without the \"timestamp-query\" feature" in warning and "wall clock" in warning
+    assert 'requiredFeatures: adapter.features.has("timestamp-query")' in warning
+    assert log.errors == []
+    page.close()
