@@ -34,7 +34,7 @@ export declare class ConfigError extends WgtuneError {
 }
 /** A candidate could not be compiled or launched. */
 export declare class KernelError extends WgtuneError {}
-/** WebGPU refused the call's launch (a buffer without STORAGE usage, too small, destroyed, of another device, a grid over a limit). */
+/** WebGPU refused the launch: a buffer without STORAGE usage, too small, destroyed, another device's; a grid over a limit. */
 export declare class LaunchRefused extends KernelError {}
 /** A stored, imported or bundled document is not wgtune's, or is damaged. */
 export declare class StoreError extends WgtuneError {}
@@ -51,18 +51,9 @@ export type WgtuneErrorName = "WgtuneError" | "ConfigError" | "KernelError" | "L
   "TuneFailed" | "DeviceLost" | "NoValidKernelFound";
 /** Why a candidate failed ("Compile": the WGSL compiler's message). */
 export type FailureReason = "Compile" | "Launch" | "Mismatch" | "Timeout" | "InvalidSamples" | "Unknown" | "Skip";
-export interface CandidateFailure {
-  candidate: string;
-  reason: FailureReason;
-  message: string;
-}
+export interface CandidateFailure { candidate: string; reason: FailureReason; message: string }
 /** An answer's failure: the error a call would throw, as data. */
-export interface Failure {
-  name: WgtuneErrorName | (string & {});
-  message: string;
-  failures?: CandidateFailure[];
-}
-
+export interface Failure { name: WgtuneErrorName | (string & {}); message: string; failures?: CandidateFailure[] }
 /** `n` rounded up to a power of `base` (default 2), at most `max`: as Python's `wgtune.anchor`. */
 export declare function anchor(n: number, options?: { max?: number; base?: number }): number;
 
@@ -71,14 +62,8 @@ export declare function anchor(n: number, options?: { max?: number; base?: numbe
 /** How tunes sample, named as the WGTUNE_* variables are natively, in lower case. */
 export interface TuneSettings {
   policy?: "adaptive" | "fixed";
-  budget?: number;
-  screen_budget?: number;
-  max_samples?: number;
-  tolerance?: number;
-  confidence?: number;
-  warmups?: number;
-  samples?: number;
-  min_sample?: number;
+  budget?: number; screen_budget?: number; max_samples?: number; tolerance?: number; confidence?: number;
+  warmups?: number; samples?: number; min_sample?: number;
   /** Seconds one launch of a candidate may take before it is a Timeout result. */
   time_limit?: number;
   /**
@@ -88,7 +73,6 @@ export interface TuneSettings {
    */
   checks?: 0 | 1 | boolean;
 }
-
 export interface LoadOptions {
   /** The GPUDevice to tune on (default: wgtune opens the high-performance adapter's). */
   device?: WgtuneGPUDevice | null;
@@ -99,21 +83,16 @@ export interface LoadOptions {
   /** The IndexedDB database name (default "wgtune"). */
   database?: string;
   settings?: TuneSettings;
-  /** Where wgtune's assets (wgtune-config.json, the wheel, python-worker.js) are served from (default: beside wgtune.js). */
+  /** Where wgtune's assets (wgtune-config.json, the wheel, the worker) are served from (default: beside wgtune.js). */
   baseUrl?: string | URL;
   /** Where Pyodide's files are served from (default: pyodide/ under baseUrl). */
   pyodideUrl?: string | URL;
   /** Register the demo's sets and keys (the demo page does; a library user need not). */
   demo?: boolean;
 }
-
 /** What `adapterInfo` says of the device. */
 export interface AdapterInfo {
-  vendor: string;
-  architecture: string;
-  device: string;
-  description: string;
-  isFallbackAdapter: boolean;
+  vendor: string; architecture: string; device: string; description: string; isFallbackAdapter: boolean;
   /** Whether tunes time on the GPU's timestamps (else on the wall clock, of ~ms grain). */
   timestampQuery: boolean;
   features: string[];
@@ -127,12 +106,8 @@ export interface CandidateResult {
   /** Present on a timing (not on a failure). */
   index?: number;
   timing?: string;
-  median?: number;
-  min?: number;
-  max?: number;
-  mean?: number;
-  variance?: number;
-  score?: number;
+  /** Seconds per dispatch. */
+  median?: number; min?: number; max?: number; mean?: number; variance?: number; score?: number;
   samples?: number[];
   eliminated_early?: boolean;
   /** Compiled and run, not timed (a dry run). */
@@ -140,21 +115,16 @@ export interface CandidateResult {
   error?: Exclude<FailureReason, "Compile">;
   reason?: string;
 }
-
 /** How sure a tune is of its winner against the runner-up. */
 export interface Confidence {
   runner_up: string;
   /** The runner-up's time over the winner's, and its interval at `level`. */
-  ratio: number;
-  low: number;
-  high: number;
-  level: number;
+  ratio: number; low: number; high: number; level: number;
   /** The probability that the winner is the faster. */
   p_faster: number;
   /** The winner's and the runner-up's sample counts. */
   samples: [number, number];
 }
-
 /**
  * Events name the set and its key as text: a registered key by its label ("128x128x128"), a
  * defineSet key by its fields as `field=value`, sorted by field and joined by ", "
@@ -182,7 +152,6 @@ export type WgtuneEvent =
   | { type: "device-lost"; reason: string; message: string }
   | { type: "device-reopened"; retuning: string[] }
   | { type: "device-gone"; reason: string };
-
 /** One tune's record (`records()`, the `record` event). */
 export interface RecordItem {
   kind: string;
@@ -192,17 +161,10 @@ export interface RecordItem {
   /** The key as events name it. */
   label: string;
   record: {
-    table: string;
-    entry: { key: Record<string, KeyValue>; checksum: string };
-    winner: number;
+    table: string; entry: { key: Record<string, KeyValue>; checksum: string }; winner: number;
     trials: Array<{ name: string; wall: number; samples: number }>;
-    short_circuit: string | null;
-    wall: number;
-    dry_run: boolean;
-    stored: boolean | "pending";
-    policy: string;
-    confidence: Confidence | null;
-    warning?: string;
+    short_circuit: string | null; wall: number; dry_run: boolean; stored: boolean | "pending"; policy: string;
+    confidence: Confidence | null; warning?: string;
   };
 }
 
@@ -214,7 +176,6 @@ export type ParamValue = number | ParamValue[];
 export type Params = Record<string, ParamValue> | ParamValue[];
 /** The constraint of a set's params type: `{n: number; alpha: number}`, `[number, number]`, ... */
 export type ParamsOf<P> = { [K in keyof P]: ParamValue };
-
 /**
  * One call of a set: the app's own buffers, by the WGSL's variable names or in binding order,
  * and the params of its uniform, by the uniform struct's field names (`P`) or in order. Each
@@ -224,7 +185,6 @@ export interface Call<P extends ParamsOf<P> = Params> {
   buffers: Record<string, WgtuneGPUBuffer> | WgtuneGPUBuffer[];
   params?: P | ParamValue[];
 }
-
 /**
  * What a set's functions see of a call (also of the benchmark's copies of it): its params (by
  * name when the uniform is a struct: type them with `defineSet<{n: number}>`), and each
@@ -234,13 +194,10 @@ export interface CallView<P extends ParamsOf<P> = Params> {
   params: P;
   buffers: Record<string, number> | number[];
 }
-
 /** Workgroup counts: [x], [x, y] or [x, y, z]. */
 export type Grid = [number] | [number, number] | [number, number, number];
-
 /** The autotune key: calls with equal keys share one tune and one winner. */
 export type Key = Record<string, KeyValue>;
-
 export interface Candidate<P extends ParamsOf<P> = Params> {
   name: string;
   wgsl: string;
@@ -248,8 +205,7 @@ export interface Candidate<P extends ParamsOf<P> = Params> {
   entryPoint?: string;
   /** Values of the WGSL's `override` constants, by name or numeric @id. */
   constants?: Record<string, number | boolean>;
-  workgroupSize?: [number, number, number];
-  workgroupStorage?: number;
+  workgroupSize?: [number, number, number]; workgroupStorage?: number;
   /** WebGPU features the WGSL needs ("shader-f16", "subgroups"). */
   features?: string[];
   priority?: number;
@@ -263,10 +219,8 @@ export interface Candidate<P extends ParamsOf<P> = Params> {
    */
   scratch?: Record<string, number | ((call: CallView<P>) => number)>;
 }
-
 /** A point of a parameter space: parameter name -> value. */
 export type Point = Record<string, number | string | boolean>;
-
 /** One source (or a renderer) and lists of parameter values: one candidate per admitted point. */
 export interface Space<P extends ParamsOf<P> = Params> {
   name?: string;
@@ -281,14 +235,11 @@ export interface Space<P extends ParamsOf<P> = Params> {
   restrict?: (point: Point) => boolean;
   constants?: (point: Point) => Record<string, number | boolean>;
   workgroupSize?: ((point: Point) => [number, number, number]) | [number, number, number];
-  entryPoint?: string;
-  features?: string[];
+  entryPoint?: string; features?: string[];
 }
-
 /** One output of a reference: of the output's WGSL element type (Float32Array for array<f32>). */
 export type ReferenceOutput = Float32Array | Float64Array | Int32Array | Uint32Array | Int16Array | Uint16Array |
   Int8Array | Uint8Array | ArrayBuffer | number[];
-
 export interface SetSpec<P extends ParamsOf<P> = Params> {
   name: string;
   candidates?: Array<Candidate<P>>;
@@ -297,9 +248,7 @@ export interface SetSpec<P extends ParamsOf<P> = Params> {
   key?: (call: CallView<P>) => Key;
   /** The buffers output checks compare (default: candidate 0's read_write bindings). */
   outputs?: Array<string | number>;
-  outputType?: string | string[];
-  atol?: number | number[];
-  rtol?: number | number[];
+  outputType?: string | string[]; atol?: number | number[]; rtol?: number | number[];
   /**
    * The expected outputs for the check's inputs (each buffer's bytes, in the call's order): one
    * per output, synchronous. A typed array of another element type fails the tune, naming the
@@ -310,29 +259,24 @@ export interface SetSpec<P extends ParamsOf<P> = Params> {
   search?: { strategy?: "model" | "random" | (string & {}); candidates?: number; seconds?: number; seed?: number;
              options?: Record<string, unknown> };
 }
-
 /** "Failed": every candidate failed for the key; it stays so until the set changes or `retune`. */
 export type KeyState = "Hit" | "Miss" | "Pending" | "Failed";
-
 /** A defineSet call's state (`check`, `settle`, `retune`). */
 export interface KeyAnswer {
   set: string;
   /** The call's key, as the set's key function made it. */
   key: Key;
-  state: KeyState;
-  winner?: string;
-  failure?: Failure;
+  state: KeyState; winner?: string; failure?: Failure;
 }
 /** What `execute` ran: the winner, or the fallback (candidate 0) while Pending. */
 export interface ExecuteAnswer extends KeyAnswer {
   ran: string;
 }
-
 export interface TunableSetHandle<P extends ParamsOf<P> = Params> {
   readonly name: string;
   /** The candidates' names, in the set's order (candidate 0 is the fallback). */
   readonly candidates: string[];
-  /** The call's state; on a miss the tune starts and this says Pending. Throws LaunchRefused for a call WebGPU would refuse. */
+  /** The call's state; on a miss the tune starts and this says Pending. LaunchRefused for a call WebGPU would refuse. */
   check(call: Call<P>): KeyAnswer;
   /**
    * Run the winner on the call (the fallback while Pending, once compiled); the launch is
@@ -355,12 +299,9 @@ export interface LabelAnswer {
   set: string;
   /** The key's label: "128x128x128". */
   key: string;
-  state: KeyState;
-  winner?: string;
-  failure?: Failure;
-  results?: CandidateResult[];
-  policy?: string;
-  confidence?: Confidence | null;
+  state: KeyState; winner?: string; failure?: Failure;
+  /** A Hit's stored results, policy and confidence. */
+  results?: CandidateResult[]; policy?: string; confidence?: Confidence | null;
 }
 export interface LabelExecuteAnswer extends LabelAnswer {
   ran: string;
@@ -370,7 +311,6 @@ export interface LabelExecuteAnswer extends LabelAnswer {
   /** The output buffer's bytes in base64, with `{output: true}`. */
   output?: string;
 }
-
 /** The device and every registered set with its keys (`catalogue()`). */
 export interface Catalogue {
   identity: { vendor: string; device: string; driver: string; backend: string };
@@ -395,42 +335,28 @@ export interface Batch {
   /** Submit what was recorded and close the batch; an Error if it was submitted already. */
   submit(): void;
 }
-
 /** A stored winner as exports, bundles and the stored-winners page carry it. */
 export interface StoredEntry {
-  table: string;
-  key: Record<string, KeyValue>;
-  checksum: string;
-  winner: number;
-  winner_name: string;
+  table: string; key: Record<string, KeyValue>; checksum: string; winner: number; winner_name: string;
   results?: Array<CandidateResult | null>;
-  policy: string;
-  confidence: Confidence | null;
-  not_run?: string;
-  checked?: boolean;
+  policy: string; confidence: Confidence | null; not_run?: string; checked?: boolean;
 }
-
 /** One page of the stored winners (api.storedPage): one device's, one set's or all, with the counts. */
 export interface StoredPage {
   namespaces: Array<{ namespace: string; fields: Record<string, unknown>; entries: number; current: boolean }>;
   namespace: string | null;
   sets: Array<{ name: string; entries: number }>;
-  set: string | null;
-  total: number;
-  offset: number;
-  limit: number;
+  set: string | null; total: number; offset: number; limit: number;
   /** Each entry as stored, with the page's label of its key. */
   entries: Array<StoredEntry & { label: string }>;
   damaged: number;
 }
-
 /** Every device's stored winners (`cache()`; `exportCache()` is its text), as `wgtune cache export` writes it. */
 export interface ExportDocument {
   format: "wgtune.export/1";
   /** Each namespace's fields (wgtune, device, tuner) and its winners. */
   namespaces: Array<Record<string, unknown> & { format: "wgtune.cache/1"; entries: StoredEntry[] }>;
 }
-
 /** A bundle of winners for many devices, as `wgtune bundle` writes it. */
 export interface Bundle {
   format: "wgtune.bundle/1";
@@ -439,29 +365,24 @@ export interface Bundle {
   /** The wgtune version that built it. */
   wgtune: string;
   namespaces: Array<Record<string, unknown> & {
-    entries: Array<Omit<StoredEntry, "key" | "results"> & {
-      key: Record<string, string | number | boolean | null>; checked: boolean;
+    entries: Array<Omit<StoredEntry, "results"> & {
+      checked: boolean;
       /** How many agreeing reporters stand behind it (a collector's count: one vote per reporter). */
       reports?: number;
     }>;
   }>;
 }
-
 /** What loadBundle seeded: this device's winners, of how many entries in how many namespaces. */
 export interface BundleLoad {
   /** Winners of this GPU taken from the bundle (0: the bundle does not know it; keys tune as usual). */
-  seeded: number;
-  entries: number;
-  namespaces: number;
+  seeded: number; entries: number; namespaces: number;
 }
-
 export interface ShareOptions {
   /** Start from the collector's verified winners for this GPU (default true). */
   receive?: boolean;
   /** Called with the sharing's state after the bundle was taken and after every report. */
   onChange?: (state: Sharing) => void;
 }
-
 /** Sharing winners with a fleet collector (`wgtune collect`): its state, live. */
 export interface Sharing {
   readonly collector: string;
@@ -470,8 +391,7 @@ export interface Sharing {
   /** This GPU's winners with fewer reports, left out: this page tunes those keys itself and reports. */
   unverified: number;
   /** Reports the collector took, and refused (a set or checksum it does not know). */
-  sent: number;
-  refused: number;
+  sent: number; refused: number;
   /** The last problem (unreachable, busy, a refusal), or null. */
   error: string | null;
   stop(): void;
@@ -510,7 +430,7 @@ export interface Wgtune {
   exportCache(): Promise<string>;
   /** Merge an export (native or browser) into IndexedDB; how many entries. */
   importCache(text: string): Promise<number>;
-  /** Forget stored winners (default this device's; `device`: a namespace as storedPage names it; `all`: every device's); how many. */
+  /** Forget stored winners: this device's, or `device`'s (a namespace as storedPage names it), or `all`; how many. */
   clearCache(options?: { device?: string; all?: boolean }): Promise<number>;
   /** Seed the tuner from a bundle (a same-origin URL, or the bundle); rejects naming what is wrong, seeding nothing. */
   loadBundle(source: string | URL | Bundle): Promise<BundleLoad>;
@@ -523,5 +443,4 @@ export interface Wgtune {
   /** Listen to events; returns the function that stops listening. */
   on(listener: (event: WgtuneEvent) => void): () => void;
 }
-
 export declare function loadWgtune(options?: LoadOptions): Promise<Wgtune>;
