@@ -52,8 +52,11 @@ export type WgtuneErrorName = "WgtuneError" | "ConfigError" | "KernelError" | "L
 /** Why a candidate failed ("Compile": the WGSL compiler's message). */
 export type FailureReason = "Compile" | "Launch" | "Mismatch" | "Timeout" | "InvalidSamples" | "Unknown" | "Skip";
 export interface CandidateFailure { candidate: string; reason: FailureReason; message: string }
-/** An answer's failure: the error a call would throw, as data. */
-export interface Failure { name: WgtuneErrorName | (string & {}); message: string; failures?: CandidateFailure[] }
+/** An answer's failure: the error a call would throw, as data (its class's name and fields). */
+export interface Failure {
+  name: WgtuneErrorName | (string & {}); message: string; failures?: CandidateFailure[];
+  set?: string; key?: Record<string, KeyValue> | string; field?: string;
+}
 /** `n` rounded up to a power of `base` (default 2), at most `max`: as Python's `wgtune.anchor`. */
 export declare function anchor(n: number, options?: { max?: number; base?: number }): number;
 
