@@ -175,6 +175,30 @@ def test_the_declarations_refuse_a_wrong_use(checked, setup, what):
     assert errors.get(f"wrong_{list(WRONG_USES).index(what)}.ts"), f"tsc took {what}"
 
 
+def test_the_declared_values_are_what_wgtune_js_exports():
+    """Every class and function the declarations promise is exported by web/wgtune.js (imported in
+    node: nothing of a browser is touched at import), each error class naming itself."""
+    declared = sorted(re.findall(r"^export declare (?:class|function) (\w+)",
+                                 (WEB / "wgtune.d.ts").read_text(encoding="utf-8"), re.MULTILINE))
+    script = """
+const api = await import(process.argv[1]);
+const names = {};
+for (const [name, value] of Object.entries(api)) {
+  if (typeof value === "function" && value.prototype instanceof Error) names[name] = new value("m").name;
+}
+console.log(JSON.stringify({ exports: Object.keys(api).sort(), names }));
+"""
+    node = shutil.which("node")
+    assert node, "node is not installed: run `make setup` (scripts/setup.sh installs it)"
+    done = subprocess.run([node, "--no-warnings", "--input-type=module", "-e", script, (WEB / "wgtune.js").as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert sorted(set(declared) - set(found["exports"])) == [], "declared in wgtune.d.ts, not exported by wgtune.js"
+    assert sorted(set(found["exports"]) - set(declared)) == [], "exported by wgtune.js, not declared in wgtune.d.ts"
+    assert all(name == made for name, made in found["names"].items()), found["names"]
+
+
 def test_the_declarations_compile_without_any_webgpu_types(tmp_path):
     """TypeScript 5.x without @webgpu/types has no GPUDevice: the declarations still compile (a device
     is an `object` there) and the label API is usable."""
