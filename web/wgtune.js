@@ -13,6 +13,7 @@ import { pythonError, py } from "./errors.js";
 export {
   WgtuneError, ConfigError, KernelError, LaunchRefused, StoreError, TuneFailed, DeviceLost, NoValidKernelFound,
 } from "./errors.js";
+export { anchor } from "./anchor.js";
 import { defineSet } from "./sets.js";
 import { batch } from "./batch.js";
 import { loadBundle } from "./bundle.js";
