@@ -57,8 +57,8 @@ export interface Failure {
   name: WgtuneErrorName | (string & {}); message: string; failures?: CandidateFailure[];
   set?: string; key?: Record<string, KeyValue> | string; field?: string;
 }
-/** `n` rounded up to a power of `base` (default 2), at most `max`: as Python's `wgtune.anchor`. */
-export declare function anchor(n: number, options?: { max?: number; base?: number }): number;
+/** `x` (a whole number >= 0) rounded up to a power of `base` (default 2), clamped to [min, max]: Python's `wgtune.anchor`. */
+export declare function anchor(x: number, options?: { max?: number; min?: number; base?: number }): number;
 
 // -- loading ---------------------------------------------------------------------------------
 
