@@ -33,7 +33,7 @@ from kernels import Workload  # bench/kernels.py
 from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 
-__all__ = ["CheckedOracle", "allowance", "checked_oracle", "disagreement"]
+__all__ = ["CheckedOracle", "allowance", "checked_candidates", "checked_oracle", "disagreement"]
 
 
 def allowance(want: np.ndarray, atol: float, rtol: float) -> np.ndarray:
@@ -99,12 +99,13 @@ def _regret(times: dict[int, float], pick: int) -> float:
     return times[pick] / min(times.values()) - 1
 
 
-def checked_oracle(
-    device: NativeDevice, workload: Workload, args: Args, want: np.ndarray, rounds: int, compiled: dict[str, Any]
-) -> CheckedOracle:
+def checked_candidates(
+    device: NativeDevice, workload: Workload, args: Args, want: np.ndarray, compiled: dict[str, Any]
+) -> tuple[dict[int, tuple], dict[int, str]]:
     """Every candidate of ``workload``'s set that fits the device and this call's key (compiled
-    once per fingerprint through ``compiled``), each one's output checked against ``want``; the
-    correct ones sampled over ``rounds`` interleaved rounds."""
+    once per fingerprint through ``compiled``) as ``{index: (pipeline, grid)}``, and the wrong ones
+    among them: ``{index: why}``, each one's output checked against ``want`` on an output buffer
+    filled with NaN."""
     pipelines = candidates_of(device, workload, args, compiled)
     _typecode, atol, rtol = workload.tunables.tolerances[0]
     allowed = allowance(want, atol, rtol)
@@ -120,9 +121,22 @@ def checked_oracle(
         except Exception as error:  # a candidate that fails here is no one's pick
             wrong[index] = f"did not run: {error}"
             continue
+        finally:
+            output.destroy()
         problem = disagreement(got, want, allowed)
         if problem:
             wrong[index] = problem
+    poison.destroy()
+    return pipelines, wrong
+
+
+def checked_oracle(
+    device: NativeDevice, workload: Workload, args: Args, want: np.ndarray, rounds: int, compiled: dict[str, Any]
+) -> CheckedOracle:
+    """Every candidate of ``workload``'s set that fits the device and this call's key
+    (:func:`checked_candidates`), each one's output checked against ``want``; the correct ones
+    sampled over ``rounds`` interleaved rounds."""
+    pipelines, wrong = checked_candidates(device, workload, args, want, compiled)
     correct = {index: found for index, found in pipelines.items() if index not in wrong}
     samples = oracle(device, correct, args, rounds) if correct else {}
     return CheckedOracle(len(pipelines), wrong, samples)

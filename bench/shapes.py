@@ -47,11 +47,12 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from checked_oracle import checked_oracle  # bench/checked_oracle.py
 from regret import ORACLE_ROUNDS  # bench/regret.py
+from run_info import Report  # bench/run_info.py
 
 from kernels import (  # bench/kernels.py: workloads, torch timing, numpy checks
     CUDA,
@@ -269,19 +270,6 @@ def shape_slice(text: str) -> slice:
     if count < 1:
         raise argparse.ArgumentTypeError(f"--shapes N needs N >= 1, got {count}")
     return slice(count)
-
-
-class Report:
-    """Lines to standard output and, with ``--out``, to a file as they come."""
-
-    def __init__(self, out: TextIO | None) -> None:
-        self.out = out
-
-    def line(self, text: str) -> None:
-        print(text, flush=True)
-        if self.out is not None:
-            self.out.write(text + "\n")
-            self.out.flush()
 
 
 def main(argv: list[str] | None = None) -> int:

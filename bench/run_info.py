@@ -1,0 +1,56 @@
+"""What a benchmark's report says about its own run, and where its lines go.
+
+The first line of a file in ``bench/results/`` states the command, the adapter, the date and the
+commit, so that a figure can be traced to what produced it (:func:`header_line`); :class:`Report`
+prints each line and, with ``--out``, writes it to the file as it comes (a run cut short keeps
+what it printed).
+"""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import sys
+from pathlib import Path
+from typing import TextIO
+
+__all__ = ["Report", "commit", "header_line"]
+
+
+class Report:
+    """Lines to standard output and, with ``--out``, to a file as they come."""
+
+    def __init__(self, out: TextIO | None) -> None:
+        self.out = out
+
+    def line(self, text: str) -> None:
+        print(text, flush=True)
+        if self.out is not None:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+
+def commit() -> str:
+    """The checkout's commit (``+changes`` when its tracked files differ from it), or why not known:
+    a copy of the tree without ``.git`` (a device machine's) has none."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "commit unknown (no git checkout here)"
+    return f"{head}+changes" if dirty else head
+
+
+def header_line(adapter: dict, argv: list[str] | None = None) -> str:
+    """``# python SCRIPT ARGS on ADAPTER (BACKEND), DATE, wgtune VERSION at COMMIT``."""
+    import wgtune
+
+    args = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *args])
+    version = getattr(wgtune, "__version__", "?")
+    return (f"# {command} on {adapter.get('device', '?')} ({adapter.get('backend_type', '?')}, "
+            f"{adapter.get('description', '')}), {datetime.date.today().isoformat()}, wgtune {version} "
+            f"at {commit()}")
