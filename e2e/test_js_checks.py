@@ -203,7 +203,7 @@ def test_a_reference_returning_floats_for_a_u32_output_fails_the_tune_naming_the
     assert settled["state"] == "Miss", settled
     said = ("the reference of checks_wrong_type: output 'y' (buffer 1), of WGSL type u32, is given f32 values; "
             "give u32 ones")
-    assert said in settled["failure"], settled
+    assert said in settled["failure"]["message"], settled
     [failed] = answer["failed"]
     assert said in failed["reason"], failed
 

@@ -554,8 +554,9 @@ def test_a_tune_that_fails_puts_the_key_back_to_miss_and_shows_why(browser):
     page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)", HOPELESS_SET)
     assert state(page, "hopeless", "1024")["state"] == "Pending"
     after = settle(page, "hopeless", "1024")
-    assert after["state"] == "Miss"
-    assert "no valid kernel" in after["failure"].lower() and "65535" in after["failure"]
+    assert after["state"] == "Failed"  # and stays so for the page load: not tuned again on every call
+    assert after["failure"]["name"] == "NoValidKernelFound"
+    assert "no valid kernel" in after["failure"]["message"].lower() and "65535" in after["failure"]["message"]
     failure = page.locator('tr[data-key="hopeless/1024"] .failure')
     failure.wait_for()
     assert "65535" in failure.inner_text()
@@ -764,12 +765,22 @@ def test_a_native_export_imports_in_the_page_and_a_page_export_imports_natively(
     page.close()
 
 
-def test_clear_asks_first_saying_how_many_winners_of_how_many_devices_go(browser):
+# This page's winners imported again as another device's: two devices in IndexedDB.
+ELSEWHERE = """async () => {
+  const exported = JSON.parse(await window.wgtune.exportCache());
+  const namespaces = exported.namespaces.map((doc) => ({ ...doc, device: { ...doc.device, device: "elsewhere" } }));
+  return window.wgtune.importCache(JSON.stringify({ ...exported, namespaces }));
+}"""
+
+
+def test_clear_asks_first_and_clears_the_device_the_panel_shows_only(browser):
     page, log = browser.open()
     if state(page, "fma", "100003")["state"] == "Pending":
         settle(page, "fma", "100003")
     page.evaluate("window.wgtune.flush()")
+    assert page.evaluate(ELSEWHERE) > 0
     page.locator("#cache-refresh").click()
+    page.wait_for_function("document.querySelectorAll('#cache-device option').length >= 2")
     asked = []
 
     def answer(dialog, accept):
@@ -779,11 +790,29 @@ def test_clear_asks_first_saying_how_many_winners_of_how_many_devices_go(browser
     page.once("dialog", lambda dialog: answer(dialog, False))
     page.locator("#cache-clear").click()
     page.wait_for_function("document.querySelector('#cache-message').textContent === 'Nothing cleared.'")
-    assert "stored winner" in asked[0] and "device namespace" in asked[0] and "Export first" in asked[0]
-    assert page.evaluate("window.wgtune.cache()")["namespaces"], "dismissed: nothing may go"
+    assert "stored winner" in asked[0] and "of this device" in asked[0] and "Export first" in asked[0]
+    assert "other device" in asked[0] and "stay" in asked[0], asked[0]
+    before = page.evaluate("window.wgtune.storedPage()")["namespaces"]
+    assert any(n["current"] for n in before), "dismissed: nothing may go"
     page.once("dialog", lambda dialog: answer(dialog, True))
     page.locator("#cache-clear").click()
     page.wait_for_function("document.querySelector('#cache-message').textContent.startsWith('Cleared')")
+    assert "of this device" in page.locator("#cache-message").inner_text()
+    left = page.evaluate("window.wgtune.storedPage()")["namespaces"]
+    assert left and not any(n["current"] for n in left)  # the other devices' winners stay
+    assert state(page, "fma", "100003")["state"] == "Pending"  # this device's key is tuned again
+    # Another device, chosen under Device: its winners go, and the question says this one's stay.
+    other = next(n for n in left if "elsewhere" in n["namespace"])
+    page.locator("#cache-device").select_option(other["namespace"])
+    page.wait_for_function("(text) => document.querySelector('#cache-device').value === text", arg=other["namespace"])
+    page.once("dialog", lambda dialog: answer(dialog, True))
+    page.locator("#cache-clear").click()
+    page.wait_for_function("document.querySelector('#cache-message').textContent.includes('elsewhere')")
+    assert "This device's winners stay" in asked[-1], asked[-1]
+    remaining = [n["namespace"] for n in page.evaluate("window.wgtune.storedPage()")["namespaces"]]
+    assert other["namespace"] not in remaining
+    settle(page, "fma", "100003")
+    page.evaluate("window.wgtune.clearCache({all: true})")  # the tests after this one start from nothing stored
     assert page.evaluate("window.wgtune.cache()")["namespaces"] == []
     assert log.errors == []
     page.close()
@@ -825,6 +854,19 @@ def test_a_screenshot_after_tuning_everything_shows_the_chart_and_the_winners(br
     path = artifacts / "page-after-tune.png"
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 10_000
+    assert page.locator("#tune-all-status").inner_text().startswith("Done: tuned")
+    # Clear: this device's winners go, and the page no longer speaks of its tunes as done.
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#cache-clear").click()
+    page.wait_for_function("document.querySelector('#cache-message').textContent.startsWith('Cleared')")
+    page.wait_for_function(
+        "[...document.querySelectorAll('tr[data-key] .state')].every((cell) => cell.textContent === 'Miss')")
+    assert page.locator("#tune-all-status").inner_text() == ""
+    assert "cleared" in page.locator("#progress").inner_text()
+    legend = page.locator("#keys-legend").inner_text()  # what the states and the labels mean, said in place
+    assert all(state in legend for state in ("Hit", "Pending", "Miss", "Failed")), legend
+    assert "keys: M x N x K" in page.locator("tr.set-heading").first.inner_text()
+    page.screenshot(path=str(artifacts / "page-after-clear.png"), full_page=True)
     assert log.errors == []
     page.close()
 

@@ -62,6 +62,6 @@ function chartModel(id) {
       results: state.results,
     };
   }
-  const empty = state?.failure ? `The last tune failed: ${state.failure}` : (EMPTY[state?.state] ?? "Not tuned yet.");
+  const empty = state?.failure ? `The last tune failed: ${state.failure.message ?? state.failure}` : (EMPTY[state?.state] ?? "Not tuned yet.");
   return { title: id, subtitle: "", winner: null, results: [], empty };
 }
