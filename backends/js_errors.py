@@ -132,14 +132,16 @@ class Facing:
         wrapped = for_javascript(value)
         if inspect.iscoroutinefunction(value):
 
-            async def call_async(*args: Any, **kwargs: Any) -> Any:
+            async def call(*args: Any, **kwargs: Any) -> Any:
                 return _facing(await wrapped(*args, **kwargs))
 
-            return call_async
+        else:
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return _facing(wrapped(*args, **kwargs))
+            def call(*args: Any, **kwargs: Any) -> Any:
+                return _facing(wrapped(*args, **kwargs))
 
+        if inspect.ismethod(value) and value.__self__ is self._target:
+            self.__dict__[name] = call  # made once: a call on the hot path finds it without __getattr__
         return call
 
 
