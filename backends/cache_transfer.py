@@ -8,22 +8,20 @@ of Python objects, so:
 
 - :func:`export_cache` writes the document to a file as it reads rows (one read transaction: a
   consistent copy while writers go on), checking each row (a damaged one is skipped, logged);
-- :func:`import_cache` reads a file of at most ``max_bytes``. It parses it as a stream (the
-  document's structure by hand, each entry and namespace field with ``json``), checks each entry as
-  it comes and stages it in a temporary table; only when the whole file has been read and checked
-  does one write transaction merge the staged entries (each replaces the stored one of its set and
-  key). Anything the stream parser does not expect (a bad entry, an odd shape, repeated fields)
-  sends the file through the plain path instead (``DocumentStore.check_import`` and
-  ``store.decode_export`` on the whole text), which gives the exact error, or imports the odd but
-  valid file. Either way a bad file writes nothing.
+- :func:`import_cache` reads a file of at most ``max_bytes``. It parses it as a stream
+  (``export_stream.py``: the document's structure by hand, each entry and namespace field with
+  ``json``), checks each entry as it comes and stages it in a temporary table; only when the
+  whole file has been read and checked does one write transaction merge the staged entries (each
+  replaces the stored one of its set and key). Anything the stream parser does not expect (a bad
+  entry, an odd shape, repeated fields) sends the file through the plain path instead
+  (``DocumentStore.check_import`` and ``store.decode_export`` on the whole text), which gives the
+  exact error, or imports the odd but valid file. Either way a bad file writes nothing.
 """
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
@@ -34,14 +32,13 @@ from wgtune.store.format import (
     DOCUMENT_FORMAT,
     EXPORT_FORMAT,
     StoredEntry,
-    as_imported,
     canonical_namespace,
     check_namespace,
     decode_export,
 )
-from wgtune.store.validate import parse_json
 from wgtune.tune.log import logger
 
+from .export_stream import ExportStream, Unusual, read_export
 from .sqlite_rows import decode_row, entry_text
 from .sqlite_store import CacheDatabase, SqliteStore
 
@@ -91,102 +88,6 @@ def export_cache(database: CacheDatabase | None, out: TextIO) -> tuple[int, int]
 # -- import ---------------------------------------------------------------------------------------
 
 
-class _Unusual(Exception):
-    """The stream parser met something it does not handle: the plain path decides."""
-
-
-class _Stream:
-    """JSON text read in chunks: whitespace, single characters, and whole values by ``raw_decode``."""
-
-    def __init__(self, handle: BinaryIO) -> None:
-        self.handle = handle
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
-        self.buffer, self.pos, self.eof = "", 0, False
-        self.json = json.JSONDecoder()
-
-    def _fill(self, at_least: int = CHUNK) -> bool:
-        if self.eof:
-            return False
-        data = self.handle.read(max(at_least, CHUNK))
-        try:
-            text = self.decoder.decode(data, final=not data)
-        except UnicodeDecodeError:
-            raise _Unusual from None
-        self.eof = not data
-        self.buffer = self.buffer[self.pos:] + text
-        self.pos = 0
-        return True
-
-    def peek(self) -> str:
-        """The next character that is not whitespace ('' at the end), not consumed."""
-        while True:
-            while self.pos < len(self.buffer) and self.buffer[self.pos] in " \t\n\r":
-                self.pos += 1
-            if self.pos < len(self.buffer):
-                return self.buffer[self.pos]
-            if not self._fill():
-                return ""
-
-    def take(self, expected: str) -> None:
-        if self.peek() != expected:
-            raise _Unusual
-        self.pos += 1
-
-    def value(self, *, checked: bool = True) -> object:
-        """The next JSON value; ``checked``: parsed as every import is (``validate.parse_json``: depth,
-        numbers, repeated keys). A value must end before the buffer does (a number cut at a chunk's
-        end would read short), so the buffer grows (doubling) until it does, or the file ends."""
-        self.peek()
-        while True:
-            try:
-                value, end = self.json.raw_decode(self.buffer, self.pos)
-                if end < len(self.buffer) or self.eof:
-                    break
-            except (RecursionError, ValueError):
-                if self.eof:
-                    raise _Unusual from None
-            self._fill(len(self.buffer) - self.pos)
-        start, self.pos = self.pos, end
-        if not checked:
-            return value
-        try:
-            return parse_json(self.buffer[start:end])
-        except StoreError:
-            raise _Unusual from None
-
-    def members(self) -> Iterator[str]:
-        """The keys of the object that starts here, each left for the caller to read its value."""
-        self.take("{")
-        if self.peek() == "}":
-            self.pos += 1
-            return
-        seen = set()
-        while True:
-            key = self.value(checked=False)
-            if not isinstance(key, str) or key in seen:
-                raise _Unusual
-            seen.add(key)
-            self.take(":")
-            yield key
-            if self.peek() == "}":
-                self.pos += 1
-                return
-            self.take(",")
-
-    def items(self) -> Iterator[None]:
-        """Once per element of the array that starts here, each left for the caller to read."""
-        self.take("[")
-        if self.peek() == "]":
-            self.pos += 1
-            return
-        while True:
-            yield
-            if self.peek() == "]":
-                self.pos += 1
-                return
-            self.take(",")
-
-
 class _Staging:
     """Checked entries in temporary tables of the database's connection, before the one write."""
 
@@ -200,27 +101,19 @@ class _Staging:
         connection.execute("DELETE FROM temp.staged_docs")
         connection.execute("BEGIN")  # writes only the temporary database: no lock on the cache's
 
-    def entries(self, stream: _Stream, doc: int) -> None:
-        for _ in stream.items():
-            try:
-                entry = as_imported(StoredEntry.from_json(stream.value()))
-            except StoreError:
-                raise _Unusual from None
-            self.batch.append((doc, entry.set_name, entry.key.to_json(), entry_text(entry)))
-            if len(self.batch) >= BATCH:
-                self.flush()
+    def entry(self, doc: int, entry: StoredEntry) -> None:
+        self.batch.append((doc, entry.set_name, entry.key.to_json(), entry_text(entry)))
+        if len(self.batch) >= BATCH:
+            self.flush()
 
     def flush(self) -> None:
         self.connection.executemany(
             "INSERT INTO temp.staged (doc, set_name, key, entry) VALUES (?, ?, ?, ?)", self.batch)
         self.batch.clear()
 
-    def document(self, doc: int, fields: dict) -> None:
-        """A document's fields, read whole: it is a wgtune document, or the plain path decides."""
-        if fields.pop("format", None) != DOCUMENT_FORMAT:
-            raise _Unusual
+    def document(self, doc: int, namespace: dict) -> None:
         self.connection.execute("INSERT INTO temp.staged_docs (doc, namespace) VALUES (?, ?)",
-                                (doc, canonical_namespace(check_namespace(fields))))
+                                (doc, canonical_namespace(namespace)))
 
     def close(self) -> None:
         if self.connection.in_transaction:
@@ -229,37 +122,16 @@ class _Staging:
         self.connection.execute("DROP TABLE IF EXISTS temp.staged_docs")
 
 
-def _stage(stream: _Stream, staging: _Staging) -> None:
-    """Parse the whole file into ``staging``, raising _Unusual for anything but the usual shapes."""
-    top: dict = {}
-    for key in stream.members():
-        if key == "namespaces" and stream.peek() == "[":
-            top[key] = True
-            for doc, _ in enumerate(stream.items(), start=1):
-                fields: dict = {}
-                for field in stream.members():
-                    if field == "entries" and stream.peek() == "[":
-                        staging.entries(stream, doc)
-                    elif field == "entries":
-                        raise _Unusual
-                    else:
-                        fields[field] = stream.value()
-                staging.document(doc, fields)
-        elif key == "entries" and stream.peek() == "[":
-            staging.entries(stream, 0)  # the top level is a single document, or these are ignored
-        elif key in ("namespaces", "entries"):
-            raise _Unusual
+def _stage(stream: ExportStream, staging: _Staging) -> None:
+    """Parse the whole file into ``staging``, raising Unusual for anything but the usual shapes.
+    Entries of a document that gets no namespace (an export's own top-level ``entries``) are
+    staged but left out of the merge, which joins entries to their documents."""
+    for doc, item in read_export(stream):
+        if isinstance(item, StoredEntry):
+            staging.entry(doc, item)
         else:
-            top[key] = stream.value()
-    if stream.peek() != "":
-        raise _Unusual
+            staging.document(doc, item)
     staging.flush()
-    if top.get("format") == DOCUMENT_FORMAT and "namespaces" not in top:
-        staging.document(0, top)
-    elif top.get("format") != EXPORT_FORMAT or "namespaces" not in top:
-        raise _Unusual
-    else:
-        staging.connection.execute("DELETE FROM temp.staged WHERE doc = 0")
 
 
 def _merge_staged(database: CacheDatabase, staging: _Staging) -> int:
@@ -314,9 +186,9 @@ def import_cache(database: CacheDatabase, source: str | os.PathLike | BinaryIO, 
     with database.lock, database.errors():
         staging = _Staging(database.connection())
         try:
-            _stage(_Stream(handle), staging)
+            _stage(ExportStream(handle.read, chunk=CHUNK), staging)
             return _merge_staged(database, staging)
-        except _Unusual:
+        except Unusual:
             pass
         finally:
             if staging.connection.in_transaction:
