@@ -4,9 +4,10 @@
 // wires these to the page's buttons.
 
 import { $, message } from "/dom.js";
-import { plural } from "/format.js";
+import { deviceText, plural } from "/format.js";
 import { ui, idOf } from "/state.js";
 import { showRan, showState } from "/keys.js";
+import { resetProgress } from "/progress.js";
 import { afterStoreChange, refreshKeysSoon, selectKey } from "/sync.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -97,8 +98,11 @@ function tuneAllSummary({ tuned, failed }) {
 // ---------------------------------------------------------------------------------------------
 // Stored winners.
 
+/**
+ * Clear one device's stored winners: the device the Stored winners panel shows (this one's unless
+ * a person chose another under Device). Asked first, saying whose winners go and what stays.
+ */
 export async function clearStore() {
-  // Every device's winners go, not only this one's: asked first, with what would be lost.
   let stored;
   try {
     stored = (await ui.api.storedPage({ limit: 1 })).namespaces; // the counts: no entry is read
@@ -106,26 +110,46 @@ export async function clearStore() {
     message("cache-message", `Clear failed: could not read the stored winners: ${error.message}`, true);
     return;
   }
-  const winners = stored.reduce((sum, namespace) => sum + namespace.entries, 0);
-  if (winners === 0) {
+  const shown = stored.find((namespace) => namespace.namespace === $("cache-device")?.value);
+  const target = shown ?? stored.find((namespace) => namespace.current);
+  if (!target) {
     message("cache-message", "Nothing stored to clear.");
     return;
   }
-  const question = `Forget ${plural(winners, "stored winner")} of ${plural(stored.length, "device namespace")}? ` +
-    "Every device's winners go, and their keys are tuned again. Export first to keep a copy.";
+  // This device's winners may sit under several namespace texts (older versions'): one clear takes them all.
+  const mine = target.current;
+  const going = mine ? stored.filter((namespace) => namespace.current) : [target];
+  const winners = going.reduce((sum, namespace) => sum + namespace.entries, 0);
+  const others = new Set(stored.filter((namespace) => !going.includes(namespace)).map((n) => deviceText(n.fields)));
+  const whose = mine ? `this device (${deviceText(target.fields)})` : deviceText(target.fields);
+  const stays = mine
+    ? (others.size ? ` The winners of ${plural(others.size, "other device")} stay (choose one under Device to clear it).` : "")
+    : " This device's winners stay.";
+  const question = `Forget the ${plural(winners, "stored winner")} of ${whose}? ` +
+    `${mine ? "Its keys are tuned again when next asked." : ""}${stays} Export first to keep a copy.`;
   if (!window.confirm(question)) {
     message("cache-message", "Nothing cleared.");
     return;
   }
   try {
-    const count = await ui.api.clearCache();
-    // This page's finished tunes described winners that are gone now: the chart follows the store.
-    for (const [id, tune] of ui.tunes) if (tune.phase === "done") ui.tunes.delete(id);
-    message("cache-message", `Cleared the stored winners (${plural(count, "device namespace")})`);
+    const count = await ui.api.clearCache(mine ? {} : { device: target.namespace });
+    if (mine) resetAfterClear();
+    message("cache-message", `Cleared ${plural(count, "stored winner")} of ${whose}`);
   } catch (error) {
     message("cache-message", `Clear failed: ${error.message}`, true);
   }
   await afterStoreChange();
+}
+
+/**
+ * This device's winners are gone: what the page said of its tunes no longer holds (the chart
+ * follows the store, Tune all's "Done" and the progress panel start over). The records stay: they
+ * are this page's history, not the store's.
+ */
+export function resetAfterClear() {
+  for (const [id, tune] of ui.tunes) if (tune.phase === "done") ui.tunes.delete(id);
+  message("tune-all-status", "");
+  if (!ui.tunes.has(ui.progressKey)) resetProgress("The stored winners were cleared: no tune has run since.");
 }
 
 export async function exportStore() {

@@ -22,7 +22,7 @@ import { addRecord } from "./records.js";
 import { refreshCache } from "./cache.js";
 import { afterStoreChange, refreshKeys, refreshKeysSoon, selectDefaultKey } from "./sync.js";
 import { onEvent } from "./events.js";
-import { clearStore, exportStore, importStore, onKeysClick, tuneAll } from "./actions.js";
+import { clearStore, exportStore, importStore, onKeysClick, resetAfterClear, tuneAll } from "./actions.js";
 import { BUNDLE_SETTING, loadBundleFromAddress } from "./bundle.js";
 import { COLLECTOR_SETTING, describeSharing, shareFromAddress } from "./collector.js";
 
@@ -90,7 +90,13 @@ function tracked(api) {
   const share = (url, options = {}) => api.shareWinners(url, {
     ...options, onChange: (state) => { showSharing(state); options.onChange?.(state); },
   });
-  return { check: after(api.check), importCache: after(api.importCache), clearCache: after(api.clearCache),
+  // A clear of this device's winners (no other device named) resets what the page said of its tunes.
+  const clear = (options = {}) => {
+    const answer = api.clearCache(options);
+    if (!options?.device) answer.then(resetAfterClear, () => {});
+    return answer;
+  };
+  return { check: after(api.check), importCache: after(api.importCache), clearCache: after(clear),
     loadBundle: after(api.loadBundle), shareWinners: after(share) };
 }
 

@@ -64,6 +64,25 @@ export function describeConfidence(confidence) {
     `${Math.round(confidence.p_faster * 100)}% (${winnerSamples} and ${runnerSamples} samples).`;
 }
 
+/** A key label's numbers named, as a set's `dims` give them: ["M", "N", "K"] is "M x N x K". */
+export const labelText = (dims) => dims.join(" x ");
+
+/**
+ * A key's failure as text: the message of a failure described as an object ({name, message, ...},
+ * what a failed key's answer carries), or the text itself; "" when there is none.
+ */
+export function failureMessage(failure) {
+  if (failure == null) return "";
+  if (typeof failure !== "object") return String(failure);
+  return failure.name && failure.name !== "WgtuneError" ? `${failure.name}: ${failure.message}` : String(failure.message);
+}
+
+/** A device's namespace fields ({device: {vendor, device, backend}, ...}) for a person: "google · swiftshader · webgpu". */
+export function deviceText(fields) {
+  const device = fields?.device ?? {};
+  return [device.vendor, device.device, device.backend].filter(Boolean).join(" · ") || "(unknown device)";
+}
+
 /** "1 winner", "3 winners". */
 export const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 

@@ -4,6 +4,7 @@
 // so this panel needs no other panel.
 
 import { $, button } from "/dom.js";
+import { failureMessage, labelText } from "/format.js";
 import { ui, idOf } from "/state.js";
 
 export function renderKeys(catalogue) {
@@ -40,8 +41,15 @@ function setHeading(set) {
   const about = document.createElement("span");
   about.className = "muted";
   about.textContent = ` ${set.candidates.length} candidates; fallback ${set.fallback}`;
-  about.title = set.candidates.join(", ");
+  about.title = `The candidates: ${set.candidates.join(", ")}. The fallback serves calls until a key is tuned.`;
   th.append(name, about);
+  if (set.dims?.length) {
+    const dims = document.createElement("span");
+    dims.className = "set-dims muted";
+    dims.textContent = `; keys: ${labelText(set.dims)}`;
+    dims.title = `A key's label gives its call's ${set.dims.join(", ")}, in that order`;
+    th.append(dims);
+  }
   tr.append(th);
   return tr;
 }
@@ -67,9 +75,10 @@ function keyRow(set, key) {
 }
 
 const STATE_HELP = {
-  Miss: "No winner yet: Tune starts a tune.",
+  Miss: "No winner yet: Tune starts a tune; a run meanwhile uses the fallback.",
   Pending: "Being tuned: a run meanwhile uses the fallback.",
   Hit: "Tuned: runs use the winner.",
+  Failed: "Every candidate failed for this key (see Failure): it is not tuned again in this page load.",
 };
 
 /** Show a key's state ({set, key, state, winner?, failure?, results?}) in its row, and keep it. */
@@ -82,8 +91,9 @@ export function showState(state) {
   row.cells.state.dataset.state = state.state;
   row.cells.state.title = STATE_HELP[state.state] ?? "";
   row.cells.winner.textContent = state.winner ?? "";
-  row.cells.failure.textContent = state.failure ?? "";
-  row.cells.failure.title = state.failure ?? "";
+  const failure = failureMessage(state.failure);
+  row.cells.failure.textContent = failure;
+  row.cells.failure.title = failure;
   row.tr.classList.toggle("has-failure", Boolean(state.failure));
 }
 

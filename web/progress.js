@@ -34,6 +34,12 @@ export function showProgress(id) {
   $("progress").replaceChildren(title, phase, ...notes, list);
 }
 
+/** Forget the tune the panel describes and say `text` instead (after a clear: its winner is gone). */
+export function resetProgress(text) {
+  ui.progressKey = null;
+  $("progress").replaceChildren(paragraph("muted", text));
+}
+
 function paragraph(className, text) {
   const p = document.createElement("p");
   p.className = className;
