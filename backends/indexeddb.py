@@ -56,6 +56,8 @@ from wgtune.store.format import (
 from wgtune.store.validate import parse_json
 from wgtune.text import shown
 
+from .slices import Slices
+
 __all__ = ["LOAD_SLICE", "IndexedDBDatabase", "IndexedDBEntries", "IndexedDBStore", "decode_record", "record_of"]
 
 LOAD_SLICE = 2000
@@ -110,18 +112,23 @@ class IndexedDBEntries:
 
     async def load(self, namespace: dict | str) -> list[StoredEntry]:
         """Every readable entry of ``namespace`` (or of its canonical text), read in slices of
-        :data:`LOAD_SLICE` records (a request each, so that a namespace of 100k entries is many
-        short tasks of the page, not one of seconds); damaged records are skipped, logged."""
+        :data:`LOAD_SLICE` records (a request each) and decoded a few tens of milliseconds at a
+        time (``slices.py``), so that a namespace of 100k entries is many short tasks of the page,
+        not one of seconds; damaged records are skipped, logged."""
         text = _text(namespace)
         entries, problems = [], []
         after: list | None = None
+        slices = Slices()  # decoding a slice is 20-600 ms from one machine to the next: by time too
         while True:
             rows = _rows(await self.idb.namespaceSlice(text, *(after or (None, None)), LOAD_SLICE), 3)
+            slices.restart()
             for set_name, key_text, value in rows:
                 try:
                     entries.append(decode_record(set_name, key_text, value))
                 except StoreError as error:
                     problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
+                if slices.due():
+                    await slices.pause()
             if len(rows) < LOAD_SLICE:
                 break
             after = rows[-1][:2]

@@ -12,7 +12,7 @@ import asyncio
 import json
 from collections.abc import Callable
 
-__all__ = ["FakeBrowser", "FakeIdb", "FakeTabs"]
+__all__ = ["FakeBrowser", "FakeIdb", "FakeImporter", "FakeTabs"]
 
 
 class FakeIdb:
@@ -42,6 +42,16 @@ class FakeIdb:
     async def allEntries(self):
         await self._step("allEntries")
         return json.dumps([[*slot, text] for slot, text in sorted(self.entries.items())])
+
+    async def entriesAfter(self, after_namespace, after_set, after_key, limit):
+        await self._step("entriesAfter")
+        chosen = [[*slot, text] for slot, text in sorted(self.entries.items())
+                  if after_namespace is None or slot > (after_namespace, after_set, after_key)]
+        return json.dumps(chosen[:limit])
+
+    def importer(self):
+        """A large import staged in memory, then written in one transaction (``idb.importer``)."""
+        return FakeImporter(self)
 
     async def putEntries(self, records):
         await self._step("putEntries")
@@ -97,6 +107,31 @@ class FakeIdb:
         if not keep:
             self.documents.pop(name, None)
         return added
+
+
+class FakeImporter:
+    """``idb.importer()``: rows staged by ``add``, written all at once by ``write``."""
+
+    def __init__(self, idb: FakeIdb) -> None:
+        self.idb = idb
+        self.rows: list[list] = []
+        self.adds = 0
+
+    def add(self, text: str) -> None:
+        self.adds += 1
+        self.rows.extend(json.loads(text))
+
+    async def write(self, namespaces: str) -> int:
+        await self.idb._step("importer.write")
+        if self.idb.fail_puts:
+            raise RuntimeError("QuotaExceededError")
+        known = json.loads(namespaces)
+        written = 0
+        for doc, set_name, key, text in self.rows:
+            if str(doc) in known:
+                self.idb.entries[(known[str(doc)], set_name, key)] = text
+                written += 1
+        return written
 
 
 class FakeBrowser:
