@@ -74,6 +74,7 @@ GPU_KEYS = (("matmul", (256, 256, 256)), ("matmul", (384, 384, 384)), ("matmul",
 SMALL_KEYS = (("matmul", (48, 48, 48)), ("matmul", (40, 24, 56)), ("row_sum", (3000, 33)), ("fma", (7777,)),
               ("fma", (30_000,)))
 WITHIN = 0.02  # a pick this close to the best counts as right (issue 29's target)
+SLOW = 10.0  # a candidate this many times the fastest by a first sample is not sampled (as kernel_probe.py)
 SHOWN = 8  # candidates printed per key without --all (and the pick and every way's winner)
 
 
@@ -193,10 +194,21 @@ class Ways:
         raise ValueError(f"no way {way!r}")
 
 
-def sample(ways: Ways, pipelines: dict[int, tuple], rounds: int) -> dict[str, dict[int, list[float]]]:
-    """Every way's samples of every candidate (seconds a launch), over interleaved rounds."""
+def screen(ways: Ways, pipelines: dict[int, tuple]) -> dict[int, float]:
+    """Each candidate prepared (:meth:`Ways.prepare`), and those over :data:`SLOW` times the
+    fastest by the better of two ``ts`` samples: their time over the fastest's. Sampling them
+    would cost most of the run (a row a workgroup on lavapipe: 100x) and no tuner should pick them."""
+    first = {}
     for index, (pipeline, grid) in pipelines.items():
         ways.prepare(index, pipeline, grid)
+        first[index] = min(ways.measure("ts", index, pipeline, grid)["ts"] for _ in range(2))
+    best = min(first.values())
+    return {index: seconds / best for index, seconds in first.items() if seconds > SLOW * best}
+
+
+def sample(ways: Ways, pipelines: dict[int, tuple], rounds: int) -> dict[str, dict[int, list[float]]]:
+    """Every way's samples of every candidate (seconds a launch, each prepared), over
+    interleaved rounds."""
     measured = [way for way in WAYS if way not in ("tuner", "tsR")]
     samples: dict[str, dict[int, list[float]]] = {way: {index: [] for index in pipelines} for way in WAYS[1:]}
     for round_ in range(rounds):
@@ -226,15 +238,21 @@ def run_key(device: NativeDevice, family: str, shape: tuple[int, ...], options: 
     picked, outcome = fresh_tune(device, workload, args, pipelines, options.policy)
     tune_seconds = time.perf_counter() - tune_started
     pick = workload.tunables.index_of[picked]
-    samples = sample(Ways(device, args, options.launches, floor), correct, options.rounds)
+    ways = Ways(device, args, options.launches, floor)
+    slow = screen(ways, correct)
+    samples = sample(ways, {index: found for index, found in correct.items() if index not in slow}, options.rounds)
     figures = {way: {index: statistics.median(values) for index, values in by_index.items() if values}
                for way, by_index in samples.items()}
     figures["tuner"] = {index: result.stats.median for index, result in enumerate(outcome.results)
                         if isinstance(result, Measured) and result.stats is not None} if outcome else {}
-    report.line(f"{title}: {len(correct)} right of {len(pipelines)} fitting, tuner picked {picked} in "
-                f"{tune_seconds:.2f} s; measured in {time.perf_counter() - started:.1f} s")
+    report.line(f"{title}: {len(correct)} right of {len(pipelines)} fitting ({len(correct) - len(slow)} sampled), "
+                f"tuner picked {picked} in {tune_seconds:.2f} s; measured in {time.perf_counter() - started:.1f} s")
     for index, why in wrong.items():
         report.line(f"  wrong, excluded: {names[index]}: {why}")
+    if slow:
+        report.line(f"  slow, not sampled ({len(slow)}, times the fastest): "
+                    + ", ".join(f"{names[index]}{' (the pick)' if index == pick else ''} {ratio:.0f}x"
+                                for index, ratio in sorted(slow.items(), key=lambda item: item[1])))
     print_candidates(report, figures, names, pick, options.all)
     winners = {way: min(figures[way], key=figures[way].get) for way in ORACLES if figures[way]}
     regrets = {way: regret(figures[way], pick) for way in WAYS if figures[way]}
@@ -307,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="interleaved rounds (default 9; --small 3)")
     parser.add_argument("--launches", type=int, help="R, launches a wall-clock sample (default 100; --small 6)")
     parser.add_argument("--policy", default="adaptive", choices=("adaptive", "fixed"), help="the tuner's policy")
+    parser.add_argument("--deadline", type=float, default=math.inf, metavar="S",
+                        help="start no key after S seconds (the rest are listed as not run)")
     parser.add_argument("--all", action="store_true", help="print every candidate, not the fastest few")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     options = parser.parse_args(argv)
@@ -335,7 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         compiled: dict = {}
         rows: list[dict] = []
         failed: list[str] = []
-        for family, shape in keys:
+        for position, (family, shape) in enumerate(keys):
+            if time.perf_counter() - started > options.deadline:
+                report.line(f"deadline: {len(keys) - position} keys not run: " + ", ".join(
+                    f"{f} {'x'.join(map(str, found))}" for f, found in keys[position:]))
+                break
             try:
                 row = run_key(device, family, shape, options, compiled, floor, report)
             except Exception as error:  # one key's failure (a tune that found nothing): the rest go on
