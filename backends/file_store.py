@@ -15,21 +15,21 @@ What happens to documents (merging, damaged data, export, import) is the core's
 - a damaged document is set aside as ``<name>.corrupt-<timestamp>`` (kept for a post-mortem);
   only the newest :data:`KEEP_CORRUPT` copies of each document are kept, so they cannot pile up;
 - a writer killed mid-save leaves its temp file: opening the directory removes temp files whose
-  writer is gone (its process, on this machine) or that are older than :data:`STALE_SECONDS`.
+  writer is gone (its process, on this machine) or that are older than :data:`STALE_SECONDS`;
+- the directory may hold other programs' files (a cache directory shared with other tools, a
+  ``package.json``): only files named as wgtune names its own (:func:`is_wgtune_file`) are read,
+  moved or removed.
 
 An I/O failure (an unreadable directory, a full disk) raises :class:`OSError`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import socket
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import BinaryIO, TextIO
 
 import platformdirs
-from filelock import FileLock
 
 from wgtune.errors import StoreError
 from wgtune.gpu.device import DeviceIdentity
@@ -45,33 +44,36 @@ from wgtune.store.contract import IMPORT_LIMIT, Cleared, Listing, NamespaceSumma
 from wgtune.store.documents import DocumentStore, InlineStore
 from wgtune.store.format import canonical_namespace, namespace_for
 
+# Where a directory's own files are told apart from others', locked, tidied and set aside; the
+# names stay importable from here, where they were first (_TEMP, _host_tag: a temp file's name).
+from .cache_files import (  # noqa: F401
+    _TEMP,
+    DATABASE_NAME,
+    KEEP_CORRUPT,
+    LOCK_TIMEOUT,
+    STALE_SECONDS,
+    _host_tag,
+    file_lock,
+    is_document_name,
+    is_wgtune_file,
+    remove_leftovers,
+    set_aside_if_not_sqlite,
+)
+
 __all__ = [
+    "DATABASE_NAME",
     "CacheDirectory",
     "FileStore",
     "LegacyDocuments",
     "default_cache_dir",
     "document_name",
     "document_store",
+    "file_lock",
+    "is_document_name",
+    "is_wgtune_file",
     "namespace_for",
     "remove_leftovers",
 ]
-
-LOCK_TIMEOUT = 60.0
-"""Seconds a write waits for another process's lock; ``filelock.Timeout`` is an OSError."""
-STALE_SECONDS = 60.0
-"""A temp file this old is a dead writer's (a write takes milliseconds), whoever wrote it."""
-KEEP_CORRUPT = 5
-"""Set-aside copies kept per document: the newest; older ones are removed."""
-
-# A writer's temp file: ".<document>.<host>-<pid>.<random>.tmp" (see _write_atomic).
-_TEMP = re.compile(r"^\.(?P<document>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)\.[^.]+\.tmp$")
-_CORRUPT = re.compile(r"^(?P<document>.+\.(?:json|sqlite3))\.corrupt-.+$")
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def _host_tag() -> str:
-    """This machine, in a temp file's name: whose processes a pid there names."""
-    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
 
 
 def default_cache_dir() -> Path:
@@ -131,89 +133,6 @@ def _write_atomic(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def _writer_gone(pid: int) -> bool:
-    """Whether process ``pid`` of this machine has exited (False when that cannot be told)."""
-    if os.name != "posix":  # os.kill(pid, 0) is no probe on Windows
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # alive, another user's; or cannot tell
-        return False
-    return False
-
-
-def _is_stale_temp(path: Path, now: float, host: str) -> bool:
-    match = _TEMP.match(path.name)
-    if match is not None and match["host"] == host:
-        pid = int(match["pid"])
-        if pid == os.getpid():
-            return False  # this process's own write, in another thread
-        if _writer_gone(pid):
-            return True
-    try:
-        return now - path.stat().st_mtime > STALE_SECONDS
-    except OSError:  # gone meanwhile: its writer renamed it
-        return False
-
-
-def remove_leftovers(directory: Path) -> list[str]:
-    """Remove what dead writers and old damage left in ``directory``: temp files of writers gone
-    (see the module doc) and set-aside copies beyond the newest :data:`KEEP_CORRUPT` of each
-    document. Best effort (an entry that cannot be removed stays); the names removed."""
-    try:
-        paths = [path for path in directory.iterdir() if path.name.endswith(".tmp") or ".corrupt-" in path.name]
-    except OSError:  # no directory yet, or not one: nothing to tidy
-        return []
-    removed, now, host = [], time.time(), _host_tag()
-    copies: dict[str, list[Path]] = {}
-    for path in paths:
-        corrupt = _CORRUPT.match(path.name)
-        if corrupt is not None:
-            copies.setdefault(corrupt["document"], []).append(path)
-        elif path.name.startswith(".") and _is_stale_temp(path, now, host):
-            removed.append(path)
-    for kept in copies.values():
-        removed += sorted(kept, key=lambda path: path.name)[:-KEEP_CORRUPT]
-    names = []
-    for path in removed:
-        try:
-            path.unlink()
-        except OSError:
-            continue
-        names.append(path.name)
-    return names
-
-
-def _not_sqlite(path: Path) -> bool:
-    try:
-        with path.open("rb") as file:
-            header = file.read(len(SQLITE_MAGIC))
-    except FileNotFoundError:
-        return False
-    return bool(header) and header != SQLITE_MAGIC  # an empty file is a database not yet written
-
-
-def set_aside_if_not_sqlite(path: Path) -> str | None:
-    """Move a file at ``path`` that is not an SQLite database (its header is not SQLite's) aside as
-    ``<name>.corrupt-<timestamp>``, with its ``-wal`` and ``-shm`` files; the copy's name, or None
-    when there is nothing to move (no file, an empty one, a database). Moved under a lock beside it,
-    so that of two processes finding the same garbage, the second sees the first's fresh database."""
-    if not _not_sqlite(path):  # the usual case, and no lock file made for it
-        return None
-    with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT):
-        if not _not_sqlite(path):
-            return None
-        aside = path.with_name(f"{path.name}.corrupt-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}")
-        os.replace(path, aside)
-        for suffix in ("-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(path.with_name(path.name + suffix), aside.with_name(aside.name + suffix))
-    remove_leftovers(path.parent)
-    return aside.name
-
-
 class CacheDirectory:
     """The core's key-value store (:class:`~wgtune.store.documents.KeyValueStore`) over a directory:
     one ``.json`` file per document, named by :func:`document_name`. Its coroutines never suspend.
@@ -263,16 +182,17 @@ class CacheDirectory:
 
     async def names(self) -> list[str]:
         """The document files, sorted; [] if the directory does not exist. Set-aside copies
-        (``.corrupt-*``), lock and temp files are not documents."""
+        (``.corrupt-*``), lock and temp files are not documents, nor another program's ``.json``
+        (:func:`is_document_name`)."""
         if not self.directory.exists():
             return []
-        return sorted(path.name for path in self.directory.iterdir() if path.suffix == ".json" and path.is_file())
+        return sorted(path.name for path in self.directory.iterdir() if is_document_name(path.name) and path.is_file())
 
     @asynccontextmanager
     async def locked(self, name: str) -> AsyncIterator[None]:
         """The document's file lock (``<name>.lock``), shared with every process on this machine."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.path_of(name)) + ".lock", timeout=LOCK_TIMEOUT):
+        with file_lock(str(self.path_of(name)) + ".lock"):
             yield
 
     async def set_aside(self, name: str, *, keep_original: bool) -> str:

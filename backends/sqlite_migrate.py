@@ -10,7 +10,12 @@ is opened in a directory that still has such files, :func:`migrate_documents` me
 - a stored row wins over the document's entry of the same set and key (the document is older
   than anything written to the database); every other entry is added;
 - an entry the document holds but that does not decode goes to the ``damaged`` table; a document
-  that cannot be read at all is set aside as ``<name>.corrupt-<timestamp>``, as the file store did;
+  that cannot be read at all (not JSON, nested too deep, a number of thousands of digits where
+  the namespace is, fields of the wrong types) is set aside as ``<name>.corrupt``, as the file
+  store did: damage costs the document, never the database;
+- only documents named as wgtune names them (``cache_files.is_document_name``) are taken: another
+  program's ``.json`` in the directory is left alone; an old document's lock file that is a
+  directory (nobody can hold it) is gone without (``cache_files.file_lock``);
 - after the commit, each document is renamed ``<name>.migrated`` (never deleted: it stays for a
   post-mortem or a downgrade). A crash before the renames only means the next open merges the
   same entries again, which changes nothing.
@@ -26,14 +31,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from filelock import FileLock
-
 from wgtune.errors import StoreError
 from wgtune.store.format import StoredEntry, canonical_namespace, check_namespace, decode_document_leniently
 from wgtune.store.validate import parse_json
 from wgtune.tune.log import logger
 
-from .file_store import LOCK_TIMEOUT
+from .cache_files import file_lock, is_document_name
 
 __all__ = ["legacy_documents", "migrate_documents", "now"]
 
@@ -59,10 +62,11 @@ def now() -> str:
 
 
 def legacy_documents(directory: Path) -> list[Path]:
-    """The old store's documents in ``directory`` (what ``CacheDirectory.names`` lists), sorted."""
+    """The old store's documents in ``directory`` (what ``CacheDirectory.names`` lists), sorted:
+    only files named as wgtune names its documents."""
     if not directory.is_dir():
         return []
-    return sorted(path for path in directory.iterdir() if path.suffix == ".json" and path.is_file())
+    return sorted(path for path in directory.iterdir() if is_document_name(path.name) and path.is_file())
 
 
 def _unused(path: Path, suffix: str) -> Path:
@@ -77,8 +81,12 @@ def _read(path: Path) -> tuple[dict, list[StoredEntry], list[tuple[object, str]]
     """The document's namespace, good entries and (raw entry, why) of the others; StoreError when
     the document as a whole is damaged."""
     obj = parse_json(path.read_bytes())
-    namespace, entries, problems = decode_document_leniently(obj)
-    namespace = check_namespace(namespace)
+    try:
+        namespace, entries, problems = decode_document_leniently(obj)
+        namespace = check_namespace(namespace)
+        canonical_namespace(namespace)
+    except (TypeError, ValueError, RecursionError) as error:  # past the checks: still the document's damage
+        raise StoreError(f"its namespace cannot be read: {error!r}"[:300]) from None
     damaged = []
     if problems:
         for raw in obj["entries"]:
@@ -110,7 +118,7 @@ def migrate_documents(database: CacheDatabase, connection: sqlite3.Connection) -
     with ExitStack() as locks:
         with database.transaction(connection):
             for path in legacy_documents(database.directory):  # again, under the lock: another may have moved them
-                locks.enter_context(FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT))
+                locks.enter_context(file_lock(str(path) + ".lock"))
                 if not path.exists():
                     continue
                 try:

@@ -16,10 +16,19 @@ timeout (a writer waits for another's transaction instead of failing). Its schem
     damaged(namespace, set_name, key, entry, reason, at)   rows a load refused, kept for a post-mortem
     migrated(file, entries, at)                 old JSON documents already imported
 
-A database of a newer schema than this code knows is refused (StoreError), never rewritten. Every
-write is one ``BEGIN IMMEDIATE`` transaction (an upsert per entry), so a process killed mid-write
-leaves the last commit whole and nothing behind. On first open, the old JSON documents of the
-directory are merged in (:mod:`wgtune.backends.sqlite_migrate`). Export and import are in
+Every write is one ``BEGIN IMMEDIATE`` transaction (an upsert per entry), so a process killed
+mid-write leaves the last commit whole and nothing behind. On first open, the old JSON documents
+of the directory are merged in (:mod:`wgtune.backends.sqlite_migrate`).
+
+Damage never stops a run (:mod:`wgtune.backends.sqlite_open`): the file is looked at read-only
+before anything is written, so a database of a newer schema, or another program's SQLite
+database, is refused (StoreError) and left exactly as it was; garbage or a database SQLite calls
+malformed is set aside as ``wgtune.sqlite3.corrupt-<timestamp>`` and a fresh one made; a cache
+that cannot be written (a read-only directory), or whose write lock another process holds past
+the busy timeout, is used read-only for the rest of the run: its winners are served, new ones
+stay in the process (said once). A row is read as its own slot's entry only: one that does not
+decode, or that holds another slot's entry, is moved to ``damaged`` with a warning naming the
+slot, and the key is tuned again. Export and import are in
 :mod:`wgtune.backends.cache_transfer`, with :class:`~wgtune.backends.cache_transfer.SqliteDatabase`, the
 database as the store contract's ``Database`` (what the commands and the farm use).
 
@@ -29,183 +38,48 @@ A namespace reads the rows of every namespace text that reduces to it
 release's; nothing is rewritten, so an older wgtune still finds its rows. Saves go to the store's
 own namespace, and a clear forgets the older texts too (they read as the store's).
 
-Database failures raise OSError (``StoreError`` only for a database that is not wgtune's or is newer).
+Database failures raise OSError (:class:`~wgtune.backends.sqlite_open.ReadOnly` for a save the run
+cannot make; ``StoreError`` only for a database that is not wgtune's or is newer).
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
-from typing import TypeVar
+from collections.abc import Iterable, Iterator, Sequence
 
 from wgtune.errors import StoreError
 from wgtune.key import Key
 from wgtune.store.contract import NamespaceSummary, Store
-from wgtune.store.format import StoredEntry, canonical_namespace, check_namespace, namespace_of, namespaces_matching
+from wgtune.store.format import (
+    StoredEntry,
+    canonical_namespace,
+    check_namespace,
+    namespace_of,
+    namespaces_matching,
+    read_namespace,
+)
+from wgtune.text import shown
 from wgtune.tune.log import logger
 
-from .file_store import default_cache_dir, set_aside_if_not_sqlite
-from .sqlite_migrate import migrate_documents, now
-from .sqlite_rows import INSERT_IF_ABSENT, SCHEMA, SCHEMA_VERSION, UPSERT, decode_row, entry_text
+from .cache_files import DATABASE_NAME
+from .sqlite_migrate import now
+from .sqlite_open import BUSY_TIMEOUT, CacheConnection, Malformed, ReadOnly
+from .sqlite_rows import INSERT_IF_ABSENT, UPSERT, decode_row, entry_text
 
-__all__ = ["DATABASE_NAME", "CacheDatabase", "NamespaceSummary", "SqliteStore"]
-
-DATABASE_NAME = "wgtune.sqlite3"
-BUSY_TIMEOUT = 60.0
-"""Seconds a writer waits for another process's transaction before failing (OSError)."""
-
-T = TypeVar("T")
+__all__ = ["BUSY_TIMEOUT", "DATABASE_NAME", "CacheDatabase", "NamespaceSummary", "ReadOnly", "SqliteStore"]
 
 
-def _retry_while_locked(action: Callable[[], T], timeout: float) -> T:
-    """``action()``, again while the database is locked (switching to WAL takes a lock that the
-    busy handler does not always wait for), for at most ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return action()
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.005)
-
-
-class CacheDatabase:
+class CacheDatabase(CacheConnection):
     """The cache directory's database: every namespace's entries (see the module doc).
 
-    ``directory`` None means :func:`~wgtune.backends.file_store.default_cache_dir`. The directory
-    and the database are made, and old JSON documents migrated, at the first use that needs the
-    database (:meth:`connection`). One connection per process (reopened after a fork), used under
-    a lock so threads may share the object.
+    The directory and the database are made, and old JSON documents migrated, at the first use
+    that needs the database (:meth:`connection`); how it is opened, and what damage does, is
+    :class:`~wgtune.backends.sqlite_open.CacheConnection`'s.
     """
-
-    def __init__(self, directory: str | os.PathLike | None, *, timeout: float = BUSY_TIMEOUT) -> None:
-        self.directory = Path(directory) if directory is not None else default_cache_dir()
-        self.path = self.directory / DATABASE_NAME
-        self.timeout = timeout
-        self._connection: sqlite3.Connection | None = None
-        self._pid = 0
-        self.lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"CacheDatabase({str(self.path)!r})"
-
-    def __enter__(self) -> CacheDatabase:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-    # -- the connection -----------------------------------------------------------------------
-
-    def is_empty_cache(self) -> bool:
-        """True when there is neither a database nor an old JSON document: nothing to read, and
-        reading should not create anything."""
-        if self.path.exists():
-            return False
-        return not self.directory.is_dir() or not any(self.directory.glob("*.json"))
-
-    def connection(self) -> sqlite3.Connection:
-        """The open connection: made (directory, database, schema, migration) on first use."""
-        with self.lock:
-            if self._connection is None or self._pid != os.getpid():
-                self._connection = None  # a parent's connection is not used (nor closed) across a fork
-                with self.errors():
-                    self._connection = self._open()
-                self._pid = os.getpid()
-            return self._connection
-
-    def close(self) -> None:
-        """Close the connection (the last one to close folds the WAL back into the database)."""
-        with self.lock:
-            if self._connection is not None and self._pid == os.getpid():
-                self._connection.close()
-            self._connection = None
-
-    def _open(self) -> sqlite3.Connection:
-        self.directory.mkdir(parents=True, exist_ok=True)  # a file in the way: OSError
-        aside = set_aside_if_not_sqlite(self.path)
-        if aside is not None:  # garbage where the database should be: kept, and a fresh one made
-            logger.warning("%s", f"{self.path} was not an SQLite database; set aside as {aside}, starting afresh")
-        connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-        try:
-            mode = _retry_while_locked(lambda: connection.execute("PRAGMA journal_mode=WAL").fetchone(), self.timeout)
-            if mode is None or str(mode[0]).lower() != "wal":
-                logger.warning("%s", f"the cache database {self.path} is not in WAL mode ({mode}); writers may wait")
-            self._check_schema(connection)
-            migrate_documents(self, connection)
-        except BaseException:
-            connection.close()
-            raise
-        return connection
-
-    def _schema_version(self, connection: sqlite3.Connection) -> int | None:
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not tables:
-            return None
-        if "meta" not in tables:
-            raise StoreError(f"{self.path} is not a wgtune cache database (it has no meta table); not touching it")
-        row = connection.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
-        try:
-            return int(row[0]) if row is not None else None
-        except ValueError:
-            raise StoreError(f"{self.path} has a schema version {row[0]!r} that is not a number") from None
-
-    def _check_schema(self, connection: sqlite3.Connection) -> None:
-        version = self._schema_version(connection)
-        if version is None:
-            with self.transaction(connection):
-                if self._schema_version(connection) is None:  # another process may have made it meanwhile
-                    for statement in SCHEMA:
-                        connection.execute(statement)
-                    connection.execute("INSERT INTO meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            version = self._schema_version(connection)
-        if version != SCHEMA_VERSION:
-            newer = "a newer wgtune" if version is not None and version > SCHEMA_VERSION else "another wgtune"
-            raise StoreError(
-                f"the cache database {self.path} has schema version {version}, this wgtune knows {SCHEMA_VERSION} "
-                f"(written by {newer}); not touching it: use that wgtune, or another cache directory"
-            )
-
-    @contextmanager
-    def errors(self) -> Iterator[None]:
-        """SQLite's errors as OSError naming the database (the tuner treats OSError as "no store")."""
-        try:
-            yield
-        except sqlite3.Error as error:
-            raise OSError(f"the cache database {self.path}: {error}") from error
-
-    @contextmanager
-    def transaction(self, connection: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE``: the write lock from the start, waiting up to the
-        busy timeout for another writer), committed on success, rolled back on any exception."""
-        with self.lock, self.errors():
-            connection = connection if connection is not None else self.connection()
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                yield connection
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
-
-    @contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction: every query inside sees the same commit (a consistent export)."""
-        with self.lock, self.errors():
-            connection = self.connection()
-            connection.execute("BEGIN")
-            try:
-                yield connection
-            finally:
-                if connection.in_transaction:
-                    connection.execute("COMMIT")
 
     # -- namespaces and entries ---------------------------------------------------------------
 
@@ -244,7 +118,8 @@ class CacheDatabase:
         """Every readable entry of ``namespace`` (or of those canonical texts, in preference order:
         of a slot two of them hold, the first's entry): by default every text that reads as it
         (:meth:`matching`). A row that does not decode is skipped with a warning and moved to the
-        ``damaged`` table (where the database can be written), never dropped silently."""
+        ``damaged`` table (where the database can be written), never dropped silently: its key is
+        tuned again."""
         texts = self.matching(namespace) if isinstance(namespace, dict) else list(namespace)
         rank = {text: position for position, text in enumerate(texts)}
         chosen: dict[tuple, tuple[int, StoredEntry]] = {}
@@ -258,7 +133,7 @@ class CacheDatabase:
                 try:
                     entry = decode_row(row, set_name, key_text)
                 except StoreError as error:
-                    bad.setdefault(text, []).append((rowid, row, str(error)))
+                    bad.setdefault(text, []).append((rowid, row, _slot(set_name, key_text), str(error)))
                     continue
                 known = chosen.get(entry.slot)
                 if known is None or rank[text] < known[0]:
@@ -285,7 +160,7 @@ class CacheDatabase:
             try:
                 return decode_row(row, set_name, key.to_json())
             except StoreError as error:
-                self._set_aside(text, [(rowid, row, str(error))])
+                self._set_aside(text, [(rowid, row, _slot(set_name, key.to_json()), str(error))])
         return None
 
     def count(self, namespace: str | Sequence[str]) -> int:
@@ -297,14 +172,16 @@ class CacheDatabase:
                 f"JOIN namespaces n ON n.id = e.namespace_id WHERE n.namespace IN ({', '.join('?' * len(texts))}))",
                 texts).fetchone()[0]
 
-    def _set_aside(self, namespace: str, bad: list[tuple[int, object, str]]) -> None:
-        """Move rows a load refused to ``damaged`` (each only if nobody rewrote it meanwhile)."""
+    def _set_aside(self, namespace: str, bad: list[tuple[int, object, str, str]]) -> None:
+        """Move rows a read refused to ``damaged`` (each only if nobody rewrote it meanwhile), saying
+        so with the slot of the first: (rowid, entry text, slot, why) each."""
         count = len(bad)
-        what = f"{count} damaged entr{'y' if count == 1 else 'ies'} of {self.path} ({bad[0][2]})"
+        first = f"{bad[0][2]}: {bad[0][3]}" if count == 1 else f"the first, {bad[0][2]}: {bad[0][3]}"
+        what = f"{count} damaged entr{'y' if count == 1 else 'ies'} of {self.path} ({first})"
         try:
             with self.transaction() as connection:
                 stamp = now()
-                for rowid, row, reason in bad:
+                for rowid, row, _slot_of, reason in bad:
                     moved = connection.execute(
                         "INSERT INTO damaged (namespace, set_name, key, entry, reason, at) "
                         "SELECT ?, set_name, key, entry, ?, ? FROM entries WHERE rowid = ? AND entry IS ?",
@@ -312,9 +189,9 @@ class CacheDatabase:
                     if moved.rowcount:
                         connection.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))
         except OSError as error:
-            logger.warning("%s", f"skipped {what}; could not move them aside: {error}")
+            logger.warning("%s", f"skipped {what}, tuned again; could not move them aside: {error}")
             return
-        logger.warning("%s", f"skipped {what}; moved to its 'damaged' table")
+        logger.warning("%s", f"skipped {what}, tuned again; moved to its 'damaged' table")
 
     def clear(self, namespace: dict) -> int:
         """Forget every entry of ``namespace``, those of the texts that read as it included
@@ -352,27 +229,55 @@ class CacheDatabase:
                 ") GROUP BY namespace HAVING SUM(entries) + SUM(damaged) > 0 ORDER BY namespace").fetchall()
         return [NamespaceSummary(namespace_of(text), entries, damaged) for text, entries, damaged in rows]
 
-    def rows(self, connection: sqlite3.Connection,
-             namespace: str | None = None) -> Iterator[tuple[str, str, str, str]]:
+    def rows(self, connection: sqlite3.Connection, namespace: str | None = None,
+             problems: list[str] | None = None) -> Iterator[tuple[str, str, str, str]]:
         """(canonical namespace, set, key text, entry text) of every row (of ``namespace``), in
-        export order: namespace, set, key. A cursor: rows are read as they are consumed."""
+        export order: namespace, set, key. A cursor: rows are read as they are consumed.
+
+        Rows under a namespace text that is not a namespace (:func:`~wgtune.store.format.read_namespace`:
+        not JSON, nested too deep, a number of thousands of digits, fields of the wrong types) are
+        left out: no store reads them, and a listing or an export must not fail on them; each such
+        namespace is said in ``problems`` (None: as a warning)."""
         query = ("SELECT n.namespace, e.set_name, e.key, e.entry "
                  "FROM entries e JOIN namespaces n ON n.id = e.namespace_id"
                  + (" WHERE n.namespace = ?" if namespace is not None else "")
                  + " ORDER BY n.namespace, e.set_name, e.key")
-        yield from connection.execute(query, (namespace,) if namespace is not None else ())
+        current, readable = None, False
+        for row in connection.execute(query, (namespace,) if namespace is not None else ()):
+            if row[0] != current or current is None:
+                current, readable = row[0], True
+                try:
+                    read_namespace(current)
+                except StoreError as error:
+                    readable = False
+                    note = f"left out the entries of a damaged namespace of {self.path} ({error})"
+                    if problems is None:
+                        logger.warning("%s", note)
+                    else:
+                        problems.append(note)
+            if readable:
+                yield row
 
     def entries(self) -> tuple[list[tuple[dict, StoredEntry]], list[str]]:
         """Every readable (namespace, entry) in export order, and what was wrong with the others
         (left where they are: a listing moves nothing)."""
         found, problems = [], []
+        fields: dict[str, dict] = {}
         with self.reading() as connection:
-            for namespace, set_name, key_text, text in self.rows(connection):
+            for namespace, set_name, key_text, text in self.rows(connection, problems=problems):
                 try:
-                    found.append((namespace_of(namespace), decode_row(text, set_name, key_text)))
+                    entry = decode_row(text, set_name, key_text)
+                    if namespace not in fields:
+                        fields[namespace] = namespace_of(namespace)
+                    found.append((fields[namespace], entry))
                 except StoreError as error:
                     problems.append(str(error))
         return found, problems
+
+
+def _slot(set_name: object, key_text: object) -> str:
+    """A row's slot as a warning names it: ``set [key]``, escaped and cut short."""
+    return f"{shown(set_name, 80)} [{shown(key_text, 200)}]"
 
 
 class SqliteStore(Store):
@@ -411,12 +316,20 @@ class SqliteStore(Store):
         return self._reading
 
     def load(self) -> list[StoredEntry]:
-        """Every readable entry of the namespace (see :meth:`CacheDatabase.load`)."""
-        return self.database.load(self._texts())
+        """Every readable entry of the namespace (see :meth:`CacheDatabase.load`); none where the
+        database was malformed (set aside, said: every key is tuned again)."""
+        try:
+            return self.database.load(self._texts())
+        except Malformed:
+            return []
 
     def lookup(self, set_name: str, key: Key) -> StoredEntry | None:
-        """One entry, or None (see :meth:`CacheDatabase.lookup`): one indexed query."""
-        return self.database.lookup(self._texts(), set_name, key)
+        """One entry, or None (see :meth:`CacheDatabase.lookup`): one indexed query. None too where
+        the database was malformed (set aside, said: the key is tuned again)."""
+        try:
+            return self.database.lookup(self._texts(), set_name, key)
+        except Malformed:
+            return None
 
     def count(self) -> int:
         """How many entries the namespace has (rows: a damaged one counts until a read sets it aside)."""
@@ -424,7 +337,8 @@ class SqliteStore(Store):
 
     def save(self, entry: StoredEntry) -> None:
         """Keep ``entry``, replacing the one of the same set and key: one row, one transaction,
-        committed when this returns."""
+        committed when this returns. :class:`~wgtune.backends.sqlite_open.ReadOnly` (an OSError) at
+        once where this run cannot write the database (see the module doc)."""
         self.database.save(self.namespace, [entry])
 
     def save_many(self, entries: Iterable[StoredEntry]) -> None:

@@ -33,7 +33,7 @@ from ..text import shown
 from ..version import __version__
 from .confidence import Confidence
 from .results import Result, result_from_json
-from .validate import Unreadable, check_namespace_fields, checked_entry
+from .validate import Unreadable, check_namespace_fields, checked_entry, parse_json
 
 __all__ = [
     "DOCUMENT_FORMAT",
@@ -53,6 +53,7 @@ __all__ = [
     "namespace_key",
     "namespace_of",
     "namespaces_matching",
+    "read_namespace",
     "reduced_driver",
     "reduced_namespace",
     "reduced_version",
@@ -129,8 +130,10 @@ def _release_numbers(text: str) -> tuple:
     namespace = namespace_of(text)
     device = namespace.get("device")
     driver = device.get("driver") if isinstance(device, dict) else None
-    numbers = [[int(n) for n in re.findall(r"\d+", value)] if isinstance(value, str) else []
-               for value in (namespace.get("wgtune"), driver)]
+    # Each number as (digits, text): compared as numbers are, without int() (which refuses text
+    # of thousands of digits, and a namespace's text is read from the store).
+    numbers = [[(len(n), n) for n in (digits.lstrip("0") or "0" for digits in re.findall(r"\d+", value))]
+               if isinstance(value, str) else [] for value in (namespace.get("wgtune"), driver)]
     return tuple(tuple(found) for found in numbers)
 
 
@@ -151,14 +154,31 @@ def canonical_namespace(namespace: dict) -> str:
     return json.dumps(namespace, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
-def namespace_of(text: str) -> dict:
-    """A namespace from its canonical text (:func:`canonical_namespace`), for a listing; text that
-    is not a JSON object reads as ``{"unreadable": text}`` rather than failing the listing."""
+def read_namespace(text: object) -> dict:
+    """A namespace from its canonical text (:func:`canonical_namespace`) as a store keeps it,
+    checked as a document's namespace is: parsed with bounds (:func:`~wgtune.store.validate.parse_json`:
+    no RecursionError, no huge integers), a JSON object of scalars or small objects of scalars
+    (:func:`~wgtune.store.validate.check_namespace_fields`), no field named as the document's own.
+    StoreError naming what is wrong."""
+    if not isinstance(text, str):
+        raise StoreError(f"a namespace is JSON text, got {type(text).__name__}")
+    namespace = parse_json(text)
+    if not isinstance(namespace, dict):
+        raise StoreError(f"a namespace is a JSON object, got {shown(text, 80)}")
+    check_namespace_fields(namespace)
+    clash = [name for name in RESERVED_FIELDS if name in namespace]
+    if clash:
+        raise StoreError(f"namespace fields {clash} clash with the document's own fields")
+    return namespace
+
+
+def namespace_of(text: object) -> dict:
+    """A namespace from its canonical text (:func:`read_namespace`), for a listing; text that is
+    not a namespace reads as ``{"unreadable": <the text, cut short>}`` rather than failing it."""
     try:
-        namespace = json.loads(text)
-    except ValueError:
-        namespace = None
-    return namespace if isinstance(namespace, dict) else {"unreadable": text}
+        return read_namespace(text)
+    except StoreError:
+        return {"unreadable": shown(text, 200)}
 
 
 def check_namespace(namespace: dict) -> dict:
