@@ -43,7 +43,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +50,7 @@ from typing import Any
 import wgpu
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_info import Report, header_line  # bench/run_info.py
+from run_info import Report, report_to  # bench/run_info.py
 
 from wgtune.backends.native import NativeDevice, _pass_commands
 
@@ -217,9 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:  # compiled and run once before anything is timed
         floor.measure(case, "pass", 1)
     started = time.perf_counter()
-    with options.out.open("w") if options.out else nullcontext() as out:
-        report = Report(out)
-        report.line(header_line(opened.adapter_info, argv))
+    with report_to(options.out, opened.adapter_info, argv) as report:
         report.line(f"R = {options.launches} dispatches of {options.groups} workgroup(s) of {WORKGROUP}, median of "
                     f"{options.rounds} rounds; pass commands: {options.commands}; us a dispatch; "
                     f"gpu: {'timestamps' if floor.timestamps else 'no timestamp-query on this adapter'}")

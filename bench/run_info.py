@@ -11,10 +11,12 @@ from __future__ import annotations
 import datetime
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-__all__ = ["Report", "commit", "header_line"]
+__all__ = ["Report", "commit", "header_line", "report_to"]
 
 
 class Report:
@@ -54,3 +56,17 @@ def header_line(adapter: dict, argv: list[str] | None = None) -> str:
     return (f"# {command} on {adapter.get('device', '?')} ({adapter.get('backend_type', '?')}, "
             f"{adapter.get('description', '')}), {datetime.date.today().isoformat()}, wgtune {version} "
             f"at {commit()}")
+
+
+@contextmanager
+def report_to(path: Path | None, adapter: dict, argv: list[str] | None = None) -> Iterator[Report]:
+    """A :class:`Report` to standard output and to ``path`` (when given), its
+    :func:`header_line` written first."""
+    out = path.open("w") if path is not None else None
+    try:
+        report = Report(out)
+        report.line(header_line(adapter, argv))
+        yield report
+    finally:
+        if out is not None:
+            out.close()

@@ -50,7 +50,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from checked_oracle import checked_candidates  # bench/checked_oracle.py
 from held_out import FAMILIES, draw, fresh_seed  # bench/held_out.py
 from regret import fresh_tune, seconds_of  # bench/regret.py
-from run_info import Report, header_line  # bench/run_info.py
+from run_info import Report, report_to  # bench/run_info.py
 
 from kernels import Workload, fma_workload, matmul_workload, reduction_workload  # bench/kernels.py
 from wgtune import Config, Measured, run_inline
@@ -342,9 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     grain = run_inline(clock_grain(device))
     floor = sample_floor(grain, Config.from_env(cache=False, log_level="disabled"))
     started = time.perf_counter()
-    with options.out.open("w") if options.out else nullcontext() as out:
-        report = Report(out)
-        report.line(header_line(device.adapter_info, argv))
+    with report_to(options.out, device.adapter_info, argv) as report:
         report.line(f"timing {device.timing}, clock grain {grain * 1e6:.2f} us, the tuner's sample floor "
                     f"{floor * 1e6:.1f} us; R = {options.launches} launches a wall-clock sample, "
                     f"{options.rounds} rounds; policy {options.policy}")
