@@ -59,6 +59,8 @@ from typing import Any
 
 from wgtune.errors import StoreError
 
+from .sqlite_open import tables_of
+
 __all__ = ["SCHEMA", "Ballot", "Served", "Tally", "VoteDatabase", "address_group", "served_winners"]
 
 SCHEMA = (
@@ -74,6 +76,8 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 TABLES = ("ballots", "buckets", "meta")
+KNOWN_TABLES = frozenset({*TABLES, "votes"})
+"""Tables a collector database may have: this schema's, and the earlier one's (``votes``)."""
 
 # A reporter's ballot for a slot: made, or replaced by its later report (never a second one).
 UPSERT = (
@@ -199,7 +203,11 @@ class VoteDatabase:
                 cursor.execute(self._sql("INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"),
                                (name, value))
             cursor.execute("SELECT value FROM meta WHERE name = 'secret'")
-            self._secret = bytes.fromhex(cursor.fetchone()[0])  # the first collector's: all agree
+            secret = cursor.fetchone()[0]
+        try:
+            self._secret = bytes.fromhex(secret)  # the first collector's: all agree
+        except (TypeError, ValueError):
+            raise StoreError(f"{self!r}: its meta secret is not hex text: damaged, or not wgtune's") from None
 
     def __repr__(self) -> str:
         shown = self.target.split("@")[-1] if self.postgres else self.target  # never a password
@@ -223,6 +231,13 @@ class VoteDatabase:
             raise OSError(f"{path} is a directory: give the collector database's file (e.g. {path / 'fleet.sqlite3'})")
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            # Read first through a connection that cannot write: another program's database (a
+            # cache database, say) is neither switched to WAL nor given the collector's tables.
+            foreign = sorted(tables_of(path) - KNOWN_TABLES)
+            if foreign:
+                raise StoreError(f"{path} is not a wgtune collector database (it has the tables "
+                                 f"{', '.join(repr(name[:40]) for name in foreign[:8])}); not touching it: give --db "
+                                 "a new file, or a collector database")
             connection = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
             connection.execute("PRAGMA journal_mode=WAL")
         except sqlite3.Error as error:
@@ -387,6 +402,6 @@ def _confidence(text: object) -> dict | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (RecursionError, ValueError):
         return None
     return value if isinstance(value, dict) else None

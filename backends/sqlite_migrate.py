@@ -126,6 +126,9 @@ def migrate_documents(database: CacheDatabase, connection: sqlite3.Connection) -
                 except StoreError as error:
                     renames.append((path, _unused(path, ".corrupt"), str(error)))
                     continue
+                except OSError as error:  # unreadable (its mode, say): left as it is, tried again next open
+                    notes.append(f"could not read the old cache document {path} ({error}); left it as it is")
+                    continue
                 namespace_id = database.namespace_id(connection, namespace)
                 database.put(connection, namespace_id, entries, replace=False)
                 stamp = now()

@@ -37,7 +37,7 @@ from .sqlite_migrate import migrate_documents
 from .sqlite_rows import SCHEMA, SCHEMA_VERSION
 
 __all__ = ["BUSY_TIMEOUT", "CacheConnection", "Malformed", "ReadOnly", "connect_read_only", "inspect", "is_busy",
-           "is_malformed", "is_read_only", "retry_while_locked", "schema_version"]
+           "is_malformed", "is_read_only", "retry_while_locked", "schema_version", "tables_of"]
 
 BUSY_TIMEOUT = 60.0
 """Seconds a writer waits for another process's transaction; past it, the database is read-only
@@ -139,6 +139,21 @@ def schema_version(connection: sqlite3.Connection, path: Path) -> int | None:
             f"(written by {newer}); not touching it: use that wgtune, or another cache directory"
         )
     return version
+
+
+def tables_of(path: Path, timeout: float = 30.0) -> set[str]:
+    """The tables of the SQLite file at ``path``, read through a connection that cannot write
+    (none where there is no file, or an empty one). Raises sqlite3.Error (not a database)."""
+    try:
+        if path.stat().st_size == 0:
+            return set()
+    except FileNotFoundError:
+        return set()
+    connection = connect_read_only(path, timeout)
+    try:
+        return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        connection.close()
 
 
 def inspect(path: Path, timeout: float) -> int | None:

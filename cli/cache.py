@@ -143,8 +143,8 @@ def _show(console, database, args) -> None:
     listing = run_inline(database.entries())
     rows, problems = listing.entries, listing.problems
     if problems:
-        print(f"wgtune: skipping {len(problems)} unreadable entries of {database.where}: {printable(problems[0])}",
-              file=sys.stderr)
+        print(f"wgtune: left out what could not be read in {database.where} ({len(problems)} problem(s), the first: "
+              f"{printable(problems[0])})", file=sys.stderr)
     if args.json:
         json.dump([{"device": ns.get("device"), **e.to_json()} for ns, e in rows], sys.stdout, indent=2)
         print()

@@ -65,22 +65,61 @@ def test_params_that_do_not_fit_the_struct_are_an_error_naming_the_field(params,
         uniform_bytes(kernel("k", wgsl=SOURCE), params, binding=2)
 
 
-def test_a_uniform_that_is_no_struct_or_a_source_beyond_reflection_packs_by_python_type():
-    vector = SOURCE.replace("var<uniform> uniforms: Uniforms", "var<uniform> n: vec4<u32>")
-    assert uniform_bytes(kernel("v", wgsl=vector), (7, 1.5), binding=2) == struct.pack("<If8x", 7, 1.5)
-    assert uniform_bytes(kernel("u", wgsl="this is not WGSL {"), (7,), binding=2) == struct.pack("<I12x", 7)
+def typed(type_text: str) -> str:
+    """The module with its params uniform declared as ``type_text`` instead of the struct."""
+    return SOURCE.replace("var<uniform> uniforms: Uniforms", f"var<uniform> p: {type_text}")
+
+
+def test_a_source_beyond_reflection_or_no_uniform_at_the_binding_packs_by_python_type():
+    assert uniform_bytes(kernel("u", wgsl="this is not WGSL {"), (7, 1.5), binding=2) == struct.pack("<If8x", 7, 1.5)
     # No uniform at that binding (the call has another number of buffers): the plain rule too.
     assert uniform_bytes(kernel("k", wgsl=SOURCE), (7,), binding=5) == struct.pack("<I12x", 7)
+    # An array of structs is no row of numbers: the plain rule.
+    structs = typed("array<Uniforms, 2>")
+    assert uniform_bytes(kernel("s", wgsl=structs), (7, 1.5), binding=2) == struct.pack("<If8x", 7, 1.5)
 
 
 def test_a_float_vector_uniform_types_every_param_and_zeroes_the_lanes_not_given():
-    floats = SOURCE.replace("var<uniform> uniforms: Uniforms", "var<uniform> p: vec4<f32>")
-    assert uniform_bytes(kernel("v", wgsl=floats), (2, 0.5), binding=2) == struct.pack("<4f", 2.0, 0.5, 0, 0)
-    array = SOURCE.replace("var<uniform> uniforms: Uniforms", "var<uniform> p: array<vec4<f32>, 1>")
-    assert uniform_bytes(kernel("a", wgsl=array), (3, 1.5), binding=2) == struct.pack("<If8x", 3, 1.5)  # plain rule
-    # An integer vector keeps a float's bits (kernels bitcast them back): the plain rule.
-    ints = SOURCE.replace("var<uniform> uniforms: Uniforms", "var<uniform> p: vec4<u32>")
-    assert uniform_bytes(kernel("i", wgsl=ints), (2, 2.0), binding=2) == struct.pack("<If8x", 2, 2.0)
+    assert uniform_bytes(kernel("v", wgsl=typed("vec4<f32>")), (2, 0.5), binding=2) == struct.pack("<4f", 2, 0.5, 0, 0)
+    # An array of vectors takes its lanes in a row: 3 is the float 3.0 in an f32 lane, not an int's bits.
+    array = kernel("a", wgsl=typed("array<vec4<f32>, 2>"))
+    assert uniform_bytes(array, (3, 1.5, 0, 0, 4), binding=2) == struct.pack("<8f", 3, 1.5, 0, 0, 4, 0, 0, 0)
+    matrix = kernel("m", wgsl=typed("mat2x2<f32>"))  # column after column
+    assert uniform_bytes(matrix, (1, 2, 3), binding=2) == struct.pack("<4f", 1, 2, 3, 0)
+
+
+@pytest.mark.parametrize(
+    ("type_text", "params", "packed"),
+    [
+        ("vec4<u32>", (7, 2.0, Scalar(3)), struct.pack("<4I", 7, 2, 3, 0)),  # an integral float is that integer
+        ("vec4<i32>", (-5, 2**31 - 1), struct.pack("<4i", -5, 2**31 - 1, 0, 0)),
+        ("vec2<u32>", (2**32 - 1,), struct.pack("<2I8x", 2**32 - 1, 0)),
+        ("u32", (9,), struct.pack("<I12x", 9)),
+        ("array<vec4<u32>, 2>", (1, 2, 3, 4, 5), struct.pack("<8I", 1, 2, 3, 4, 5, 0, 0, 0)),
+    ],
+)
+def test_integer_lanes_take_integers_in_their_range(type_text, params, packed):
+    assert uniform_bytes(kernel("i", wgsl=typed(type_text)), params, binding=2) == packed
+
+
+@pytest.mark.parametrize(
+    ("type_text", "params", "problem"),
+    [
+        # -5 was packed as 4294967291 for a vec4<u32>, where a struct's u32 field refuses it.
+        ("vec4<u32>", (-5,), r"vec4<u32>\[0\]: -5 is out of range for u32 \[0, 4294967296\)"),
+        ("vec4<u32>", (1, 1.5), r"vec4<u32>\[1\]: u32 field given 1.5, which is not an integer"),
+        ("vec4<u32>", (2**32,), r"vec4<u32>\[0\]: 4294967296 is out of range for u32"),
+        ("vec4<i32>", (0, 0, -(2**31) - 1), r"vec4<i32>\[2\]: -2147483649 is out of range for i32"),
+        ("vec4<u32>", (float("nan"),), r"vec4<u32>\[0\]"),
+        ("u32", (-1,), r"u32: -1 is out of range for u32"),
+        ("array<vec4<u32>, 2>", (1, 2, 3, 4, 5, -6), r"array<vec4<u32>, 2>\[1\]\[1\]: -6 is out of range for u32"),
+        ("vec4<u32>", (1, 2, 3, 4, 5), "vec4<u32> holds 4 values, got 5 params"),
+        ("vec4<f32>", ("x",), r"vec4<f32>\[0\]"),
+    ],
+)
+def test_vector_and_array_lanes_refuse_what_their_type_cannot_hold_naming_the_lane(type_text, params, problem):
+    with pytest.raises(ConfigError, match=f"i: params for p: .*{problem}"):
+        uniform_bytes(kernel("i", wgsl=typed(type_text)), params, binding=2)
 
 
 def test_params_by_name_follow_the_structs_field_order_and_name_what_is_wrong():

@@ -4,12 +4,14 @@ The kernel's WGSL says what it reads: when the uniform at the params' binding (t
 a stage declares, ``bindings.py``) is a struct, the params are its fields in order, each packed as
 the field's type, at the field's offset (WGSL's layout rules, ``wgsl_layout.py``). So an ``f32``
 field given the int ``2`` (a JavaScript ``2.0`` arrives so) gets ``2.0``, a ``u32`` field given
-a negative number or a fraction is an error naming the field, and numpy's scalars work. A float
-vector or fixed-size float array (``vec4<f32>``, ``array<f32, 4>``) takes up to its count of
-params, each as a float, the rest zero. A source the reflection cannot read, or a uniform of
-another type, keeps the plain rule of :func:`~wgtune.sets.args.pack_params`: ints as ``u32``
-(``i32`` if negative), floats as ``f32``; so an integer vector keeps a float's bits, which a
-kernel reads back with ``bitcast<f32>``.
+a negative number or a fraction is an error naming the field, and numpy's scalars work. A uniform
+that is a scalar, a vector, a matrix or a fixed-size array of scalars or vectors (``u32``,
+``vec4<u32>``, ``mat4x4<f32>``, ``array<vec4<f32>, 2>``) takes up to its count of lanes as params,
+lane after lane (a matrix column after column), each packed and range-checked as its lane's
+type, as a struct's field is (``-5`` or ``1.5`` for a ``u32`` lane is an error naming the lane),
+the lanes not given zero, more params than lanes an error. A source the reflection cannot read,
+or a uniform of another type (an array of structs), keeps the plain rule of
+:func:`~wgtune.sets.args.pack_params`: ints as ``u32`` (``i32`` if negative), floats as ``f32``.
 
 :func:`param_names` says what a struct's params are called, so that a caller (JavaScript, say)
 can give them by name (:func:`params_by_name`).
@@ -17,11 +19,11 @@ can give them by name (:func:`params_by_name`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import ConfigError
 from ..wgsl.declarations import ShaderModule, WgslError, pack_struct
-from ..wgsl.layout import by_field, layout
+from ..wgsl.layout import Layout, by_field, layout
 from .args import pack_params
 from .bindings import binding_plan
 from .shaders import shader_of
@@ -37,22 +39,43 @@ def uniform_bytes(kernel: Kernel, params: Sequence[int | float], binding: int, g
         uniform = next((b for b in shader.bindings if (b.group, b.binding) == (group, binding)), None)
     if uniform is None or uniform.address_space != "uniform":
         return pack_params(params)
-    values = tuple(params)
-    if not _is_struct(shader, uniform.type):
-        try:
-            shape = layout(uniform.type, shader, "uniform", kernel.constants or None)
-        except WgslError:
-            return pack_params(params)
-        element = shape if shape.kind == "vector" else shape.element if shape.kind == "array" else None
-        floats = element is not None and element.kind in ("vector", "scalar") and element.scalar in ("f32", "f16")
-        lanes = shape.count if shape.kind == "vector" or (element is not None and element.kind == "scalar") else None
-        if not floats or lanes is None or len(values) > lanes:
-            return pack_params(params)
-        values = values + (0,) * (lanes - len(values))  # fewer params than lanes: the rest 0
+    values: object = tuple(params)
     try:
+        if not _is_struct(shader, uniform.type):
+            try:
+                shape = layout(uniform.type, shader, "uniform", kernel.constants or None)
+            except WgslError:
+                return pack_params(params)
+            lanes = _lanes(shape)
+            if lanes is None:
+                return pack_params(params)
+            count, arrange = lanes
+            flat = list(params)
+            if len(flat) > count:
+                raise WgslError(f"{shape.type} holds {count} value{'s' * (count != 1)}, got {len(flat)} params")
+            values = arrange(flat + [0] * (count - len(flat)))  # fewer params than lanes: the rest 0
         return pack_struct(shader, uniform.type, values, "uniform", constants=kernel.constants or None)
     except WgslError as error:
         raise WgslError(f"{kernel.name}: params for {uniform.name}: {error}") from None
+
+
+def _lanes(shape: Layout) -> tuple[int, Callable[[list], object]] | None:
+    """How many numbers a uniform of this type (not a struct) holds, and how that many params
+    become the value :func:`pack_struct` takes; None for a type whose values are not numbers in
+    a row (an array of structs, of arrays, of matrices)."""
+    if shape.kind == "scalar":
+        return 1, lambda flat: flat[0]
+    if shape.kind == "vector" and shape.count is not None:
+        return shape.count, list
+    if shape.kind == "matrix" and shape.count is not None and shape.element is not None:
+        return shape.count * (shape.element.count or 0), list  # column after column, as pack_struct takes
+    element = shape.element
+    if shape.kind != "array" or shape.count is None or element is None or element.kind not in ("scalar", "vector"):
+        return None
+    if element.kind == "scalar":
+        return shape.count, list
+    width = element.count or 1
+    return shape.count * width, lambda flat: [flat[at:at + width] for at in range(0, len(flat), width)]
 
 
 def param_names(kernel: Kernel) -> tuple[str, ...] | None:
