@@ -52,7 +52,12 @@ import wgpu
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_info import Report, report_to  # bench/run_info.py
 
-from wgtune.backends.native import NativeDevice, _pass_commands
+from wgtune.backends.native import NativeDevice
+
+try:  # wgtune's recording of pass commands (wgpu-native's C functions), where this wgtune has it
+    from wgtune.backends.native import _pass_commands
+except ImportError:  # pragma: no cover - an older wheel
+    _pass_commands = None
 
 WORKGROUP = 64
 HEAD = "@compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) id: vec3<u32>) {"
@@ -91,6 +96,8 @@ class Floor:
         compute = encoder.begin_compute_pass()
         compute.end()
         kind = type(compute)
+        if commands == "c" and _pass_commands is None:
+            raise SystemExit("--commands c: this wgtune has no backends.native._pass_commands; use --commands py")
         self.commands = (_pass_commands(kind) if commands == "c"
                          else (kind.set_pipeline, kind.set_bind_group, kind.dispatch_workgroups))
 

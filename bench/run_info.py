@@ -9,6 +9,7 @@ what it printed).
 from __future__ import annotations
 
 import datetime
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,16 +34,19 @@ class Report:
 
 
 def commit() -> str:
-    """The checkout's commit (``+changes`` when its tracked files differ from it), or why not known:
-    a copy of the tree without ``.git`` (a device machine's) has none."""
+    """The checkout's commit (``+changes`` when its tracked files differ from it); where the tree is
+    a copy without ``.git`` (a device machine's), ``BENCH_COMMIT`` from the environment, or why
+    it is not known."""
     root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists() and os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "commit unknown (no git checkout here)"
+        return os.environ.get("BENCH_COMMIT") or "commit unknown (no git checkout here; BENCH_COMMIT names it)"
     return f"{head}+changes" if dirty else head
 
 
