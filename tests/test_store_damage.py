@@ -1,0 +1,308 @@
+"""Damage in the native cache never crashes a command, and costs only what it touched (issue 30).
+
+Each case makes its own hostile files in a temporary directory: a row holding another slot's
+entry, old documents with integers of thousands of digits or nested 100,000 deep, namespace
+texts in the database that are no namespace, a database SQLite calls malformed, other programs'
+files beside the cache, an old document's lock that is a directory. What must hold: every read
+answers its own slot or nothing, the damage is set aside (the file, the row) and said, only the
+damaged keys are tuned again, and ``open_store``, the migration and ``wgtune cache
+list/show/export/clear`` all finish. Read-only caches, stuck writers and foreign databases are in
+``test_store_damage_locks.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import sqlite3
+
+import pytest
+from fakes import FakeDevice, call, make_set, make_tuner
+
+from wgtune import Key, StoredEntry
+from wgtune.backends.cache_transfer import SqliteDatabase
+from wgtune.backends.file_store import FileStore, document_name
+from wgtune.backends.local import open_store
+from wgtune.backends.sqlite_store import DATABASE_NAME, SqliteStore
+from wgtune.cli import main
+from wgtune.runner import run_inline
+from wgtune.store.format import canonical_namespace, document_text, encode_document
+
+LAPTOP = {"wgtune": "0.1", "device": {"vendor": "v", "device": "laptop", "driver": "1", "backend": "vulkan"},
+          "tuner": "default"}
+DESKTOP = {**LAPTOP, "device": {**LAPTOP["device"], "device": "desktop"}}
+
+
+def entry(n: int, set_name: str = "matmul", winner: int = 0) -> StoredEntry:
+    results = ({"name": "a", "index": 0, "median": 0.002, "samples": [0.002, 0.0021]},
+               {"name": "b", "index": 1, "median": 0.003, "samples": [0.003, 0.0031]})
+    return StoredEntry(set_name, Key({"n": n}), "c0ffee", winner, "ab"[winner], results)
+
+
+def sql(directory, statement: str, *parameters) -> list:
+    connection = sqlite3.connect(directory / DATABASE_NAME)
+    try:
+        with connection:
+            return connection.execute(statement, parameters).fetchall()
+    finally:
+        connection.close()
+
+
+def cache(capsys, directory, *action: str) -> tuple[int, str, str]:
+    """``wgtune cache ACTION --cache-dir DIRECTORY``: its exit status, standard output and error."""
+    status = main(["cache", "--cache-dir", str(directory), *action])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def every_command_finishes(capsys, directory) -> dict:
+    """Every cache command on ``directory`` exits 0 (nothing raised); the export, parsed."""
+    for action in (["list"], ["show"], ["show", "--json"], ["show", "--candidates"]):
+        status, _out, err = cache(capsys, directory, *action)
+        assert status == 0, (action, err)
+    status, out, err = cache(capsys, directory, "export", "-")
+    assert status == 0, err
+    exported = json.loads(out)
+    assert open_store(str(directory), LAPTOP) is not None
+    status, _out, err = cache(capsys, directory, "clear")
+    assert status == 0, err
+    return exported
+
+
+# -- a slot serves only its own entry ------------------------------------------------------------
+
+
+def scripted() -> FakeDevice:
+    device = FakeDevice()
+    device.script("a", duration=2e-3)
+    device.script("b", duration=1e-3)
+    return device
+
+
+@pytest.mark.parametrize("holds", ["another key's", "another set's"])
+def test_a_row_holding_another_slots_entry_is_set_aside_said_and_tuned_again(tmp_path, caplog, holds):
+    device, tunables = scripted(), make_set("a", "b")
+    first = make_tuner(device, store=SqliteStore(tmp_path, LAPTOP))
+    for n in (4, 8):
+        first.execute(tunables, call(device, [1.0], n=n))
+    assert len(first.records.records) == 2
+    first.store.database.close()
+    four, eight = Key({"n": 4}).to_json(), Key({"n": 8}).to_json()
+    [(text,)] = sql(tmp_path, "SELECT entry FROM entries WHERE key = ?", eight)
+    if holds == "another set's":
+        text = json.dumps({**json.loads(text), "table": "softmax", "key": {"n": 4}})
+    sql(tmp_path, "UPDATE entries SET entry = ? WHERE key = ?", text, four)
+
+    again = make_tuner(device, store=SqliteStore(tmp_path, LAPTOP))
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        again.execute(tunables, call(device, [1.0], n=4))
+        again.execute(tunables, call(device, [1.0], n=8))
+    assert [record.key for record in again.records.records] == [Key({"n": 4})]  # its key tuned again, only
+    said = [r.getMessage() for r in caplog.records if "damaged entr" in r.getMessage()]
+    assert len(said) == 1 and "'fake' ['{\"n\":4}']" in said[0] and "holds the entry of" in said[0], said
+    assert sql(tmp_path, "SELECT set_name, key FROM damaged") == [("fake", four)]
+    [(stored,)] = sql(tmp_path, "SELECT entry FROM entries WHERE key = ?", four)
+    assert json.loads(stored)["key"] == {"n": 4} and json.loads(stored)["table"] == "fake"  # re-tuned, stored
+
+
+def exported_entries(directory) -> list[StoredEntry]:
+    out = io.StringIO()
+    run_inline(SqliteDatabase(directory).export_to(out))
+    return [StoredEntry.from_json(raw) for document in json.loads(out.getvalue())["namespaces"]
+            for raw in document["entries"]]
+
+
+READERS = {
+    "lookup": lambda directory: [SqliteStore(directory, LAPTOP).lookup("matmul", Key({"n": n})) for n in (1, 2)],
+    "load": lambda directory: SqliteStore(directory, LAPTOP).load(),
+    "show": lambda directory: [e for _namespace, e in run_inline(SqliteDatabase(directory).entries()).entries],
+    "export": exported_entries,
+}
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_every_read_of_the_database_refuses_a_row_of_another_slot(tmp_path, reader):
+    store = SqliteStore(tmp_path, LAPTOP)
+    store.save_many([entry(1), entry(2, winner=1)])
+    store.database.close()
+    sql(tmp_path, "UPDATE entries SET entry = ? WHERE key = ?", json.dumps(entry(2, winner=1).to_json()),
+        Key({"n": 1}).to_json())
+    found = [found for found in READERS[reader](tmp_path) if found is not None]
+    assert found == [entry(2, winner=1)]  # the misplaced copy is never served for n=1
+
+
+def test_a_legacy_document_of_another_namespace_under_this_namespaces_name_serves_nothing(tmp_path, caplog):
+    path = tmp_path / document_name(LAPTOP)
+    path.write_text(document_text(encode_document(DESKTOP, [entry(1)])))
+    store = FileStore(tmp_path, LAPTOP)
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        assert store.lookup("matmul", Key({"n": 1})) is None
+    assert "is for namespace" in caplog.text and any(tmp_path.glob(path.name + ".corrupt-*"))
+
+
+# -- old documents: huge integers, deep nesting, wrong types -----------------------------------
+
+
+DIGITS = "9" * 5000
+
+
+def hostile_document(where: str) -> str:
+    text = document_text(encode_document(LAPTOP, [entry(1), entry(2)]))
+    if where == "namespace field":
+        return text.replace('"tuner": "default"', f'"tuner": {DIGITS}')
+    if where == "device field":
+        return text.replace('"vendor": "v"', f'"vendor": -{DIGITS}')
+    if where == "entry":
+        return text.replace('"winner": 0', f'"winner": {DIGITS}', 1)
+    if where == "whole document":
+        return DIGITS
+    if where == "deep nesting":
+        return text.replace('"tuner": "default"', '"tuner": ' + "[" * 100_000 + "]" * 100_000)
+    if where == "wrong types":
+        return text.replace('"entries": [', '"entries": {"x": [').replace("\n  ]\n}", "\n  ]}\n}")
+    raise AssertionError(where)
+
+
+@pytest.mark.parametrize("where", ["namespace field", "device field", "entry", "whole document", "deep nesting",
+                                   "wrong types"])
+def test_an_old_document_with_huge_integers_or_deep_nesting_never_crashes_a_command(tmp_path, capsys, caplog, where):
+    hostile = tmp_path / document_name(LAPTOP)
+    hostile.write_text(hostile_document(where))
+    healthy = tmp_path / document_name(DESKTOP)
+    healthy.write_text(document_text(encode_document(DESKTOP, [entry(3)])))
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        store = open_store(str(tmp_path), LAPTOP)  # what open_tuner calls: the migration runs here
+    assert store is not None
+    assert SqliteStore(tmp_path, DESKTOP).lookup("matmul", Key({"n": 3})) == entry(3)  # the rest migrated
+    if where == "entry":  # one damaged entry costs itself: the other is served, it is kept aside
+        assert store.load() == [entry(2)] and sql(tmp_path, "SELECT COUNT(*) FROM damaged") == [(1,)]
+        assert "an integer of 5000 digits" in caplog.text
+    else:  # the document as a whole: kept byte for byte beside, said with its path
+        assert store.load() == []
+        assert (tmp_path / (hostile.name + ".corrupt")).read_text() == hostile_document(where)
+        assert f"the cache document {hostile} is damaged" in caplog.text
+    exported = every_command_finishes(capsys, tmp_path)
+    assert [len(document["entries"]) for document in exported["namespaces"]] == [1] * (1 + (where == "entry"))
+
+
+# -- namespace texts in the database that are no namespace -------------------------------------
+
+
+NAMESPACE_TEXTS = {
+    "deep nesting": "[" * 100_000 + "]" * 100_000,
+    "deep nesting in a field": '{"tuner": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "huge integer": '{"wgtune": ' + DIGITS + "}",
+    "huge integer in a version": json.dumps({**LAPTOP, "wgtune": "0.1." + DIGITS}),
+    "a number": "12345",
+    "wrong types": '{"wgtune": [1, 2], "device": "x", "tuner": {"a": [1]}}',
+    "a reserved field": '{"format": "wgtune.cache/1", "entries": 3}',
+    "a repeated field": '{"tuner": "a", "tuner": "b"}',
+    "not JSON": '{"tuner": ',
+    "bytes": b"\xff\xfe{}",
+}
+
+
+@pytest.mark.parametrize("what", sorted(NAMESPACE_TEXTS))
+def test_a_namespace_text_that_is_no_namespace_never_crashes_a_command(tmp_path, capsys, what):
+    store = SqliteStore(tmp_path, LAPTOP)
+    store.save(entry(1))
+    SqliteStore(tmp_path, DESKTOP).save(entry(2))
+    store.database.close()
+    sql(tmp_path, "UPDATE namespaces SET namespace = ? WHERE namespace = ?", NAMESPACE_TEXTS[what],
+        canonical_namespace(DESKTOP))
+    odd_but_valid = what == "huge integer in a version"  # a release of the laptop's line: read as its own
+    reopened = open_store(str(tmp_path), LAPTOP)
+    assert reopened is not None and reopened.lookup("matmul", Key({"n": 1})) == entry(1)
+    assert reopened.lookup("matmul", Key({"n": 2})) == (entry(2) if odd_but_valid else None)
+    status, _out, err = cache(capsys, tmp_path, "show")
+    assert status == 0 and ("a damaged namespace" in err or odd_but_valid), err
+    exported = every_command_finishes(capsys, tmp_path)
+    assert [len(document["entries"]) for document in exported["namespaces"]] == [1] * (1 + odd_but_valid)
+    assert {document["device"]["device"] for document in exported["namespaces"]} == {"laptop"}
+
+
+# -- a database SQLite calls malformed ---------------------------------------------------------
+
+
+def filled(directory, count: int) -> bytes:
+    store = SqliteStore(directory, LAPTOP)
+    store.save_many([entry(n) for n in range(count)])
+    store.database.close()
+    return (directory / DATABASE_NAME).read_bytes()
+
+
+def test_a_malformed_database_with_a_valid_header_is_set_aside_and_a_fresh_one_made(tmp_path, capsys, caplog):
+    data = bytearray(filled(tmp_path, 50))
+    data[4096:] = bytes(len(data) - 4096)  # SQLite's header and first page whole, every other page zeros
+    (tmp_path / DATABASE_NAME).write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        store = open_store(str(tmp_path), LAPTOP)
+        assert store is not None and store.lookup("matmul", Key({"n": 1})) is None
+        store.save(entry(1))
+    [aside] = tmp_path.glob(DATABASE_NAME + ".corrupt-*[0-9Z]")
+    assert aside.read_bytes() == bytes(data)  # kept for a post-mortem, byte for byte
+    assert caplog.text.count("malformed); set aside as") == 1 and f"set aside as {aside.name}" in caplog.text
+    assert SqliteStore(tmp_path, LAPTOP).lookup("matmul", Key({"n": 1})) == entry(1)  # the fresh one keeps
+    status, out, err = cache(capsys, tmp_path, "clear")
+    assert status == 0 and "removed 1 winner(s)" in out, err
+
+
+def test_a_database_malformed_past_what_opening_reads_is_set_aside_at_the_read_that_meets_it(tmp_path, caplog):
+    data = bytearray(filled(tmp_path, 400))
+    data[-3 * 4096:] = b"\x55" * (3 * 4096)  # the last pages: entries' rows, not the schema
+    (tmp_path / DATABASE_NAME).write_bytes(bytes(data))
+    store = open_store(str(tmp_path), LAPTOP)
+    assert store is not None
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        found = [store.lookup("matmul", Key({"n": n})) for n in range(400)]
+        store.save(entry(1000))
+    assert None in found  # the read that met the damage, and every one after: a fresh database
+    assert all(found_one in (None, entry(n)) for n, found_one in enumerate(found))
+    assert caplog.text.count("malformed); set aside as") == 1
+    assert len(list(tmp_path.glob(DATABASE_NAME + ".corrupt-*[0-9Z]"))) == 1
+    assert SqliteStore(tmp_path, LAPTOP).lookup("matmul", Key({"n": 1000})) == entry(1000)
+
+
+# -- only wgtune's own files -------------------------------------------------------------------
+
+
+def test_only_wgtunes_own_files_in_the_cache_directory_are_touched(tmp_path, capsys):
+    import os
+
+    foreign = {
+        "package.json": b'{"name": "my-app", "version": "1.0.0"}',
+        "notes.json": b"not json at all {",
+        "tsconfig.json": b"[" * 1000,
+        ".package.json.abc123.tmp": b"an editor's temp file",
+        "my.lock": b"",
+        **{f"package.json.corrupt-2000010{i}T000000000000Z": b"x" for i in range(8)},
+    }
+    for name, data in foreign.items():
+        (tmp_path / name).write_bytes(data)
+        os.utime(tmp_path / name, (1, 1))  # old: stale by age, were it wgtune's
+    old = tmp_path / document_name(LAPTOP)
+    old.write_text(document_text(encode_document(LAPTOP, [entry(1)])))
+    store = open_store(str(tmp_path), LAPTOP)
+    assert store is not None and store.lookup("matmul", Key({"n": 1})) == entry(1)
+    store.save(entry(2))
+    every_command_finishes(capsys, tmp_path)
+    for name, data in foreign.items():
+        assert (tmp_path / name).read_bytes() == data, name
+    assert not old.exists() and (tmp_path / (old.name + ".migrated")).exists()
+
+
+def test_an_old_documents_lock_that_is_a_directory_does_not_make_the_store_unusable(tmp_path, caplog):
+    old = tmp_path / document_name(LAPTOP)
+    old.write_text(document_text(encode_document(LAPTOP, [entry(1)])))
+    (tmp_path / (old.name + ".lock")).mkdir()
+    (tmp_path / (DATABASE_NAME + ".lock")).mkdir()
+    (tmp_path / DATABASE_NAME).write_bytes(b"garbage where the database should be" * 10)
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        store = open_store(str(tmp_path), LAPTOP)
+        assert store is not None and store.lookup("matmul", Key({"n": 1})) == entry(1)
+        store.save(entry(2))
+    assert (tmp_path / (old.name + ".migrated")).exists() and (tmp_path / (old.name + ".lock")).is_dir()
+    assert "is a directory, which no process can lock" in caplog.text
+    assert any(tmp_path.glob(DATABASE_NAME + ".corrupt-*"))
+    assert {e.slot for e in SqliteStore(tmp_path, LAPTOP).load()} == {entry(1).slot, entry(2).slot}
