@@ -711,6 +711,10 @@ def test_hostile_imports_into_the_sqlite_database_are_refused_whole_or_land_whol
     assert set(outcomes) == {"refused", "taken"}, outcomes
 
 
+OLD_DOCUMENT = "v-laptop-vulkan--default--0.1.0--0123abcd.json"
+"""Named as the old store named its documents: the migration takes no other file."""
+
+
 def test_damaged_documents_migrate_into_the_database_losing_no_valid_entry(tmp_path):
     """The migration path: a damaged old document's valid entries land in the database, its
     damaged ones in the ``damaged`` table, a document that cannot be read is kept aside."""
@@ -718,7 +722,7 @@ def test_damaged_documents_migrate_into_the_database_losing_no_valid_entry(tmp_p
         text, must, what = damaged_document(seed)
         directory = tmp_path / str(seed)
         directory.mkdir()
-        (directory / "old.json").write_text(text, encoding="utf-8", errors="surrogatepass")
+        (directory / OLD_DOCUMENT).write_text(text, encoding="utf-8", errors="surrogatepass")
         try:
             store = SqliteStore(directory, LAPTOP).open()
             loaded = store.load()
@@ -727,7 +731,7 @@ def test_damaged_documents_migrate_into_the_database_losing_no_valid_entry(tmp_p
         for found in loaded:
             sound(found)
         reference = reference_parse(text)
-        if same_top(reference, LAPTOP) and not any(directory.glob("old.json.corrupt*")):
+        if same_top(reference, LAPTOP) and not any(directory.glob(OLD_DOCUMENT + ".corrupt*")):
             wanted = {ident(entry) for entry in must}
             present = {ident(entry) for entry in reference["entries"]} & wanted
             have = {ident(as_json(entry.to_json())) for entry in loaded}
