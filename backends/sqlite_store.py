@@ -28,9 +28,11 @@ that cannot be written (a read-only directory), or whose write lock another proc
 the busy timeout, is used read-only for the rest of the run: its winners are served, new ones
 stay in the process (said once). A row is read as its own slot's entry only: one that does not
 decode, or that holds another slot's entry, is moved to ``damaged`` with a warning naming the
-slot, and the key is tuned again. Export and import are in
-:mod:`wgtune.backends.cache_transfer`, with :class:`~wgtune.backends.cache_transfer.SqliteDatabase`, the
-database as the store contract's ``Database`` (what the commands and the farm use).
+slot, and the key is tuned again.
+
+Export and import are in :mod:`wgtune.backends.cache_transfer`, with
+:class:`~wgtune.backends.cache_transfer.SqliteDatabase`, the database as the store contract's
+``Database`` (what the commands and the farm use).
 
 A namespace reads the rows of every namespace text that reduces to it
 (:func:`~wgtune.store.format.namespaces_matching`): those written under the earlier namespace rule
@@ -263,15 +265,18 @@ class CacheDatabase(CacheConnection):
         (left where they are: a listing moves nothing)."""
         found, problems = [], []
         fields: dict[str, dict] = {}
-        with self.reading() as connection:
-            for namespace, set_name, key_text, text in self.rows(connection, problems=problems):
-                try:
-                    entry = decode_row(text, set_name, key_text)
-                    if namespace not in fields:
-                        fields[namespace] = namespace_of(namespace)
-                    found.append((fields[namespace], entry))
-                except StoreError as error:
-                    problems.append(str(error))
+        try:
+            with self.reading() as connection:
+                for namespace, set_name, key_text, text in self.rows(connection, problems=problems):
+                    try:
+                        entry = decode_row(text, set_name, key_text)
+                        if namespace not in fields:
+                            fields[namespace] = namespace_of(namespace)
+                        found.append((fields[namespace], entry))
+                    except StoreError as error:
+                        problems.append(str(error))
+        except Malformed as error:  # met mid-way: set aside (said); what was read before is still shown
+            problems.append(str(error))
         return found, problems
 
 
@@ -332,8 +337,12 @@ class SqliteStore(Store):
             return None
 
     def count(self) -> int:
-        """How many entries the namespace has (rows: a damaged one counts until a read sets it aside)."""
-        return self.database.count(self._texts())
+        """How many entries the namespace has (rows: a damaged one counts until a read sets it aside);
+        none where the database was malformed (set aside, said)."""
+        try:
+            return self.database.count(self._texts())
+        except Malformed:
+            return 0
 
     def save(self, entry: StoredEntry) -> None:
         """Keep ``entry``, replacing the one of the same set and key: one row, one transaction,
