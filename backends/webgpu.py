@@ -44,13 +44,15 @@ NO_GRID: Grid = (0, 0, 0)
 
 class TimedPass:
     """What :meth:`WebGPUDevice.profile` answers: the seconds the wall clock measured, or the
-    MAP_READ buffer that will hold the pass's begin and end timestamps."""
+    MAP_READ buffer that will hold the pass's begin and end timestamps, with the seconds the host
+    took to encode the pass (``host``: added to the timestamps' span, see :meth:`WebGPUDevice.resolve`)."""
 
-    __slots__ = ("readback", "seconds")
+    __slots__ = ("host", "readback", "seconds")
 
-    def __init__(self, seconds: float | None = None, readback: Any = None) -> None:
+    def __init__(self, seconds: float | None = None, readback: Any = None, host: float = 0.0) -> None:
         self.seconds = seconds
         self.readback = readback
+        self.host = host
 
 
 class WebGPUDevice(CallLaunches, Device):
@@ -302,13 +304,18 @@ class WebGPUDevice(CallLaunches, Device):
         return TimedPass(seconds=end - begin)
 
     async def resolve(self, profile: TimedPass) -> float:
-        """Seconds the pass took. A pass whose end timestamp is not after its begin (a zero
-        duration, or a clock that went backwards) is not a valid sample: NaN, which the core
-        discards."""
+        """Seconds the pass took: its span between the GPU's timestamps plus the host's time to
+        encode it. A launch in a batch costs both, one after the other (a batch is encoded, then
+        submitted): for a kernel of a few microseconds the encoding of each stage's dispatch
+        (~2-7 us on an H200 through wgpu-native) is as long as the kernel, and timestamps alone
+        ranked two-stage candidates first that run slower in every way calls run
+        (``bench/results/h200-short-kernels.txt``). The wall clock (no timestamps) counts both
+        already. A pass whose end timestamp is not after its begin (a zero duration, or a clock
+        that went backwards) is not a valid sample: NaN, which the core discards."""
         if profile.seconds is not None:
             return profile.seconds
         begin, end = await self._timestamps(profile)
-        return (end - begin) * 1e-9 if end > begin else float("nan")
+        return (end - begin) * 1e-9 + profile.host if end > begin else float("nan")
 
     async def time_empty_pass(self) -> tuple[float, float]:
         """The raw readings ``profile`` takes for the same pass with no dispatch in it, on the same
@@ -316,8 +323,9 @@ class WebGPUDevice(CallLaunches, Device):
         the core discards a pass that ends before it begins), or the wall clock before the
         submission and once its work is done."""
         if self.timestamps:
-            begin, end = await self._timestamps(self._launch_timed(None, None, NO_GRID, 0))
-            return begin * 1e-9, end * 1e-9
+            timed = self._launch_timed(None, None, NO_GRID, 0)
+            begin, end = await self._timestamps(timed)
+            return begin * 1e-9, end * 1e-9 + timed.host
         return await self._wall_clock(lambda: self._submit(self._encode(None, None, NO_GRID, 0, None)))
 
     async def _wall_clock(self, launch: Callable[[], None]) -> tuple[float, float]:
@@ -337,12 +345,14 @@ class WebGPUDevice(CallLaunches, Device):
         buffer: one per sample, since samples are resolved after they all ran."""
         self.flush()
         shim = self.shim
+        started = shim.now()
         encoder = self._encode(kernel, args, grid, repeats, self._timestamp_writes)
+        host = shim.now() - started
         readback = shim.create_buffer(TIMESTAMPS_BYTES, shim.COPY_DST | shim.MAP_READ)
         shim.resolve_query_set(encoder, self._queries, 0, 2, self._resolve_buffer, 0)
         shim.copy_buffer_to_buffer(encoder, self._resolve_buffer, 0, readback, 0, TIMESTAMPS_BYTES)
         self._submit(encoder)
-        return TimedPass(readback=readback)
+        return TimedPass(readback=readback, host=host)
 
     async def _timestamps(self, timed: TimedPass) -> tuple[int, int]:
         """The pass's begin and end timestamps (ns), once its submission is done; the readback
