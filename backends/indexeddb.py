@@ -48,8 +48,6 @@ from wgtune.store.format import (
     check_namespace,
     decode_document_leniently,
     decode_export,
-    encode_document,
-    encode_export,
     namespace_of,
     namespaces_matching,
 )
@@ -115,27 +113,32 @@ class IndexedDBEntries:
         :data:`LOAD_SLICE` records (a request each) and decoded a few tens of milliseconds at a
         time (``slices.py``), so that a namespace of 100k entries is many short tasks of the page,
         not one of seconds; damaged records are skipped, logged."""
-        text = _text(namespace)
         entries, problems = [], []
-        after: list | None = None
-        slices = Slices()  # decoding a slice is 20-600 ms from one machine to the next: by time too
-        while True:
-            rows = _rows(await self.idb.namespaceSlice(text, *(after or (None, None)), LOAD_SLICE), 3)
-            slices.restart()
-            for set_name, key_text, value in rows:
-                try:
-                    entries.append(decode_record(set_name, key_text, value))
-                except StoreError as error:
-                    problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
-                if slices.due():
-                    await slices.pause()
-            if len(rows) < LOAD_SLICE:
-                break
-            after = rows[-1][:2]
+        slices = Slices()
+        for (set_name, key_text), value in (await self.load_texts(namespace)).items():
+            try:
+                entries.append(decode_record(set_name, key_text, value))
+            except StoreError as error:
+                problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
+            if slices.due():
+                await slices.pause()
         if problems:
             logger.warning("skipped %d damaged entr%s in IndexedDB: %s", len(problems),
                            "y" if len(problems) == 1 else "ies", problems[0])
         return entries
+
+    async def load_texts(self, namespace: dict | str) -> dict[tuple[str, str], str]:
+        """Every record of ``namespace`` (or of its canonical text) as it is stored, not decoded:
+        ``{(set, key's JSON): entry's text}``, read in slices of :data:`LOAD_SLICE` records."""
+        text = _text(namespace)
+        texts: dict[tuple[str, str], str] = {}
+        after: list | None = None
+        while True:
+            rows = _rows(await self.idb.namespaceSlice(text, *(after or (None, None)), LOAD_SLICE), 3)
+            texts.update(((str(set_name), str(key_text)), value) for set_name, key_text, value in rows)
+            if len(rows) < LOAD_SLICE:
+                return texts
+            after = rows[-1][:2]
 
     async def read(self, namespace: dict | str, set_name: str, key: Key) -> StoredEntry | None:
         """One key's entry (one request), None when none is stored; a damaged one is None, logged."""
@@ -172,26 +175,11 @@ class IndexedDBEntries:
 
     async def export(self) -> dict:
         """Every readable entry as one ``wgtune.export/1`` document, a ``wgtune.cache/1`` document
-        per namespace (what ``wgtune cache export`` writes and reads). Damaged records and
-        namespaces are left out, logged."""
-        by_namespace: dict[str, list[StoredEntry]] = {}
-        problems = []
-        for namespace_text, set_name, key_text, value in _rows(await self.idb.allEntries(), 4):
-            try:
-                by_namespace.setdefault(str(namespace_text), []).append(decode_record(set_name, key_text, value))
-            except StoreError as error:
-                problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
-        documents = []
-        for namespace_text, entries in sorted(by_namespace.items()):
-            try:
-                namespace = check_namespace(json.loads(namespace_text))
-            except (ValueError, TypeError, AttributeError, StoreError) as error:
-                problems.append(f"namespace {shown(namespace_text)}: {error}")
-                continue
-            documents.append(encode_document(namespace, entries))
-        if problems:
-            logger.warning("not exporting %d damaged record(s): %s", len(problems), problems[0])
-        return encode_export(documents)
+        per namespace (what ``wgtune cache export`` writes and reads), read a slice at a time
+        (``idb_transfer.py``). Damaged records and namespaces are left out, logged."""
+        from .idb_transfer import ExportDocument, export_document  # it builds on this module
+
+        return await export_document(self.idb, ExportDocument())
 
     async def import_document(self, obj: object) -> int:
         """Merge an export (or one namespace document) into IndexedDB; the number of entries.
@@ -259,7 +247,7 @@ class IndexedDBStore(Store):
     where = "IndexedDB"
 
     def __init__(self, idb: Any, namespace: dict, entries: Iterable[StoredEntry] = (),
-                 older: Iterable[str] = ()) -> None:
+                 older: Iterable[str] = (), texts: dict[tuple[str, str], str] | None = None) -> None:
         self.database = IndexedDBEntries(idb)
         self.namespace: dict = check_namespace(namespace)
         self.record_key = canonical_namespace(self.namespace)
@@ -267,6 +255,11 @@ class IndexedDBStore(Store):
         """Namespace texts of earlier namespace rules that read as this one (read at open, newest
         release first): looked in after the store's own, cleared with it."""
         self._entries = {entry.slot: entry for entry in entries}
+        self._texts: dict[tuple[str, str], str] = dict(texts or {})
+        """Records read at open, not decoded yet: ``{(set, key's JSON): text}``. A key's is decoded
+        when it is first asked for (:meth:`lookup`), so that opening a namespace of 100k entries
+        decodes none of them, and leaves no 100k entries' objects for Python's garbage collector
+        to walk (its passes over them were tasks of up to a second, issue 28)."""
         self._unwritten: dict = {}
         self._clear_requested = False
         self._writer: asyncio.Task | None = None
@@ -278,35 +271,61 @@ class IndexedDBStore(Store):
 
     @classmethod
     async def open(cls, idb: Any, namespace: dict) -> IndexedDBStore:
-        """Read ``namespace``'s entries, and those of the namespace texts that read as it (written
+        """Read ``namespace``'s records, and those of the namespace texts that read as it (written
         with full versions before the namespace rule): of a slot two hold, its own namespace's
-        entry, then the newest release's. Damaged ones are skipped (logged)."""
+        entry, then the newest release's. Each is decoded when first asked for; a damaged one is
+        then skipped (logged)."""
         records = IndexedDBEntries(idb)
         older = await records.matching(namespace)
-        entries: dict[tuple, StoredEntry] = {}
+        texts: dict[tuple[str, str], str] = {}
         for text in reversed(older):  # the oldest first: a newer one replaces it in its slot
-            entries.update((entry.slot, entry) for entry in await records.load(text))
-        entries.update((entry.slot, entry) for entry in await records.load(namespace))
-        return cls(idb, namespace, entries.values(), older)
+            texts.update(await records.load_texts(text))
+        texts.update(await records.load_texts(namespace))
+        return cls(idb, namespace, (), older, texts)
 
     def __repr__(self) -> str:
         return f"IndexedDBStore({self.record_key!r})"
 
     def load(self) -> list[StoredEntry]:
+        self._decode_all()
         return list(self._entries.values())
 
     def stored(self, set_name: str, key: Key) -> StoredEntry | None:
         """The entry of one key, as this tab knows it."""
-        return self._entries.get((set_name, key))
+        return self.lookup(set_name, key)
 
     def lookup(self, set_name: str, key: Key) -> StoredEntry | None:
         """The tuner reads the store key by key through this (``TuneCache.lookup``): a key's entry
         when the key is first claimed, so that a namespace of 100k entries costs the tuner nothing
         at open (building its table of them whole was a quarter-second task of the page)."""
-        return self._entries.get((set_name, key))
+        entry = self._entries.get((set_name, key))
+        if entry is None and self._texts:
+            text = self._texts.pop((set_name, key.to_json()), None)
+            if text is not None:
+                try:
+                    entry = self._entries[(set_name, key)] = decode_record(set_name, key.to_json(), text)
+                except StoreError as error:
+                    logger.warning("ignoring the damaged stored winner of %s [%s]: %s", set_name, key, error)
+        return entry
 
     def count(self) -> int:
+        self._decode_all()
         return len(self._entries)
+
+    def _decode_all(self) -> None:
+        """Decode every record not decoded yet (what :meth:`load` lists); damaged ones skipped, logged."""
+        problems = []
+        for (set_name, key_text), text in self._texts.items():
+            try:
+                entry = decode_record(set_name, key_text, text)
+            except StoreError as error:
+                problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
+                continue
+            self._entries.setdefault(entry.slot, entry)
+        self._texts.clear()
+        if problems:
+            logger.warning("skipped %d damaged entr%s in IndexedDB: %s", len(problems),
+                           "y" if len(problems) == 1 else "ies", problems[0])
 
     async def read(self, set_name: str, key: Key) -> StoredEntry | None:
         """One key's entry as IndexedDB holds it now (another tab's, say), kept in memory too;
@@ -318,12 +337,14 @@ class IndexedDBStore(Store):
                 break
         if entry is not None and (set_name, key) not in self._unwritten:
             self._entries[entry.slot] = entry
+            self._texts.pop((set_name, key.to_json()), None)
         return entry
 
     def save(self, entry: StoredEntry) -> str:
         """Keep ``entry`` now; write it to IndexedDB in the background (needs a running loop):
         answers ``"pending"`` (``store.WRITE_PENDING``), and :attr:`on_written` hears the end."""
         self._entries[entry.slot] = entry
+        self._texts.pop((entry.set_name, entry.key.to_json()), None)
         self._unwritten[entry.slot] = entry
         self._start_writer()
         return WRITE_PENDING
@@ -331,6 +352,7 @@ class IndexedDBStore(Store):
     def clear(self) -> None:
         """Forget every entry of the namespace (deleted in the background)."""
         self._entries.clear()
+        self._texts.clear()
         self._unwritten.clear()
         self._clear_requested = True
         self._start_writer()
@@ -415,11 +437,9 @@ class IndexedDBDatabase:
         return Listing(found, problems)
 
     async def export_to(self, out: TextIO) -> tuple[int, int]:
-        document = await self.records.export()
-        json.dump(document, out, indent=2, ensure_ascii=False)
-        out.write("\n")
-        namespaces = document["namespaces"]
-        return sum(len(namespace["entries"]) for namespace in namespaces), len(namespaces)
+        from .idb_transfer import export_text  # it builds on this module
+
+        return await export_text(self.idb, out.write)
 
     async def import_from(self, source: str | os.PathLike | BinaryIO, *, max_bytes: int = IMPORT_LIMIT) -> int:
         if hasattr(source, "read"):

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import js
+
 from wgtune import Config, LogLevel
 from wgtune.errors import ConfigError, DeviceLost, LaunchRefused, NoValidKernelFound, WgtuneError
 from wgtune.gpu.clock import clock_grain as measure_grain
@@ -40,7 +42,7 @@ from wgtune.store.format import StoredEntry, canonical_namespace, namespace_for,
 from wgtune.tune.log import logger
 from wgtune.tuner import Tuner
 
-from . import indexeddb
+from . import idb_transfer, indexeddb
 from .browser import BrowserDevice, js_object
 from .js_errors import failed_answer
 from .page_dispose import dispose_session
@@ -368,18 +370,28 @@ class PageSession:
                                  set_name=set_name, offset=int(offset), limit=int(limit))
         return json.dumps(page)
 
-    async def cache_json(self) -> str:
-        """Every stored namespace (after this page's pending writes), as an export document."""
+    async def export_pieces(self) -> Any:
+        """Every stored namespace (after this page's pending writes) as export text, laid out as
+        ``wgtune cache export`` writes it: a JavaScript array of its pieces, read and checked a
+        slice at a time (``idb_transfer.py``), for JavaScript to join (``wgtune.exportCache``)."""
         await self.store.flush()
-        return json.dumps(await indexeddb.IndexedDBEntries(self.idb).export(), indent=2)
+        pieces = js.Array.new()
+        await idb_transfer.export_text(self.idb, pieces.push)
+        return pieces
 
-    async def import_cache(self, text: str) -> int:
-        """Merge an export into IndexedDB (one transaction); this page's keys, and the other tabs',
-        see imported winners at once."""
-        database = indexeddb.IndexedDBEntries(self.idb)
-        obj = database.check_import(str(text))  # StoreError before anything is written
+    async def export_document(self) -> Any:
+        """Every stored namespace as an export document: a JavaScript object, built a slice at a
+        time (``wgtune.cache()``)."""
         await self.store.flush()
-        count = await database.import_document(obj)
+        return await idb_transfer.export_document(self.idb, idb_transfer.JsExportDocument(js))
+
+    async def import_cache(self, text: Any) -> int:
+        """Merge an export into IndexedDB: read and checked a slice at a time, then written in one
+        transaction (``idb_transfer.py``: a bad one writes nothing); this page's keys, and the other
+        tabs', see imported winners at once. ``text``: a str, or JavaScript text as ``{length,
+        slice(start, end)}``, taken a piece at a time."""
+        await self.store.flush()
+        count = await idb_transfer.import_export(self.idb, text)
         await self.reload()
         if self.coordinator is not None:
             self.coordinator.announce_replaced()

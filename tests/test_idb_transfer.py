@@ -171,7 +171,10 @@ def test_an_export_lists_what_the_whole_store_export_lists_as_text_and_as_an_obj
     monkeypatch.setattr(idb_transfer, "EXPORT_SLICE", per_request)  # slices end inside and across namespaces
     idb = FakeIdb()
     _stored(idb)
-    whole = run(IndexedDBEntries(idb).export())
+    mine = encode_document(NAMESPACE, [entry(n, set_name="matmul" if n % 2 else "conv") for n in range(7)])
+    whole = encode_export(sorted([mine, encode_document(OTHER, [entry(1)])],
+                                 key=lambda doc: canonical_namespace({k: v for k, v in doc.items()
+                                                                      if k not in ("format", "entries")})))
     pieces: list[str] = []
     assert run(export_text(idb, pieces.append, Slices(budget=0))) == (8, 2)
     text = "".join(pieces)
@@ -186,3 +189,21 @@ def test_an_empty_store_exports_an_empty_document():
     assert run(export_text(FakeIdb(), pieces.append)) == (0, 0)
     assert json.loads("".join(pieces)) == {"format": "wgtune.export/1", "namespaces": []}
     assert run(export_document(FakeIdb(), ExportDocument())) == {"format": "wgtune.export/1", "namespaces": []}
+
+
+def test_a_store_opened_over_many_records_decodes_each_only_when_its_key_is_asked_for(monkeypatch, caplog):
+    from wgtune.backends import indexeddb
+
+    idb = FakeIdb()
+    run(IndexedDBEntries(idb).put(NAMESPACE, [entry(n) for n in range(500)]))
+    idb.entries[(NS, "matmul", '{"n":900}')] = "{not json"
+    decoded = []
+    real = indexeddb.decode_record
+    monkeypatch.setattr(indexeddb, "decode_record", lambda *args: decoded.append(args[1]) or real(*args))
+    store = run(indexeddb.IndexedDBStore.open(idb, NAMESPACE))
+    assert decoded == []  # 500 records read, none decoded: nothing for the garbage collector to walk
+    assert store.lookup("matmul", Key({"n": 7})) == entry(7) and decoded == ['{"n":7}']
+    assert store.lookup("matmul", Key({"n": 7})) == entry(7) and len(decoded) == 1  # kept decoded
+    assert store.lookup("matmul", Key({"n": 900})) is None and "damaged stored winner" in caplog.text
+    assert store.lookup("matmul", Key({"n": 901})) is None
+    assert store.count() == 500 and len(store.load()) == 500

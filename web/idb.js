@@ -39,6 +39,36 @@ function ofSet(namespace, set) {
   return IDBKeyRange.bound([namespace, set], [namespace, set, []]);
 }
 
+// How long one task of a large import's writes issues puts for before it lets the page run.
+const PUT_SLICE_MS = 25;
+
+/**
+ * Put `rows` ([doc, set, key, text], the namespace of each doc in `namespaces`; rows of a doc with
+ * none are not imported) into `store`, a slice of puts per task: the next slice is issued from the
+ * success of the last put of this one, so the transaction stays active between them and it all
+ * commits or aborts as one. Resolves to how many were put, once the last put succeeded.
+ */
+function putInSlices(store, rows, namespaces) {
+  return new Promise((resolve) => {
+    let next = 0;
+    let written = 0;
+    const more = () => {
+      const until = performance.now() + PUT_SLICE_MS;
+      let last = null;
+      while (next < rows.length && (last === null || performance.now() < until)) {
+        const [doc, set, key, text] = rows[next++];
+        const namespace = namespaces[doc];
+        if (namespace === undefined) continue;
+        last = store.put(text, [namespace, set, key]);
+        written += 1;
+      }
+      if (next < rows.length) last.onsuccess = more;
+      else resolve(written);
+    };
+    more();
+  });
+}
+
 /** Open (creating or upgrading if needed) the database `name`; resolves to the store's helpers. */
 export async function openDocuments(name = "wgtune") {
   const opening = indexedDB.open(name, VERSION);
@@ -145,6 +175,37 @@ export async function openDocuments(name = "wgtune") {
         });
         return JSON.stringify({ total, records });
       }),
+    /**
+     * JSON text: [[namespace, set, key, text], ...], at most `limit` records of every namespace in
+     * key order, those after the key [afterNamespace, afterSet, afterKey] (from the first when
+     * afterNamespace is null): how an export of 100k entries is read, a short task each.
+     */
+    entriesAfter: (afterNamespace, afterSet, afterKey, limit) =>
+      transact([ENTRIES], "readonly", async (s) => {
+        const range = afterNamespace == null ? null
+          : IDBKeyRange.lowerBound([afterNamespace, afterSet, afterKey], true);
+        const [keys, values] = await Promise.all([
+          done(s.entries.getAllKeys(range, limit)), done(s.entries.getAll(range, limit)),
+        ]);
+        return JSON.stringify(keys.map((key, i) => [...key, values[i]]));
+      }),
+    /**
+     * A large import, staged here and then written in one transaction (backends/idb_transfer.py):
+     * add(rows) takes JSON text [[doc, set, key, text], ...] as Python checks the import, a slice
+     * at a time; write(namespaces), JSON text {doc: namespace}, writes every staged row of a doc
+     * with a namespace, a slice of puts per task, and resolves to how many once committed: all
+     * or none, so a tab reading meanwhile sees the store before the import or after it.
+     */
+    importer: () => {
+      const rows = [];
+      return {
+        add: (text) => {
+          for (const row of JSON.parse(text)) rows.push(row);
+        },
+        write: (namespaces) =>
+          transact([ENTRIES], "readwrite", (s) => putInSlices(s.entries, rows, JSON.parse(namespaces))),
+      };
+    },
     /** JSON text: [[namespace, set, key, text], ...] of every namespace. */
     allEntries: () =>
       transact([ENTRIES], "readonly", async (s) => {

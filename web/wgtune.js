@@ -185,11 +185,15 @@ export async function loadWgtune({
      */
     storedPage: ({ namespace = null, set = null, offset = 0, limit = 50 } = {}) =>
       py(async () => JSON.parse(await session.stored_page(namespace, set, offset, limit))),
-    /** Every stored winner of every device, as an export document (what `wgtune cache export` writes). */
-    cache: () => py(async () => JSON.parse(await session.cache_json())),
-    exportCache: () => py(() => session.cache_json()),
-    /** Merge an export (native or browser) into IndexedDB; how many entries. */
-    importCache: (text) => py(() => session.import_cache(text)),
+    /**
+     * Every stored winner of every device, as an export document (what `wgtune cache export`
+     * writes); exportCache: as its text. Both are read a slice at a time: 100k winners are many
+     * short tasks of the page, not one of seconds (backends/idb_transfer.py).
+     */
+    cache: () => py(() => session.export_document()),
+    exportCache: () => py(async () => (await session.export_pieces()).join("")),
+    /** Merge an export (native or browser) into IndexedDB; how many entries. Read a slice at a time, written at once. */
+    importCache: (text) => py(() => session.import_cache(inPieces(String(text)))),
     /**
      * Forget stored winners: this device's (default), `device`'s (a namespace as storedPage lists
      * them), or with `all` every device's; how many winners went. Their keys are tuned again.
@@ -220,6 +224,11 @@ export async function loadWgtune({
     notify(JSON.stringify({ type: "warning", message: warning }));
   }
   return api;
+}
+
+/** Text Python takes a piece at a time (`slice`): 26 MB copied into Python at once is one long task. */
+function inPieces(text) {
+  return { length: text.length, slice: (start, end) => text.slice(start, end) };
 }
 
 /**
