@@ -322,10 +322,9 @@ class WebGPUDevice(CallLaunches, Device):
         clock: the two timestamps in seconds (as ``resolve`` converts them, not checked for order:
         the core discards a pass that ends before it begins), or the wall clock before the
         submission and once its work is done."""
-        if self.timestamps:
-            timed = self._launch_timed(None, None, NO_GRID, 0)
-            begin, end = await self._timestamps(timed)
-            return begin * 1e-9, end * 1e-9 + timed.host
+        if self.timestamps:  # the timestamps alone: their grain is the clock's (the host's encoding is not)
+            begin, end = await self._timestamps(self._launch_timed(None, None, NO_GRID, 0))
+            return begin * 1e-9, end * 1e-9
         return await self._wall_clock(lambda: self._submit(self._encode(None, None, NO_GRID, 0, None)))
 
     async def _wall_clock(self, launch: Callable[[], None]) -> tuple[float, float]:
