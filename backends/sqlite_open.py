@@ -50,7 +50,10 @@ T = TypeVar("T")
 
 class ReadOnly(OSError):
     """The cache database cannot be written in this run (read-only, or a writer holds its lock):
-    what a save raises (the tuner keeps the winner in memory)."""
+    what a save raises (the tuner keeps the winner in memory). The store said so once already,
+    so the tuner does not say it again for each winner (``explained``)."""
+
+    explained = True
 
 
 class Malformed(OSError):

@@ -224,7 +224,8 @@ class Settler:
         try:
             answer = store.save(entry)
         except Exception as error:
-            logger.warning("could not store the winner of %s [%s]: %s", entry.set_name, entry.key, error)
+            if not getattr(error, "explained", False):  # a store that said why once is not repeated per winner
+                logger.warning("could not store the winner of %s [%s]: %s", entry.set_name, entry.key, error)
             return False
         return WRITE_PENDING if answer == WRITE_PENDING else True
 
