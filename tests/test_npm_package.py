@@ -1,5 +1,5 @@
 """The browser library as an npm package (``wgtune.cli.npm_package``): its contents, its manifest,
-and the ``wgtune-assets`` command. The packed tarball installed and used by an app is e2e/test_npm_package.py."""
+and the ``wgtune-assets`` command. The packed tarball installed and used by an app is e2e/test_npm_app.py."""
 
 from __future__ import annotations
 
