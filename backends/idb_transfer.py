@@ -2,7 +2,7 @@
 
 An export of 100k winners is some 17-26 MB of JSON. Parsed, checked and written whole, importing it
 was one task of the page of 11-12 s, and listing it (``wgtune.cache()``) one of 13 s: no input,
-no drawing meanwhile. Here every long loop works in slices (``slices.py``: ~30 ms of work, then a
+no drawing meanwhile. Here every long loop works in slices (``slices.py``: ~20 ms of work, then a
 task boundary), and each IndexedDB request reads or writes a bounded part.
 
 **Import** (:func:`import_export`): the text is read an entry at a time (``export_stream.py``:
@@ -45,17 +45,17 @@ __all__ = ["EXPORT_SLICE", "TEXT_PIECE", "ExportDocument", "JsExportDocument", "
 
 logger = logging.getLogger("wgtune")
 
-EXPORT_SLICE = 1000
+EXPORT_SLICE = 500
 """Records one request of an export reads: reading them is a few milliseconds."""
 
-TEXT_PIECE = 1 << 20
+TEXT_PIECE = 1 << 18
 """Characters of an import's text taken from JavaScript at a time."""
 
 
 class TextSource:
     """An import's text, taken a piece at a time: a Python ``str``, or a JavaScript string through
     an object with ``length`` and ``slice(start, end)`` (crossing into Python whole, 26 MB of
-    text is one copy of some 100 ms; a piece at a time it is many small ones)."""
+    text is one copy of 100 ms or more; a piece at a time it is many small ones)."""
 
     def __init__(self, text: Any) -> None:
         self.text = text

@@ -58,8 +58,8 @@ from .slices import Slices
 
 __all__ = ["LOAD_SLICE", "IndexedDBDatabase", "IndexedDBEntries", "IndexedDBStore", "decode_record", "record_of"]
 
-LOAD_SLICE = 2000
-"""Records a namespace is read in at a time: decoding them is a few tens of milliseconds."""
+LOAD_SLICE = 1000
+"""Records a namespace is read in at a time (one request, and its text through JSON)."""
 
 logger = logging.getLogger("wgtune")
 
@@ -68,6 +68,13 @@ def record_of(namespace_text: str, entry: StoredEntry) -> list[str]:
     """An entry as ``idb.putEntries`` writes it: ``[namespace, set, key, text]``."""
     text = json.dumps(entry.to_json(), separators=(",", ":"), ensure_ascii=False)
     return [namespace_text, entry.set_name, entry.key.to_json(), text]
+
+
+def slot_text(set_name: object, key_text: object) -> str:
+    """A record's set and key as one string (``rpartition("\\0")`` gives them back: a key's JSON
+    holds no NUL): a dict of 100k of them, text to text, is nothing Python's garbage collector
+    walks, where one keyed by tuples is walked whole on its passes."""
+    return f"{set_name}\0{key_text}"
 
 
 def decode_record(set_name: object, key_text: object, text: object) -> StoredEntry:
@@ -115,7 +122,8 @@ class IndexedDBEntries:
         not one of seconds; damaged records are skipped, logged."""
         entries, problems = [], []
         slices = Slices()
-        for (set_name, key_text), value in (await self.load_texts(namespace)).items():
+        for slot, value in (await self.load_texts(namespace)).items():
+            set_name, _, key_text = slot.rpartition("\0")
             try:
                 entries.append(decode_record(set_name, key_text, value))
             except StoreError as error:
@@ -127,15 +135,15 @@ class IndexedDBEntries:
                            "y" if len(problems) == 1 else "ies", problems[0])
         return entries
 
-    async def load_texts(self, namespace: dict | str) -> dict[tuple[str, str], str]:
+    async def load_texts(self, namespace: dict | str) -> dict[str, str]:
         """Every record of ``namespace`` (or of its canonical text) as it is stored, not decoded:
-        ``{(set, key's JSON): entry's text}``, read in slices of :data:`LOAD_SLICE` records."""
+        ``{slot_text(set, key's JSON): entry's text}``, read in slices of :data:`LOAD_SLICE` records."""
         text = _text(namespace)
-        texts: dict[tuple[str, str], str] = {}
+        texts: dict[str, str] = {}
         after: list | None = None
         while True:
             rows = _rows(await self.idb.namespaceSlice(text, *(after or (None, None)), LOAD_SLICE), 3)
-            texts.update(((str(set_name), str(key_text)), value) for set_name, key_text, value in rows)
+            texts.update((slot_text(set_name, key_text), value) for set_name, key_text, value in rows)
             if len(rows) < LOAD_SLICE:
                 return texts
             after = rows[-1][:2]
@@ -247,7 +255,7 @@ class IndexedDBStore(Store):
     where = "IndexedDB"
 
     def __init__(self, idb: Any, namespace: dict, entries: Iterable[StoredEntry] = (),
-                 older: Iterable[str] = (), texts: dict[tuple[str, str], str] | None = None) -> None:
+                 older: Iterable[str] = (), texts: dict[str, str] | None = None) -> None:
         self.database = IndexedDBEntries(idb)
         self.namespace: dict = check_namespace(namespace)
         self.record_key = canonical_namespace(self.namespace)
@@ -255,8 +263,8 @@ class IndexedDBStore(Store):
         """Namespace texts of earlier namespace rules that read as this one (read at open, newest
         release first): looked in after the store's own, cleared with it."""
         self._entries = {entry.slot: entry for entry in entries}
-        self._texts: dict[tuple[str, str], str] = dict(texts or {})
-        """Records read at open, not decoded yet: ``{(set, key's JSON): text}``. A key's is decoded
+        self._texts: dict[str, str] = dict(texts or {})
+        """Records read at open, not decoded yet: ``{slot_text(set, key's JSON): text}``. A key's is decoded
         when it is first asked for (:meth:`lookup`), so that opening a namespace of 100k entries
         decodes none of them, and leaves no 100k entries' objects for Python's garbage collector
         to walk (its passes over them were tasks of up to a second, issue 28)."""
@@ -277,7 +285,7 @@ class IndexedDBStore(Store):
         then skipped (logged)."""
         records = IndexedDBEntries(idb)
         older = await records.matching(namespace)
-        texts: dict[tuple[str, str], str] = {}
+        texts: dict[str, str] = {}
         for text in reversed(older):  # the oldest first: a newer one replaces it in its slot
             texts.update(await records.load_texts(text))
         texts.update(await records.load_texts(namespace))
@@ -300,7 +308,7 @@ class IndexedDBStore(Store):
         at open (building its table of them whole was a quarter-second task of the page)."""
         entry = self._entries.get((set_name, key))
         if entry is None and self._texts:
-            text = self._texts.pop((set_name, key.to_json()), None)
+            text = self._texts.pop(slot_text(set_name, key.to_json()), None)
             if text is not None:
                 try:
                     entry = self._entries[(set_name, key)] = decode_record(set_name, key.to_json(), text)
@@ -315,7 +323,8 @@ class IndexedDBStore(Store):
     def _decode_all(self) -> None:
         """Decode every record not decoded yet (what :meth:`load` lists); damaged ones skipped, logged."""
         problems = []
-        for (set_name, key_text), text in self._texts.items():
+        for slot, text in self._texts.items():
+            set_name, _, key_text = slot.rpartition("\0")
             try:
                 entry = decode_record(set_name, key_text, text)
             except StoreError as error:
@@ -337,14 +346,14 @@ class IndexedDBStore(Store):
                 break
         if entry is not None and (set_name, key) not in self._unwritten:
             self._entries[entry.slot] = entry
-            self._texts.pop((set_name, key.to_json()), None)
+            self._texts.pop(slot_text(set_name, key.to_json()), None)
         return entry
 
     def save(self, entry: StoredEntry) -> str:
         """Keep ``entry`` now; write it to IndexedDB in the background (needs a running loop):
         answers ``"pending"`` (``store.WRITE_PENDING``), and :attr:`on_written` hears the end."""
         self._entries[entry.slot] = entry
-        self._texts.pop((entry.set_name, entry.key.to_json()), None)
+        self._texts.pop(slot_text(entry.set_name, entry.key.to_json()), None)
         self._unwritten[entry.slot] = entry
         self._start_writer()
         return WRITE_PENDING
