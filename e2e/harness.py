@@ -32,7 +32,9 @@ CHROMIUM_ARGS = [
 ]
 if hasattr(os, "geteuid") and os.geteuid() == 0:
     CHROMIUM_ARGS.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
-READY_TIMEOUT_MS = 60_000
+# A guard against a page that never loads, not a margin: a first visit builds Python's snapshot in a
+# worker, which took 47 s of a 70 s load here with the load average at 12 (CI beside other jobs).
+READY_TIMEOUT_MS = 240_000
 
 
 class PageServer:

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from harness import ROOT
+from harness import READY_TIMEOUT_MS, ROOT
 
 from wgtune.kernels.demo import FMA_ALPHA, make_fma_args, make_matmul_args
 
@@ -318,7 +318,7 @@ def test_a_page_without_webgpu_says_so_and_what_to_do(browser):
     page = browser.context.new_page()
     page.add_init_script("delete Navigator.prototype.gpu")
     page.goto(browser.url)
-    page.wait_for_function("!!(window.wgtune && window.wgtune.ready)", timeout=60_000)
+    page.wait_for_function("!!(window.wgtune && window.wgtune.ready)", timeout=READY_TIMEOUT_MS)
     error = page.evaluate("window.wgtune.ready.then(() => null, (e) => ({name: e.name, message: e.message}))")
     assert error["name"] == "WgtuneUnavailable" and "WebGPU" in error["message"]
     notice = page.locator("#unavailable")
