@@ -37,7 +37,7 @@ from wgtune.store.format import decode_export as decode_whole
 from wgtune.text import shown
 
 from .export_stream import ExportStream, Unusual, read_export
-from .indexeddb import decode_record
+from .idb_records import decode_record
 from .slices import Slices
 
 __all__ = ["EXPORT_SLICE", "TEXT_PIECE", "ExportDocument", "JsExportDocument", "TextSource", "export_document",

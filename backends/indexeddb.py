@@ -54,6 +54,8 @@ from wgtune.store.format import (
 from wgtune.store.validate import parse_json
 from wgtune.text import shown
 
+from .idb_records import decode_record, record_of, slot_text
+from .idb_transfer import ExportDocument, export_document, export_text
 from .slices import Slices
 
 __all__ = ["LOAD_SLICE", "IndexedDBDatabase", "IndexedDBEntries", "IndexedDBStore", "decode_record", "record_of"]
@@ -62,31 +64,6 @@ LOAD_SLICE = 1000
 """Records a namespace is read in at a time (one request, and its text through JSON)."""
 
 logger = logging.getLogger("wgtune")
-
-
-def record_of(namespace_text: str, entry: StoredEntry) -> list[str]:
-    """An entry as ``idb.putEntries`` writes it: ``[namespace, set, key, text]``."""
-    text = json.dumps(entry.to_json(), separators=(",", ":"), ensure_ascii=False)
-    return [namespace_text, entry.set_name, entry.key.to_json(), text]
-
-
-def slot_text(set_name: object, key_text: object) -> str:
-    """A record's set and key as one string (``rpartition("\\0")`` gives them back: a key's JSON
-    holds no NUL): a dict of 100k of them, text to text, is nothing Python's garbage collector
-    walks, where one keyed by tuples is walked whole on its passes."""
-    return f"{set_name}\0{key_text}"
-
-
-def decode_record(set_name: object, key_text: object, text: object) -> StoredEntry:
-    """The entry of the record at ``[namespace, set_name, key_text]``, every field checked; a
-    StoreError naming what is wrong, also when the entry is not that set's and key's."""
-    if not isinstance(text, str):
-        raise StoreError(f"the record holds a {type(text).__name__}, not an entry's text")
-    entry = StoredEntry.from_json(parse_json(text))
-    if entry.set_name != set_name or entry.key.to_json() != key_text:
-        raise StoreError(f"the record of {shown(set_name)} [{shown(key_text)}] holds "
-                         f"{entry.set_name} [{entry.key.to_json()}]")
-    return entry
 
 
 def _text(namespace: dict | str) -> str:
@@ -185,8 +162,6 @@ class IndexedDBEntries:
         """Every readable entry as one ``wgtune.export/1`` document, a ``wgtune.cache/1`` document
         per namespace (what ``wgtune cache export`` writes and reads), read a slice at a time
         (``idb_transfer.py``). Damaged records and namespaces are left out, logged."""
-        from .idb_transfer import ExportDocument, export_document  # it builds on this module
-
         return await export_document(self.idb, ExportDocument())
 
     async def import_document(self, obj: object) -> int:
@@ -446,8 +421,6 @@ class IndexedDBDatabase:
         return Listing(found, problems)
 
     async def export_to(self, out: TextIO) -> tuple[int, int]:
-        from .idb_transfer import export_text  # it builds on this module
-
         return await export_text(self.idb, out.write)
 
     async def import_from(self, source: str | os.PathLike | BinaryIO, *, max_bytes: int = IMPORT_LIMIT) -> int:

@@ -37,6 +37,11 @@ new PerformanceObserver((list) => {
 EXPORT_PATH = "bench-large-export.json"
 
 
+# The loader's steps as python.js and wgtune.js name them in the timeline.
+MEASURES = """() => performance.getEntriesByType("measure").filter((m) => m.name.startsWith("wgtune: "))
+  .map((m) => [m.name.slice(8), m.startTime, m.duration])"""
+
+
 def load(page, name: str) -> None:
     page.wait_for_function("window.wgtune && window.wgtune.ready", timeout=300_000)  # a first visit on a busy machine
     tasks = page.evaluate("window.__loadTasks")
@@ -47,6 +52,9 @@ def load(page, name: str) -> None:
     print(f"{name:28} longest task {max(durations, default=0):5.0f} ms, {sum(d > 200 for d in durations)} over "
           f"200 ms, {len(durations)} over 50 ms ({', '.join(f'{d:.0f}' for d in durations) or '-'}); "
           f"phases (ms): {shown}")
+    for step, start, duration in page.evaluate(MEASURES):
+        inside = [d for s, d in tasks if s < start + duration and s + d > start]
+        print(f"{'':30}{step}: {duration:6.0f} ms, its longest task {max(inside, default=0):5.0f} ms")
 
 
 def watched(page, name: str, call: str, *args: str) -> dict:

@@ -136,9 +136,12 @@ function snapshotInWorker(base, indexURL, wheelUrl) {
 
 /** Python restored from `snapshot`, or null where it does not restore (the stored one is then dropped). */
 async function restore(loadPyodide, indexURL, snapshot, key) {
+  const began = performance.now();
   try {
     const pyodide = await loadPyodide({ indexURL, _loadSnapshot: snapshot });
     pyodide.runPython(AFTER_RESTORE);
+    // Named in DevTools' timeline (and read by bench/large_import.py): its long tasks are Pyodide's.
+    performance.measure("wgtune: Python restored from a snapshot", { start: began });
     return pyodide;
   } catch (error) {
     console.warn(`wgtune: a Python snapshot did not restore (${error.message ?? error}); starting afresh`);
@@ -186,6 +189,7 @@ export async function startPython(base, { onStatus = () => {}, phases = {}, useS
   onStatus("Installing wgtune…");
   began = performance.now();
   installWheel(pyodide, await wheelLoading, config.wheelUrl);
+  performance.measure("wgtune: wheel installed", { start: began });
   phases.wheel = performance.now() - began;
   if (useSnapshot && !restored) {
     // Before the session holds any JS object (a snapshot keeps only what globalThis reaches).

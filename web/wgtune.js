@@ -146,6 +146,7 @@ export async function loadWgtune({
     }),
   );
   phases.session = performance.now() - sessionStarted;
+  performance.measure("wgtune: session opened", { start: sessionStarted });
 
   const api = {
     version: config.version,
