@@ -59,7 +59,7 @@ def load(page, name: str) -> None:
 
 def watched(page, name: str, call: str, *args: str) -> dict:
     answer = page.evaluate(WATCH, [call, list(args)])
-    tasks = [duration for _start, duration in answer["tasks"]]
+    tasks = [duration for _start, duration, _whose in answer["tasks"]]
     print(f"{name:28} {answer['ms'] / 1000:6.2f} s, longest task {answer['longest']:5.0f} ms, "
           f"{sum(d > 200 for d in tasks)} over 200 ms, {len(tasks)} over 50 ms, {answer['ticks']} heartbeat ticks; "
           f"answered {answer['result']}")
