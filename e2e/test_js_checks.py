@@ -170,16 +170,17 @@ def test_a_wrong_candidate_0_is_said_in_the_tune_and_is_the_fallback_no_more(pag
     # The page says it to a person: the wrong candidate's row in the chart, the warning over it and
     # under the tune's record (the chart follows the latest tune and is drawn on the next frame).
     page.wait_for_function("""() => document.querySelector('#chart .chart-title')?.textContent
-        === 'checks_default_wrong/n=1000' && !!document.querySelector('#chart g[data-status="mismatch"]')""")
+        === 'checks_default_wrong/n=1024' && !!document.querySelector('#chart g[data-status="mismatch"]')""")
     row = page.locator('#chart g[data-candidate="quarter"]')
     assert row.get_attribute("data-status") == "mismatch"
     assert "Wrong output (Mismatch): disagrees with the 3 candidates that agree" in row.text_content()
     assert page.locator("#chart .chart-warning").text_content() == f"⚠ {finished['warning']}"
     assert page.locator("#records tr.record-warning").filter(has_text="candidate 0 (quarter)").count() == 1
-    # The same set (its name, its candidates) on a key not tuned yet: the fallback runs, and it is not quarter.
-    later = page.evaluate(FALLBACK_ON_A_NEW_KEY, {"name": "checks_default_wrong", "n": 640})
+    # The same set (its name, its candidates) on a key not tuned yet (the default key rounds n up to a
+    # power of two: 1000 was 1024, 3000 is 4096): the fallback runs, and it is not quarter.
+    later = page.evaluate(FALLBACK_ON_A_NEW_KEY, {"name": "checks_default_wrong", "n": 3000})
     assert later["ran"]["state"] == "Pending" and later["ran"]["ran"] == "wg64", later["ran"]
-    np.testing.assert_array_equal(np.array(later["y"], dtype=np.float32), right_output(640))
+    np.testing.assert_array_equal(np.array(later["y"], dtype=np.float32), right_output(3000))
 
 
 # A reference that returns floats for a u32 output: the tune fails, naming the buffer.
