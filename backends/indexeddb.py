@@ -295,6 +295,11 @@ class IndexedDBStore(Store):
         self._decode_all()
         return len(self._entries)
 
+    @property
+    def undecoded(self) -> int:
+        """Records read at open that no one has asked for yet, so not decoded (see ``_texts``)."""
+        return len(self._texts)
+
     def _decode_all(self) -> None:
         """Decode every record not decoded yet (what :meth:`load` lists); damaged ones skipped, logged."""
         problems = []

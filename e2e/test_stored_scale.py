@@ -38,11 +38,13 @@ new PerformanceObserver((list) => window.__loadTasks.push(...list.getEntries().m
   .observe({ type: "longtask", buffered: true });
 """
 # Loading 100k winners whole was one task of 3.7 s, all of the load's long-task time; read in
-# slices, and by the tuner key by key, the longest was ~160 ms on an idle machine and 485-574 ms on
-# a slower day of the same kind of machine (2026-12-01, at this test's commit and the one before),
-# out of some 55 tasks over 50 ms. So the bound is a share of the load's long-task time, which
-# holds on any machine speed: no one task is more than a fifth of it.
-LOAD_SHARE_LIMIT = 0.2
+# slices and decoded as the tuner asks key by key, the longest was ~160 ms on an idle machine and
+# 485-574 ms on a slower day of the same kind of machine (2026-12-01), out of some 55 tasks over
+# 50 ms. Since issue 28 the records are kept as text until a key is asked for: what is asserted
+# is that none of the 100k was decoded at load (a share of the load's long-task time, as before,
+# fails now that the store adds almost none of it and a busy machine's restore is most of it).
+UNDECODED = """() => window.wgtune.pyodide.runPython(
+  "from js import window; window.wgtune.session.store.undecoded")"""
 
 TUNE_WATCHING_TASKS = r"""
 async () => {
@@ -104,9 +106,9 @@ def test_a_hundred_thousand_stored_winners_page_filter_and_cost_a_tune_no_long_t
     print(f"\npage ready with {ENTRIES} stored winners in {time.perf_counter() - started:.1f} s; "
           f"longest task {max(load_tasks, default=0):.0f} ms, {sum(t > 200 for t in load_tasks)} over 200 ms, "
           f"{len(load_tasks)} over 50 ms")
-    # Read in slices of 2000 (indexeddb.LOAD_SLICE), the tuner's table built key by key as keys
-    # are asked for: many short tasks, not one of seconds.
-    assert max(load_tasks, default=0) < LOAD_SHARE_LIMIT * sum(load_tasks), load_tasks
+    # Read in slices (indexeddb.LOAD_SLICE) and kept as text, each entry decoded only when its key
+    # is asked for (issue 28): the 100k cost the load no decoding, and no long task of it.
+    assert page.evaluate(UNDECODED) == ENTRIES
 
     page.locator("#cache-refresh").click()
     page.wait_for_function("document.querySelector('#cache-range')?.textContent.includes('100,')", timeout=60_000)

@@ -201,9 +201,9 @@ def test_a_store_opened_over_many_records_decodes_each_only_when_its_key_is_aske
     real = indexeddb.decode_record
     monkeypatch.setattr(indexeddb, "decode_record", lambda *args: decoded.append(args[1]) or real(*args))
     store = run(indexeddb.IndexedDBStore.open(idb, NAMESPACE))
-    assert decoded == []  # 500 records read, none decoded: nothing for the garbage collector to walk
-    assert store.lookup("matmul", Key({"n": 7})) == entry(7) and decoded == ['{"n":7}']
+    assert decoded == [] and store.undecoded == 501  # read, none decoded: nothing for the GC to walk
+    assert store.lookup("matmul", Key({"n": 7})) == entry(7) and decoded == ['{"n":7}'] and store.undecoded == 500
     assert store.lookup("matmul", Key({"n": 7})) == entry(7) and len(decoded) == 1  # kept decoded
     assert store.lookup("matmul", Key({"n": 900})) is None and "damaged stored winner" in caplog.text
     assert store.lookup("matmul", Key({"n": 901})) is None
-    assert store.count() == 500 and len(store.load()) == 500
+    assert store.count() == 500 and len(store.load()) == 500 and store.undecoded == 0
