@@ -34,8 +34,9 @@ OBSERVED = """async (probeMs) => {
 
 # Runs `window.wgtune[call](...args)` (args: strings, or "@text" for the fetched export) and
 # answers what it resolved to (a count, or a summary of a document or text), its long tasks as
-# [start after the call, duration, whose: "self" or another context's] and the heartbeat's ticks. Timers are clamped to >= 4 ms when nested, so a
-# tick every 10 ms is a fair count of the chances the page had to run something else.
+# [start after the call, duration, whose: "self" or another context's] and the heartbeat's ticks.
+# Timers are clamped to >= 4 ms when nested, so a tick every 10 ms is a fair count of the chances
+# the page had to run something else.
 WATCH = """async ([call, args]) => {
   const tasks = [];
   const observer = new PerformanceObserver((list) => {
