@@ -167,7 +167,6 @@ class JsSet:
             tuner.forget(self.tunables, key)
         except IllegalTransition:  # a tune of it runs now: that tune's answer stands
             return json.dumps(self._answer(key))
-        tuner.cache.failures.pop((self.name, key), None)
         return self.check(call)
 
     def results(self, call: Any) -> str:

@@ -77,7 +77,11 @@ def library_files(web_dir: Path, wheel: Path) -> dict[str, Path | bytes]:
 def export_library(dest: Path, web_dir: Path, wheel: Path) -> list[str]:
     """Write the library directory at ``dest`` (made if missing; a file there of the same name is
     replaced); the relative paths written."""
-    files = library_files(web_dir, wheel)
+    return write_files(dest, library_files(web_dir, wheel))
+
+
+def write_files(dest: Path, files: dict[str, Path | bytes]) -> list[str]:
+    """Write ``files`` (relative path -> a file to copy, or bytes) under ``dest``; the paths, sorted."""
     for relative, source in files.items():
         target = dest / relative
         target.parent.mkdir(parents=True, exist_ok=True)

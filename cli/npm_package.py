@@ -20,7 +20,7 @@ from pathlib import Path
 
 import wgtune
 
-from .library import LIBRARY_TYPES, library_modules
+from .library import LIBRARY_TYPES, library_modules, write_files
 from .serve import build_wheel, checkout_root, wheel_url
 
 __all__ = ["WORKER", "build_package", "pack", "package_files"]
@@ -64,14 +64,7 @@ def build_package(dest: Path, root: Path, wheel: Path) -> list[str]:
     """Write the package's directory at ``dest`` (emptied first); the relative paths written."""
     files = package_files(root, wheel)
     shutil.rmtree(dest, ignore_errors=True)
-    for relative, source in files.items():
-        target = dest / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(source, bytes):
-            target.write_bytes(source)
-        else:
-            shutil.copyfile(source, target)
-    return sorted(files)
+    return write_files(dest, files)
 
 
 def pack(package_dir: Path, out: Path) -> tuple[Path, dict]:
