@@ -6,8 +6,8 @@
     wgtune cache list | show [--json] [--candidates] | clear | export FILE | import FILE   [--cache-dir DIR]
     wgtune records FILE [--json]
     wgtune bundle OUT [SOURCES...] [--max-bytes N]
-    wgtune serve [--host H] [--port P]
-    wgtune collect --db PATH_OR_URL [--port P] [--host H] [--origin URL]
+    wgtune serve [--host H] [--port P] [--request-timeout S] [--max-per-address N]
+    wgtune collect --db PATH_OR_URL [--port P] [--host H] [--origin URL] [--request-timeout S] [--max-per-address N]
     wgtune farm [--workers N [--same-adapter] | --scheduler ADDRESS | --scheduler-file FILE] [--catalogue FILE]
                 [--sets MODULE:FUNCTION] [--cache-dir DIR]
 
@@ -112,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--web-dir", help="the page's directory (default: web/ of this checkout)")
     serve.add_argument("--wheel", metavar="FILE", help="the wgtune wheel the page installs (default: built here)")
     serve.add_argument("--verbose", action="store_true", help="log every request")
+    for server in (collect, serve):  # what one client may take (cli/pooled_server.py's Limits)
+        server.add_argument("--request-timeout", type=seconds, metavar="S",
+                            help="seconds a request may take to arrive whole from its first byte; a slower "
+                                 "one is answered 408 and closed (default: 10)")
+        server.add_argument("--max-per-address", type=connection_count, metavar="N",
+                            help="connections one client address (an IPv6 /64) may have open at once; "
+                                 "newer ones are refused with 503 (default: 64)")
     return parser
 
 
@@ -119,6 +126,20 @@ def port(text: str) -> int:
     number = int(text)  # argparse turns a ValueError into "invalid port value"
     if not 0 <= number <= 65535:
         raise argparse.ArgumentTypeError(f"{number} is not a port: give 0 to 65535")
+    return number
+
+
+def seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: give a number of seconds above 0")
+    return value
+
+
+def connection_count(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number}: give at least 1 connection")
     return number
 
 

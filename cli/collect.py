@@ -11,7 +11,8 @@ may post unless ``--origin`` lists the ones that may), the body limits read from
 before the body (and an address whose bucket is empty), the bundle's ``ETag``, ``Cache-Control:
 no-cache`` (``http_cache.py``) and ``X-Wgtune-Verified-Reporters`` (exposed to pages by CORS).
 Any number of these servers may share one database: they share its buckets and its bundles. It
-serves on the project's pooled server (``pooled_server.py``), so silent connections cost no thread.
+serves on the project's pooled server (``pooled_server.py``), which slow clients cannot hold up:
+a request is read whole (its body up to ``MAX_BODY``) before a worker sees it, within a deadline.
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ from wgtune.errors import ConfigError, StoreError
 from wgtune.store.validate import parse_json
 
 from .http_cache import CachePolicy, Validators, not_modified
-from .pooled_server import PooledHTTPServer
+from .pooled_server import Limits, PooledHTTPServer
 from .serve import serve_until_interrupted, server_url
 
 __all__ = ["CollectorHandler", "make_collector_server", "run_collect"]
 
 VERIFIED_HEADER = "X-Wgtune-Verified-Reporters"  # on a bundle: agreeing reporters that verify a winner
-IDLE_TIMEOUT_S = 30.0  # a connection that sends nothing for this long is closed
 WORKERS = 16
 
 
@@ -44,7 +44,6 @@ class CollectorHandler(http.server.BaseHTTPRequestHandler):
     collector: Collector
     origins: frozenset[str] | None = None
     quiet: bool = True
-    timeout = 15.0  # seconds a started request may stall
 
     def log_message(self, format: str, *args: object) -> None:
         if not self.quiet:
@@ -87,13 +86,13 @@ class CollectorHandler(http.server.BaseHTTPRequestHandler):
             return
         address = self.client_address[0]
         try:
-            wait = self.collector.wait(address)  # an empty bucket: the body is not read
+            wait = self.collector.wait(address)  # an empty bucket: the body is not parsed
         except OSError as error:
             self.close_connection = True
             self._refuse(503, f"the collector's database failed, nothing was counted: {error}")
             return
         if wait:
-            self.close_connection = True  # the body is not read
+            self.close_connection = True  # the body is not parsed
             self._refuse(429, f"too many reports from this address: retry in {wait:.0f} s",
                          ("Retry-After", str(max(1, round(wait)))))
             return
@@ -112,7 +111,7 @@ class CollectorHandler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             self._refuse(413, f"a POST carries 1 to {MAX_BODY} bytes, this one {length}")
             return
-        body = self.rfile.read(length)
+        body = self.rfile.read(length)  # read already, whole, by the server (pooled_server.py)
         try:
             self._send(self.collector.post_reports(body, address))
         except Rejected as bad:
@@ -163,11 +162,13 @@ class CollectorHandler(http.server.BaseHTTPRequestHandler):
 
 def make_collector_server(collector: Collector, host: str = "127.0.0.1", port: int = 0, *,
                           origins: frozenset[str] | None = None, quiet: bool = True,
-                          idle_timeout: float = IDLE_TIMEOUT_S) -> PooledHTTPServer:
-    """The collector's HTTP server, bound (port 0: a free one, see ``server_address``)."""
+                          limits: Limits | None = None, workers: int = WORKERS) -> PooledHTTPServer:
+    """The collector's HTTP server, bound (port 0: a free one, see ``server_address``); ``limits``:
+    what one client may take (``Limits``' defaults)."""
     handler = type("Handler", (CollectorHandler,), {"collector": collector, "origins": origins, "quiet": quiet})
     try:
-        return PooledHTTPServer((host, port), handler, idle_timeout=idle_timeout, workers=WORKERS, quiet=quiet)
+        return PooledHTTPServer((host, port), handler, limits=limits, max_body=MAX_BODY, workers=workers,
+                                quiet=quiet)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
             raise OSError(f"port {port} of {host} is in use: pass --port N (0 picks a free one)") from None
@@ -193,7 +194,8 @@ def run_collect(args) -> int:
         known = known_sets([family.build() for family in FAMILIES])
     collector = Collector(database, known=known, limiter=limiter, min_reporters=min_reporters)
     origins = frozenset(origin.rstrip("/") for origin in args.origin) if args.origin else None
-    server = make_collector_server(collector, args.host, args.port, origins=origins, quiet=not args.verbose)
+    server = make_collector_server(collector, args.host, args.port, origins=origins, quiet=not args.verbose,
+                                   limits=Limits.of_args(args))
     url = server_url(server, args.host)
     print(f"wgtune: collecting winners at {url}/v1/reports, bundle at {url}/v1/bundle"
           f" ({database!r}; Ctrl-C to stop)", flush=True)

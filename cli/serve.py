@@ -18,13 +18,14 @@ into ``build/web/``, once per state of the sources: the page installs the very c
 side runs.
 
 A page on another site, or a peer on the network, can still reach a local server, so this one
-holds to a few rules. A connection costs no thread while it is silent: one watcher thread holds
-every connection that has not sent a byte yet and closes it after ``idle_timeout`` seconds; a
-bounded pool of workers answers the requests (one per connection, HTTP/1.0). Only loopback names,
-and the name ``--host`` gives, are answered in ``Host``, and an ``Origin`` must be the page's own:
-a DNS-rebinding page gets a 403. Dotfiles and dot-directories are never served, and a malformed
-path (a NUL or other control character, bad percent-encoding, over 2048 characters) gets a 400
-or a 414, never a traceback. Binding beyond loopback prints a warning.
+holds to a few rules. No client can hold the server up (``pooled_server.py``): a request must
+arrive whole within ``request_timeout`` of its first byte (else a 408), an answer must be taken
+within a deadline that grows with its size, one address may have ``max_per_address`` connections
+open at once, and files' bytes are shared by the answers that send them (``file_bytes.py``).
+Only loopback names, and the name ``--host`` gives, are answered in ``Host``, and an ``Origin``
+must be the page's own: a DNS-rebinding page gets a 403. Dotfiles and dot-directories are never
+served, and a malformed path (a NUL or other control character, bad percent-encoding, over 2048
+characters) gets a 400 or a 414, never a traceback. Binding beyond loopback prints a warning.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ from urllib.parse import unquote, urlsplit
 
 import wgtune
 
+from .file_bytes import FileBytes
 from .http_cache import CachePolicy, Validators, not_modified
-from .pooled_server import PooledHTTPServer
+from .pooled_server import Limits, PooledHTTPServer
 
 __all__ = ["HostPolicy", "build_wheel", "checkout_root", "exposure_warning", "make_server", "run_serve", "wheel_url"]
 
@@ -78,8 +80,6 @@ ERROR_CACHE_CONTROL = "no-store"  # a refusal or a 404 is never kept: the next r
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 MAX_PATH_LENGTH = 2048  # characters of the request target; a longer one gets a 414
-IDLE_TIMEOUT_S = 30.0  # a connection that sends nothing for this long is closed
-REQUEST_TIMEOUT_S = 15.0  # a request that stalls this long once it started is given up
 WORKERS = 16  # threads answering requests (Chromium opens at most 6 connections per host)
 BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
@@ -219,8 +219,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     wheel: Path
     wheel_path: str  # the wheel's URL path, "/wheels/DIGEST/NAME"
     hosts: HostPolicy
+    files: FileBytes
     quiet: bool = True
-    timeout = REQUEST_TIMEOUT_S  # the socket's timeout once a request started arriving
 
     def log_message(self, format: str, *args) -> None:
         if not self.quiet:
@@ -312,7 +312,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             validators = Validators.of_file(file.stat()) if file is not None else None
             unchanged = validators is not None and not_modified(
                 validators, self.headers.get("If-None-Match"), self.headers.get("If-Modified-Since"))
-            body = None if file is None or unchanged else file.read_bytes()
+            body = None if file is None or unchanged else self.files.read(file, file.stat())
         except OSError:
             file = None
         if file is None:
@@ -339,11 +339,9 @@ def exposure_warning(host: str) -> str | None:
 
 
 def make_server(host: str, port: int, web_dir: Path, wheel: Path, *, quiet: bool = True,
-                idle_timeout: float = IDLE_TIMEOUT_S, request_timeout: float = REQUEST_TIMEOUT_S,
-                workers: int = WORKERS) -> PooledHTTPServer:
+                limits: Limits | None = None, workers: int = WORKERS) -> PooledHTTPServer:
     """The page's HTTP server, bound (port 0: any free port; see ``server_address``); warns on stderr
-    when ``host`` is beyond loopback. Timeouts in seconds: silence before the first byte, then a
-    stalled request."""
+    when ``host`` is beyond loopback. ``limits``: what one client may take (``Limits``' defaults)."""
     pyodide_dir = web_dir / "node_modules" / "pyodide"
     if not (pyodide_dir / "pyodide.mjs").is_file():
         raise OSError(f"Pyodide is not installed in {pyodide_dir}: run `make setup` (npm ci in web/)")
@@ -353,9 +351,9 @@ def make_server(host: str, port: int, web_dir: Path, wheel: Path, *, quiet: bool
         raise OSError(f"no wheel at {wheel}: pass --wheel FILE, or leave it out to build one from this checkout")
     handler = type("Handler", (_Handler,), {"web_dir": web_dir, "pyodide_dir": pyodide_dir, "wheel": wheel,
                                             "wheel_path": f"/{wheel_url(wheel)}", "hosts": HostPolicy.for_bind(host),
-                                            "quiet": quiet, "timeout": request_timeout})
+                                            "quiet": quiet, "files": FileBytes()})
     try:
-        server = PooledHTTPServer((host, port), handler, idle_timeout=idle_timeout, workers=workers, quiet=quiet)
+        server = PooledHTTPServer((host, port), handler, limits=limits, workers=workers, quiet=quiet)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
             raise OSError(f"port {port} of {host} is in use: pass --port N (0 picks a free one)") from None
@@ -377,7 +375,7 @@ def run_serve(args) -> int:
             raise OSError(f"no source checkout at {root} to build the page's wheel from: pass --wheel FILE")
         print("wgtune: building the wheel the page installs...", file=sys.stderr, flush=True)
         wheel = build_wheel(root, root / "build" / "web")
-    server = make_server(args.host, args.port, web_dir, wheel, quiet=not args.verbose)
+    server = make_server(args.host, args.port, web_dir, wheel, quiet=not args.verbose, limits=Limits.of_args(args))
     print(f"wgtune: serving the tuner page at {server_url(server, args.host)}/  (Ctrl-C to stop)", flush=True)
     serve_until_interrupted(server)
     return 0
