@@ -2,7 +2,7 @@
 
 An export of 100k winners is some 17-26 MB of JSON. Parsed, checked and written whole, importing it
 was one task of the page of 11-12 s, and listing it (``wgtune.cache()``) one of 13 s: no input,
-no drawing meanwhile. Here every long loop works in slices (``slices.py``: ~20 ms of work, then a
+no drawing meanwhile. Here every long loop works in slices (``slices.py``: ~10 ms of work, then a
 task boundary), and each IndexedDB request reads or writes a bounded part.
 
 **Import** (:func:`import_export`): the text is read an entry at a time (``export_stream.py``:

@@ -23,7 +23,7 @@ import time
 
 __all__ = ["SLICE_SECONDS", "Slices"]
 
-SLICE_SECONDS = 0.02
+SLICE_SECONDS = 0.01
 """How long a slice works before it lets the page run something else."""
 
 

@@ -27,6 +27,9 @@ export const DEFAULT_BASE_URL = new URL(".", import.meta.url);
 
 // Imported before a snapshot: every module the session needs at open (what a load would import).
 export const SNAPSHOT_IMPORTS = "import wgtune.backends.page, wgtune.backends.js_sets";
+// Where the wheel sits in Pyodide's file system (see installWheel).
+const WHEEL_DIR = "/lib/wgtune";
+const WHEEL_PATH = `${WHEEL_DIR}/wgtune.whl`;
 // After a restore: the snapshot's random state would repeat on every load.
 const AFTER_RESTORE = "import random; random.seed()";
 
@@ -94,15 +97,19 @@ async function importPyodide(indexURL, check) {
 }
 
 /**
- * Unpack the wheel's bytes into site-packages. Not through loadPackage: that leaves Pyodide's
- * record of loaded packages in a state a snapshot refuses, and a restored Python needs the files
- * again (a snapshot holds memory, not Pyodide's file system).
+ * Put the wheel on Python's path as it is: a pure-Python wheel is a zip that `zipimport` reads
+ * (no package data is read through files). Not unpacked: unpacking 1 MB of wheel into Pyodide's
+ * file system was one task of 180-310 ms on every load, while writing the zip is a copy. A
+ * restored Python needs the file again (a snapshot holds memory, not Pyodide's file system), at
+ * the same path: its `sys.path` and `zipimport`'s directory of the zip came with the snapshot.
+ * Not through loadPackage either: that leaves Pyodide's record of loaded packages in a state a
+ * snapshot refuses.
  */
-export function installWheel(pyodide, bytes, url) {
+export function installWheel(pyodide, bytes, url, { restored = false } = {}) {
   try {
-    const sitePackages = pyodide.runPython("import sysconfig; sysconfig.get_path('purelib')");
-    pyodide.unpackArchive(bytes, "wheel", { extractDir: sitePackages });
-    pyodide.runPython("import importlib; importlib.invalidate_caches()");
+    pyodide.FS.mkdirTree(WHEEL_DIR);
+    pyodide.FS.writeFile(WHEEL_PATH, new Uint8Array(bytes));
+    if (!restored) pyodide.runPython(`import sys; sys.path.insert(0, ${JSON.stringify(WHEEL_PATH)})`);
   } catch (error) {
     throw new Error(`installing ${url} failed: ${error.message ?? error}`);
   }
@@ -188,7 +195,7 @@ export async function startPython(base, { onStatus = () => {}, phases = {}, useS
 
   onStatus("Installing wgtune…");
   began = performance.now();
-  installWheel(pyodide, await wheelLoading, config.wheelUrl);
+  installWheel(pyodide, await wheelLoading, config.wheelUrl, { restored });
   performance.measure("wgtune: wheel installed", { start: began });
   phases.wheel = performance.now() - began;
   if (useSnapshot && !restored) {

@@ -5,10 +5,14 @@
 
 const CACHE = "wgtune-python-snapshots";
 
+// What a snapshot expects of the loader besides its wheel and Pyodide: bumped when that changes
+// (2: the wheel is a zip on sys.path, python.js installWheel), so an older one is not restored.
+const LAYOUT = "2";
+
 /** The key of the snapshot of this wheel and Pyodide, under the library's base URL. */
 export function snapshotKey(base, wheelUrl, pyodideVersion) {
   const key = new URL("python.snapshot", base);
-  key.search = new URLSearchParams({ wheel: wheelUrl, pyodide: pyodideVersion }).toString();
+  key.search = new URLSearchParams({ wheel: wheelUrl, pyodide: pyodideVersion, layout: LAYOUT }).toString();
   return key.href;
 }
 
