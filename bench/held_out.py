@@ -18,7 +18,7 @@ import math
 import random
 import secrets
 
-__all__ = ["FAMILIES", "SHORT_US", "draw", "fresh_seed", "h200_microseconds"]
+__all__ = ["FAMILIES", "SHORT_US", "draw", "draw_suite", "fresh_seed", "h200_microseconds"]
 
 FAMILIES = ("matmul", "row_sum", "fma")
 SHORT_US = (4.0, 30.0)  # the kernels drawn for a GPU: this long by the model, in microseconds
@@ -84,6 +84,65 @@ def draw(family: str, count: int, seed: int, small: bool = False) -> list[tuple[
         if shape not in found and _fits(family, shape, small):
             found.append(shape)
     raise RuntimeError(f"drew only {len(found)} of {count} {family} shapes in the range: the ranges are too narrow")
+
+
+# The shape suite's draw (bench/shapes.py): sizes of any length, in classes issue 29 names.
+THIN_MAX = {False: 64, True: 8}  # thin: M or N at most this (a GPU's sizes, lavapipe's)
+FLAT_MAX = {False: 256, True: 16}  # flat: K at most this
+SUITE_SIDES = {False: (512, 8192), True: (32, 256)}  # the long sides of thin and flat shapes
+SUITE_VOLUME = {False: (1e7, 6.9e10), True: (8**3, 96**3)}  # M*N*K of the other shapes
+REDUCTION_ELEMENTS = {False: (1_000_000, 270_000_000), True: (2_000, 64_000)}
+REDUCTION_COLS = {False: (2, 65_536), True: (2, 2048)}
+MATMUL_CLASSES = ("thin", "flat", "general")
+
+
+def matmul_class(m: int, n: int, k: int, small: bool = False) -> str:
+    """``thin`` (M or N at most 64), ``flat`` (K at most 256, M and N over 64), or ``general``
+    (with ``small``, 8 and 16)."""
+    if min(m, n) <= THIN_MAX[small]:
+        return "thin"
+    return "flat" if k <= FLAT_MAX[small] else "general"
+
+
+def _suite_matmul(rng: random.Random, wanted: str, small: bool) -> tuple[int, int, int]:
+    low, high = SUITE_SIDES[small]
+    if wanted == "thin":
+        short = _log_uniform(rng, 1, THIN_MAX[small])
+        long_side, k = _log_uniform(rng, low, high), _log_uniform(rng, low, high)
+        return (short, long_side, k) if rng.random() < 0.5 else (long_side, short, k)
+    if wanted == "flat":
+        return _log_uniform(rng, low, high), _log_uniform(rng, low, high), _log_uniform(rng, 4, FLAT_MAX[small])
+    volume = math.log(_log_uniform(rng, *SUITE_VOLUME[small]))
+    weights = [rng.uniform(0.15, 1.0) for _ in range(3)]
+    m, n, k = (round(math.exp(volume * weight / sum(weights))) for weight in weights)
+    return m, n, k
+
+
+def draw_suite(family: str, count: int, seed: int, small: bool = False) -> list[tuple[tuple[int, ...], str]]:
+    """``count`` distinct shapes of ``family`` (``matmul``: (M, N, K); ``row_sum``: (rows, cols))
+    of any length, each with its class, drawn from ``seed``: the shape suite's held-out part.
+    Matmuls are drawn a class at a time in turn (thin, flat, general: log-uniform within each),
+    so that each class issue 29 sets a target for has a third of the draw; reductions are drawn
+    log-uniform in elements and columns, classed ``narrow`` (at most 64 columns) or ``wide``."""
+    if family not in ("matmul", "row_sum"):
+        raise ValueError(f"no suite draw of {family!r}: use matmul or row_sum")
+    rng = random.Random(f"{seed}:{family}:suite:{'small' if small else 'gpu'}")
+    found: list[tuple[tuple[int, ...], str]] = []
+    for _ in range(10_000 * max(1, count)):
+        if len(found) == count:
+            return found
+        if family == "matmul":
+            shape = _suite_matmul(rng, MATMUL_CLASSES[len(found) % len(MATMUL_CLASSES)], small)
+            fits = all(1 <= side <= MATMUL_SIDES[1] for side in shape)
+            tag = matmul_class(*shape, small=small)
+            fits = fits and tag == MATMUL_CLASSES[len(found) % len(MATMUL_CLASSES)]
+        else:
+            cols = _log_uniform(rng, *REDUCTION_COLS[small])
+            shape = (max(1, _log_uniform(rng, *REDUCTION_ELEMENTS[small]) // cols), cols)
+            tag, fits = ("narrow" if cols <= THIN_MAX[False] else "wide"), True
+        if fits and shape not in [known for known, _ in found]:
+            found.append((shape, tag))
+    raise RuntimeError(f"drew only {len(found)} of {count} {family} suite shapes: the ranges are too narrow")
 
 
 def fresh_seed() -> int:

@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -64,7 +64,7 @@ class Workload:
     work: float  # FLOP, or bytes moved
     unit: str  # "GFLOP/s" or "GB/s"
     expected: Callable[[dict], np.ndarray]  # the exact output for the inputs, flat (float64 for sums)
-    torch_figure: Callable[[dict], tuple[str, float]] | None = None  # (what, seconds per run)
+    torch_figure: Callable[[dict], tuple[str, TorchSeconds]] | None = None  # (what, seconds per run)
     out_dtype: type = np.float32  # what the output buffer holds
 
     @property
@@ -106,6 +106,63 @@ def cuda_seconds(run: Callable[[], Any], samples: int = 10) -> float:
     return statistics.median(timed(repeats) / repeats for _ in range(samples))
 
 
+def _replayed_seconds(graph: Any) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1000
+
+
+def _captured(run: Callable[[], Any], repeats: int) -> Any:
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()  # a warm-up on a side stream before capture, as torch's docs ask
+    torch.cuda.current_stream().wait_stream(stream)
+    with torch.cuda.graph(graph):
+        for _ in range(repeats):
+            run()
+    return graph
+
+
+def cuda_graph_seconds(run: Callable[[], Any], samples: int = 10) -> float:
+    """Median seconds of ``run`` captured in a CUDA graph of enough repeats for 1 ms, the graph
+    replayed between CUDA events: the GPU's own time, without a Python launch each (issue 29's
+    strongest baseline for short kernels)."""
+    repeats = 1
+    graph = _captured(run, repeats)
+    _replayed_seconds(graph)
+    while _replayed_seconds(graph) < 1e-3 and repeats < 4096:
+        repeats *= 4
+        graph = _captured(run, repeats)
+        _replayed_seconds(graph)
+    return statistics.median(_replayed_seconds(graph) / repeats for _ in range(samples))
+
+
+class TorchSeconds(NamedTuple):
+    """torch's seconds a run: ``plain`` (a Python loop of launches, :func:`cuda_seconds`) and
+    ``graph`` (:func:`cuda_graph_seconds`; None where a graph could not be captured)."""
+
+    plain: float
+    graph: float | None
+
+    def scaled(self, factor: float) -> TorchSeconds:
+        return TorchSeconds(self.plain * factor, self.graph * factor if self.graph is not None else None)
+
+
+def torch_seconds(run: Callable[[], Any]) -> TorchSeconds:
+    """``run`` timed both ways."""
+    plain = cuda_seconds(run)
+    try:
+        graph = cuda_graph_seconds(run)
+    except RuntimeError:  # an op that cannot be captured: the plain figure stands alone
+        graph = None
+    return TorchSeconds(plain, graph)
+
+
 # -- the workloads -------------------------------------------------------------------------------
 
 
@@ -122,10 +179,10 @@ def matmul_workload(m: int, n: int, k: int) -> Workload:
             return want.cpu().numpy().reshape(-1)
         return (inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)).reshape(-1)
 
-    def with_torch(inputs: dict) -> tuple[str, float]:
+    def with_torch(inputs: dict) -> tuple[str, TorchSeconds]:
         torch.backends.cuda.matmul.allow_tf32 = False
         a, b = torch.from_numpy(inputs["a"]).cuda(), torch.from_numpy(inputs["b"]).cuda()
-        return "torch fp32 matmul (TF32 off)", cuda_seconds(lambda: a @ b)
+        return "torch fp32 matmul (TF32 off)", torch_seconds(lambda: a @ b)
 
     return Workload("matmul", f"{m}x{n}x{k}", matmul_set(), make, 2.0 * m * n * k, "GFLOP/s", expected, with_torch)
 
@@ -143,9 +200,9 @@ def matmul_f16_workload(m: int, n: int, k: int) -> Workload:
     def expected(inputs: dict) -> np.ndarray:
         return (inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)).reshape(-1)
 
-    def with_torch(inputs: dict) -> tuple[str, float]:
+    def with_torch(inputs: dict) -> tuple[str, TorchSeconds]:
         a, b = torch.from_numpy(inputs["a"]).cuda(), torch.from_numpy(inputs["b"]).cuda()
-        return "torch f16 matmul", cuda_seconds(lambda: a @ b)
+        return "torch f16 matmul", torch_seconds(lambda: a @ b)
 
     return Workload("matmul_f16", f"{m}x{n}x{k}", matmul_f16_set(), make, 2.0 * m * n * k, "GFLOP/s", expected,
                     with_torch, out_dtype=np.float16)
@@ -163,12 +220,12 @@ def fma_workload(n: int) -> Workload:
     def expected(inputs: dict) -> np.ndarray:
         return np.float32(alpha) * inputs["x"] + inputs["b"]
 
-    def with_torch(inputs: dict) -> tuple[str, float]:
+    def with_torch(inputs: dict) -> tuple[str, TorchSeconds]:
         x = torch.from_numpy(inputs["x"]).cuda()
         out = torch.empty_like(x)
-        copy = cuda_seconds(lambda: out.copy_(x))
+        copy = torch_seconds(lambda: out.copy_(x))
         # The same bytes as the fma (read 2, write 1) at torch's device-copy bandwidth (read 1, write 1).
-        return "torch device copy, as GB/s", copy * (3 / 2)
+        return "torch device copy, as GB/s", copy.scaled(3 / 2)
 
     label = f"{n} floats ({4 * n / 2**30:.2f} GiB/array)" if n >= 2**26 else f"{n}"
     return Workload("fma", label, fma_set(), make, 12.0 * n, "GB/s", expected, with_torch)
@@ -191,11 +248,11 @@ def reduction_workload(op: str, rows: int, cols: int) -> Workload | None:
         x = inputs["x"].astype(np.float64)
         return x.sum(axis=1) if op == "sum" else x.max(axis=1)
 
-    def with_torch(inputs: dict) -> tuple[str, float]:
+    def with_torch(inputs: dict) -> tuple[str, TorchSeconds]:
         x = torch.from_numpy(inputs["x"]).cuda()
         if op == "sum":
-            return "torch.sum(dim=-1)", cuda_seconds(lambda: torch.sum(x, dim=-1))
-        return "torch.amax(dim=-1)", cuda_seconds(lambda: torch.amax(x, dim=-1))
+            return "torch.sum(dim=-1)", torch_seconds(lambda: torch.sum(x, dim=-1))
+        return "torch.amax(dim=-1)", torch_seconds(lambda: torch.amax(x, dim=-1))
 
     return Workload(f"row_{op}", f"{rows}x{cols}", tunables, make, 4.0 * rows * cols + 4.0 * rows, "GB/s",
                     expected, with_torch)
@@ -340,7 +397,7 @@ def run(workload: Workload, device: NativeDevice, config: Config) -> dict:
     if CUDA and workload.torch_figure is not None:
         what, seconds = workload.torch_figure(tuned.inputs)
         row["torch"] = what
-        row["torch_rate"] = workload.work / seconds
+        row["torch_rate"] = workload.work / seconds.plain
     return row
 
 

@@ -51,6 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from checked_oracle import checked_oracle  # bench/checked_oracle.py
+from held_out import draw_suite, fresh_seed  # bench/held_out.py
 from regret import ORACLE_ROUNDS  # bench/regret.py
 from run_info import Report  # bench/run_info.py
 
@@ -119,6 +120,11 @@ class Target:
 
 
 TARGETS = {"matmul": Target(0.90, 0.80), "row_sum": Target(1.00, 0.90), "row_max": Target(1.00, 0.90)}
+HELD_OUT = "held:"  # the tag's prefix of a drawn shape (its class follows)
+# Issue 29's targets for the held-out draw: matmul's median and floor, and its thin and flat classes'
+# medians (the reductions keep issue 14's).
+HELD_TARGETS = {**TARGETS, "matmul": Target(0.95, 0.80)}
+CLASS_TARGETS = {"matmul": {HELD_OUT + "thin": 0.90, HELD_OUT + "flat": 0.90}}
 HEADLINE = {"matmul": ("4096x4096x4096", 0.95)}  # a shape's ratio the issue wants "toward" a figure
 REGRET_LIMIT, REGRET_SHARE = 0.02, 0.95  # regret <= 2% on >= 95% of the suite's shapes
 
@@ -135,6 +141,7 @@ class Row:
     tune_s: float
     rate: float
     torch_rate: float | None
+    torch_graph_rate: float | None  # torch under a CUDA graph: the GPU's own time
     oracle_winner: str
     regret: float  # infinite: wgtune's pick failed the oracle's check
     noise: float
@@ -146,10 +153,26 @@ class Row:
     def versus(self) -> float | None:
         return self.rate / self.torch_rate if self.torch_rate else None
 
+    @property
+    def versus_graph(self) -> float | None:
+        return self.rate / self.torch_graph_rate if self.torch_graph_rate else None
 
-def suite(full: bool, only: Sequence[str] = FAMILIES, part: slice = slice(None)) -> list[tuple[Workload, str]]:
-    """The workloads to run with their class tags: each family's shapes, sliced by ``part``."""
+    @property
+    def held_out(self) -> bool:
+        return self.tag.startswith(HELD_OUT)
+
+
+def suite(full: bool, only: Sequence[str] = FAMILIES, part: slice = slice(None), draw: int = 0,
+          seed: int = 0) -> list[tuple[Workload, str]]:
+    """The workloads to run with their class tags: each family's shapes, sliced by ``part``, then
+    ``draw`` shapes of each family drawn from ``seed`` (held out: tagged ``held:CLASS``)."""
     matmul, reductions = (MATMUL_FULL, REDUCTION_FULL) if full else (MATMUL_SMALL, REDUCTION_SMALL)
+    if draw:
+        matmul = (*matmul[part], *((m, n, k, HELD_OUT + tag) for (m, n, k), tag
+                                   in draw_suite("matmul", draw, seed, small=not full)))
+        reductions = (*reductions[part], *((rows, cols, HELD_OUT + tag) for (rows, cols), tag
+                                           in draw_suite("row_sum", draw, seed, small=not full)))
+        part = slice(None)
     found: list[tuple[Workload, str]] = []
     if "matmul" in only:
         found += [(matmul_workload(m, n, k), tag) for m, n, k, tag in matmul[part]]
@@ -165,14 +188,17 @@ def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, 
     """One shape: the tune as it ships and its winner beside torch, then the checked oracle."""
     tuned = tune(workload, device, config)
     timed = time_candidate(device, workload.tunables, tuned.index, tuned.args, config)
-    torch_rate = None
+    torch_rate = torch_graph_rate = None
     if CUDA and workload.torch_figure is not None:
-        torch_rate = workload.work / workload.torch_figure(tuned.inputs)[1]
+        seconds = workload.torch_figure(tuned.inputs)[1]
+        torch_rate = workload.work / seconds.plain
+        torch_graph_rate = workload.work / seconds.graph if seconds.graph else None
     found = checked_oracle(device, workload, tuned.args, tuned.want, rounds, compiled)
     names = [kernel.name for kernel in workload.tunables.candidates]
     return Row(
         workload.family, workload.label, tag, workload.unit, names[tuned.index], tuned.seconds,
-        workload.work / timed.stats.median, torch_rate, names[found.best] if found.best is not None else "-",
+        workload.work / timed.stats.median, torch_rate, torch_graph_rate,
+        names[found.best] if found.best is not None else "-",
         found.regret(tuned.index), found.noise(tuned.index), found.fitting - len(found.wrong), found.fitting,
         {names[index]: why for index, why in found.wrong.items()},
     )
@@ -180,8 +206,9 @@ def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, 
 
 # -- the table -------------------------------------------------------------------------------------
 
-HEADER = (f"{'family':7} {'shape':16} {'class':10} {'wgtune winner':32} {'tune s':>6} {'wgtune':>10} "
-          f"{'torch':>10} {'vs torch':>8} {'oracle winner':32} {'regret':>7} {'noise':>6} {'ok/fit':>7}")
+HEADER = (f"{'family':7} {'shape':16} {'class':12} {'wgtune winner':32} {'tune s':>6} {'wgtune':>10} "
+          f"{'torch':>10} {'vs torch':>8} {'vs graph':>8} {'oracle winner':32} {'regret':>7} {'noise':>6} "
+          f"{'ok/fit':>7}")
 
 
 def percent(value: float | None, sign: bool = False) -> str:
@@ -194,31 +221,43 @@ def percent(value: float | None, sign: bool = False) -> str:
 
 def row_line(row: Row) -> str:
     torch_rate = scaled(row.torch_rate, row.unit) if row.torch_rate else "-"
-    return (f"{row.family:7} {row.shape:16} {row.tag:10} {row.winner:32} {row.tune_s:>6.1f} "
-            f"{scaled(row.rate, row.unit):>10} {torch_rate:>10} {percent(row.versus):>8} {row.oracle_winner:32} "
+    return (f"{row.family:7} {row.shape:16} {row.tag:12} {row.winner:32} {row.tune_s:>6.1f} "
+            f"{scaled(row.rate, row.unit):>10} {torch_rate:>10} {percent(row.versus):>8} "
+            f"{percent(row.versus_graph):>8} {row.oracle_winner:32} "
             f"{percent(row.regret, sign=True):>7} {percent(row.noise):>6} {f'{row.correct}/{row.fitting}':>7}")
 
 
 def summary(rows: list[Row], failed: Sequence[str] = ()) -> list[str]:
-    """The issue's targets, family by family, then the suite's regret share; a shape that
-    ``failed`` to run counts as one over the regret limit."""
-    lines = ["", f"summary against issue 14's targets (rates in {', '.join(sorted({r.unit for r in rows}))}):"]
-    for family in FAMILIES:
-        mine = [row for row in rows if row.family == family]
-        if mine:
-            lines += family_summary(family, mine)
+    """The targets, family by family, for the fixed suite (issue 14's) and for the held-out draw
+    (issue 29's), then the whole run's regret share; a shape that ``failed`` to run counts as one
+    over the regret limit."""
+    lines: list[str] = []
+    for title, part, targets in (("the fixed suite against issue 14's targets", False, TARGETS),
+                                 ("the held-out draw against issue 29's targets", True, HELD_TARGETS)):
+        mine = [row for row in rows if row.held_out == part]
+        if not mine:
+            continue
+        lines += ["", f"{title} (rates in {', '.join(sorted({r.unit for r in mine}))}):"]
+        for family in FAMILIES:
+            of_family = [row for row in mine if row.family == family]
+            if of_family:
+                lines += family_summary(family, of_family, targets[family])
     within = sum(1 for row in rows if row.regret <= REGRET_LIMIT)
     total = len(rows) + len(failed)
     share = within / total if total else 0.0
-    lines.append(f"suite: regret <= {REGRET_LIMIT:.0%} on {within}/{total} shapes ({share:.0%}; target >= "
+    lines.append(f"run: regret <= {REGRET_LIMIT:.0%} on {within}/{total} shapes ({share:.0%}; target >= "
                  f"{REGRET_SHARE:.0%}: {'met' if share >= REGRET_SHARE else 'MISSED'})")
     if failed:
         lines.append(f"failed to run ({len(failed)}, counted as misses): {', '.join(failed)}")
     return lines
 
 
-def family_summary(family: str, rows: list[Row]) -> list[str]:
-    target = TARGETS[family]
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.median(present) if present else None
+
+
+def family_summary(family: str, rows: list[Row], target: Target) -> list[str]:
     ratios = [(row.versus, row) for row in rows if row.versus is not None]
     if ratios:
         median = statistics.median(ratio for ratio, _ in ratios)
@@ -226,7 +265,8 @@ def family_summary(family: str, rows: list[Row]) -> list[str]:
         under = [row.shape for ratio, row in ratios if ratio < target.floor]
         line = (f"{family}: vs torch median {percent(median)} (target >= {target.median:.0%}: "
                 f"{'met' if median >= target.median else 'MISSED'}), min {percent(low)} at {low_row.shape} "
-                f"(target none under {target.floor:.0%}: {len(under)} of {len(ratios)} under)")
+                f"(target none under {target.floor:.0%}: {len(under)} of {len(ratios)} under); vs torch's CUDA "
+                f"graph median {percent(_median([row.versus_graph for row in rows]))}")
         headline = HEADLINE.get(family)
         shown = [row for _, row in ratios if headline and row.shape == headline[0]]
         if shown:
@@ -248,9 +288,12 @@ def family_summary(family: str, rows: list[Row]) -> list[str]:
     by_class = []
     for tag in dict.fromkeys(row.tag for row in rows):
         members = [row for row in rows if row.tag == tag]
-        versus = [row.versus for row in members if row.versus is not None]
+        versus = _median([row.versus for row in members])
         misses = sum(1 for row in members if row.regret > REGRET_LIMIT)
-        by_class.append(f"{tag} {percent(statistics.median(versus)) if versus else '-'} / {misses} of {len(members)}")
+        wanted = CLASS_TARGETS.get(family, {}).get(tag)
+        verdict = "" if wanted is None or versus is None else \
+            f" (target >= {wanted:.0%}: {'met' if versus >= wanted else 'MISSED'})"
+        by_class.append(f"{tag} {percent(versus)}{verdict} / {misses} of {len(members)}")
     lines.append(f"  by class (vs torch median / regret over {REGRET_LIMIT:.0%}): " + ", ".join(by_class))
     return lines
 
@@ -280,11 +323,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="a subset of each family's shapes")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"the oracle's rounds (default {ROUNDS})")
     parser.add_argument("--samples", type=int, default=10, help="timed samples of the winner (default 10)")
+    parser.add_argument("--draw", type=int, metavar="N",
+                        help="held-out shapes drawn afresh per family, besides the fixed ones (default: 30 with "
+                             "--full, 6 without; 0: none)")
+    parser.add_argument("--seed", type=int, help="the draw's seed (default: a fresh one, printed)")
     parser.add_argument("--out", type=Path, help="also write the table and the summary to this file")
     options = parser.parse_args(argv)
+    draw = options.draw if options.draw is not None else (30 if options.full else 6)
+    seed = options.seed if options.seed is not None else fresh_seed()
     if options.rounds < 2:
         parser.error("--rounds needs at least 2 (the noise compares even and odd rounds)")
-    workloads = suite(options.full, options.only or FAMILIES, options.shapes)
+    workloads = suite(options.full, options.only or FAMILIES, options.shapes, draw, seed)
     if not workloads:
         parser.error("no shapes selected")
     device = NativeDevice.open()
@@ -300,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"torch: {torch.__version__ + ' on ' + torch.cuda.get_device_name() if CUDA else 'no CUDA GPU'}")
         report.line(f"oracle: {options.rounds} interleaved rounds a shape (regret.py: {ORACLE_ROUNDS}); noise: how "
                     "far the regret moves between its even and odd rounds; ok/fit: candidates right / fitting")
+        if draw:
+            report.line(f"held out: {draw} shapes a family drawn with seed {seed} (bench/held_out.py draw_suite; "
+                        f"--seed {seed} draws them again), tagged {HELD_OUT}CLASS")
         report.line(HEADER)
         report.line("-" * len(HEADER))
         for workload, tag in workloads:

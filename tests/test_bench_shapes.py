@@ -16,6 +16,7 @@ from wgtune.backends.native import NativeDevice
 from wgtune.kernels.matmul import MatmulTile, matmul_key, naive_matmul_kernel, tiled_matmul_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
+import held_out
 import shapes
 from checked_oracle import allowance, checked_oracle, disagreement
 
@@ -108,3 +109,34 @@ def test_one_tiny_shape_runs_end_to_end(device):
     summary = "\n".join(shapes.summary([row]))
     assert "matmul: vs torch - (torch has no CUDA GPU here)" in summary
     assert "1 wrong candidates on 1 shapes" in summary
+
+
+def test_a_held_out_draw_is_added_to_the_fixed_shapes_seeded_and_in_every_class():
+    picked = shapes.suite(False, ("matmul",), slice(None), draw=6, seed=41)
+    fixed, held = picked[:len(shapes.MATMUL_SMALL)], picked[len(shapes.MATMUL_SMALL):]
+    assert [tag for _, tag in fixed] == [tag for *_, tag in shapes.MATMUL_SMALL]
+    assert sorted(tag for _, tag in held) == ["held:flat", "held:flat", "held:general", "held:general",
+                                             "held:thin", "held:thin"]
+    again = shapes.suite(False, ("matmul",), slice(None), draw=6, seed=41)
+    assert [w.label for w, _ in again] == [w.label for w, _ in picked], "a seed draws the same shapes"
+    other = shapes.suite(False, ("matmul",), slice(None), draw=6, seed=42)
+    assert [w.label for w, _ in other][len(fixed):] != [w.label for w, _ in held]
+    for workload, tag in held:  # each shape is of the class its tag names
+        m, n, k = (int(side) for side in workload.label.split("x"))
+        assert tag == "held:" + held_out.matmul_class(m, n, k, small=True)
+    reductions = shapes.suite(False, ("row_sum",), slice(0), draw=3, seed=41)
+    assert len(reductions) == 3 and all(tag in ("held:narrow", "held:wide") for _, tag in reductions)
+
+
+def test_the_summary_holds_the_held_out_draw_to_issue_29s_targets_apart_from_the_fixed_suite():
+    def row(tag: str, versus: float) -> shapes.Row:
+        return shapes.Row("matmul", "64x4096x4096", tag, "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0, "w",
+                          0.0, 0.0, 3, 3, {})
+
+    rows = [row("odd", 0.91), row("held:thin", 0.85), row("held:flat", 0.93), row("held:general", 0.97)]
+    summary = "\n".join(shapes.summary(rows))
+    fixed, held = summary.split("the held-out draw")
+    assert "issue 14's targets" in fixed and "median 91.0% (target >= 90%: met)" in fixed
+    assert "issue 29's targets" in held and "median 93.0% (target >= 95%: MISSED)" in held
+    assert "held:thin 85.0% (target >= 90%: MISSED)" in held and "held:flat 93.0% (target >= 90%: met)" in held
+    assert "vs torch's CUDA graph median 186.0%" in held  # twice: the graph rate is half
