@@ -25,7 +25,9 @@ from test_serve import make_site
 
 from wgtune.backends.collector import Collector, RateLimiter
 from wgtune.backends.collector_db import VoteDatabase
+from wgtune.cli import build_parser
 from wgtune.cli.collect import make_collector_server
+from wgtune.cli.file_bytes import FileBytes
 from wgtune.cli.pooled_server import Limits, PooledHTTPServer
 from wgtune.cli.serve import make_server
 
@@ -213,3 +215,44 @@ def test_past_the_connection_cap_the_oldest_still_sending_its_request_is_closed(
         assert answer_of(first[0]) == b""  # the oldest, closed with nothing said
         assert all(unanswered(connection) for connection in [*first[1:], later])
         assert honest_get(site.port, site.honest) == 200
+
+
+def test_headers_past_the_limit_are_refused_before_any_worker_sees_them(tmp_path):
+    with running("serve", tmp_path, LONG) as (site, _server):
+        too_long = attacker(site.port, 0, b"GET /app.js HTTP/1.1\r\n" + b"X-Pad: " + b"a" * (70 << 10) + b"\r\n\r\n")
+        assert answer_of(too_long).startswith(b"HTTP/1.0 431 ")
+        many = b"".join(b"X-%d: 1\r\n" % n for n in range(2000))  # under the bytes, over the lines: http.server's 431
+        assert answer_of(attacker(site.port, 1, b"GET /app.js HTTP/1.1\r\n" + many + b"\r\n")).startswith(
+            b"HTTP/1.0 431 ")
+        assert honest_get(site.port, site.honest) == 200
+
+
+def test_slow_readers_of_one_file_share_its_bytes_and_a_changed_file_is_read_again(tmp_path):
+    files = FileBytes()
+    path = tmp_path / "pyodide.asm.wasm"
+    path.write_bytes(b"\0asm" * 1000)
+    first = files.read(path, path.stat())
+    assert files.read(path, path.stat()) is first  # one copy, whoever sends it
+    path.write_bytes(b"\0asm" * 2000)
+    assert files.read(path, path.stat()) == b"\0asm" * 2000
+    small = FileBytes(budget=5000, largest=6000)
+    assert small.read(path, path.stat()) is not small.read(path, path.stat())  # 8000 bytes: too big to keep
+
+
+@pytest.mark.parametrize("command", ["serve", "collect"])
+def test_the_limits_options_reach_the_server_and_bad_values_are_usage_errors(command, capsys):
+    extra = ["--db", "x.sqlite3"] if command == "collect" else []
+    args = build_parser().parse_args([command, *extra, "--request-timeout", "2.5", "--max-per-address", "7"])
+    assert Limits.of_args(args) == Limits(request_timeout=2.5, max_per_address=7)
+    assert Limits.of_args(build_parser().parse_args([command, *extra])) == Limits()
+    for option, value, problem in (("--request-timeout", "0", "seconds above 0"),
+                                   ("--max-per-address", "0", "at least 1 connection")):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, *extra, option, value])
+        assert problem in capsys.readouterr().err
+    # The help states Limits' defaults.
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"(default: {Limits().request_timeout:g})" in help_text
+    assert f"(default: {Limits().max_per_address})" in help_text
