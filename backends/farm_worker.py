@@ -145,9 +145,9 @@ def _worker_tuner(config: Config) -> Tuner:
     if _tuner is None or _tuner.config != config:
         guard = None
         if config.isolate:
-            from .isolation import ChildLaunchGuard
+            from .isolation import WorkerGuard
 
-            guard = ChildLaunchGuard(_device)
+            guard = WorkerGuard(_device)
         _tuner = Tuner(_device, store=None, config=config, guard=guard)
     return _tuner
 

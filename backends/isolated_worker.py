@@ -1,70 +1,245 @@
-"""The child process of :class:`~wgtune.backends.isolation.ChildLaunchGuard`: first launches,
-where a kernel that never returns can be killed.
+"""The tuning process: a device of its own, doing what its parent's :class:`RemoteDevice` asks.
 
-Run as ``python -m wgtune.backends.isolated_worker``. It opens the default adapter's device,
-answers ``("ready", identity)`` and then reads pickled requests from standard input, answering
-each on the standard output it was started with (anything else that prints goes to standard
-error):
+Started by :class:`~wgtune.backends.worker_link.WorkerLink` as ``python -c`` calling :func:`main` (not
+``-m``, which would make this module ``__main__``, whose classes the parent could not unpickle).
+A tune's launches run here, where a kernel that never returns can be killed with its process;
+nothing here watches time (the parent does, ``launch_ledger.py``).
 
-- ``("buffers", [bytes, ...])``: the benchmark's buffers, as the parent read them; kept for the
-  launches that follow;
-- ``("launch", LaunchSpec)``: compile the candidate (answers ``("compiled",)``), launch it once on
-  those buffers and wait for it (answers ``("done", seconds)``), or ``("error", message)`` when
-  compiling or launching failed.
+The protocol, pickled both ways (requests on standard input, answers on the standard output it
+was started with; whatever a driver prints goes to standard error):
 
-The parent kills the process when a launch runs past the time limit; nothing here watches time.
+- first ``("open", OpenSpec)``: open the parent's adapter (by its index, else the one whose
+  identity matches, else the default one) and answer ``("ready", DeviceInfo)``;
+- then ``(prelude, op, payload)``: ``prelude`` declares what the op refers to (kernels as
+  :class:`KernelSpec`, a call's buffers and params, the values a candidate's functions gave on
+  a call) and frees what the parent dropped; ``op`` is one :class:`~wgtune.gpu.device.Device`
+  call on objects named by numbers the parent chose. Each answers ``("ok", value)`` or
+  ``("error", kind, message, reason)``.
+
+A candidate's grid, params and scratch sizes are functions of the call, which cannot cross a
+process: the parent evaluates them per call and sends the values; the kernels rebuilt here read
+them back from the call's ``cache`` (:func:`rebuilt`).
 """
 
 from __future__ import annotations
 
+import builtins
 import os
 import pickle
+import signal
 import sys
+import threading
 import time
-from dataclasses import dataclass
-from typing import BinaryIO
+from collections.abc import Callable
+from dataclasses import astuple, dataclass
+from typing import Any, BinaryIO
 
-__all__ = ["LaunchSpec", "StageSpec", "main"]
+__all__ = ["DeviceInfo", "KernelSpec", "OpenSpec", "RaisedBy", "error_answer", "main", "rebuilt", "relayed",
+           "values_key"]
+
+# How often the process checks that its parent is still there (a parent killed outright cannot
+# kill it, and a runaway kernel would otherwise run on, orphaned).
+PARENT_CHECK_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
-class StageSpec:
-    """One stage of a candidate as the child rebuilds it: its code, and its grid and own params
-    as the parent computed them on the call."""
+class OpenSpec:
+    """Which adapter to open: the parent's index among ``native.indexed_adapters()`` where it
+    has one, else the adapter whose identity is ``identity`` (a dict of ``DeviceIdentity``), else
+    the default adapter for ``power_preference``; with timestamps where the parent times with them."""
+
+    adapter_index: int | None
+    identity: dict | None
+    power_preference: str = "high-performance"
+    timestamps: bool = True
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The opened device as the parent's proxy presents it."""
+
+    identity: dict
+    timing: str
+    background_compiles: int
+    compile_width: int
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A candidate's stages as this process rebuilds them: everything but its functions, and
+    which of them it has (their values come per call: :func:`values_key`)."""
 
     name: str
     wgsl: str
     entry_point: str
     constants: dict
     features: tuple[str, ...]
-    grid: tuple[int, int, int]
-    params: tuple | None
-    runtime_checks: bool = True
+    workgroup_size: tuple | None
+    workgroup_storage: int | None
+    runtime_checks: bool
+    has_params: bool
+    scratch: tuple[str, ...]
+    then: tuple[KernelSpec, ...] = ()
 
 
 @dataclass(frozen=True)
-class LaunchSpec:
-    """A candidate's stages, the call's buffer names and params (the buffers were sent before),
-    and the sizes of the candidate's scratch buffers on the call."""
+class RaisedBy:
+    """What a candidate's function raised in the parent, raised again where it is called here."""
 
-    stages: tuple[StageSpec, ...]
-    names: tuple | None
-    params: tuple
-    scratch: dict
+    kind: str
+    message: str
 
 
-def _kernel(launch: LaunchSpec):
+def values_key(kernel_id: int) -> tuple:
+    """Where a call's ``cache`` holds the values candidate ``kernel_id``'s functions gave on it:
+    ``(grids, params, scratch)``, a grid and params per stage, scratch sizes by name."""
+    return ("wgtune-remote", kernel_id)
+
+
+def rebuilt(kernel_id: int, spec: KernelSpec) -> Any:
+    """The candidate of ``spec`` as a Kernel whose functions read the values sent for the call."""
     from wgtune.sets.kernel import Kernel
 
-    def rebuilt(stage: StageSpec, then: tuple = (), scratch: dict | None = None) -> Kernel:
-        params = None if stage.params is None else (lambda _args, values=stage.params: values)
-        return Kernel(stage.name, stage.wgsl, grid=lambda _args, grid=stage.grid: grid,
-                      entry_point=stage.entry_point, constants=stage.constants, features=stage.features,
-                      then=then, params=params, scratch=scratch or {}, runtime_checks=stage.runtime_checks)
+    slot = values_key(kernel_id)
 
-    scratch = {name: (lambda _args, size=size: size) for name, size in launch.scratch.items()}
-    stages = launch.stages
-    return rebuilt(stages[0], tuple(rebuilt(stage) for stage in stages[1:]), scratch)
+    def stage(index: int, part: KernelSpec, then: tuple = (), scratch: dict | None = None) -> Kernel:
+        params = (lambda args: args.cache[slot][1][index]) if part.has_params else None
+        return Kernel(part.name, part.wgsl, grid=lambda args: args.cache[slot][0][index],
+                      workgroup_size=part.workgroup_size, workgroup_storage=part.workgroup_storage,
+                      entry_point=part.entry_point, constants=part.constants, features=part.features,
+                      then=then, params=params, scratch=scratch or {}, runtime_checks=part.runtime_checks)
+
+    def size(name: str) -> Callable:
+        def scratch_size(args: Any) -> int:
+            value = args.cache[slot][2][name]
+            if isinstance(value, RaisedBy):  # the parent's size function raised: the same error here
+                raise relayed(value.kind, value.message)
+            return value
+        return scratch_size
+
+    then = tuple(stage(index, part) for index, part in enumerate(spec.then, start=1))
+    return stage(0, spec, then, {name: size(name) for name in spec.scratch})
+
+
+_RELAYED: dict[str, type] = {}
+
+
+def relayed(kind: str, message: str) -> Exception:
+    """An exception that reads as ``kind: message`` wherever it is shown: the builtin of that
+    name, else a class made with that name."""
+    cls = getattr(builtins, kind, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = _RELAYED.setdefault(kind, type(kind, (Exception,), {}))
+    try:
+        return cls(message)
+    except Exception:  # a builtin that takes other arguments
+        return _RELAYED.setdefault(kind, type(kind, (Exception,), {}))(message)
+
+
+def error_answer(error: BaseException) -> tuple:
+    """``("error", kind, message, reason)``: what the parent raises again (``DeviceLost`` keeps its reason)."""
+    return ("error", type(error).__name__, str(error), getattr(error, "reason", None))
+
+
+class Worker:
+    """This process's device and the objects the parent named (see the module doc)."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.kernels: dict[int, Any] = {}
+        self.buffers: dict[int, Any] = {}
+        self.args: dict[int, Any] = {}
+        self.compiled: dict[int, Any] = {}
+        self.profiles: dict[int, Any] = {}
+
+    def declare(self, item: tuple) -> None:
+        from wgtune.sets.args import Args
+
+        kind, number, *rest = item
+        if kind == "kernel":
+            self.kernels[number] = rebuilt(number, rest[0])
+        elif kind == "args":
+            buffers, params, names = rest
+            self.args[number] = Args(tuple(self.buffers[b] for b in buffers), params, names=names)
+        elif kind == "values":
+            kernel, values = rest
+            self.args[number].cache[values_key(kernel)] = values
+        elif kind == "free":
+            table = {"buffer": self.buffers, "args": self.args, "compiled": self.compiled, "profile": self.profiles}
+            table[rest[0]].pop(number, None)
+
+    def run(self, op: str, payload: tuple) -> Any:
+        from wgtune.runner import run_inline
+
+        device = self.device
+        if op == "create":
+            number, data, size, usage = payload
+            buffer = self.buffers[number] = self._create(data, size, usage)
+            return buffer.size, int(buffer.usage)
+        if op == "clone":
+            number, source = payload
+            buffer = self.buffers[number] = device.clone_buffer(self.buffers[source])
+            return buffer.size, int(buffer.usage)
+        if op == "copy":
+            device.copy_buffer(self.buffers[payload[0]], self.buffers[payload[1]])
+        elif op == "read":
+            return run_inline(device.read_buffer(self.buffers[payload[0]]))
+        elif op == "compare":
+            got, want, *rest = payload
+            return astuple(run_inline(device.compare_buffers(self.buffers[got], self.buffers[want], *rest)))
+        elif op == "compile":
+            number, kernel = payload
+            self.compiled[number] = run_inline(device.compile(self.kernels[kernel]))
+        elif op == "compile_many":
+            pairs = payload[0]
+            compiled = run_inline(device.compile_many([self.kernels[kernel] for _, kernel in pairs]))
+            answers = []
+            for (number, _), result in zip(pairs, compiled, strict=True):
+                if isinstance(result, Exception):
+                    answers.append(error_answer(result))
+                else:
+                    self.compiled[number] = result
+                    answers.append(None)
+            return answers
+        elif op == "start_compiles":
+            device.start_compiles([self.kernels[kernel] for kernel in payload[0]])
+        elif op == "dispatch":
+            compiled, args, grid, repeats = payload
+            device.dispatch(self.compiled[compiled], self.args[args], grid, repeats)
+        elif op == "profile":
+            number, compiled, args, grid, repeats = payload
+            self.profiles[number] = run_inline(device.profile(self.compiled[compiled], self.args[args], grid, repeats))
+        elif op == "resolve":
+            return run_inline(device.resolve(self.profiles.pop(payload[0])))
+        elif op == "empty":
+            return run_inline(device.time_empty_pass())
+        elif op == "sync":
+            run_inline(device.sync())
+        else:
+            raise ValueError(f"the tuning process has no operation {op!r}")
+        return None
+
+    def _create(self, data: bytes | None, size: int, usage: int | None) -> Any:
+        if usage is None:
+            return self.device.create_buffer(data, size=size)
+        shim = self.device.shim  # the call's own usage, as the parent's clone_buffer keeps it
+        buffer = shim.create_buffer(max(4, (size + 3) // 4 * 4), usage | shim.COPY_SRC | shim.COPY_DST)
+        if data:
+            shim.write_buffer(buffer, 0, data + bytes(-len(data) % 4))
+        return buffer
+
+
+def open_device(spec: OpenSpec) -> Any:
+    """The device ``spec`` names (see :class:`OpenSpec`)."""
+    from wgtune.backends.native import NativeDevice, indexed_adapters
+
+    if spec.adapter_index is not None:
+        return NativeDevice.open(adapter_index=spec.adapter_index, use_timestamps=spec.timestamps)
+    if spec.identity is not None:
+        for adapter in indexed_adapters():
+            if NativeDevice.identity_of(dict(adapter.info)).as_dict() == spec.identity:
+                return NativeDevice.open_adapter(adapter, use_timestamps=spec.timestamps)
+    return NativeDevice.open(spec.power_preference, use_timestamps=spec.timestamps)
 
 
 def _answer(out: BinaryIO, message: tuple) -> None:
@@ -72,39 +247,43 @@ def _answer(out: BinaryIO, message: tuple) -> None:
     out.flush()
 
 
+def _watch_parent() -> None:
+    parent = os.getppid()
+    while True:
+        time.sleep(PARENT_CHECK_SECONDS)
+        if os.getppid() != parent:
+            os._exit(3)
+
+
 def main() -> int:
+    # Ctrl-C at a terminal reaches the whole process group: the parent decides, and kills this one.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, daemon=True).start()
     # The answers get a descriptor of their own: whatever a driver prints goes to standard error.
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     requests = sys.stdin.buffer
-
-    from wgtune.backends.native import NativeDevice
-    from wgtune.runner import run_inline
-    from wgtune.sets.args import Args
-
-    device = NativeDevice.open()
-    _answer(out, ("ready", device.identity.as_dict()))
-    buffers: list = []
+    try:
+        _, spec = pickle.load(requests)
+    except EOFError:
+        return 0
+    try:
+        device = open_device(spec)
+        info = DeviceInfo(device.identity.as_dict(), device.timing, device.background_compiles, device.compile_width)
+    except Exception as error:
+        _answer(out, error_answer(error))
+        return 1
+    _answer(out, ("ready", info))
+    worker = Worker(device)
     while True:
         try:
-            kind, payload = pickle.load(requests)
+            prelude, op, payload = pickle.load(requests)
         except EOFError:
             return 0
-        if kind == "buffers":
-            buffers = [device.create_buffer(data) for data in payload]
-            continue
         try:
-            kernel = _kernel(payload)
-            compiled = run_inline(device.compile(kernel))
-            _answer(out, ("compiled",))
-            args = Args(tuple(buffers), payload.params, names=payload.names)
-            started = time.perf_counter()
-            device.dispatch(compiled, args, payload.stages[0].grid)
-            run_inline(device.sync())
-            _answer(out, ("done", time.perf_counter() - started))
-        except Exception as error:  # the parent turns it into the candidate's failure
-            _answer(out, ("error", f"{type(error).__name__}: {error}"))
+            for item in prelude:
+                worker.declare(item)
+            _answer(out, ("ok", worker.run(op, payload)))
+        except Exception as error:  # the parent raises it again, where the core decides whose failure it is
+            _answer(out, error_answer(error))
 
-
-if __name__ == "__main__":
-    sys.exit(main())

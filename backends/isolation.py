@@ -1,169 +1,147 @@
-"""First launches in a child process, killed at the time limit: the native :class:`LaunchGuard`.
+"""Tunes whose launches run in a tuning process: the native :class:`~wgtune.tune.request.LaunchGuard`.
 
 A launch cannot be stopped once submitted: wgpu-py and WebGPU have no call for it, and on some
-drivers (Mesa's lavapipe) the submission itself blocks until the kernel is done. A kernel that
-never returns would hang the tune and every later call on its device. So with ``isolate`` on
-(``WGTUNE_ISOLATE=1``, or ``open_tuner(isolate=True)``) each candidate's first launch runs first in
-a child process on a device of its own, on a copy of the benchmark's buffers: past the time
-limit the process is killed (ending its GPU work with it), the candidate is a Timeout, and the
-tune's own device never runs it. A candidate that finished there within the limit then runs in
-process as usual. Inductor and Helion isolate autotuning in subprocesses for the same reason.
+drivers (Mesa's lavapipe) the submission itself blocks until the kernel is done, in C, where not
+even Ctrl-C reaches Python. A kernel that never returns (generated code, a loop bounded by data)
+would hang the tune and every later call on its device. So natively a tune's launches run in one
+tuning process per tuner (``isolated_worker.py``), on a device of its own on the tuner's adapter,
+behind :class:`~wgtune.backends.remote_device.RemoteDevice`: the core tunes on it unchanged, the
+first launches, the output checks and every sample included, and each wait there is bounded
+(``launch_ledger.py``). Past its deadline the process is killed, the candidate whose launches it
+ran is a Timeout, and the key is tuned again without it in a fresh process; Ctrl-C kills the
+process and reaches the caller at once. The winner then runs in the tuner's own process: it
+returned on every launch the tune made.
 
-It costs a process start per tune (and per kill), a readback of the benchmark's buffers, and a
-second compile of each candidate, so it is off by default: turn it on for kernels that may not
-return (generated code, loops bounded by data).
-
-The child opens the default adapter (``NativeDevice.open``): on a machine with several GPUs it
-may not be the tune's. The protocol is ``isolated_worker.py``'s.
+The process starts at the first tune and serves every later one of the tuner (its compiled
+candidates too): a start costs about a second on lavapipe. It ends with the tuner (or
+:meth:`WorkerGuard.close`, or at exit). Off with ``isolate=False`` (``WGTUNE_ISOLATE=0``), for
+kernels trusted to return; a dry run compiles in process. Inductor and Helion isolate autotuning
+in subprocesses for the same reason.
 """
 
 from __future__ import annotations
 
-import contextlib
-import pickle
-import queue
-import subprocess
-import sys
-import tempfile
 import threading
-import weakref
+from dataclasses import replace
 from typing import Any
 
-from wgtune.errors import KernelError
-from wgtune.gpu.device import Device
-from wgtune.sets.args import Args, Grid
-from wgtune.sets.kernel import Kernel
+from wgtune.errors import DeviceLost, Launch, Mismatch, Timeout, TuneFailed
 from wgtune.tune.log import logger
+from wgtune.tune.outcome import TuneOutcome
+from wgtune.tune.pipelines import PipelineCache
+from wgtune.tune.request import TuneRequest
+from wgtune.tune.tuning import measure_key
 
-from .isolated_worker import LaunchSpec, StageSpec
+from .isolated_worker import OpenSpec
+from .remote_device import ProcessStopped, RemoteDevice
+from .worker_link import WorkerLink
 
-__all__ = ["ChildLaunchGuard"]
-
-# Seconds the child may take to start (import wgpu, open its device) and to compile a candidate:
-# neither is the candidate's launch, and neither counts against its limit.
-START_SECONDS = 60.0
-COMPILE_SECONDS = 120.0
-# What passing an answer between the processes may add to a launch that finished in time.
-SLACK_SECONDS = 0.5
+__all__ = ["ProcessStopped", "WorkerGuard"]
 
 
-class ChildLaunchGuard:
-    """Runs first launches in a child process (see the module doc). ``device`` is the tune's,
-    whose benchmark buffers are read back and sent to the child once per tune."""
+class WorkerGuard:
+    """Runs each tune of a tuner on ``device`` in its tuning process (see the module doc).
+    ``starts`` counts the processes started, ``kills`` those stopped at a deadline or found dead."""
 
-    def __init__(self, device: Device, *, python: str = sys.executable) -> None:
+    def __init__(self, device: Any) -> None:
         self.device = device
-        self.python = python
-        self._worker: _Worker | None = None
-        self._args: weakref.ref | None = None  # the benchmark Args whose contents the child holds
-        self._contents: list[bytes] = []
+        self.spec = OpenSpec(getattr(device, "adapter_index", None),
+                             None if getattr(device, "power_preference", None) else device.identity.as_dict(),
+                             getattr(device, "power_preference", None) or "high-performance",
+                             getattr(device, "timestamps", True))
+        self.starts = 0
         self.kills = 0
+        self._remote: RemoteDevice | None = None
+        self._pipelines: PipelineCache | None = None
+        self._checksums: dict[str, str] = {}
+        self._lock = threading.Lock()  # one tune at a time in the process: they would time each other
 
-    async def first_launch(self, kernel: Kernel, grids: list[Grid], args: Args, limit: float) -> float | None:
-        if self._args is None or self._args() is not args:
-            self._contents = [await self.device.read_buffer(buffer) for buffer in args.buffers]
-            self._args = weakref.ref(args)
-            if self._worker is not None:
-                self._worker.send(("buffers", self._contents))
-        worker = self._started()
-        stages = tuple(
-            StageSpec(stage.name, stage.wgsl, stage.entry_point, dict(stage.constants), stage.features, grid,
-                      None if stage.params is None else tuple(stage.params(args)), stage.runtime_checks)
-            for stage, grid in zip(kernel.stages, grids, strict=True)
-        )
-        scratch = {name: int(size(args)) for name, size in kernel.scratch.items()}
-        worker.send(("launch", LaunchSpec(stages, args.names, args.params, scratch)))
-        answer = worker.receive(COMPILE_SECONDS)
-        if answer is not None and answer[0] == "compiled":
-            answer = worker.receive(limit + SLACK_SECONDS)
-            if answer is None:
-                self._kill(f"{kernel.name} ran past {limit:.3g} s")
-                return None
-        if answer is None:
-            self._kill(f"{kernel.name} did not compile within {COMPILE_SECONDS:.0f} s")
-            raise KernelError(f"its isolated launch did not compile within {COMPILE_SECONDS:.0f} s")
-        if answer[0] == "error":
-            raise KernelError(f"isolated launch failed: {answer[1]}")
-        if answer[0] == "died":
-            self._worker = None
-            raise KernelError(f"the isolated process died while launching it: {answer[1]}")
-        return float(answer[1])
+    @property
+    def pid(self) -> int | None:
+        """The tuning process's id, while one runs."""
+        return self._remote.pid if self._remote is not None else None
+
+    async def measure(self, request: TuneRequest) -> TuneOutcome:
+        """``measure_key(request)`` with its launches in the tuning process; a candidate whose
+        launches ran past their deadline (or killed the process) is ruled out, and the key tuned
+        again without it in a fresh process."""
+        if request.config.dry_run:
+            return await measure_key(request)
+        ruled_out = dict(request.ruled_out)
+        with self._lock:
+            while True:
+                if len(ruled_out) >= len(request.tunables):  # nothing left to launch: no process needed
+                    return await measure_key(replace(request, ruled_out=ruled_out))
+                remote, pipelines = self._started()
+                self._forget_changed(request, pipelines)
+                try:
+                    remote.begin_tune(request.config.time_limit)
+                    outcome = await measure_key(replace(request, device=remote, pipelines=pipelines,
+                                                        args=remote.adopt(request.args), ruled_out=ruled_out))
+                except ProcessStopped as stopped:
+                    self._lost(stopped.reason)
+                    self._rule_out(request, ruled_out, stopped)
+                    continue
+                except DeviceLost as lost:  # the process's device, lost while a candidate ran alone: the likely cause
+                    self._lost(str(lost))
+                    if lost.candidate not in request.tunables.index_of or \
+                            request.tunables.index_of[lost.candidate] in ruled_out:
+                        raise
+                    ruled_out[request.tunables.index_of[lost.candidate]] = Timeout(lost.candidate, str(lost))
+                    continue
+                except BaseException as error:
+                    if not isinstance(error, Exception) or remote.broken is not None:  # Ctrl-C: it goes at once
+                        self._lost(f"the tune ended with {type(error).__name__}")
+                    raise
+                break
+        wrong = [index for index, result in enumerate(outcome.results) if isinstance(result, Mismatch)]
+        if wrong:  # the tuner's own fallback must not be a candidate the checks found wrong
+            await request.pipelines.distrust(request.tunables, wrong)
+        return outcome
 
     def close(self) -> None:
-        """Stop the child process, if one is running."""
-        if self._worker is not None:
-            self._worker.stop()
-            self._worker = None
+        """Stop the tuning process, if one runs; the next tune starts another."""
+        if self._remote is not None:
+            self._remote.close()
+        self._remote = self._pipelines = None
+        self._checksums.clear()
 
-    def _started(self) -> _Worker:
-        if self._worker is None:
-            self._worker = _Worker(self.python)
-            self._worker.send(("buffers", self._contents))
-        return self._worker
+    def _started(self) -> tuple[RemoteDevice, PipelineCache]:
+        if self._remote is None or self._remote.broken is not None:
+            self._remote = RemoteDevice(self.device, self.spec, WorkerLink())
+            self._pipelines = PipelineCache(self._remote)
+            self._checksums.clear()
+            self.starts += 1
+            if self._remote.worker_identity != self.device.identity.as_dict():
+                found = self._remote.worker_identity
+                self.close()
+                raise TuneFailed(f"the tuning process opened another device ({found.get('device')}, "
+                                 f"{found.get('backend')}) than the tuner's ({self.device.identity.device}): "
+                                 "open the tuner with isolate=False (WGTUNE_ISOLATE=0) to tune in process")
+        return self._remote, self._pipelines
 
-    def _kill(self, why: str) -> None:
-        logger.info("isolated launch stopped: %s", why)
+    def _forget_changed(self, request: TuneRequest, pipelines: PipelineCache) -> None:
+        """A set whose name now means other candidates: its pipelines in the process are dropped."""
+        tunables = request.tunables
+        if self._checksums.get(tunables.name, tunables.checksum) != tunables.checksum:
+            pipelines.drop(tunables.name)
+        self._checksums[tunables.name] = tunables.checksum
+
+    def _lost(self, why: str) -> None:
+        logger.info("tuning process stopped: %s", why)
         self.kills += 1
         self.close()
 
-
-class _Worker:
-    """One child process, its answers read by a thread into a queue (a wait with a deadline that
-    works on every platform, pipes included)."""
-
-    def __init__(self, python: str) -> None:
-        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop(), after the process)
-        self.process = subprocess.Popen(
-            [python, "-m", "wgtune.backends.isolated_worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-        )
-        self.answers: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
-        self._finalizer = weakref.finalize(self, _kill_process, self.process)
-        ready = self.receive(START_SECONDS)
-        if ready is None or ready[0] != "ready":
-            self.stop()
-            raise KernelError(f"the isolated process did not start: {self._stderr_tail() or ready}")
-
-    def _read(self, stream: Any) -> None:
-        try:
-            while True:
-                self.answers.put(pickle.load(stream))
-        except Exception as error:  # EOF or a torn answer: the process is gone (or was stopped)
-            self.answers.put(("died", f"{type(error).__name__}; {self._stderr_tail()}"))
-
-    def _stderr_tail(self) -> str:
-        """The end of what the child printed, once it has exited ('' when it was stopped)."""
-        try:
-            self.process.wait(timeout=1.0)
-            self.stderr.seek(0)
-            return self.stderr.read()[-800:].decode("utf-8", "replace").strip()
-        except (subprocess.TimeoutExpired, ValueError, OSError):  # still running, or its file closed
-            return ""
-
-    def send(self, message: tuple) -> None:
-        try:
-            pickle.dump(message, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            self.process.stdin.flush()
-        except OSError:
-            pass  # it died: the next receive says so
-
-    def receive(self, seconds: float) -> tuple | None:
-        """The next answer, or None when none came within ``seconds``."""
-        try:
-            return self.answers.get(timeout=seconds)
-        except queue.Empty:
-            return None
-
-    def stop(self) -> None:
-        self._finalizer()
-        self.stderr.close()
-
-
-def _kill_process(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.kill()
-    process.wait()
-    for stream in (process.stdin, process.stdout):
-        with contextlib.suppress(OSError):
-            stream.close()
+    @staticmethod
+    def _rule_out(request: TuneRequest, ruled_out: dict, stopped: ProcessStopped) -> None:
+        """Rule out the candidates the process was running when it stopped; a TuneFailed where
+        that names none of the set's (nor any not ruled out yet), or several for a process that
+        died (which of them killed it cannot be told)."""
+        index_of = request.tunables.index_of
+        named = [name for name in stopped.candidates if name in index_of and index_of[name] not in ruled_out]
+        if not named or len(named) != len(stopped.candidates) or (len(named) > 1 and not stopped.timed_out):
+            raise TuneFailed(f"tune of {request.tunables.name} [{request.key}] failed: {stopped.reason}") from None
+        for name in named:
+            failure = Timeout(name, stopped.reason) if stopped.timed_out else Launch(name, stopped.reason)
+            ruled_out[index_of[name]] = failure
+            request.step(f"{name}: {stopped.reason}; tuning the key again without it")

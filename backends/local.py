@@ -20,7 +20,7 @@ from wgtune.tune.log import logger
 from wgtune.tuner import Tuner
 
 from .cache_transfer import SqliteDatabase
-from .isolation import ChildLaunchGuard
+from .isolation import WorkerGuard
 from .native import NativeDevice
 from .records import JsonlRecords
 
@@ -42,9 +42,10 @@ def open_tuner(
     cache directory; old JSON documents there are migrated into it) unless the cache is off. A store
     that cannot be opened (the directory is a file, the database is unreadable or of a newer wgtune)
     is a warning on the ``wgtune`` logger, and the tuner keeps winners in this process only. Records
-    of every tune go to ``config.records`` when set. ``isolate`` (default ``config.isolate``,
-    ``WGTUNE_ISOLATE``) runs each candidate's first launch in a child process killed at the time
-    limit (``isolation.py``).
+    of every tune go to ``config.records`` when set. ``isolate`` (default ``config.isolate``, on;
+    ``WGTUNE_ISOLATE=0`` turns it off) runs every tune's launches in a tuning process of the
+    tuner's, started at its first tune, where a launch past the time limit is killed and its
+    candidate is a Timeout (``isolation.py``); ``tuner.guard.close()`` stops that process.
 
     ``bundle`` (a bundle file's path, or the bundle itself: ``wgtune bundle``) seeds the tuner's
     cache with the bundle's winners for this device and tuner name: a known GPU gets Hits at
@@ -65,7 +66,7 @@ def open_tuner(
         store = open_store(config.cache_dir, namespace_for(device.identity, name))
     records = JsonlRecords(config.records) if config.records else None
     isolate = config.isolate if isolate is None else isolate
-    guard = ChildLaunchGuard(device) if isolate else None
+    guard = WorkerGuard(device) if isolate else None
     tuner = Tuner(device, store=store, records=records, config=config, observer=observer, guard=guard)
     if documents is not None:
         seeds = entries_for(documents, namespace_for(device.identity, name))

@@ -269,6 +269,12 @@ class NativeDevice(WebGPUDevice):
     clock (``time.perf_counter``) around a full sync.
     """
 
+    adapter_index: int | None = None
+    """The adapter's index in :func:`indexed_adapters` when :meth:`open` was given one: where a
+    tuning process (``isolation.py``) opens its own device, so that it tunes on the same GPU."""
+    power_preference: str | None = None
+    """The power preference :meth:`open` asked the default adapter with, when it did."""
+
     def __init__(self, device: wgpu.GPUDevice, *, use_timestamps: bool = True) -> None:
         self.gpu = device
         self.queue = device.queue
@@ -302,6 +308,15 @@ class NativeDevice(WebGPUDevice):
                 "no WebGPU adapter: install a Vulkan driver (on Debian without a GPU: "
                 "apt-get install mesa-vulkan-drivers)"
             )
+        device = cls.open_adapter(adapter, use_timestamps=use_timestamps)
+        device.adapter_index = adapter_index
+        device.power_preference = power_preference if adapter_index is None else None
+        return device
+
+    @classmethod
+    def open_adapter(cls, adapter: Any, *, use_timestamps: bool = True) -> NativeDevice:
+        """A device on wgpu-py's ``adapter``, with the features a kernel family may use and the
+        adapter's own compute limits (``timestamp-query`` only where ``use_timestamps``)."""
         features = [f for f in WANTED_FEATURES if f in adapter.features]
         if not use_timestamps and "timestamp-query" in features:
             features.remove("timestamp-query")
@@ -312,6 +327,11 @@ class NativeDevice(WebGPUDevice):
             required_features=features, required_limits={name: adapter.limits[name] for name in limit_names}
         )
         return cls(device, use_timestamps=use_timestamps)
+
+    @staticmethod
+    def identity_of(adapter_info: dict) -> DeviceIdentity:
+        """The identity of a device on the adapter whose info is ``adapter_info``."""
+        return _identity(adapter_info)
 
     def close(self) -> None:
         """Release what wgtune holds for this device: its compile threads (up to 16, otherwise

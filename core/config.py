@@ -188,8 +188,10 @@ class Config:
     tolerance: float = DEFAULT_TOLERANCE
     time_limit: float | None = None
     """Seconds one launch of a candidate may take; None: relative to the fastest (``time_limit.py``)."""
-    isolate: bool = False
-    """Natively, each candidate's first launch runs in a child process killed at the time limit."""
+    isolate: bool = True
+    """Natively, a tune's launches run in a tuning process, killed when a launch runs past the time
+    limit (``backends/isolation.py``); off (``WGTUNE_ISOLATE=0``) for kernels trusted to return.
+    The browser has no process to kill: its GPU watchdog stops a runaway there."""
 
     def __post_init__(self) -> None:
         for name, kind in (("log_level", LogLevel), ("policy", Policy)):
@@ -251,7 +253,7 @@ class Config:
             samples=_number(env, "WGTUNE_SAMPLES", DEFAULT_SAMPLES, int, 1),
             min_sample=_number(env, "WGTUNE_MIN_SAMPLE", DEFAULT_MIN_SAMPLE, float, 0.0),
             time_limit=_time_limit(env),
-            isolate=_flag(env, "WGTUNE_ISOLATE", False),
+            isolate=_flag(env, "WGTUNE_ISOLATE", True),
         )
         return replace(config, **overrides) if overrides else config
 

@@ -156,11 +156,11 @@ class Settler:
         tuner = self.tuner
         log = TuneLog(tuner.config.log_level, tunables.name, key)
         request = TuneRequest(tuner.device, tuner.pipelines, tuner.config, tunables, key, args, tuner._emit,
-                              log.step, tuner.guard, tuner.cache.ruled_out.get((tunables.name, key)) or {},
-                              snapshot=True)
+                              log.step, tuner.cache.ruled_out.get((tunables.name, key)) or {}, snapshot=True)
+        measure = tuner.guard.measure if tuner.guard is not None else measure_key
         try:
             tuner._emit(TuneStarted(tunables.name, key, len(tunables)))
-            outcome = await measure_key(request)
+            outcome = await measure(request)
         except BaseException as error:
             failure = tune_failure(tunables.name, key, error)
             # The failure is kept; the benchmark buffers its frames' locals hold need not be.

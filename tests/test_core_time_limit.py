@@ -6,12 +6,15 @@ the limit is read off the wall clock around its first launch.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
+from fakes import FakeDevice, call, make_set, make_tuner, quiet, stored_results
 
 from wgtune import Config, ConfigError, DeviceLost, Measured, NoValidKernelFound, Timeout
 from wgtune.tune.measure import WARMUP_SECONDS, warmups_after
 from wgtune.tune.time_limit import FIRST_LIMIT, FLOOR, RELATIVE_FACTOR, TimeLimit
+from wgtune.tune.tuning import measure_key
 
 pytestmark = pytest.mark.core
 
@@ -94,7 +97,8 @@ def test_the_time_limit_is_read_from_the_environment_and_checked():
     assert Config.from_env({}).time_limit is None
     assert Config.from_env({"WGTUNE_TIME_LIMIT": "auto"}).time_limit is None
     assert Config.from_env({"WGTUNE_TIME_LIMIT": "2.5"}).time_limit == 2.5
-    assert Config.from_env({"WGTUNE_ISOLATE": "1"}).isolate is True
+    assert Config().isolate is Config.from_env({}).isolate is True  # natively, tunes run in a tuning process
+    assert Config.from_env({"WGTUNE_ISOLATE": "0"}).isolate is False
     for bad in ("0", "-1", "soon", "inf"):
         with pytest.raises(ConfigError, match="WGTUNE_TIME_LIMIT"):
             Config.from_env({"WGTUNE_TIME_LIMIT": bad})
@@ -102,36 +106,41 @@ def test_the_time_limit_is_read_from_the_environment_and_checked():
         Config(time_limit=0)
 
 
-class StoppingGuard:
-    """A launch guard that stops the candidates named in ``runaways`` and times the others at 1 ms."""
+class RulingGuard:
+    """A launch guard that measures each tune on the tuner's own device, the candidates named in
+    ``runaways`` ruled out as a process guard rules out those it stopped."""
 
     def __init__(self, *runaways: str) -> None:
-        self.runaways = set(runaways)
-        self.launched: list[tuple[str, list, float]] = []
+        self.runaways = runaways
+        self.tunes: list[tuple[str, object]] = []
 
-    async def first_launch(self, kernel, grids, args, limit):
-        self.launched.append((kernel.name, grids, limit))
-        return None if kernel.name in self.runaways else 1e-3
+    async def measure(self, request):
+        self.tunes.append((request.tunables.name, request.key))
+        index_of = request.tunables.index_of
+        stopped = {index_of[name]: Timeout(name, "ran past the limit in the tuning process, which was stopped")
+                   for name in self.runaways}
+        return await measure_key(replace(request, ruled_out={**request.ruled_out, **stopped}))
 
 
-def test_a_guard_that_stops_a_runaway_keeps_it_off_the_device():
+def test_the_tuner_hands_every_tune_to_its_guard_and_takes_the_candidates_it_stopped_as_timeouts():
     device = FakeDevice()
     device.script("hangs", duration=1e-4)
     device.script("fine", duration=1e-3)
-    tunables = make_set("hangs", kernel("fine", grid=lambda args: (2, 1, 1)))
-    guard = StoppingGuard("hangs")
+    tunables = make_set("hangs", "fine")
+    guard = RulingGuard("hangs")
     tuner = make_tuner(device, config=quiet(time_limit=1.0), guard=guard)
     args = call(device, [1.0])
 
     assert tuner.execute(tunables, args).name == "fine"
     hangs, fine = tuner.results(tunables, tunables.key(args))
-    assert isinstance(hangs, Timeout) and "isolated process, which was stopped" in hangs.reason
+    assert isinstance(hangs, Timeout) and "tuning process, which was stopped" in hangs.reason
     assert isinstance(fine, Measured)
     assert device.dispatches["hangs"] == 0  # the tune's device never ran it
-    assert [(name, grids, limit) for name, grids, limit in guard.launched] == [
-        ("hangs", [(1, 1, 1)], 1.0),
-        ("fine", [(2, 1, 1)], 1.0),
-    ]
+    assert stored_results(tuner, tunables)["hangs"]["error"] == "Timeout"
+    other = call(device, [2.0], n=8)
+    tuner.execute(tunables, other)
+    tuner.execute(tunables, other)  # a hit: no tune, nothing for the guard
+    assert guard.tunes == [(tunables.name, tunables.key(args)), (tunables.name, tunables.key(other))]
 
 
 def test_a_device_lost_during_a_first_launch_names_that_candidate_and_it_can_be_ruled_out():
@@ -158,18 +167,3 @@ def test_a_device_lost_during_a_first_launch_names_that_candidate_and_it_can_be_
     assert fresh.dispatches["hangs"] == 0 and isinstance(slower, Measured)
     with pytest.raises(ConfigError, match="no candidate 'nope'"):
         again.rule_out(tunables, key, "nope", "why")
-
-
-def test_a_guard_that_saw_a_launch_finish_past_the_limit_makes_it_a_timeout_without_running_it_here():
-    class SlowGuard:
-        async def first_launch(self, kernel, grids, args, limit):
-            return 2 * limit if kernel.name == "slow" else 1e-3
-
-    device = FakeDevice()
-    tunables = make_set("slow", "fine")
-    tuner = make_tuner(device, config=quiet(time_limit=1.0), guard=SlowGuard())
-    args = call(device, [1.0])
-    assert tuner.execute(tunables, args).name == "fine"
-    slow = tuner.results(tunables, tunables.key(args))[0]
-    assert isinstance(slow, Timeout) and "took 2 s in an isolated process" in slow.reason
-    assert device.dispatches["slow"] == 0

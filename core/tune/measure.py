@@ -25,7 +25,7 @@ from ..sets.args import Args, Grid
 from ..sets.kernel import Kernel
 from ..sets.tunable import TunableSet
 from ..store.results import Measured, Result, Stats
-from .request import LaunchGuard, TuneRequest
+from .request import TuneRequest
 from .time_limit import TimeLimit
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
     "WARMUP_SECONDS",
     "Arm",
     "Bench",
-    "LaunchGuard",
     "calibrate",
     "clone_args",
     "prepare_candidate",
@@ -129,7 +128,7 @@ class Arm:
 @dataclass(frozen=True)
 class Bench:
     """What measuring one key's candidates needs beyond its :class:`~wgtune.tune.request.TuneRequest`
-    (the device, the set, the settings, the guard, the candidates ruled out, where steps go, and
+    (the device, the set, the settings, the candidates ruled out, where steps go, and
     the pipeline cache each candidate is compiled through): the benchmark's inputs, the shortest
     sample (see :func:`sample_floor`), the output check if any, and the tune's time limit."""
 
@@ -154,10 +153,6 @@ class Bench:
     @property
     def config(self) -> Config:
         return self.request.config
-
-    @property
-    def guard(self) -> LaunchGuard | None:
-        return self.request.guard
 
     @property
     def ruled_out(self) -> Mapping[int, CandidateError]:
@@ -185,17 +180,10 @@ class Bench:
 async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid],
                              args: Args | None = None) -> Timeout | float:
     """Launch ``kernel`` once, alone, on ``args`` (default: the benchmark's), and time it against
-    the tune's limit: a Timeout when it ran past it (in the guard, which stopped it, or in
-    process, where it can only be read after), else its wall time in seconds (launch and sync)."""
+    the tune's limit: a Timeout when it ran past it (read when it returns: a device that can stop
+    a runaway earlier, a tuning process, stops it itself), else its wall time in seconds (launch
+    and sync)."""
     limit = bench.limit.seconds()
-    if bench.guard is not None:
-        isolated = await bench.guard.first_launch(kernel, grids, bench.args, limit)
-        if isolated is None:
-            return Timeout(kernel.name, f"its first launch ran past {bench.limit.describe()} in an "
-                                        "isolated process, which was stopped")
-        if isolated > limit:
-            return Timeout(kernel.name, f"its first launch took {isolated:.3g} s in an isolated process, "
-                                        f"past {bench.limit.describe()}")
     started = time.perf_counter()
     try:
         bench.device.dispatch(compiled, args if args is not None else bench.args, grids[0])

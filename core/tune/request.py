@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..config import Config
 from ..errors import CandidateError
 from ..gpu.device import Device
 from ..key import Key
-from ..sets.args import Args, Grid
-from ..sets.kernel import Kernel
+from ..sets.args import Args
 from ..sets.tunable import TunableSet
 from .pipelines import PipelineCache
+
+if TYPE_CHECKING:
+    from .outcome import TuneOutcome
 
 __all__ = ["LaunchGuard", "TuneRequest"]
 
@@ -27,13 +29,12 @@ def _ignore(_item: object) -> None:
 
 
 class LaunchGuard(Protocol):
-    """Runs a candidate's first launch where one that never returns can be stopped (natively, a
-    child process: ``backends/isolation.py``), before the tune's own device runs it."""
+    """Runs a tune where a launch that never returns can be stopped (natively, in a tuning
+    process: ``backends/isolation.py``): the tuner hands it each tune it would measure itself."""
 
-    async def first_launch(self, kernel: Kernel, grids: list[Grid], args: Args, limit: float) -> float | None:
-        """Seconds ``kernel``'s stages took on ``args`` with ``grids`` (possibly more than
-        ``limit``), or None when they ran past ``limit`` and were stopped; KernelError when the
-        launch failed."""
+    async def measure(self, request: TuneRequest) -> TuneOutcome:
+        """What :func:`~wgtune.tune.tuning.measure_key` answers for ``request``, its launches
+        bounded; a candidate stopped past the time limit is a Timeout result."""
         ...
 
 
@@ -44,8 +45,8 @@ class TuneRequest:
     ``args`` is the call to tune on: ``snapshot`` True when it is already the tune's own copy
     of the call (``Settler.snapshot``), else the tune copies it (or the set's ``input_gen`` makes
     its inputs). ``emit`` receives the tune's events (a TrialFinished per candidate), ``step`` the
-    log's steps; ``guard`` runs each first launch where a runaway can be stopped; ``ruled_out``
-    candidates are not launched, their failures taken as they are (``TuneCache.ruled_out``).
+    log's steps; ``ruled_out`` candidates are not launched, their failures taken as they are
+    (``TuneCache.ruled_out``, and a :class:`LaunchGuard`'s runaways).
     """
 
     device: Device
@@ -56,6 +57,5 @@ class TuneRequest:
     args: Args
     emit: Callable[[object], None] = _ignore
     step: Callable[[str], None] = _ignore
-    guard: LaunchGuard | None = None
     ruled_out: Mapping[int, CandidateError] = field(default_factory=dict)
     snapshot: bool = False

@@ -1,0 +1,353 @@
+"""A tune's device in another process: every launch bounded, a runaway killed with its process.
+
+:class:`RemoteDevice` is a :class:`~wgtune.gpu.device.Device` whose every call is carried out by
+the tuning process (``isolated_worker.py``) on a device of its own, opened on the same adapter as
+the tuner's. The core tunes on it unchanged: compiles, first launches, output checks, warmups,
+calibration and samples all run there, so every candidate is timed the same way, and the
+comparison passes and readbacks of the checks too. Objects stay in that process; here they are
+handles (:class:`RemoteBuffer`, :class:`RemoteCompiled`, :class:`RemoteProfile`), freed there
+once dropped here.
+
+Each call waits for its answer no longer than the launches it has in hand allow
+(``launch_ledger.py``). Past that, or when the process dies, it is killed and the call raises
+:class:`ProcessStopped` naming the candidate whose launches were running:
+:class:`~wgtune.backends.isolation.WorkerGuard` then tunes the key again without it, in a new
+process. Ctrl-C while waiting kills the process too, and reaches the caller at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from wgtune import errors
+from wgtune.gpu.comparison import Comparison, element_size
+from wgtune.gpu.device import Device, DeviceLimits, Timing
+from wgtune.runner import run_inline
+from wgtune.sets.args import Args, Grid
+from wgtune.sets.kernel import Kernel
+
+from .isolated_worker import DeviceInfo, KernelSpec, OpenSpec, RaisedBy, relayed
+from .launch_ledger import LaunchLedger, deadline
+from .worker_link import DIED, WorkerLink
+
+__all__ = ["ProcessStopped", "RemoteBuffer", "RemoteCompiled", "RemoteDevice", "RemoteProfile"]
+
+START_SECONDS = 60.0
+"""Seconds the tuning process may take to start (import wgpu, open its device)."""
+COMPILE_SECONDS = 120.0
+"""Seconds a compile may take, plus :data:`PER_COMPILE_SECONDS` for each kernel compiled at once."""
+PER_COMPILE_SECONDS = 30.0
+OP_SECONDS = 60.0
+"""Seconds any other call may take when no launch is in hand: the process is stuck past that."""
+
+_SERIALS = itertools.count(1)
+
+
+class ProcessStopped(BaseException):
+    """The tuning process was killed (a wait ran past its deadline) or died. ``candidates`` are
+    those whose launches (or compile) it was running, ``timed_out`` whether it was killed at a
+    deadline. A BaseException, like KeyboardInterrupt: it must unwind the whole tune past the
+    core's per-candidate handlers, since the tune's state died with the process."""
+
+    def __init__(self, reason: str, candidates: Sequence[str] = (), *, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.candidates = tuple(candidates)
+        self.timed_out = timed_out
+
+
+class RemoteBuffer:
+    """A buffer of the tuning process: its number there, its size and usage."""
+
+    __slots__ = ("__weakref__", "number", "owner", "size", "usage")
+
+    def __init__(self, owner: int, number: int, size: int, usage: int) -> None:
+        self.owner, self.number, self.size, self.usage = owner, number, size, usage
+
+
+class RemoteCompiled:
+    """A candidate compiled in the tuning process, and the candidate (whose functions give its
+    grids, params and scratch on each call)."""
+
+    __slots__ = ("__weakref__", "kernel", "number")
+
+    def __init__(self, number: int, kernel: Kernel) -> None:
+        self.number, self.kernel = number, kernel
+
+
+class RemoteProfile:
+    """A timed pass submitted in the tuning process; ``sequence`` is its launches' in the ledger."""
+
+    __slots__ = ("__weakref__", "number", "sequence")
+
+    def __init__(self, number: int, sequence: int) -> None:
+        self.number, self.sequence = number, sequence
+
+
+class RemoteDevice(Device):
+    """The tuning process's device, seen from the tuner's process (see the module doc). ``home``
+    is the tuner's own device: its identity, limits and features are this one's (a candidate
+    must fit where the winner will run), and buffers of it handed here are copied over."""
+
+    def __init__(self, home: Any, spec: OpenSpec, link: WorkerLink | None = None) -> None:
+        self.home = home
+        self.identity = home.identity
+        self.limits: DeviceLimits = home.limits
+        self.features = home.features
+        self.serial = next(_SERIALS)
+        self.ledger = LaunchLedger()
+        self.link = link if link is not None else WorkerLink()
+        self.broken: BaseException | None = None
+        self._numbers = itertools.count(1)
+        self._prelude: list[tuple] = []
+        self._frees: list[tuple] = []
+        self._kernels: dict[int, tuple[Kernel, int]] = {}
+        self._values: set[tuple[int, int]] = set()
+        self._imported: dict[int, tuple[Any, RemoteBuffer]] = {}
+        try:
+            self.link.send(("open", spec))
+            info: DeviceInfo = self._answer(self.link.receive(START_SECONDS), "starting", START_SECONDS)
+        except BaseException:
+            self.link.close()
+            raise
+        self.worker_identity = info.identity
+        self.timing = info.timing
+        self.clock_grain = home.clock_grain
+        self.background_compiles = info.background_compiles
+        self.compile_width = info.compile_width
+
+    @property
+    def pid(self) -> int:
+        return self.link.pid
+
+    # -- the tune ---------------------------------------------------------------------------
+
+    def begin_tune(self, time_limit: float | None) -> None:
+        """A new tune, with the configured ``time_limit`` (None: relative, ``time_limit.py``)."""
+        self.ledger.begin_tune(time_limit)
+        self._imported.clear()
+
+    def adopt(self, args: Args) -> Args:
+        """``args`` on buffers of the tuning process (the tuner's buffers copied over)."""
+        return args.with_buffers([self._import(buffer) for buffer in args.buffers])
+
+    def close(self) -> None:
+        """Stop the tuning process; every later call raises."""
+        if self.broken is None:
+            self.broken = ProcessStopped("the tuning process was closed")
+        self.link.close()
+
+    # -- buffers ----------------------------------------------------------------------------
+
+    def create_buffer(self, data: bytes | bytearray | memoryview | None = None, *, size: int = 0) -> RemoteBuffer:
+        raw = bytes(memoryview(data).cast("B")) if data is not None else None
+        return self._new_buffer("create", (raw, len(raw) if raw is not None else size, None), len(raw or b""))
+
+    def clone_buffer(self, buffer: Any) -> RemoteBuffer:
+        source = self._import(buffer)
+        return self._new_buffer("clone", (source.number,), source.size)
+
+    def copy_buffer(self, source: Any, destination: Any) -> None:
+        source = self._import(source)
+        self._call("copy", (source.number, self._import(destination).number), self._wait(source.size))
+
+    async def read_buffer(self, buffer: Any) -> bytes:
+        buffer = self._import(buffer)
+        data = self._call("read", (buffer.number,), self._wait(buffer.size))
+        self.ledger.done(time.perf_counter())
+        return data
+
+    async def compare_buffers(self, got: Any, want: Any, typecode: str, count: int, atol: float,
+                              rtol: float) -> Comparison:
+        got, want = self._import(got), self._import(want)
+        fields = self._call("compare", (got.number, want.number, typecode, count, atol, rtol),
+                            self._wait(count * element_size(typecode)))
+        self.ledger.done(time.perf_counter())
+        return Comparison(*fields)
+
+    def _new_buffer(self, op: str, payload: tuple, nbytes: int) -> RemoteBuffer:
+        number = next(self._numbers)
+        size, usage = self._call(op, (number, *payload), self._wait(nbytes))
+        return self._handle(RemoteBuffer(self.serial, number, size, usage), "buffer")
+
+    def _import(self, buffer: Any) -> RemoteBuffer:
+        """This process's handle for ``buffer``: itself, or a copy of a buffer of the tuner's
+        device (made once per tune)."""
+        if isinstance(buffer, RemoteBuffer):
+            if buffer.owner != self.serial:
+                raise errors.KernelError("a buffer of an earlier tuning process, which was stopped")
+            return buffer
+        known = self._imported.get(id(buffer))
+        if known is not None and known[0] is buffer:
+            return known[1]
+        data = run_inline(self.home.read_buffer(buffer))
+        number = next(self._numbers)
+        size, usage = self._call("create", (number, data, len(data), int(buffer.usage)), self._wait(len(data)))
+        remote = self._handle(RemoteBuffer(self.serial, number, size, usage), "buffer")
+        self._imported[id(buffer)] = (buffer, remote)
+        return remote
+
+    # -- kernels ----------------------------------------------------------------------------
+
+    async def compile(self, kernel: Kernel) -> RemoteCompiled:
+        number = next(self._numbers)
+        self._call("compile", (number, self._kernel(kernel)), self._compile_seconds(1), suspects=(kernel.name,))
+        return self._handle(RemoteCompiled(number, kernel), "compiled")
+
+    async def compile_many(self, kernels: Sequence[Kernel]) -> list[RemoteCompiled | Exception]:
+        pairs = [(next(self._numbers), self._kernel(kernel)) for kernel in kernels]
+        answers = self._call("compile_many", (pairs,), self._compile_seconds(len(pairs)),
+                             suspects=tuple(kernel.name for kernel in kernels))
+        return [self._handle(RemoteCompiled(number, kernel), "compiled") if answer is None else _raised(*answer[1:])
+                for (number, _), kernel, answer in zip(pairs, kernels, answers, strict=True)]
+
+    def start_compiles(self, kernels: Sequence[Kernel]) -> None:
+        self._call("start_compiles", ([self._kernel(kernel) for kernel in kernels],), OP_SECONDS)
+
+    def _compile_seconds(self, count: int) -> float:
+        return deadline(self.ledger.budget(), base=COMPILE_SECONDS + PER_COMPILE_SECONDS * count)
+
+    def _kernel(self, kernel: Kernel) -> int:
+        """The number of ``kernel`` in the tuning process, declared there on first use."""
+        known = self._kernels.get(id(kernel))
+        if known is not None and known[0] is kernel:
+            return known[1]
+        number = next(self._numbers)
+        self._kernels[id(kernel)] = (kernel, number)
+        self._prelude.append(("kernel", number, _spec(kernel)))
+        return number
+
+    # -- launches ---------------------------------------------------------------------------
+
+    def dispatch(self, pipeline: RemoteCompiled, args: Args, grid: Grid, repeats: int = 1) -> None:
+        payload = (pipeline.number, self._args(args, pipeline.kernel), tuple(grid), repeats)
+        self._launch("dispatch", payload, pipeline.kernel, repeats)
+
+    async def profile(self, pipeline: RemoteCompiled, args: Args, grid: Grid, repeats: int) -> RemoteProfile:
+        number = next(self._numbers)
+        payload = (number, pipeline.number, self._args(args, pipeline.kernel), tuple(grid), repeats)
+        sequence = self._launch("profile", payload, pipeline.kernel, repeats)
+        if self.timing == Timing.WALL_CLOCK:  # timed around a full sync there: done
+            self.ledger.done(time.perf_counter())
+        return self._handle(RemoteProfile(number, sequence), "profile")
+
+    async def resolve(self, profile: RemoteProfile) -> float:
+        seconds = self._call("resolve", (profile.number,), self._wait(0))
+        self.ledger.done_until(profile.sequence, time.perf_counter())
+        return seconds
+
+    async def time_empty_pass(self) -> tuple[float, float]:
+        readings = self._call("empty", (), self._wait(0))
+        self.ledger.done(time.perf_counter())
+        return readings
+
+    async def sync(self) -> None:
+        self._call("sync", (), self._wait(0))
+        self.ledger.done(time.perf_counter())
+
+    def _launch(self, op: str, payload: tuple, kernel: Kernel, count: int) -> int:
+        """Submit launches of ``kernel``, once the launches of any other candidate are done (so
+        that a runaway is always one candidate's); answers their sequence in the ledger."""
+        if self.ledger.other_candidates(kernel):
+            run_inline(self.sync())
+        sequence = self.ledger.submit(kernel, kernel.name, count, time.perf_counter())
+        self._call(op, payload, self._wait(0))
+        return sequence
+
+    def _args(self, args: Args, kernel: Kernel) -> int:
+        """The number of ``args`` in the tuning process (declared on first use), with the values
+        ``kernel``'s functions give on it declared too."""
+        slot = ("wgtune-remote-args", self.serial)
+        number = args.cache.get(slot)
+        if number is None:
+            buffers = [self._import(buffer).number for buffer in args.buffers]
+            number = args.cache[slot] = next(self._numbers)
+            self._prelude.append(("args", number, buffers, args.params, args.names))
+            weakref.finalize(args, self._frees.append, ("free", number, "args"))
+        kernel_number = self._kernel(kernel)
+        if (number, kernel_number) not in self._values:
+            values = _values(kernel, args)  # a function that raises raises here, as in process
+            self._prelude.append(("values", number, kernel_number, values))
+            self._values.add((number, kernel_number))
+        return number
+
+    # -- the link ---------------------------------------------------------------------------
+
+    def _wait(self, nbytes: int) -> float:
+        """How long a call may take: the budget of the launches in hand, else :data:`OP_SECONDS`."""
+        if self.ledger.in_hand:
+            return deadline(self.ledger.budget(), nbytes)
+        return deadline(0.0, nbytes, base=OP_SECONDS)
+
+    def _handle(self, handle: Any, kind: str) -> Any:
+        weakref.finalize(handle, self._frees.append, ("free", handle.number, kind))
+        return handle
+
+    def _call(self, op: str, payload: tuple, seconds: float, suspects: Sequence[str] = ()) -> Any:
+        if self.broken is not None:
+            raise self.broken
+        frees, self._frees = self._frees, []
+        prelude, self._prelude = frees + self._prelude, []
+        started = time.perf_counter()
+        try:
+            answer = self.link.receive(seconds) if self.link.send((prelude, op, payload)) else (DIED, "")
+        except BaseException:  # Ctrl-C while the process works: its state is unknown, so it goes
+            self._stop(ProcessStopped("the tune was interrupted"))
+            raise
+        return self._answer(answer, op, time.perf_counter() - started, suspects)
+
+    def _answer(self, answer: tuple | None, op: str, waited: float, suspects: Sequence[str] = ()) -> Any:
+        if answer is not None and answer[0] in ("ok", "ready"):
+            return answer[1]
+        if answer is not None and answer[0] == "error":
+            raise _raised(*answer[1:])
+        in_hand = self.ledger.culprits()
+        if answer is None:
+            why = self.ledger.describe(waited) if in_hand else f"{op} did not answer within {waited:.3g} s"
+            self._stop(ProcessStopped(f"{why} in the tuning process, which was stopped", in_hand or suspects,
+                                      timed_out=True))
+        else:
+            self.link.close()
+            status = self.link.exit_status() or f"its answer could not be read: {answer[1]}"
+            self._stop(ProcessStopped(f"the tuning process died while it ran {op} ({status})", in_hand or suspects))
+        raise self.broken
+
+    def _stop(self, why: ProcessStopped) -> None:
+        self.broken = why
+        self.ledger.reset()
+        self.link.close()
+
+
+def _raised(kind: str, message: str, reason: str | None = None) -> BaseException:
+    """The exception the tuning process answered, raised again here as the core knows it."""
+    if kind == "DeviceLost":
+        return errors.DeviceLost(reason if reason is not None else message)
+    cls = getattr(errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, errors.WgtuneError) and kind != "NoValidKernelFound":
+        return cls(message)
+    return relayed(kind, message)
+
+
+def _spec(kernel: Kernel) -> KernelSpec:
+    return KernelSpec(kernel.name, kernel.wgsl, kernel.entry_point, dict(kernel.constants), tuple(kernel.features),
+                      kernel.workgroup_size, kernel.workgroup_storage, kernel.runtime_checks,
+                      kernel.params is not None, tuple(kernel.scratch), tuple(_spec(stage) for stage in kernel.then))
+
+
+def _values(kernel: Kernel, args: Args) -> tuple:
+    """What ``kernel``'s functions give on ``args``: the grid of each stage after the first (the
+    first's comes with each launch), each stage's own params, and each scratch size (or what
+    its function raised, which the tuning process raises where it would have been called)."""
+    grids = (None, *(tuple(stage.grid(args)) for stage in kernel.then))
+    params = tuple(None if stage.params is None else tuple(stage.params(args)) for stage in kernel.stages)
+    scratch = {}
+    for name, size in kernel.scratch.items():
+        try:
+            scratch[name] = size(args)
+        except Exception as error:
+            scratch[name] = RaisedBy(type(error).__name__, str(error))
+    return grids, params, scratch
