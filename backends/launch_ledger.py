@@ -129,16 +129,11 @@ class LaunchLedger:
 
     def describe(self, waited: float) -> str:
         """Why the launches in hand count as a runaway after ``waited`` seconds."""
-        first = any(pending.candidate.launched == 0 and pending.candidate.per_launch is None
-                    for pending in self._pending)
-        which = "its first launch" if first else "a launch after its first"
-        bound = "" if first else (f", or {LATER_FACTOR:.0f}x what its first launches took "
-                                  f"({self._first_time()})")
-        return f"{which} ran past {waited:.3g} s ({self.limit.describe()}{bound})"
-
-    def _first_time(self) -> str:
-        times = [pending.candidate.per_launch for pending in self._pending if pending.candidate.per_launch]
-        return f"{min(times):.3g} s a launch" if times else "unknown"
+        if any(pending.candidate.launched == 0 for pending in self._pending):
+            return f"its first launch ran past {waited:.3g} s ({self.limit.describe()})"
+        times = [pending.candidate.per_launch for pending in self._pending if pending.candidate.per_launch is not None]
+        bound = f", or {LATER_FACTOR:.0f}x what its first launches took ({min(times):.3g} s a launch)" if times else ""
+        return f"a launch after its first ran past {waited:.3g} s ({self.limit.describe()}{bound})"
 
     def reset(self) -> None:
         """Forget the launches in hand (their process is gone)."""

@@ -9,9 +9,9 @@ import pytest
 
 from wgtune import Args, Config, ConfigError, Kernel, KernelError, Measured, Space, TunableSet, Tuner, run_inline
 from wgtune.backends import native, unchecked
-from wgtune.backends.isolated_worker import LaunchSpec, StageSpec, _kernel
-from wgtune.backends.isolation import ChildLaunchGuard
+from wgtune.backends.isolated_worker import OpenSpec, rebuilt
 from wgtune.backends.native import NativeDevice
+from wgtune.backends.remote_device import RemoteDevice, _spec
 from wgtune.kernels.matmul import matmul_f16_set, matmul_set
 from wgtune.kernels.matmul.tiles import CHECKED
 from wgtune.kernels.reduction import reduction_set
@@ -133,18 +133,21 @@ def test_runtime_checks_is_a_bool_and_part_of_the_identity_only_when_off():
     assert checked.fingerprint() != Kernel("k", SUM_ROWS, grid=blocks, runtime_checks=False).fingerprint()
 
 
-def test_an_isolated_first_launch_compiles_each_stage_as_it_says(device):
-    stage = StageSpec("s", SUM_ROWS, "main", {}, (), (16, 1, 1), None, False)
-    rebuilt = _kernel(LaunchSpec((stage, StageSpec("t", SUM_ROWS, "main", {}, (), (16, 1, 1), None)), None, (N,), {}))
-    assert [s.runtime_checks for s in rebuilt.stages] == [False, True]
-    args, _ = call(device)
-    guard = ChildLaunchGuard(device)
+def test_the_tuning_process_compiles_each_stage_as_it_says(device):
+    kernel = Kernel("isolated", SUM_ROWS, grid=blocks, runtime_checks=False,
+                    then=(Kernel("checked", SUM_ROWS, grid=blocks),))
+    assert [stage.runtime_checks for stage in rebuilt(1, _spec(kernel)).stages] == [False, True]
+    args, x = call(device)
+    remote = RemoteDevice(device, OpenSpec(None, None))
     try:
-        kernel = Kernel("isolated", SUM_ROWS, grid=blocks, runtime_checks=False)
-        seconds = run_inline(guard.first_launch(kernel, [blocks(args)], args, 10.0))
-        assert seconds is not None and seconds > 0
+        remote.begin_tune(None)
+        there = remote.adopt(args)
+        unchecked_only = Kernel("isolated", SUM_ROWS, grid=blocks, runtime_checks=False)
+        remote.dispatch(run_inline(remote.compile(unchecked_only)), there, blocks(args))
+        out = np.frombuffer(run_inline(remote.read_buffer(there.buffers[1])), dtype=np.float32)
+        np.testing.assert_allclose(out, prefix_sums(x), rtol=1e-5)
     finally:
-        guard.close()
+        remote.close()
 
 
 @pytest.mark.parametrize("tunables", [matmul_set(), matmul_f16_set()], ids=["f32", "f16"])

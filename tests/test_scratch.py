@@ -17,8 +17,9 @@ from wgtune import (
     Tuner,
     run_inline,
 )
-from wgtune.backends.isolation import ChildLaunchGuard
+from wgtune.backends.isolated_worker import OpenSpec
 from wgtune.backends.native import NativeDevice
+from wgtune.backends.remote_device import RemoteDevice
 from wgtune.sets.bindings import binding_plan
 
 N = 1000
@@ -147,14 +148,20 @@ def test_a_scratch_size_the_device_cannot_make_is_that_candidates_failure(device
     np.testing.assert_array_equal(output(device, args), 2 * x + 1)
 
 
-def test_an_isolated_first_launch_gets_the_scratch_too(device):
-    args, _ = call(device)
-    guard = ChildLaunchGuard(device)
+def test_a_two_pass_candidate_gets_its_scratch_in_the_tuning_process_too(device):
+    args, x = call(device)
+    remote = RemoteDevice(device, OpenSpec(None, None))
     try:
-        seconds = run_inline(guard.first_launch(two_pass(), [blocks(args), blocks(args)], args, 10.0))
-        assert seconds is not None and seconds > 0
+        remote.begin_tune(None)
+        there = remote.adopt(args)  # its functions (grids, sizes) run here, their values go there
+        remote.dispatch(run_inline(remote.compile(two_pass())), there, blocks(args))
+        out = np.frombuffer(run_inline(remote.read_buffer(there.buffers[1])), dtype=np.float32)
+        np.testing.assert_array_equal(out, 2 * x + 1)
+        broken = run_inline(remote.compile(two_pass("broken", size=lambda args: 1 // 0)))
+        with pytest.raises(KernelError, match=r"scratch 'tmp': its size function failed: ZeroDivisionError: "):
+            remote.dispatch(broken, there, blocks(args))  # as in process, word for word
     finally:
-        guard.close()
+        remote.close()
 
 
 def test_scratch_is_checked_where_the_kernel_is_made_and_its_names_are_part_of_the_identity():

@@ -1,0 +1,231 @@
+"""Runaway kernels contained: a tune's launches in a tuning process (``backends/isolation.py``), on
+the adapter present (lavapipe here).
+
+The runaways are ``runaway_kernels.COUNTED``: hours of spinning where a launch should take
+milliseconds. What is asserted is how each one ended (a Timeout result, the process killed and
+started again, the right winner), never how long it took: the figures are
+``bench/isolation_cost.py``'s.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from runaway_kernels import COUNTED, LATER, call, counted_set, doubled, runaway, steady
+
+from wgtune import Config, Kernel, KernelError, Measured, Mismatch, NoValidKernelFound, Timeout, Tuner, run_inline
+from wgtune.backends.cache_transfer import SqliteDatabase
+from wgtune.backends.isolated_worker import OpenSpec
+from wgtune.backends.isolation import WorkerGuard
+from wgtune.backends.local import open_tuner
+from wgtune.backends.native import NativeDevice
+from wgtune.backends.remote_device import RemoteDevice
+
+HANG_GUARD = 300
+"""Seconds a subprocess may take before the test calls it hung: a guard, not a measurement."""
+
+
+@pytest.fixture(scope="module")
+def device() -> NativeDevice:
+    return NativeDevice.open()
+
+
+def quiet(**settings) -> Config:
+    return Config(cache=False, log_level="disabled", **settings)
+
+
+def tuner_of(device, **settings) -> tuple[Tuner, WorkerGuard]:
+    guard = WorkerGuard(device)
+    return Tuner(device, config=quiet(**settings), guard=guard), guard
+
+
+def launches_on(device, monkeypatch) -> list[str]:
+    """Every launch on ``device`` from now on, by kind."""
+    seen: list[str] = []
+    dispatch, profile = device.dispatch, device.profile
+
+    def counted_dispatch(pipeline, args, grid, repeats=1):
+        seen.append("dispatch")
+        return dispatch(pipeline, args, grid, repeats)
+
+    async def counted_profile(pipeline, args, grid, repeats):
+        seen.append("profile")
+        return await profile(pipeline, args, grid, repeats)
+
+    monkeypatch.setattr(device, "dispatch", counted_dispatch)
+    monkeypatch.setattr(device, "profile", counted_profile)
+    return seen
+
+
+def test_a_kernel_that_never_returns_as_candidate_0_is_a_timeout_and_the_others_are_tuned(device, monkeypatch):
+    tunables = counted_set("never_first", runaway("never"), steady("steady"))
+    tuner, guard = tuner_of(device, time_limit=3.0)
+    args, x = call(device)
+    home = launches_on(device, monkeypatch)
+    try:
+        assert tuner.execute(tunables, args).name == "steady"
+    finally:
+        guard.close()
+    never, fine = tuner.results(tunables, tunables.key(args))
+    assert isinstance(never, Timeout), never
+    assert never.reason.startswith("its first launch ran past") and "time limit of 3 s" in never.reason
+    assert "in the tuning process, which was stopped" in never.reason
+    assert isinstance(fine, Measured)
+    assert (guard.kills, guard.starts) == (1, 2)  # killed once; the key tuned again in a fresh process
+    assert home == []  # nothing of the tune ran in this process (the winner's call is a launch, not counted)
+    np.testing.assert_array_equal(doubled(device, args), 2 * x)
+
+
+def test_a_candidate_that_runs_away_on_its_third_launch_is_stopped_there(device):
+    # Its first launch (the output check's) and its second (the first sample's) return in
+    # milliseconds; from its third on, each would take minutes.
+    tunables = counted_set("later", steady("steady"), runaway("later", from_launch=2, grid=LATER),
+                           steady("steady_too"))
+    tuner, guard = tuner_of(device, time_limit=5.0, policy="fixed", samples=5, warmups=1)
+    args, x = call(device)
+    try:
+        winner = tuner.execute(tunables, args)
+    finally:
+        guard.close()
+    assert winner.name in ("steady", "steady_too")
+    first, later, last = tuner.results(tunables, tunables.key(args))
+    assert isinstance(later, Timeout), later
+    assert later.reason.startswith("a launch after its first ran past") and "20x what its first" in later.reason
+    assert isinstance(first, Measured) and isinstance(last, Measured)
+    assert (guard.kills, guard.starts) == (1, 2)
+    np.testing.assert_array_equal(doubled(device, args), 2 * x)
+
+
+def test_a_set_whose_every_candidate_runs_away_fails_naming_each_timeout(device):
+    tunables = counted_set("all_runaways", runaway("never"), runaway("never_either", grid=(64, 4095, 1)))
+    tuner, guard = tuner_of(device, time_limit=2.0)
+    args, _ = call(device)
+    try:
+        with pytest.raises(NoValidKernelFound, match="Timeout: its first launch ran past") as raised:
+            tuner.execute(tunables, args)
+    finally:
+        guard.close()
+    assert [(type(error), error.name) for error in raised.value.errors] == [
+        (Timeout, "never"), (Timeout, "never_either")]
+    # One process per runaway; with every candidate out, the last round launches nothing and needs none.
+    assert (guard.kills, guard.starts) == (2, 2)
+
+
+def test_one_tuning_process_serves_every_key_and_set_and_checks_outputs_there(device, monkeypatch):
+    wrong = Kernel("wrong", COUNTED.replace("y[i] = 2.0 * x[i];", "y[i] = 3.0 * x[i];"), grid=lambda args: (64, 1, 1))
+    sets = [counted_set("first_set", steady("a"), wrong, steady("b")),
+            counted_set("second_set", steady("c"), steady("d"), n=2 * 4096)]
+    tuner, guard = tuner_of(device)
+    home = launches_on(device, monkeypatch)
+    pids = []
+    try:
+        for tunables in sets:
+            for _ in range(2):  # the second call is a hit
+                args, x = call(device)
+                assert tuner.execute(tunables, args).name in ("a", "b", "c", "d")
+                np.testing.assert_array_equal(doubled(device, args), 2 * x)
+                pids.append(guard.pid)
+    finally:
+        guard.close()
+    assert guard.starts == 1 and guard.kills == 0
+    assert len(set(pids)) == 1 and pids[0] not in (None, os.getpid())
+    # Output checks ran in the process: the wrong candidate was compared with the others there.
+    assert isinstance(tuner.results(sets[0], sets[0].key(args))[1], Mismatch)
+    # Nothing of the tunes ran here: every sample was taken in the process, all alike.
+    assert home == []
+    assert guard.pid is None  # closed
+
+
+def test_open_tuner_tunes_in_a_tuning_process_unless_told_not_to(device, monkeypatch):
+    isolated = open_tuner(device, config=Config(cache=False))
+    assert isinstance(isolated.guard, WorkerGuard) and isolated.guard.pid is None  # started at the first tune
+    assert open_tuner(device, config=Config(cache=False), isolate=False).guard is None
+    monkeypatch.setenv("WGTUNE_ISOLATE", "0")
+    assert open_tuner(device, config=Config.from_env(cache=False)).guard is None
+    dry = Tuner(device, config=quiet(dry_run=True), guard=WorkerGuard(device))
+    args, _ = call(device)
+    dry.execute(counted_set("dry", steady("a"), steady("b")), args)
+    assert dry.guard.starts == 0  # a dry run launches nothing: it compiles in process
+
+
+def test_a_launch_the_process_refuses_is_an_error_there_and_the_process_goes_on(device):
+    remote = RemoteDevice(device, OpenSpec(None, None))
+    try:
+        remote.begin_tune(None)
+        args = remote.adopt(call(device)[0])
+        good = run_inline(remote.compile(steady("a")))
+        bad = Kernel("b", COUNTED, grid=lambda args: (64, 1, 1), constants={"NOPE": 1})
+        with pytest.raises(KernelError, match="NOPE"):
+            run_inline(remote.compile(bad))
+        needs_z = COUNTED.replace("@compute", "@group(0) @binding(3) var<storage, read_write> z: array<f32>;\n@compute")
+        needs_z = needs_z.replace("y[i] = 2.0 * x[i];", "y[i] = 2.0 * x[i]; z[i] = 1.0;")
+        with pytest.raises(KernelError, match=r"\bz\b"):  # the call gives no z: refused there, raised here
+            remote.dispatch(run_inline(remote.compile(Kernel("z", needs_z, grid=lambda a: (64, 1, 1)))), args,
+                            (64, 1, 1))
+        remote.dispatch(good, args, (64, 1, 1))
+        out = np.frombuffer(run_inline(remote.read_buffer(args.buffer("y"))), dtype=np.float32)
+        np.testing.assert_array_equal(out, 2 * np.arange(4096, dtype=np.float32))
+        assert remote.broken is None
+    finally:
+        remote.close()
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    from runaway_kernels import call, counted_set, runaway, steady
+    from wgtune import Config, TrialFinished
+    from wgtune.backends.local import open_tuner
+
+    def said(event):
+        if isinstance(event, TrialFinished) and event.set_name == "hangs":
+            print("launched", event.index, flush=True)
+
+    tuner = open_tuner(config=Config.from_env(cache_dir={cache!r}, log_level="disabled", policy="fixed"),
+                       observer=said)
+    args, _ = call(tuner.device)
+    tuner.execute(counted_set("fine", steady("a"), steady("b")), args)
+    print("worker", tuner.guard.pid, flush=True)
+    tuner.execute(counted_set("hangs", steady("c"), runaway("never")), args)
+    print("the tune ended", flush=True)
+""")
+
+
+def test_ctrl_c_ends_a_tune_at_once_kills_the_tuning_process_and_stores_nothing_of_it(tmp_path):
+    script = tmp_path / "tune.py"
+    script.write_text(SCRIPT.format(tests=str(Path(__file__).parent), cache=str(tmp_path / "cache")))
+    env = dict(os.environ, WGTUNE_TIME_LIMIT="3600")  # nothing but Ctrl-C could end the runaway's launch
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+    try:
+        worker = int(process.stdout.readline().split()[1])
+        assert process.stdout.readline().strip() == "launched 0"  # the runaway (candidate 1) comes next
+        time.sleep(1.0)  # into its launch (any moment of the tune would do: nothing here depends on it)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=HANG_GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "KeyboardInterrupt" in err and "the tune ended" not in out, err[-2000:]
+    assert process.returncode != 0
+    assert not _running(worker)  # killed by the tuner before it exited (left alone, it would spin for hours)
+    with SqliteDatabase(tmp_path / "cache") as database:
+        stored = {entry.set_name for _, entry in run_inline(database.entries()).entries}
+    assert stored == {"fine"}  # the interrupted key left nothing behind
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
