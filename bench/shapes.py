@@ -6,10 +6,14 @@ them (issue 14): matmul on odd, small, skinny, K-heavy, rectangular and power-of
 shape, one row:
 
 - **the tune as it ships**: a fresh tuner, cache off (``kernels.tune``): its winner and its wall
-  time (compiles included), then the winner timed as a tune times it (``kernels.time_candidate``)
-  and, where torch has a CUDA GPU, torch's figure for the same work measured right after it
-  (CUDA events: fp32 matmul with TF32 off, ``torch.sum`` / ``torch.amax`` along the last axis),
-  and the ratio;
+  time (compiles included); the winner's rate is its time in the oracle below (GPU timestamps
+  around back-to-back launches in one pass, what torch's CUDA events around its loop measure; the
+  tuner's own samples also count each sample's host encoding, issue 29, so they are not the rate
+  of calls made back to back), or as a tune times it (``kernels.time_candidate``) where the
+  oracle has no time for it; and, where torch has a CUDA GPU, torch's figure for the same work
+  measured right after it (CUDA events around a Python loop of launches, and around a CUDA graph
+  of them: fp32 matmul with TF32 off, ``torch.sum`` / ``torch.amax`` along the last axis), and
+  the ratios;
 - **the oracle** (``checked_oracle``): every candidate of the set that fits the device and the
   key, each one's output checked against the exact result (float64) within the set's tolerance,
   a wrong one excluded; the others sampled interleaved; the best is the oracle's winner, and
@@ -187,7 +191,6 @@ def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, 
             compiled: dict[str, Any]) -> Row:
     """One shape: the tune as it ships and its winner beside torch, then the checked oracle."""
     tuned = tune(workload, device, config)
-    timed = time_candidate(device, workload.tunables, tuned.index, tuned.args, config)
     torch_rate = torch_graph_rate = None
     if CUDA and workload.torch_figure is not None:
         seconds = workload.torch_figure(tuned.inputs)[1]
@@ -195,9 +198,12 @@ def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, 
         torch_graph_rate = workload.work / seconds.graph if seconds.graph else None
     found = checked_oracle(device, workload, tuned.args, tuned.want, rounds, compiled)
     names = [kernel.name for kernel in workload.tunables.candidates]
+    seconds = found.times.get(tuned.index)
+    if seconds is None:
+        seconds = time_candidate(device, workload.tunables, tuned.index, tuned.args, config).stats.median
     return Row(
         workload.family, workload.label, tag, workload.unit, names[tuned.index], tuned.seconds,
-        workload.work / timed.stats.median, torch_rate, torch_graph_rate,
+        workload.work / seconds, torch_rate, torch_graph_rate,
         names[found.best] if found.best is not None else "-",
         found.regret(tuned.index), found.noise(tuned.index), found.fitting - len(found.wrong), found.fitting,
         {names[index]: why for index, why in found.wrong.items()},
