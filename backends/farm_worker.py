@@ -147,7 +147,7 @@ def _worker_tuner(config: Config) -> Tuner:
         if config.isolate:
             from .isolation import WorkerGuard
 
-            guard = WorkerGuard(_device)
+            guard = WorkerGuard(_device, time_limit=config.time_limit)
         _tuner = Tuner(_device, store=None, config=config, guard=guard)
     return _tuner
 

@@ -10,7 +10,8 @@ first launches, the output checks and every sample included, and each wait there
 (``launch_ledger.py``). Past its deadline the process is killed, the candidate whose launches it
 ran is a Timeout, and the key is tuned again without it in a fresh process; Ctrl-C kills the
 process and reaches the caller at once. The winner then runs in the tuner's own process: it
-returned on every launch the tune made.
+returned on every launch the tune made. A winner from elsewhere (a bundle's, a collector's) is
+checked there too before it serves (``verify.py``): one that runs away is not used.
 
 The process starts at the first tune and serves every later one of the tuner (its compiled
 candidates too): a start costs about a second on lavapipe. It ends with the tuner (or
@@ -21,16 +22,21 @@ in subprocesses for the same reason.
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import replace
 from typing import Any
 
 from wgtune.errors import DeviceLost, Launch, Mismatch, Timeout, TuneFailed
+from wgtune.key import Key
+from wgtune.sets.args import Args
+from wgtune.sets.tunable import TunableSet
 from wgtune.tune.log import logger
 from wgtune.tune.outcome import TuneOutcome
 from wgtune.tune.pipelines import PipelineCache
 from wgtune.tune.request import TuneRequest
 from wgtune.tune.tuning import measure_key
+from wgtune.tune.verify import verify_winner
 
 from .isolated_worker import OpenSpec
 from .remote_device import ProcessStopped, RemoteDevice
@@ -43,8 +49,13 @@ class WorkerGuard:
     """Runs each tune of a tuner on ``device`` in its tuning process (see the module doc).
     ``starts`` counts the processes started, ``kills`` those stopped at a deadline or found dead."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, *, time_limit: float | None = None, python: str = sys.executable) -> None:
         self.device = device
+        self.time_limit = time_limit
+        """The limit of a check of a winner from elsewhere (``Config.time_limit``; a tune takes its own config's)."""
+        self.python = python
+        self.unavailable: str | None = None
+        """Why the tuning process could not start, once it could not: tunes then run in process."""
         self.spec = OpenSpec(getattr(device, "adapter_index", None),
                              None if getattr(device, "power_preference", None) else device.identity.as_dict(),
                              getattr(device, "power_preference", None) or "high-performance",
@@ -54,7 +65,7 @@ class WorkerGuard:
         self._remote: RemoteDevice | None = None
         self._pipelines: PipelineCache | None = None
         self._checksums: dict[str, str] = {}
-        self._lock = threading.Lock()  # one tune at a time in the process: they would time each other
+        self._lock = threading.RLock()  # one tune at a time in the process: they would time each other
 
     @property
     def pid(self) -> int | None:
@@ -72,10 +83,17 @@ class WorkerGuard:
             while True:
                 if len(ruled_out) >= len(request.tunables):  # nothing left to launch: no process needed
                     return await measure_key(replace(request, ruled_out=ruled_out))
-                remote, pipelines = self._started()
-                self._forget_changed(request, pipelines)
+                started = self._started()
+                if started is None:  # no process to tune in: in process, as with isolate=False
+                    return await measure_key(replace(request, ruled_out=ruled_out))
+                remote, pipelines = started
+                self._forget_changed(request.tunables, pipelines)
                 try:
                     remote.begin_tune(request.config.time_limit)
+                except ProcessStopped as stopped:  # an earlier tune's launches: a fresh process, nothing lost
+                    self._lost(stopped.reason)
+                    continue
+                try:
                     outcome = await measure_key(replace(request, device=remote, pipelines=pipelines,
                                                         args=remote.adopt(request.args), ruled_out=ruled_out))
                 except ProcessStopped as stopped:
@@ -94,10 +112,46 @@ class WorkerGuard:
                         self._lost(f"the tune ended with {type(error).__name__}")
                     raise
                 break
+            try:
+                remote.end_tune()
+            except ProcessStopped as stopped:  # the winner is decided: the next tune starts another process
+                self._lost(stopped.reason)
         wrong = [index for index, result in enumerate(outcome.results) if isinstance(result, Mismatch)]
         if wrong:  # the tuner's own fallback must not be a candidate the checks found wrong
             await request.pipelines.distrust(request.tunables, wrong)
         return outcome
+
+    async def verify(self, device: Any, pipelines: PipelineCache, tunables: TunableSet, key: Key, args: Args,
+                     winner: int) -> str | None:
+        """``verify_winner`` of a winner from elsewhere, its launches in the tuning process: one
+        that runs away (or kills the process) is not used, and the tune that follows rules it out."""
+        with self._lock:
+            started = self._started()
+            if started is None:
+                return await verify_winner(device, pipelines, tunables, key, args, winner)
+            remote, there = started
+            self._forget_changed(tunables, there)
+            try:
+                remote.begin_tune(self.time_limit)
+            except ProcessStopped as stopped:
+                self._lost(stopped.reason)
+                return await self.verify(device, pipelines, tunables, key, args, winner)
+            try:
+                problem = await verify_winner(remote, there, tunables, key, remote.adopt(args), winner)
+            except ProcessStopped as stopped:  # the winner, or a candidate run beside it: the tune sorts it out
+                self._lost(stopped.reason)
+                name = tunables.candidates[winner].name
+                culprits = [culprit for culprit in stopped.candidates if culprit != name]
+                return f"{stopped.reason}{' (' + ', '.join(culprits) + ', run beside it)' if culprits else ''}"
+            except BaseException as error:
+                if not isinstance(error, Exception) or remote.broken is not None:
+                    self._lost(f"the check ended with {type(error).__name__}")
+                raise
+            try:
+                remote.end_tune()
+            except ProcessStopped as stopped:
+                self._lost(stopped.reason)
+            return problem
 
     def close(self) -> None:
         """Stop the tuning process, if one runs; the next tune starts another."""
@@ -106,23 +160,33 @@ class WorkerGuard:
         self._remote = self._pipelines = None
         self._checksums.clear()
 
-    def _started(self) -> tuple[RemoteDevice, PipelineCache]:
+    def _started(self) -> tuple[RemoteDevice, PipelineCache] | None:
+        """The tuning process, started if none runs; None (said once) when it cannot start."""
+        if self.unavailable is not None:
+            return None
         if self._remote is None or self._remote.broken is not None:
-            self._remote = RemoteDevice(self.device, self.spec, WorkerLink())
+            try:
+                self._remote = RemoteDevice(self.device, self.spec, WorkerLink(self.python))
+            except (ProcessStopped, Exception) as error:
+                self.unavailable = str(error)
+                logger.warning("the tuning process did not start (%s): tuning in this process, where a kernel "
+                               "that never returns cannot be stopped", error)
+                return None
             self._pipelines = PipelineCache(self._remote)
             self._checksums.clear()
             self.starts += 1
-            if self._remote.worker_identity != self.device.identity.as_dict():
-                found = self._remote.worker_identity
+            found = self._remote.worker_identity
+            if found != self.device.identity.as_dict():  # timings of another GPU must not be this one's
                 self.close()
-                raise TuneFailed(f"the tuning process opened another device ({found.get('device')}, "
-                                 f"{found.get('backend')}) than the tuner's ({self.device.identity.device}): "
-                                 "open the tuner with isolate=False (WGTUNE_ISOLATE=0) to tune in process")
+                self.unavailable = f"it opened {found.get('device')} ({found.get('backend')})"
+                logger.warning("the tuning process opened another device (%s, %s) than the tuner's (%s): tuning in "
+                               "this process, where a kernel that never returns cannot be stopped",
+                               found.get("device"), found.get("backend"), self.device.identity.device)
+                return None
         return self._remote, self._pipelines
 
-    def _forget_changed(self, request: TuneRequest, pipelines: PipelineCache) -> None:
+    def _forget_changed(self, tunables: TunableSet, pipelines: PipelineCache) -> None:
         """A set whose name now means other candidates: its pipelines in the process are dropped."""
-        tunables = request.tunables
         if self._checksums.get(tunables.name, tunables.checksum) != tunables.checksum:
             pipelines.drop(tunables.name)
         self._checksums[tunables.name] = tunables.checksum

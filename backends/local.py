@@ -66,7 +66,7 @@ def open_tuner(
         store = open_store(config.cache_dir, namespace_for(device.identity, name))
     records = JsonlRecords(config.records) if config.records else None
     isolate = config.isolate if isolate is None else isolate
-    guard = WorkerGuard(device) if isolate else None
+    guard = WorkerGuard(device, time_limit=config.time_limit) if isolate else None
     tuner = Tuner(device, store=store, records=records, config=config, observer=observer, guard=guard)
     if documents is not None:
         seeds = entries_for(documents, namespace_for(device.identity, name))

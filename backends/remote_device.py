@@ -25,10 +25,11 @@ from typing import Any
 
 from wgtune import errors
 from wgtune.gpu.comparison import Comparison, element_size
-from wgtune.gpu.device import Device, DeviceLimits, Timing
+from wgtune.gpu.device import Device, DeviceLimits
 from wgtune.runner import run_inline
 from wgtune.sets.args import Args, Grid
 from wgtune.sets.kernel import Kernel
+from wgtune.tune.log import logger
 
 from .isolated_worker import DeviceInfo, KernelSpec, OpenSpec, RaisedBy, relayed
 from .launch_ledger import LaunchLedger, deadline
@@ -43,6 +44,10 @@ COMPILE_SECONDS = 120.0
 PER_COMPILE_SECONDS = 30.0
 OP_SECONDS = 60.0
 """Seconds any other call may take when no launch is in hand: the process is stuck past that."""
+
+# WebGPU's buffer usage flags (the spec's numbers, wgpu-py's too).
+COPY_BOTH_WAYS = 0x4 | 0x8  # COPY_SRC | COPY_DST
+STORAGE_USAGE = 0x80 | COPY_BOTH_WAYS
 
 _SERIALS = itertools.count(1)
 
@@ -108,6 +113,8 @@ class RemoteDevice(Device):
         self._kernels: dict[int, tuple[Kernel, int]] = {}
         self._values: set[tuple[int, int]] = set()
         self._imported: dict[int, tuple[Any, RemoteBuffer]] = {}
+        self._background: set[int] = set()  # kernels whose compiles were begun there and not yet taken
+        self._posted = 0  # calls sent whose answers are still to be read
         try:
             self.link.send(("open", spec))
             info: DeviceInfo = self._answer(self.link.receive(START_SECONDS), "starting", START_SECONDS)
@@ -127,9 +134,23 @@ class RemoteDevice(Device):
     # -- the tune ---------------------------------------------------------------------------
 
     def begin_tune(self, time_limit: float | None) -> None:
-        """A new tune, with the configured ``time_limit`` (None: relative, ``time_limit.py``)."""
+        """A new tune, with the configured ``time_limit`` (None: relative, ``time_limit.py``).
+        What an earlier tune left running is waited for first, its errors dropped (that tune is
+        over); ProcessStopped when that runs past its deadline."""
+        if self._posted or self.ledger.in_hand:
+            try:
+                run_inline(self.sync())
+            except Exception as error:
+                logger.debug("an earlier tune's last calls failed: %s", error)
         self.ledger.begin_tune(time_limit)
         self._imported.clear()
+
+    def end_tune(self) -> None:
+        """The tune is over: the tuner's buffers copied for it are let go, and what it made
+        there is freed now rather than at the next tune (a second device's memory on the GPU)."""
+        self._imported.clear()
+        if self._frees and self.broken is None and not self.ledger.in_hand:
+            self._call("sync", (), self._wait(0))
 
     def adopt(self, args: Args) -> Args:
         """``args`` on buffers of the tuning process (the tuner's buffers copied over)."""
@@ -145,15 +166,17 @@ class RemoteDevice(Device):
 
     def create_buffer(self, data: bytes | bytearray | memoryview | None = None, *, size: int = 0) -> RemoteBuffer:
         raw = bytes(memoryview(data).cast("B")) if data is not None else None
-        return self._new_buffer("create", (raw, len(raw) if raw is not None else size, None), len(raw or b""))
+        nbytes = len(raw) if raw is not None else size
+        # As WebGPUDevice.create_buffer makes it there: whole words, at least one; storage, copyable.
+        return self._posted_buffer("create", (raw, nbytes, None), max(4, (nbytes + 3) // 4 * 4), STORAGE_USAGE)
 
     def clone_buffer(self, buffer: Any) -> RemoteBuffer:
         source = self._import(buffer)
-        return self._new_buffer("clone", (source.number,), source.size)
+        return self._posted_buffer("clone", (source.number,), source.size, source.usage | COPY_BOTH_WAYS)
 
     def copy_buffer(self, source: Any, destination: Any) -> None:
         source = self._import(source)
-        self._call("copy", (source.number, self._import(destination).number), self._wait(source.size))
+        self._post("copy", (source.number, self._import(destination).number))
 
     async def read_buffer(self, buffer: Any) -> bytes:
         buffer = self._import(buffer)
@@ -169,9 +192,9 @@ class RemoteDevice(Device):
         self.ledger.done(time.perf_counter())
         return Comparison(*fields)
 
-    def _new_buffer(self, op: str, payload: tuple, nbytes: int) -> RemoteBuffer:
+    def _posted_buffer(self, op: str, payload: tuple, size: int, usage: int) -> RemoteBuffer:
         number = next(self._numbers)
-        size, usage = self._call(op, (number, *payload), self._wait(nbytes))
+        self._post(op, (number, *payload))
         return self._handle(RemoteBuffer(self.serial, number, size, usage), "buffer")
 
     def _import(self, buffer: Any) -> RemoteBuffer:
@@ -194,19 +217,23 @@ class RemoteDevice(Device):
     # -- kernels ----------------------------------------------------------------------------
 
     async def compile(self, kernel: Kernel) -> RemoteCompiled:
-        number = next(self._numbers)
-        self._call("compile", (number, self._kernel(kernel)), self._compile_seconds(1), suspects=(kernel.name,))
+        number, kernel_number = next(self._numbers), self._kernel(kernel)
+        self._call("compile", (number, kernel_number), self._compile_seconds(1), suspects=(kernel.name,))
+        self._background.discard(kernel_number)
         return self._handle(RemoteCompiled(number, kernel), "compiled")
 
     async def compile_many(self, kernels: Sequence[Kernel]) -> list[RemoteCompiled | Exception]:
         pairs = [(next(self._numbers), self._kernel(kernel)) for kernel in kernels]
         answers = self._call("compile_many", (pairs,), self._compile_seconds(len(pairs)),
                              suspects=tuple(kernel.name for kernel in kernels))
+        self._background.difference_update(kernel_number for _, kernel_number in pairs)
         return [self._handle(RemoteCompiled(number, kernel), "compiled") if answer is None else _raised(*answer[1:])
                 for (number, _), kernel, answer in zip(pairs, kernels, answers, strict=True)]
 
     def start_compiles(self, kernels: Sequence[Kernel]) -> None:
-        self._call("start_compiles", ([self._kernel(kernel) for kernel in kernels],), OP_SECONDS)
+        numbers = [self._kernel(kernel) for kernel in kernels]
+        self._post("start_compiles", (numbers,))
+        self._background.update(numbers)
 
     def _compile_seconds(self, count: int) -> float:
         return deadline(self.ledger.budget(), base=COMPILE_SECONDS + PER_COMPILE_SECONDS * count)
@@ -231,8 +258,6 @@ class RemoteDevice(Device):
         number = next(self._numbers)
         payload = (number, pipeline.number, self._args(args, pipeline.kernel), tuple(grid), repeats)
         sequence = self._launch("profile", payload, pipeline.kernel, repeats)
-        if self.timing == Timing.WALL_CLOCK:  # timed around a full sync there: done
-            self.ledger.done(time.perf_counter())
         return self._handle(RemoteProfile(number, sequence), "profile")
 
     async def resolve(self, profile: RemoteProfile) -> float:
@@ -255,7 +280,7 @@ class RemoteDevice(Device):
         if self.ledger.other_candidates(kernel):
             run_inline(self.sync())
         sequence = self.ledger.submit(kernel, kernel.name, count, time.perf_counter())
-        self._call(op, payload, self._wait(0))
+        self._post(op, payload)
         return sequence
 
     def _args(self, args: Args, kernel: Kernel) -> int:
@@ -287,17 +312,49 @@ class RemoteDevice(Device):
         weakref.finalize(handle, self._frees.append, ("free", handle.number, kind))
         return handle
 
-    def _call(self, op: str, payload: tuple, seconds: float, suspects: Sequence[str] = ()) -> Any:
+    def _message(self, op: str, payload: tuple) -> tuple:
+        """The request of ``op``, with what it refers to declared first and what was dropped freed."""
         if self.broken is not None:
             raise self.broken
         frees, self._frees = self._frees, []
         prelude, self._prelude = frees + self._prelude, []
-        started = time.perf_counter()
+        return prelude, op, payload
+
+    def _post(self, op: str, payload: tuple) -> None:
+        """Send a call whose answer nobody waits for (a launch, a copy): the next :meth:`_call`
+        reads it, and raises its error if it failed. Natively the same call raises at once; here
+        it raises at the next one, which the core makes within the same candidate's step."""
+        message = self._message(op, payload)
         try:
-            answer = self.link.receive(seconds) if self.link.send((prelude, op, payload)) else (DIED, "")
+            sent = self.link.send(message)
+        except BaseException:
+            self._stop(ProcessStopped("the tune was interrupted"))
+            raise
+        if not sent:
+            self._answer((DIED, ""), op, 0.0)
+        self._posted += 1
+
+    def _call(self, op: str, payload: tuple, seconds: float, suspects: Sequence[str] = ()) -> Any:
+        """Send ``op`` and wait for its answer, and those of the calls posted before it, for
+        ``seconds`` at most in all."""
+        message = self._message(op, payload)
+        started = time.perf_counter()
+        failed = None  # the first error a posted call answered: raised for this call
+        try:
+            if not self.link.send(message):
+                return self._answer((DIED, ""), op, 0.0, suspects)
+            while True:
+                answer = self.link.receive(started + seconds - time.perf_counter())
+                if answer is None or answer[0] == DIED or not self._posted:
+                    break
+                self._posted -= 1
+                if answer[0] == "error" and failed is None:
+                    failed = answer
         except BaseException:  # Ctrl-C while the process works: its state is unknown, so it goes
             self._stop(ProcessStopped("the tune was interrupted"))
             raise
+        if failed is not None and answer is not None and answer[0] in ("ok", "error"):
+            answer = failed
         return self._answer(answer, op, time.perf_counter() - started, suspects)
 
     def _answer(self, answer: tuple | None, op: str, waited: float, suspects: Sequence[str] = ()) -> Any:
@@ -313,7 +370,9 @@ class RemoteDevice(Device):
         else:
             self.link.close()
             status = self.link.exit_status() or f"its answer could not be read: {answer[1]}"
-            self._stop(ProcessStopped(f"the tuning process died while it ran {op} ({status})", in_hand or suspects))
+            # With compiles running in the background, any of them may have killed it: nobody is named.
+            named = () if self._background else (in_hand or suspects)
+            self._stop(ProcessStopped(f"the tuning process died while it ran {op} ({status})", named))
         raise self.broken
 
     def _stop(self, why: ProcessStopped) -> None:

@@ -34,7 +34,9 @@ class WorkerLink:
     def __init__(self, python: str = sys.executable, argv: tuple[str, ...] = ()) -> None:
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close(), after the process)
         env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        # The same wgtune as this process's, wherever it was imported from (a path added at run time too).
+        env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p and os.path.isdir(p)] +
+                                            [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         self.process = subprocess.Popen(
             [python, "-c", ENTRY, *argv],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env,

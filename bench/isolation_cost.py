@@ -6,7 +6,8 @@ and once with the tuning process (``isolate=True``, the default: ``backends/isol
 in alternating order so that a machine's drift hits both alike. It prints, per way, the total
 tuning time (median and fastest of the rounds), the first key's (which starts the tuning
 process), the rest, the time to start the process, how many calls crossed to it, and how many
-keys picked the same winner both ways.
+keys picked the same winner from round to round, each way and across the two (how far the
+device's timings repeat).
 
     python bench/isolation_cost.py [--rounds 3] [--out FILE]
 
@@ -83,14 +84,23 @@ def report(runs: dict[bool, list[dict]]) -> str:
         started = f"{len(starts) // len(rounds)}, {statistics.median(starts):.2f} s each" if starts else "none"
         lines.append(f"| {label} | {statistics.median(totals):.2f} s ({min(totals):.2f} s) | {first:.2f} s | "
                      f"{rest:.2f} s | {started} | {statistics.median(run['calls'] for run in rounds):.0f} |")
-    inside, outside = runs[False][-1]["winners"], runs[True][-1]["winners"]
-    same = sum(inside[key] == outside.get(key) for key in inside)
     keys = len(runs[False][0]["keys"])
     ratio = statistics.median(run["total"] for run in runs[True]) / statistics.median(
         run["total"] for run in runs[False])
-    lines += ["", f"{keys} keys; the tuning process takes {ratio:.2f}x the time in process; "
-              f"the last rounds picked the same winner on {same} of {len(inside)} keys"]
+    lines += ["", f"{keys} keys; the tuning process takes {ratio:.2f}x the time in process",
+              "same winner, keys of rounds compared pairwise (mean): "
+              f"in process with in process {agreement(runs[False], runs[False]):.1f}, tuning process with "
+              f"tuning process {agreement(runs[True], runs[True]):.1f}, across the two "
+              f"{agreement(runs[False], runs[True]):.1f} of {keys}"]
     return "\n".join(lines)
+
+
+def agreement(these: list[dict], those: list[dict]) -> float:
+    """How many keys picked the same winner, on average over pairs of distinct rounds."""
+    pairs = [(a, b) for i, a in enumerate(these) for j, b in enumerate(those) if these is not those or i < j]
+    if not pairs:
+        return float("nan")
+    return statistics.mean(sum(a["winners"][key] == b["winners"].get(key) for key in a["winners"]) for a, b in pairs)
 
 
 def main() -> int:

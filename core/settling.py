@@ -115,7 +115,8 @@ class Settler:
         tuner = self.tuner
         name = tunables.candidates[entry.winner].name
         try:
-            problem = await verify_winner(tuner.device, tuner.pipelines, tunables, key, args, entry.winner)
+            verify = tuner.guard.verify if tuner.guard is not None else verify_winner
+            problem = await verify(tuner.device, tuner.pipelines, tunables, key, args, entry.winner)
         except Exception as error:  # the tune that follows meets it again, and says so
             problem = f"{type(error).__name__}: {error}"
         if problem is not None:

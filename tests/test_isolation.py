@@ -21,13 +21,25 @@ import numpy as np
 import pytest
 from runaway_kernels import COUNTED, LATER, call, counted_set, doubled, runaway, steady
 
-from wgtune import Config, Kernel, KernelError, Measured, Mismatch, NoValidKernelFound, Timeout, Tuner, run_inline
+from wgtune import (
+    Config,
+    Kernel,
+    KernelError,
+    Launch,
+    Measured,
+    Mismatch,
+    NoValidKernelFound,
+    Timeout,
+    Tuner,
+    run_inline,
+)
 from wgtune.backends.cache_transfer import SqliteDatabase
 from wgtune.backends.isolated_worker import OpenSpec
 from wgtune.backends.isolation import WorkerGuard
 from wgtune.backends.local import open_tuner
 from wgtune.backends.native import NativeDevice
 from wgtune.backends.remote_device import RemoteDevice
+from wgtune.tune.pipelines import PipelineCache
 
 HANG_GUARD = 300
 """Seconds a subprocess may take before the test calls it hung: a guard, not a measurement."""
@@ -119,6 +131,31 @@ def test_a_set_whose_every_candidate_runs_away_fails_naming_each_timeout(device)
     assert (guard.kills, guard.starts) == (2, 2)
 
 
+def test_a_candidate_whose_launch_kills_the_process_is_a_launch_failure_and_the_others_are_tuned(device,
+                                                                                                   monkeypatch):
+    # A driver crash, played by SIGKILL as the candidate is launched (no limit would stop it).
+    tunables = counted_set("crashes", runaway("crash"), steady("steady"))
+    tuner, guard = tuner_of(device, time_limit=3600.0)
+    launch = RemoteDevice._launch
+
+    def crashing(self, op, payload, kernel, count):
+        if kernel.name == "crash":
+            os.kill(self.pid, signal.SIGKILL)
+        return launch(self, op, payload, kernel, count)
+
+    monkeypatch.setattr(RemoteDevice, "_launch", crashing)
+    args, x = call(device)
+    try:
+        assert tuner.execute(tunables, args).name == "steady"
+    finally:
+        guard.close()
+    crash = tuner.results(tunables, tunables.key(args))[0]
+    assert isinstance(crash, Launch), crash
+    assert crash.reason.startswith("the tuning process died while it ran") and "killed by signal 9" in crash.reason
+    assert (guard.kills, guard.starts) == (1, 2)
+    np.testing.assert_array_equal(doubled(device, args), 2 * x)
+
+
 def test_one_tuning_process_serves_every_key_and_set_and_checks_outputs_there(device, monkeypatch):
     wrong = Kernel("wrong", COUNTED.replace("y[i] = 2.0 * x[i];", "y[i] = 3.0 * x[i];"), grid=lambda args: (64, 1, 1))
     sets = [counted_set("first_set", steady("a"), wrong, steady("b")),
@@ -144,6 +181,22 @@ def test_one_tuning_process_serves_every_key_and_set_and_checks_outputs_there(de
     assert guard.pid is None  # closed
 
 
+def test_a_winner_from_elsewhere_is_checked_in_the_tuning_process_and_one_that_runs_away_is_not_used(device):
+    # What a tuner does before a bundle's or a collector's winner serves here (``verify.py``).
+    # Each is run beside two others (``verify.PANEL``): a and b beside each other and c.
+    tunables = counted_set("from_elsewhere", steady("a"), steady("b"), steady("c"), runaway("never"))
+    guard = WorkerGuard(device, time_limit=3.0)
+    args, _ = call(device)
+    try:
+        key = tunables.key(args)
+        assert run_inline(guard.verify(device, PipelineCache(device), tunables, key, args, 1)) is None
+        problem = run_inline(guard.verify(device, PipelineCache(device), tunables, key, args, 3))
+    finally:
+        guard.close()
+    assert problem.startswith("its first launch ran past") and "which was stopped" in problem
+    assert (guard.starts, guard.kills) == (1, 1)  # one process served both checks, until the runaway
+
+
 def test_open_tuner_tunes_in_a_tuning_process_unless_told_not_to(device, monkeypatch):
     isolated = open_tuner(device, config=Config(cache=False))
     assert isinstance(isolated.guard, WorkerGuard) and isolated.guard.pid is None  # started at the first tune
@@ -154,6 +207,17 @@ def test_open_tuner_tunes_in_a_tuning_process_unless_told_not_to(device, monkeyp
     args, _ = call(device)
     dry.execute(counted_set("dry", steady("a"), steady("b")), args)
     assert dry.guard.starts == 0  # a dry run launches nothing: it compiles in process
+
+
+def test_a_tuner_whose_tuning_process_cannot_start_says_so_and_tunes_in_process(device, caplog):
+    guard = WorkerGuard(device, python=str(Path(__file__).parent / "no-such-python"))
+    tuner = Tuner(device, config=quiet(), guard=guard)
+    args, x = call(device)
+    with caplog.at_level("WARNING", logger="wgtune"):
+        assert tuner.execute(counted_set("no_process", steady("a"), steady("b")), args).name in ("a", "b")
+    np.testing.assert_array_equal(doubled(device, args), 2 * x)
+    assert guard.starts == 0 and "no-such-python" in guard.unavailable
+    assert "the tuning process did not start" in caplog.text and "cannot be stopped" in caplog.text
 
 
 def test_a_launch_the_process_refuses_is_an_error_there_and_the_process_goes_on(device):
@@ -167,9 +231,12 @@ def test_a_launch_the_process_refuses_is_an_error_there_and_the_process_goes_on(
             run_inline(remote.compile(bad))
         needs_z = COUNTED.replace("@compute", "@group(0) @binding(3) var<storage, read_write> z: array<f32>;\n@compute")
         needs_z = needs_z.replace("y[i] = 2.0 * x[i];", "y[i] = 2.0 * x[i]; z[i] = 1.0;")
-        with pytest.raises(KernelError, match=r"\bz\b"):  # the call gives no z: refused there, raised here
-            remote.dispatch(run_inline(remote.compile(Kernel("z", needs_z, grid=lambda a: (64, 1, 1)))), args,
-                            (64, 1, 1))
+        # The call gives no z: refused there, raised here by the next call that waits (a launch is
+        # not waited for; in a tune that call belongs to the same candidate's step).
+        remote.dispatch(run_inline(remote.compile(Kernel("z", needs_z, grid=lambda a: (64, 1, 1)))), args,
+                        (64, 1, 1))
+        with pytest.raises(KernelError, match=r"\bz\b"):
+            run_inline(remote.sync())
         remote.dispatch(good, args, (64, 1, 1))
         out = np.frombuffer(run_inline(remote.read_buffer(args.buffer("y"))), dtype=np.float32)
         np.testing.assert_array_equal(out, 2 * np.arange(4096, dtype=np.float32))

@@ -158,8 +158,9 @@ def test_a_two_pass_candidate_gets_its_scratch_in_the_tuning_process_too(device)
         out = np.frombuffer(run_inline(remote.read_buffer(there.buffers[1])), dtype=np.float32)
         np.testing.assert_array_equal(out, 2 * x + 1)
         broken = run_inline(remote.compile(two_pass("broken", size=lambda args: 1 // 0)))
+        remote.dispatch(broken, there, blocks(args))
         with pytest.raises(KernelError, match=r"scratch 'tmp': its size function failed: ZeroDivisionError: "):
-            remote.dispatch(broken, there, blocks(args))  # as in process, word for word
+            run_inline(remote.sync())  # as in process, word for word, by the next call that waits
     finally:
         remote.close()
 

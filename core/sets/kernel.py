@@ -78,7 +78,7 @@ class Kernel:
     can (on an H200 most matmul tiles ran 0-10% faster, skinny kernels up to 33%; some ran slower,
     so it is each kernel's own choice); a browser always checks. Without the checks a wrong index
     is undefined behaviour, not a clamped read: the output checks still catch a wrong answer, and
-    the first launch of an isolated tune (``isolate=True``) still contains a hang. Part of the
+    a tune in a tuning process (natively, ``isolate=True``) still contains a hang. Part of the
     identity.
     """
 

@@ -30,11 +30,18 @@ def _ignore(_item: object) -> None:
 
 class LaunchGuard(Protocol):
     """Runs a tune where a launch that never returns can be stopped (natively, in a tuning
-    process: ``backends/isolation.py``): the tuner hands it each tune it would measure itself."""
+    process: ``backends/isolation.py``): the tuner hands it each tune it would measure itself, and
+    each winner from elsewhere it would check."""
 
     async def measure(self, request: TuneRequest) -> TuneOutcome:
         """What :func:`~wgtune.tune.tuning.measure_key` answers for ``request``, its launches
         bounded; a candidate stopped past the time limit is a Timeout result."""
+        ...
+
+    async def verify(self, device: Device, pipelines: PipelineCache, tunables: TunableSet, key: Key, args: Args,
+                     winner: int) -> str | None:
+        """What :func:`~wgtune.tune.verify.verify_winner` answers, its launches bounded; a winner
+        stopped past the time limit is not used (the reason says why)."""
         ...
 
 

@@ -12,9 +12,10 @@ the tune has seen: :data:`RELATIVE_FACTOR` times the fastest first launch so far
 usually the set's fallback, has nothing to be compared with and gets :data:`FIRST_LIMIT`.
 
 In process, a launch that has started cannot be stopped: the limit is read when it returns, which
-bounds what a slow candidate costs but not a kernel that never returns. A backend that can stop
-one runs the first launch where it can be killed: natively, a child process
-(``backends/isolation.py``, ``WGTUNE_ISOLATE=1``).
+bounds what a slow candidate costs but not a kernel that never returns. So natively a tune runs
+where it can be killed, a tuning process (``backends/isolation.py``, on unless
+``WGTUNE_ISOLATE=0``), whose waits are bounded by this limit, every launch's, not only the first
+(``backends/launch_ledger.py``).
 """
 
 from __future__ import annotations
