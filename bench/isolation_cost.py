@@ -3,10 +3,12 @@
 Each round tunes every key of the demo suite (what ``wgtune tune`` tunes) twice, each time in a
 fresh Python process with nothing stored: once with ``isolate=False`` (every launch in process)
 and once with the tuning process (``isolate=True``, the default: ``backends/isolation.py``),
-in alternating order so that a machine's drift hits both alike. It prints, per way, the total
-tuning time (median and fastest of the rounds), the first key's (which starts the tuning
-process), the rest, the time to start the process, how many calls crossed to it, and how many
-keys picked the same winner from round to round, each way and across the two (how far the
+in alternating order so that a machine's drift hits both alike; each key is tuned and then
+called, as ``wgtune tune`` calls it (the winner runs in the tuner's process). It prints, per way,
+the total time (the median and each round's), the first key's (which starts the tuning
+process), the rest, the time spent compiling in the tuner's own process (with the tuning
+process: its winners, which run here), the time to start the process, how many calls waited for
+it, and how many keys picked the same winner from round to round, each way and across the two (how far the
 device's timings repeat).
 
     python bench/isolation_cost.py [--rounds 3] [--out FILE]
@@ -29,6 +31,7 @@ def tune_catalogue(isolate: bool) -> dict:
     from wgtune import Config
     from wgtune.backends import remote_device
     from wgtune.backends.local import open_tuner
+    from wgtune.backends.native import NativeDevice
     from wgtune.kernels.demo import demo_suite
 
     calls = [0]
@@ -46,6 +49,18 @@ def tune_catalogue(isolate: bool) -> dict:
 
     remote_device.RemoteDevice._call = counted
     remote_device.RemoteDevice.__init__ = timed_init
+    compiling = [0.0]  # seconds compiling on the tuner's own device (with the process: the winners only)
+    for name in ("compile", "compile_many"):
+        method = getattr(NativeDevice, name)
+
+        async def timed(self, *args, _method=method, **kwargs):
+            began = time.perf_counter()
+            try:
+                return await _method(self, *args, **kwargs)
+            finally:
+                compiling[0] += time.perf_counter() - began
+
+        setattr(NativeDevice, name, timed)
     tuner = open_tuner(config=Config(cache=False, log_level="disabled"), isolate=isolate)
     keys, winners = [], {}
     began = time.perf_counter()
@@ -55,11 +70,13 @@ def tune_catalogue(isolate: bool) -> dict:
             key = tuner.key(case.tunables, args)
             tuned = time.perf_counter()
             state = tuner.check_tune(case.tunables, key, args)
+            tuner.execute(case.tunables, args)  # the call, as `wgtune tune` makes it: the winner runs here
+            tuner.device.read_buffer_sync(args.buffers[0])
             keys.append(time.perf_counter() - tuned)
             winners[f"{case.tunables.name} {key}"] = case.tunables.candidates[state.index].name
     total = time.perf_counter() - began
     return {"device": tuner.device.identity.device, "total": total, "keys": keys, "starts": starts,
-            "calls": calls[0], "winners": winners}
+            "calls": calls[0], "winners": winners, "compiling": compiling[0]}
 
 
 def child(isolate: bool) -> dict:
@@ -73,8 +90,9 @@ def child(isolate: bool) -> dict:
 def report(runs: dict[bool, list[dict]]) -> str:
     device = runs[False][0]["device"]
     lines = [f"demo catalogue tuned with nothing stored, {len(runs[False])} rounds, on {device}", "",
-             "| way | total: median (fastest) | first key | other keys | process starts | calls to it |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| way | total: median (rounds) | first key | other keys | compiling here | process starts "
+             "| calls to it |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for isolate, label in ((False, "in process"), (True, "tuning process")):
         rounds = runs[isolate]
         totals = [run["total"] for run in rounds]
@@ -82,8 +100,11 @@ def report(runs: dict[bool, list[dict]]) -> str:
         rest = statistics.median(sum(run["keys"][1:]) for run in rounds)
         starts = [seconds for run in rounds for seconds in run["starts"]]
         started = f"{len(starts) // len(rounds)}, {statistics.median(starts):.2f} s each" if starts else "none"
-        lines.append(f"| {label} | {statistics.median(totals):.2f} s ({min(totals):.2f} s) | {first:.2f} s | "
-                     f"{rest:.2f} s | {started} | {statistics.median(run['calls'] for run in rounds):.0f} |")
+        compiling = statistics.median(run["compiling"] for run in rounds)
+        each = ", ".join(f"{total:.1f}" for total in totals)
+        lines.append(f"| {label} | {statistics.median(totals):.2f} s ({each}) | {first:.2f} s | "
+                     f"{rest:.2f} s | {compiling:.2f} s | {started} | "
+                     f"{statistics.median(run['calls'] for run in rounds):.0f} |")
     keys = len(runs[False][0]["keys"])
     ratio = statistics.median(run["total"] for run in runs[True]) / statistics.median(
         run["total"] for run in runs[False])
