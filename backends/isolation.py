@@ -14,10 +14,13 @@ returned on every launch the tune made. A winner from elsewhere (a bundle's, a c
 checked there too before it serves (``verify.py``): one that runs away is not used.
 
 The process starts at the first tune and serves every later one of the tuner (its compiled
-candidates too): a start costs about a second on lavapipe. It ends with the tuner (or
-:meth:`WorkerGuard.close`, or at exit). Off with ``isolate=False`` (``WGTUNE_ISOLATE=0``), for
-kernels trusted to return; a dry run compiles in process. Inductor and Helion isolate autotuning
-in subprocesses for the same reason.
+candidates too): a start took 2 s on lavapipe here (``bench/isolation_cost.py``). It ends with the
+tuner (or :meth:`WorkerGuard.close`, or at exit), and by itself when its parent is gone. Off with
+``isolate=False`` (``WGTUNE_ISOLATE=0``), for kernels trusted to return; a dry run compiles in
+process, and a process that cannot start (or opens another GPU than the tuner's) is said once and
+the tunes run in process. The process's device is a second one on the GPU: the benchmark's
+buffers are copied there, and hold its memory while a tune runs. Inductor and Helion isolate
+autotuning in subprocesses for the same reason.
 """
 
 from __future__ import annotations

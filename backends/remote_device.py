@@ -184,6 +184,10 @@ class RemoteDevice(Device):
         self.ledger.done(time.perf_counter())
         return data
 
+    def read_buffer_sync(self, buffer: Any) -> bytes:
+        """As ``NativeDevice.read_buffer_sync``, for an ``input_gen`` written for it."""
+        return run_inline(self.read_buffer(buffer))
+
     async def compare_buffers(self, got: Any, want: Any, typecode: str, count: int, atol: float,
                               rtol: float) -> Comparison:
         got, want = self._import(got), self._import(want)

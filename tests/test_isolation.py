@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runaway_kernels import COUNTED, LATER, call, counted_set, doubled, runaway, steady
+from runaway_kernels import COUNTED, LATER, N, call, counted_set, doubled, runaway, steady
 
 from wgtune import (
+    Args,
     Config,
     Kernel,
     KernelError,
@@ -30,6 +31,7 @@ from wgtune import (
     Mismatch,
     NoValidKernelFound,
     Timeout,
+    TunableSet,
     Tuner,
     run_inline,
 )
@@ -195,6 +197,28 @@ def test_a_winner_from_elsewhere_is_checked_in_the_tuning_process_and_one_that_r
         guard.close()
     assert problem.startswith("its first launch ran past") and "which was stopped" in problem
     assert (guard.starts, guard.kills) == (1, 1)  # one process served both checks, until the runaway
+
+
+def test_a_sets_input_gen_makes_its_inputs_on_the_tuning_processs_device(device):
+    devices = []
+
+    def inputs(on, key, args):
+        devices.append(on)
+        x = np.full(N, 3.0, dtype=np.float32)
+        return Args({"x": on.create_buffer(x.tobytes()), "y": on.create_buffer(size=4 * N),
+                     "launches": on.create_buffer(size=16)})
+
+    tunables = TunableSet("generated", [steady("a"), steady("b")], key=lambda args: {"n": N}, outputs=("y",),
+                          input_gen=inputs)
+    tuner, guard = tuner_of(device)
+    args, x = call(device)
+    try:
+        assert tuner.execute(tunables, args).name in ("a", "b")
+    finally:
+        guard.close()
+    assert [type(on) for on in devices] == [RemoteDevice]
+    assert all(isinstance(result, Measured) for result in tuner.results(tunables, tunables.key(args)))
+    np.testing.assert_array_equal(doubled(device, args), 2 * x)  # the call ran on its own buffers
 
 
 def test_open_tuner_tunes_in_a_tuning_process_unless_told_not_to(device, monkeypatch):
