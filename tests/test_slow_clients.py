@@ -71,9 +71,11 @@ def running(kind: str, tmp_path: Path, limits: Limits) -> Iterator[tuple[Site, P
             database.close()
 
 
-def attacker(port: int, number: int, first: bytes) -> socket.socket:
+def attacker(port: int, number: int, first: bytes, receive_buffer: int | None = None) -> socket.socket:
     """A connection from its own loopback address that has sent ``first``."""
     connection = socket.socket()
+    if receive_buffer is not None:  # a small window: what the server can push ahead of a reader stays small
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
     connection.bind((f"127.0.{number // 200 + 1}.{number % 200 + 2}", 0))
     connection.settimeout(30)  # a guard against a hang, never reached when the server works
     connection.connect(("127.0.0.1", port))
@@ -199,7 +201,7 @@ def test_a_client_that_never_reads_holds_no_worker_and_is_closed_past_its_deadli
         assert all(len(answer_of(reader)) > big for reader in readers)
     short = Limits(send_timeout=0.3, min_send_rate=1 << 30)
     with running("serve", tmp_path, short) as (site, server), contextlib.ExitStack() as stack:
-        readers = [stack.enter_context(attacker(site.port, n, request)) for n in range(4)]
+        readers = [stack.enter_context(attacker(site.port, n, request, receive_buffer=1 << 16)) for n in range(4)]
         for reader in readers:  # its answer started (then the server's count of it is what says it ended)
             assert reader.recv(15).startswith(b"HTTP/1.0 200 ")
         wait_until(lambda: all(server.connections_from(f"127.0.1.{n + 2}") == 0 for n in range(4)))
