@@ -27,9 +27,8 @@ export const DEFAULT_BASE_URL = new URL(".", import.meta.url);
 
 // Imported before a snapshot: every module the session needs at open (what a load would import).
 export const SNAPSHOT_IMPORTS = "import wgtune.backends.page, wgtune.backends.js_sets";
-// Where the wheel sits in Pyodide's file system (see installWheel).
-const WHEEL_DIR = "/lib/wgtune";
-const WHEEL_PATH = `${WHEEL_DIR}/wgtune.whl`;
+// Python that says where the wheel sits in Pyodide's file system: in site-packages, as one file (see installWheel).
+const WHEEL_PATH_CODE = "import sysconfig, os; os.path.join(sysconfig.get_path('purelib'), 'wgtune.whl')";
 // After a restore: the snapshot's random state would repeat on every load.
 const AFTER_RESTORE = "import random; random.seed()";
 
@@ -107,9 +106,9 @@ async function importPyodide(indexURL, check) {
  */
 export function installWheel(pyodide, bytes, url, { restored = false } = {}) {
   try {
-    pyodide.FS.mkdirTree(WHEEL_DIR);
-    pyodide.FS.writeFile(WHEEL_PATH, new Uint8Array(bytes));
-    if (!restored) pyodide.runPython(`import sys; sys.path.insert(0, ${JSON.stringify(WHEEL_PATH)})`);
+    const path = pyodide.runPython(WHEEL_PATH_CODE);
+    pyodide.FS.writeFile(path, new Uint8Array(bytes));
+    if (!restored) pyodide.runPython(`import sys; sys.path.insert(0, ${JSON.stringify(path)})`);
   } catch (error) {
     throw new Error(`installing ${url} failed: ${error.message ?? error}`);
   }
