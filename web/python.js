@@ -97,7 +97,7 @@ async function importPyodide(indexURL, check) {
 
 /**
  * Put the wheel on Python's path as it is: a pure-Python wheel is a zip that `zipimport` reads
- * (no package data is read through files). Not unpacked: unpacking 1 MB of wheel into Pyodide's
+ * (no package data is read through files). Not unpacked: unpacking the 450 KB wheel into Pyodide's
  * file system was one task of 180-310 ms on every load, while writing the zip is a copy. A
  * restored Python needs the file again (a snapshot holds memory, not Pyodide's file system), at
  * the same path: its `sys.path` and `zipimport`'s directory of the zip came with the snapshot.
