@@ -93,6 +93,7 @@ from .keys import (
     size_class,
     tile_priority,
 )
+from .padded import padded_kernel
 from .partials import PARTIALS, partials_bytes, reduce_stage
 from .skinny import SkinnyTile, skinny_wgsl
 from .tiles import CHECKED, GROUP_NAMES, MATMUL_F16_GROUPS, MATMUL_GROUPS, SMALL
@@ -196,6 +197,8 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
         return partials_bytes(m, n, tile.chunks(m, n, k))
 
     options.setdefault("priority", tile_priority(tile))
+    if tile.copy:
+        return padded_kernel(tile, dtype, _features(dtype, float_atomics=tile.float_atomics), **options)
     adds_into_c = tile.kgrid and not tile.partials
     if tile.partials:
         if dtype != "f32":

@@ -24,6 +24,7 @@ __all__ = [
     "PLAN_GROUPS",
     "SKINNY_MAX",
     "SPLIT_MIN_K",
+    "copy_priority",
     "groups_for",
     "long_k_only",
     "matmul_f16_key",
@@ -150,9 +151,20 @@ def _flat_twin(key: Key) -> int:
     return 0 if _aligned(key, True, True) else 1
 
 
+def copy_priority(copy: str) -> Callable[[Key], int]:
+    """A vec4 tile on copies of A (``copy`` holds ``a``) or of B (``b``): first on keys whose K
+    (A) or N (B) is no multiple of 4 while the other is, as ``copy`` says, skipped elsewhere (where
+    the call's own buffers serve vec4 loads, or where another form copies what is needed)."""
+    return lambda key: 1 if (not _aligned(key, True, False), not _aligned(key, False, True)) == (
+        "a" in copy, "b" in copy) else -1
+
+
 def tile_priority(tile: MatmulTile) -> int | Callable[[Key], int]:
     """vec4 tiles: first where the key allows vec4, skipped elsewhere; their flat twins: a
-    reserve where vec4 is allowed, first elsewhere; tiles of the scalar layout: always first."""
+    reserve where vec4 is allowed, first elsewhere; tiles of the scalar layout: always first;
+    vec4 tiles on copies: first where the key's misalignment is what they copy."""
+    if tile.copy:
+        return copy_priority(tile.copy)
     if tile.vec4:
         return needs_vec4(k=True, n=True)
     return _flat_twin if tile.vector else 1

@@ -68,6 +68,9 @@ class _VectorKernel:
         self.a_units = tile.bm * self.kt // width
         self.b_units = self.kt * tile.bn // width
         self.element = dtype if self.flat else f"vec4<{dtype}>"
+        self.c_vec4 = not self.flat  # C stored four at a time (a copy of B: N is no multiple of 4)
+        # The buffers the vec4 loads read and their row strides (a tile with ``copy`` reads the copies).
+        self.a_name, self.b_name, self.lda, self.ldb = "a", "b", "p.k", "p.n"
 
     def _steps(self, units: int) -> range:
         return range(ceil_div(units, self.threads))
@@ -117,7 +120,7 @@ class _VectorKernel:
                 out.append(f"  let ua_{s} = li + {s * self.threads}u;\n")
                 out.append(f"  let ar_{s} = ua_{s} / {self.kt // 4}u;\n")
                 out.append(f"  let ak_{s} = (ua_{s} % {self.kt // 4}u) * 4u;\n")
-                out.append(f"  let ao_{s} = (row0 + ar_{s}) * p.k + ak_{s};\n")
+                out.append(f"  let ao_{s} = (row0 + ar_{s}) * {self.lda} + ak_{s};\n")
         for s in self._steps(self.b_units):
             if self.flat:
                 out.append(f"  let ub_{s} = min(li + {s * self.threads}u, {self.b_units - 1}u);\n")
@@ -127,7 +130,7 @@ class _VectorKernel:
                 out.append(f"  let ub_{s} = li + {s * self.threads}u;\n")
                 out.append(f"  let bk_{s} = ub_{s} / {tile.bn // 4}u;\n")
                 out.append(f"  let bq_{s} = ub_{s} % {tile.bn // 4}u;\n")
-                out.append(f"  let bo_{s} = bk_{s} * p.n + col0 + bq_{s} * 4u;\n")
+                out.append(f"  let bo_{s} = bk_{s} * {self.ldb} + col0 + bq_{s} * 4u;\n")
         return "".join(out)
 
     def _row(self, i: int) -> str:
@@ -168,12 +171,12 @@ class _VectorKernel:
                 inside = f"row0 + ar_{s} < p.m && {k0} + ak_{s} < p.k"
                 if self._partial(self.a_units, s):
                     inside = f"ua_{s} < {self.a_units}u && " + inside
-                out.append(self._load_vec4("a", f"{pa}_{s}", f"ao_{s} + {k0}", inside))
+                out.append(self._load_vec4(self.a_name, f"{pa}_{s}", f"ao_{s} + {k0}", inside))
         for s in self._steps(self.b_units):
             inside = f"{k0} + bk_{s} < p.k && col0 + bq_{s} * 4u < p.n"
             if self._partial(self.b_units, s):
                 inside = f"ub_{s} < {self.b_units}u && " + inside
-            out.append(self._load_vec4("b", f"{pb}_{s}", f"bo_{s} + {k0} * p.n", inside))
+            out.append(self._load_vec4(self.b_name, f"{pb}_{s}", f"bo_{s} + {k0} * {self.ldb}", inside))
         return "".join(out)
 
     def _load_flat(self, k0: str, edge: bool, regs: str) -> str:
@@ -259,7 +262,7 @@ class _VectorKernel:
             out.append(f"let row_{i} = row0 + {self._row(i)};\nif (row_{i} < p.m) {{\n")
             for j in range(tile.tn // 4):
                 out.append(f"  let col_{i}_{j} = col0 + (tx + {j * self.wx}u) * 4u;\n")
-                if not self.flat and not tile.kgrid:
+                if self.c_vec4 and not tile.kgrid:
                     value = narrow(self.dtype, f"acc_{i}_{j}", vector=True)
                     out.append(f"  if (col_{i}_{j} < p.n) {{ c[(row_{i} * p.n + col_{i}_{j}) >> 2u] = {value}; }}\n")
                     continue

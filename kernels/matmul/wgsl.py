@@ -153,6 +153,10 @@ class MatmulTile:
     (:mod:`wgtune.kernels.matmul.partials`), instead of zeroing C and adding with atomics.
     ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
     second set of prefetch registers, for loads whose latency one step's arithmetic does not hide).
+    ``copy`` (vec4 tiles): ``"a"``, ``"b"`` or ``"ab"``, the operands a first stage copies into
+    scratch whose rows start on a vec4 (:mod:`wgtune.kernels.matmul.padded`): for K (A) or N (B
+    and C) no multiple of 4, which vec4 loads of the call's own buffers cannot serve (a kgrid tile
+    adds into C one float at a time: only with float_atomics, whose adds any N allows).
     """
 
     bm: int
@@ -171,8 +175,13 @@ class MatmulTile:
     float_atomics: bool = False
     partials: bool = False
     ahead: int = 1
+    copy: str = ""
 
     def __post_init__(self) -> None:
+        if self.copy not in ("", "a", "b", "ab") or (self.copy and (
+                not self.vec4 or self.subgroup or (self.kgrid and not self.float_atomics))):
+            raise ValueError(f"{self}: copy is '', 'a', 'b' or 'ab', for vec4 tiles without subgroup "
+                             "(with kgrid: float_atomics)")
         if self.float_atomics and not self.kgrid:
             raise ValueError(f"{self}: float_atomics are for the adds of kgrid")
         if self.ahead not in (1, 2) or (self.ahead == 2 and (not self.double or self.subgroup)):
@@ -263,6 +272,8 @@ class MatmulTile:
             name += "_fa"
         if self.partials:
             name += "_2p"
+        if self.copy:
+            name += f"_c{self.copy}"
         return name
 
     def chunks(self, m: int, n: int, k: int) -> int:
