@@ -35,13 +35,15 @@ from .wgsl import ZERO_WORKGROUP, MatmulTile, zero_wgsl
 __all__ = ["COPY_WORKGROUP", "copied_bytes", "copy_wgsl", "padded_kernel", "padded_tile_wgsl"]
 
 COPY_WORKGROUP = 256
-A_PAD, B_PAD = "a_pad", "b_pad"  # the scratch buffers' WGSL names
+A_PAD, B_PAD, C_PAD = "a_pad", "b_pad", "c_pad"  # the scratch buffers' WGSL names
 _K4, _N4 = "((p.k + 3u) & ~3u)", "((p.n + 3u) & ~3u)"
 
 
 def copied_bytes(matrix: str, m: int, n: int, k: int) -> int:
-    """Bytes of the copy of A (``"a"``: ``m x K4``) or of B (``"b"``: ``k x N4``)."""
-    return F32_BYTES * (m * ceil_div(k, 4) * 4 if matrix == "a" else k * ceil_div(n, 4) * 4)
+    """Bytes of the copy of A (``"a"``: ``m x K4``), of B (``"b"``: ``k x N4``) or of C (``"c"``:
+    ``m x N4``)."""
+    rows, width = {"a": (m, k), "b": (k, n), "c": (m, n)}[matrix]
+    return F32_BYTES * rows * ceil_div(width, 4) * 4
 
 
 def _copy_rows(source: str, target: str, rows: str, width: str, last: bool) -> str:
@@ -96,6 +98,23 @@ def copy_wgsl(copy: str) -> str:
     return "".join(lines)
 
 
+def copy_out_wgsl() -> str:
+    """The last stage of a tile that stores into ``c_pad`` (rows of N4): C from it, a float an
+    invocation."""
+    return (
+        "@group(0) @binding(2) var<storage, read_write> c: array<f32>;\n"
+        "struct Params { m: u32, n: u32, k: u32 }\n@group(0) @binding(3) var<uniform> p: Params;\n"
+        f"@group(0) @binding(6) var<storage, read> {C_PAD}: array<f32>;\n\n"
+        f"@compute @workgroup_size({COPY_WORKGROUP}, 1, 1)\n"
+        "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,\n"
+        "        @builtin(local_invocation_index) li: u32) {\n"
+        f"  let i = (wid.y * groups.x + wid.x) * {COPY_WORKGROUP}u + li;\n"
+        "  if (i >= p.m * p.n) { return; }\n"
+        f"  c[i] = {C_PAD}[i + i / p.n * ({_N4} - p.n)];\n"
+        "}\n"
+    )
+
+
 class _CopiedOperands(_VectorKernel):
     """The vector layout reading ``a_pad`` (rows of K4) where A was copied, ``b_pad`` (rows of
     N4) where B was, and storing C one float at a time where B was (N is no multiple of 4)."""
@@ -106,6 +125,8 @@ class _CopiedOperands(_VectorKernel):
             self.a_name, self.lda = A_PAD, "ld_a"
         if "b" in tile.copy:
             self.b_name, self.ldb, self.c_vec4 = B_PAD, "ld_b", False
+        if "c" in tile.copy:
+            self.c_name, self.ldc, self.c_vec4 = C_PAD, "ld_b", True
 
     def setup(self) -> str:
         strides = f"  let ld_a = {_K4};\n" if "a" in self.tile.copy else ""
@@ -122,8 +143,9 @@ class _CopiedOperands(_VectorKernel):
              f"@binding(4) var<storage, read> {A_PAD}: array<vec4<f32>>;"),
             ("b" in copy, "@binding(1) var<storage, read> b: array<vec4<f32>>;",
              f"@binding(5) var<storage, read> {B_PAD}: array<vec4<f32>>;"),
-            ("b" in copy and not self.tile.kgrid, "var<storage, read_write> c: array<vec4<f32>>;",
-             "var<storage, read_write> c: array<f32>;"),
+            ("b" in copy and not self.tile.kgrid, "@binding(2) var<storage, read_write> c: array<vec4<f32>>;",
+             f"@binding(6) var<storage, read_write> {C_PAD}: array<vec4<f32>>;" if "c" in copy
+             else "@binding(2) var<storage, read_write> c: array<f32>;"),
         ):
             if copied:
                 if text.count(old) != 1:
@@ -146,8 +168,11 @@ def padded_kernel(tile: MatmulTile, dtype: str, features: tuple[str, ...], **opt
 
     def copy_grid(args: Args) -> tuple[int, int, int]:
         m, n, k = args.params[:3]
-        quads = sum(copied_bytes(matrix, m, n, k) for matrix in tile.copy) // (4 * F32_BYTES)
+        quads = sum(copied_bytes(matrix, m, n, k) for matrix in tile.copy if matrix != "c") // (4 * F32_BYTES)
         return wrapped_grid(ceil_div(quads, COPY_WORKGROUP))
+
+    def out_grid(args: Args) -> tuple[int, int, int]:
+        return wrapped_grid(ceil_div(args.params[0] * args.params[1], COPY_WORKGROUP))
 
     def tile_grid(args: Args) -> tuple[int, int, int]:
         m, n, k = args.params[:3]
@@ -155,7 +180,7 @@ def padded_kernel(tile: MatmulTile, dtype: str, features: tuple[str, ...], **opt
 
     scratch = {
         name: (lambda args, matrix=matrix: copied_bytes(matrix, *args.params[:3]))
-        for matrix, name in (("a", A_PAD), ("b", B_PAD)) if matrix in tile.copy
+        for matrix, name in (("a", A_PAD), ("b", B_PAD), ("c", C_PAD)) if matrix in tile.copy
     }
     stages = [Kernel(f"{tile.name}_tile", padded_tile_wgsl(tile), grid=tile_grid, workgroup_size=tile.workgroup_size,
                      workgroup_storage=tile.workgroup_storage, features=features)]
@@ -165,5 +190,8 @@ def padded_kernel(tile: MatmulTile, dtype: str, features: tuple[str, ...], **opt
 
         stages.insert(0, Kernel(f"{tile.name}_zero", zero_wgsl(), grid=zero_grid, workgroup_size=(ZERO_WORKGROUP, 1, 1),
                                 workgroup_storage=0, features=features))
+    if "c" in tile.copy:
+        stages.append(Kernel(f"{tile.name}_out", copy_out_wgsl(), grid=out_grid, workgroup_size=(COPY_WORKGROUP, 1, 1),
+                             workgroup_storage=0, features=features))
     return Kernel(tile.name, copy_wgsl(tile.copy), grid=copy_grid, workgroup_size=(COPY_WORKGROUP, 1, 1),
                   workgroup_storage=0, features=features, then=tuple(stages), scratch=scratch, **options)

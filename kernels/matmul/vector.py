@@ -69,8 +69,8 @@ class _VectorKernel:
         self.b_units = self.kt * tile.bn // width
         self.element = dtype if self.flat else f"vec4<{dtype}>"
         self.c_vec4 = not self.flat  # C stored four at a time (a copy of B: N is no multiple of 4)
-        # The buffers the vec4 loads read and their row strides (a tile with ``copy`` reads the copies).
-        self.a_name, self.b_name, self.lda, self.ldb = "a", "b", "p.k", "p.n"
+        # The buffers vec4 loads and stores use and their row strides (a tile with ``copy`` reads the copies).
+        self.a_name, self.b_name, self.c_name, self.lda, self.ldb, self.ldc = "a", "b", "c", "p.k", "p.n", "p.n"
 
     def _steps(self, units: int) -> range:
         return range(ceil_div(units, self.threads))
@@ -264,7 +264,8 @@ class _VectorKernel:
                 out.append(f"  let col_{i}_{j} = col0 + (tx + {j * self.wx}u) * 4u;\n")
                 if self.c_vec4 and not tile.kgrid:
                     value = narrow(self.dtype, f"acc_{i}_{j}", vector=True)
-                    out.append(f"  if (col_{i}_{j} < p.n) {{ c[(row_{i} * p.n + col_{i}_{j}) >> 2u] = {value}; }}\n")
+                    at = f"(row_{i} * {self.ldc} + col_{i}_{j}) >> 2u"
+                    out.append(f"  if (col_{i}_{j} < p.n) {{ {self.c_name}[{at}] = {value}; }}\n")
                     continue
                 if not self.flat and tile.partials:
                     out.append(f"  if (col_{i}_{j} < p.n) {{ store_c4(row_{i} * p.n + col_{i}_{j}, acc_{i}_{j}); }}\n")

@@ -156,7 +156,8 @@ class MatmulTile:
     ``copy`` (vec4 tiles): ``"a"``, ``"b"`` or ``"ab"``, the operands a first stage copies into
     scratch whose rows start on a vec4 (:mod:`wgtune.kernels.matmul.padded`): for K (A) or N (B
     and C) no multiple of 4, which vec4 loads of the call's own buffers cannot serve (a kgrid tile
-    adds into C one float at a time: only with float_atomics, whose adds any N allows).
+    adds into C one float at a time: only with float_atomics, whose adds any N allows); ``"c"``
+    with ``"b"``: the tile stores into an aligned copy of C, which a last stage copies into C.
     """
 
     bm: int
@@ -178,10 +179,10 @@ class MatmulTile:
     copy: str = ""
 
     def __post_init__(self) -> None:
-        if self.copy not in ("", "a", "b", "ab") or (self.copy and (
-                not self.vec4 or self.subgroup or (self.kgrid and not self.float_atomics))):
-            raise ValueError(f"{self}: copy is '', 'a', 'b' or 'ab', for vec4 tiles without subgroup "
-                             "(with kgrid: float_atomics)")
+        if self.copy not in ("", "a", "b", "ab", "bc", "abc") or (self.copy and (
+                not self.vec4 or self.subgroup or (self.kgrid and ("c" in self.copy or not self.float_atomics)))):
+            raise ValueError(f"{self}: copy is '', 'a', 'b', 'ab', 'bc' or 'abc', for vec4 tiles without subgroup "
+                             "(with kgrid: float_atomics, no 'c')")
         if self.float_atomics and not self.kgrid:
             raise ValueError(f"{self}: float_atomics are for the adds of kgrid")
         if self.ahead not in (1, 2) or (self.ahead == 2 and (not self.double or self.subgroup)):
