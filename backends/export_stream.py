@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 from wgtune.errors import StoreError
 from wgtune.store.format import DOCUMENT_FORMAT, EXPORT_FORMAT, StoredEntry, as_imported, check_namespace
-from wgtune.store.validate import parse_json
+from wgtune.store.validate import CHECKED_JSON, check_bounds
 
 __all__ = ["CHUNK", "ExportStream", "Unusual", "read_export"]
 
@@ -80,9 +80,10 @@ class ExportStream:
         numbers, repeated keys). A value must end before the buffer does (a number cut at a chunk's
         end would read short), so the buffer grows (doubling) until it does, or the text ends."""
         self.peek()
+        decoder = CHECKED_JSON if checked else self.json
         while True:
             try:
-                value, end = self.json.raw_decode(self.buffer, self.pos)
+                value, end = decoder.raw_decode(self.buffer, self.pos)
                 if end < len(self.buffer) or self.eof:
                     break
             except (RecursionError, ValueError):
@@ -90,12 +91,12 @@ class ExportStream:
                     raise Unusual from None
             self._fill(len(self.buffer) - self.pos)
         start, self.pos = self.pos, end
-        if not checked:
-            return value
-        try:
-            return parse_json(self.buffer[start:end])
-        except StoreError:
-            raise Unusual from None
+        if checked:
+            try:
+                check_bounds(self.buffer[start:end])
+            except StoreError:
+                raise Unusual from None
+        return value
 
     def members(self) -> Iterator[str]:
         """The keys of the object that starts here, each left for the caller to read its value."""
