@@ -34,6 +34,7 @@ from wgtune.errors import StoreError
 from wgtune.store.documents import DocumentStore
 from wgtune.store.format import DOCUMENT_FORMAT, EXPORT_FORMAT, StoredEntry, canonical_namespace, check_namespace
 from wgtune.store.format import decode_export as decode_whole
+from wgtune.store.validate import parse_json
 from wgtune.text import shown
 
 from .export_stream import ExportStream, Unusual, read_export
@@ -173,7 +174,7 @@ async def _exported(idb: Any, slices: Slices) -> AsyncIterator[tuple[str, dict, 
 
 def _namespace_fields(text: str, problems: list[str]) -> dict | None:
     try:
-        return check_namespace(json.loads(text))
+        return check_namespace(parse_json(text))  # bounded: a stored namespace is text like any other
     except (ValueError, TypeError, AttributeError, StoreError) as error:
         problems.append(f"namespace {shown(text)}: {error}")
         return None
