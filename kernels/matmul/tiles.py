@@ -45,6 +45,11 @@ def _copies(*tiles: MatmulTile) -> tuple[MatmulTile, ...]:
     return tuple(replace(tile, vec4=True, copy=copy) for tile in tiles for copy in ("a", "b", "ab"))
 
 
+def _copy_a(*tiles: MatmulTile) -> tuple[MatmulTile, ...]:
+    """Each vec4 tile on a copy of A only (for K no multiple of 4 where N is one)."""
+    return tuple(replace(tile, vec4=True, copy="a") for tile in tiles)
+
+
 def _both(*tiles: Tile) -> tuple[Tile, ...]:
     """Each tile with vec4 loads and with flat ones."""
     return tuple(form for tile in tiles for form in (*_v4(tile), *_flat(tile)))
@@ -104,7 +109,6 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_flat(T(64, 40, 8, 8, 4, double=True, kgrid=512, partials=True)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=256, stagger=8)),  # 33x4096x4096 73%
         *_flat(T(64, 36, 16, 4, 4, kgrid=512, stagger=8)),  # 4096x33x4096 62%
-        *_copies(T(36, 128, 16, 4, 8, double=True, kgrid=1024, float_atomics=True)),  # PROBE
     ),
     # Few outputs: small blocks keep every core busy; cheap to compile.
     SMALL: (
@@ -114,7 +118,6 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_flat(T(64, 64, 16, 4, 4, double=True)),  # 333x4099x517 65%
         *_flat(T(64, 64, 8, 4, 4, pad=4, double=True)),  # 333x4099x517 67%
         *_both(T(64, 32, 16, 4, 4, slices=2)),  # 8192x16x1024 129%, 512^3 128% (v4)
-        *_copies(T(64, 32, 16, 4, 4, slices=2)),  # PROBE
     ),
     # Hundreds to a few thousand blocks: 64- and 128-wide tiles, 8x8 per invocation.
     MEDIUM: (
@@ -130,8 +133,14 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # 128x128 and larger ones lost 3-16% with it: registers); 2026-12-01, H200:
         *_flat(T(64, 128, 8, 8, 8, double=True, slices=2, ahead=2)),  # 999x1001x997 81.5% (78-79% without)
         *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2)),  # 333x4099x517 82.8% (80% without)
-        *_copies(T(64, 128, 8, 8, 8, double=True), T(128, 64, 8, 8, 8, pad=4, double=True),
-                 T(64, 64, 8, 8, 8, double=True, slices=2), T(64, 128, 16, 8, 8, double=True)),  # PROBE
+        # vec4 tiles on copies of A (K no multiple of 4, N one: vec4 loads of B and stores of C as
+        # they are) and of B (N no multiple of 4; C stored a float at a time): 2026-12-02, H200,
+        # bench/results/h200-padded-probe.txt. Copies of A won where N allows vec4, by 10-22
+        # points over the flat tiles; copies of B mostly lost to them (by 5-30 points: the copy,
+        # and no vec4 stores of C; an aligned copy of C copied out after did no better), but for
+        # a few large shapes: 3001x2999x1001 81-83% against 72-79%.
+        *_copies(T(64, 128, 8, 8, 8, double=True)),  # 1926x2352x90 82% (flat 62%), 5567x5700x255 88-92% (73%)
+        *_copy_a(T(128, 64, 8, 8, 8, pad=4, double=True)),  # 5567x5700x255 95% (flat 73%)
     ),
     # Big outputs: 128x128 and larger blocks, 64 to 128 outputs per invocation.
     LARGE: (
@@ -141,7 +150,7 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_v4(T(128, 128, 8, 8, 16, double=True)),  # 1024x4096x256 89%
         *_v4(T(256, 128, 8, 16, 8, pad=4, double=True)),  # 2000x2000x500 89%
         *_v4(T(144, 128, 8, 8, 8, double=True, ahead=2)),  # 1536^3 88% (84% without; 11x12 blocks: one per SM)
-        *_copies(T(128, 256, 8, 8, 16, pad=4, double=True), T(128, 128, 16, 8, 8, double=True)),  # PROBE
+        *_copies(T(128, 256, 8, 8, 16, pad=4, double=True)),  # 4690x737x1684 75-79% (flat 74-77%)
     ),
 }
 
