@@ -68,12 +68,13 @@ def pipelines(device):
 
 
 def _needs(kernel: wgtune.Kernel) -> tuple[bool, bool]:
-    """Whether ``kernel`` reads A as vec4 (needs K a multiple of 4), and B and C (N)."""
+    """Whether ``kernel`` reads A as vec4 (needs K a multiple of 4), and B and C (N); a tile on
+    copies reads the ones it copies whatever their sizes (tests/test_kernels_matmul_padded.py)."""
     tile = TILE_OF.get(kernel.name)
     if isinstance(tile, SkinnyTile):
         return tile.a_vec4, tile.vec4
     vec4 = isinstance(tile, MatmulTile) and tile.vec4
-    return vec4, vec4
+    return vec4 and "a" not in tile.copy, vec4 and "b" not in tile.copy
 
 
 def _is_vec4(kernel: wgtune.Kernel) -> bool:
@@ -355,7 +356,10 @@ def _admitted(kernel: wgtune.Kernel, size) -> bool:
     k4, n4 = _needs(kernel)
     tile = TILE_OF.get(kernel.name)
     long_enough = not (isinstance(tile, SkinnyTile) and tile.split) or wgtune.anchor(k) >= matmul.SPLIT_MIN_K
-    return (not k4 or k % 4 == 0) and (not n4 or n % 4 == 0) and long_enough
+    # A tile on copies serves only where what it copies is no multiple of 4 (and the rest is).
+    copies = not isinstance(tile, MatmulTile) or not tile.copy or (
+        ("a" in tile.copy) == bool(k % 4) and ("b" in tile.copy) == bool(n % 4))
+    return (not k4 or k % 4 == 0) and (not n4 or n % 4 == 0) and long_enough and copies
 
 
 @pytest.mark.parametrize(
