@@ -22,7 +22,9 @@ Two sets:
     scratch that a second stage adds up (``partials``, :mod:`wgtune.kernels.matmul.partials`).
     Each comes with vec4 global loads (``_v4``:
     K and N multiples of 4) or *flat* ones (coalesced scalar loads that need no guard but on the
-    K step crossing K: any sizes), or both;
+    K step crossing K: any sizes), or both; a few vec4 tiles also run on copies of A, B or both
+    (``_ca``, ``_cb``, ``_cab``: :mod:`wgtune.kernels.matmul.padded`) on keys whose K or N is no
+    multiple of 4;
   - skinny kernels (:class:`SkinnyTile`, :mod:`wgtune.kernels.matmul.skinny`) for a few rows
     (``rows*``: M small, a GEMV at the extreme) or a few columns (``cols*``): no staging, K
     split over the invocations of a workgroup, partial sums in registers, added in workgroup

@@ -8,7 +8,7 @@ time: on an H200 those reached 55-76% of torch on shapes of that kind where the 
 same size reached 88-95% on aligned ones (``bench/results/h200-shapes-matmul-771203.txt``).
 
 A tile with ``copy`` (:class:`~wgtune.kernels.matmul.wgsl.MatmulTile`) is a candidate of two
-stages:
+stages (a kgrid tile's stage that zeroes C comes between them; ``"c"`` adds a last one):
 
 1. the copy: ``"a"`` copies A (``M x K``) into ``a_pad`` (``M x K4``, K4 = K rounded up to 4, the
    extra columns zero), ``"b"`` copies B (``K x N``) into ``b_pad`` (``K x N4``, likewise), ``"ab"``
@@ -22,6 +22,16 @@ stages:
 
 Which form a key plans (``keys.copy_priority``): ``"a"`` where only K is no multiple of 4,
 ``"b"`` where only N is, ``"ab"`` where both; none where vec4 loads serve the call directly.
+``"bc"``/``"abc"`` store C into an aligned copy ``c_pad`` (vec4 stores), which a last stage copies
+into C.
+
+On the H200 (2026-12-02, ``bench/results/h200-padded-probe.txt``): copies of A alone, where N
+lets the tile load B and store C as vec4, beat the flat tiles by 10-22 points of torch
+(1926x2352x90 82% against 62%, 5567x5700x255 95% against 73%); copies of B, with C stored a
+float at a time, lost to them on most shapes by 5-30 points and won on a few large ones
+(3001x2999x1001 81-83% against 72-79%), and C through an aligned copy did no better than the
+scalar stores. So the set holds copies of A in two medium tiles and the large 128x256 one,
+and copies of B in the 64x128 and 128x256 tiles only.
 """
 
 from __future__ import annotations
