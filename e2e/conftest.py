@@ -2,16 +2,40 @@
 
 Each test module gets its own Chromium profile (a fresh IndexedDB) through ``browser``; a test
 that needs a browser restart closes the context and calls ``relaunch()`` on the same profile.
+A test that fails on a crashed tab carries Chromium's evidence in its report (the crash dumps
+written since it began, the log's tail): see ``harness.crash_evidence``.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
-from harness import ROOT, PageServer, launch, open_page
+from harness import ROOT, PageServer, crash_dumps, crash_evidence, launch, open_page
 
 ARTIFACTS = ROOT / "out" / "e2e"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[STARTED] = time.time()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.failed and call.excinfo is not None and "crashed" in str(call.excinfo.value).lower():
+        since = item.stash.get(STARTED, call.start)
+        # Crashpad writes its dump from another process, a moment after the tab is gone.
+        for _ in range(100):
+            if crash_dumps(since):
+                break
+            time.sleep(0.1)
+        report.sections.append(("Chromium: crash dumps and log tail", crash_evidence(since)))
+
+
+STARTED = pytest.StashKey[float]()
 
 
 @pytest.fixture(scope="session")

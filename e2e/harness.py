@@ -3,7 +3,9 @@
 ``PageServer`` runs ``wgtune serve --port 0`` in a subprocess (the command a user runs) and
 reads the URL it prints. ``launch`` starts Debian's Chromium through Playwright: headless, with
 WebGPU (``--enable-unsafe-webgpu``; SwiftShader where there is no GPU), in a profile directory of
-its own so IndexedDB lives across a page reload and across a browser restart.
+its own so IndexedDB lives across a page reload and across a browser restart. Chromium's own log
+(every process's stderr) goes to ``chromium.log`` beside the profile, and ``crash_evidence``
+gives its tail and the crash dumps written since, for a test whose tab crashed.
 """
 
 from __future__ import annotations
@@ -12,16 +14,25 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
-import warnings
+import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("WGTUNE_CHROMIUM", "/usr/bin/chromium")
+# GWP-ASan, the sampling allocator Chromium turns on in 1% of its processes (of each kind, at
+# random), takes a frame-pointer stack trace of every sampled allocation. On a renderer's main
+# thread it bounds the walk by the main stack's end; while Pyodide's Python runs on a WebAssembly
+# JSPI stack, the walk scans past that stack's end into its guard page: SIGSEGV, "Target
+# crashed" (issue 30; bench/tab_crash.py, bench/results/tab-crash.txt). Its process sampling at 0
+# keeps it out of every process. A feature list, not --disable-features, which would replace
+# Playwright's own list (the last of a repeated switch wins).
+NO_GWP_ASAN = "GwpAsanMalloc:ProcessSamplingProbability/0,GwpAsanPartitionAlloc:ProcessSamplingProbability/0"
 CHROMIUM_ARGS = [
     "--enable-unsafe-webgpu",
-    "--enable-features=Vulkan",
+    "--enable-features=Vulkan," + NO_GWP_ASAN,
     "--use-angle=swiftshader",
     # This machine's network is closed: Chromium's own background traffic only makes noise.
     "--disable-background-networking",
@@ -76,12 +87,108 @@ class PageServer:
             self.process.stdout.close()
 
 
-def launch(playwright: Any, profile: Path) -> Any:
-    """A Chromium with WebGPU on the profile directory ``profile`` (a persistent context)."""
+# Every process's stderr, where a dying renderer or GPU process writes its last words (a V8
+# "Fatal process out of memory", a CHECK), INFO and up.
+LOGGING_ARGS = ["--enable-logging=stderr", "--log-level=0"]
+# Playwright keeps the browser's stderr to itself: a shell in between sends it to a file.
+_WRAPPER = '#!/bin/sh\nexec "$WGTUNE_CHROMIUM" "$@" 2>>"$WGTUNE_CHROMIUM_LOG"\n'
+# Crashpad's reports, which Debian's Chromium writes whatever the profile (Playwright's
+# --disable-breakpad does not stop them).
+CRASH_REPORTS = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "chromium" / "Crash Reports"
+LOGS: list[Path] = []  # every Chromium log of this process, the latest last
+_STARTED = time.time()
+
+
+def chromium_log(profile: Path) -> Path:
+    """Where the Chromium on ``profile`` writes its log (appended to across relaunches)."""
+    return Path(profile).parent / (Path(profile).name + ".chromium.log")
+
+
+def _wrapper() -> Path:
+    path = Path(tempfile.gettempdir()) / f"wgtune-chromium-{os.getuid()}.sh"
+    if not path.exists() or path.read_text() != _WRAPPER:
+        spare = path.with_suffix(f".{os.getpid()}")
+        spare.write_text(_WRAPPER)
+        spare.chmod(0o755)
+        spare.replace(path)
+    return path
+
+
+def launch(playwright: Any, profile: Path, args: list[str] | None = None) -> Any:
+    """A Chromium with WebGPU on the profile directory ``profile`` (a persistent context);
+    ``args`` in place of ``CHROMIUM_ARGS`` (the benchmark compares flags)."""
+    log = chromium_log(profile)
+    if log not in LOGS:
+        LOGS.append(log)
+    with log.open("a") as out:
+        out.write(f"--- wgtune: launched at {time.strftime('%H:%M:%S')} on {profile}\n")
+    environment = {**os.environ, "WGTUNE_CHROMIUM": CHROMIUM, "WGTUNE_CHROMIUM_LOG": str(log)}
     return playwright.chromium.launch_persistent_context(
-        str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-        viewport={"width": 1280, "height": 1000},
+        str(profile), executable_path=str(_wrapper()), headless=True, env=environment,
+        args=(CHROMIUM_ARGS if args is None else args) + LOGGING_ARGS, viewport={"width": 1280, "height": 1000},
     )
+
+
+def crash_dumps(since: float) -> list[Path]:
+    """The crash dumps Crashpad finished since ``since``, the latest last (it writes each in new/
+    and moves it to pending/ once whole)."""
+    dumps = [*CRASH_REPORTS.glob("pending/*.dmp"), *CRASH_REPORTS.glob("completed/*.dmp")]
+    return sorted((dump for dump in dumps if dump.stat().st_mtime >= since), key=lambda dump: dump.stat().st_mtime)
+
+
+def crash_evidence(since: float = _STARTED, lines: int = 60) -> str:
+    """What Chromium left about a crash: each crash dump written since ``since`` (summarized:
+    the signal, the thread, the faulting address beside that thread's stack) and the last
+    ``lines`` lines of the latest logs."""
+    parts = [f"crash dump {dump}: {describe_dump(dump.read_bytes())}" for dump in crash_dumps(since)]
+    if not parts:
+        parts.append(f"no crash dump in {CRASH_REPORTS} since {time.strftime('%H:%M:%S', time.localtime(since))}")
+    for log in LOGS[-2:]:
+        if log.exists() and lines:
+            # D-Bus, absent here, fills a log with the same complaints at every start.
+            kept = [line for line in log.read_text(errors="replace").splitlines() if "ERROR:dbus/" not in line]
+            tail = kept[-lines:]
+            parts.append(f"last {len(tail)} lines of {log}:\n" + "\n".join(tail))
+    return "\n".join(parts)
+
+
+SIGNALS = {4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
+
+
+def describe_dump(data: bytes) -> str:
+    """A minidump's crash in one line: the process type, the signal and its code, the crashing
+    thread's name, the faulting address and where it lies against that thread's stack."""
+    import struct
+
+    def string(rva: int) -> str:
+        (length,) = struct.unpack_from("<I", data, rva)
+        return data[rva + 4:rva + 4 + length].decode("utf-16-le", "replace")
+
+    try:
+        count, directory = struct.unpack_from("<II", data, 8)
+        streams = {}
+        for index in range(count):
+            kind, _, rva = struct.unpack_from("<III", data, directory + 12 * index)
+            streams.setdefault(kind, rva)
+        thread, signal, code, address = struct.unpack_from("<I4xIIxxxxxxxxQ", data, streams[6])
+        names = {}
+        if 24 in streams:  # thread names
+            (threads,) = struct.unpack_from("<I", data, streams[24])
+            for index in range(threads):
+                tid, rva = struct.unpack_from("<IQ", data, streams[24] + 4 + 12 * index)
+                names[tid] = string(rva)
+        where = ""
+        (threads,) = struct.unpack_from("<I", data, streams[3])
+        for index in range(threads):
+            tid, start, size = struct.unpack_from("<I20xQI", data, streams[3] + 4 + 48 * index)
+            if tid == thread and start <= address <= start + size + 4096:
+                where = f", {address - start - size:+d} bytes past the end of its stack (captured from {start:#x})"
+        kind = re.search(rb"ptype\x00+.{0,8}?([a-z-]+)", data, re.S) or re.search(rb"--type=([a-z-]+)", data)
+        process = kind.group(1).decode() if kind else "browser?"
+        return (f"{process} process, {SIGNALS.get(signal, signal)} code {code} at {address:#x} on thread "
+                f"{names.get(thread, thread)!r}{where}")
+    except (KeyError, struct.error) as error:
+        return f"not a minidump this can read ({error})"
 
 
 class ConsoleLog:
@@ -93,33 +200,18 @@ class ConsoleLog:
         self.requests: list[str] = []
         page.on("console", lambda message: self.messages.append((message.type, message.text)))
         page.on("pageerror", lambda error: self.messages.append(("pageerror", str(error))))
+        page.on("crash", lambda _: self.messages.append(("crash", f"the tab crashed at {time.strftime('%H:%M:%S')}")))
         page.on("request", lambda request: self.requests.append(request.url))
 
     @property
     def errors(self) -> list[str]:
-        return [text for kind, text in self.messages if kind in ("error", "pageerror")]
+        return [text for kind, text in self.messages if kind in ("error", "pageerror", "crash")]
 
 
 def open_page(context: Any, url: str, query: str = "", *, wait: bool = True) -> tuple[Any, ConsoleLog]:
-    """A new tab on the page with its console log; once ``window.wgtune.ready`` resolved, if ``wait``.
-
-    Headless Chromium's tab crashes now and then while the page loads (about one run of
-    ``e2e/test_js_api.py`` in 15 here, at no fixed test; no cause found): a tab that crashes
-    before it is ready is opened once more, with a warning in pytest's summary. A second crash,
-    or a crash after the page is ready, fails the test."""
-    from playwright.sync_api import Error as PlaywrightError
-
+    """A new tab on the page with its console log; once ``window.wgtune.ready`` resolved, if ``wait``."""
     page, log = _new_tab(context, url + query)
-    if not wait:
-        return page, log
-    try:
-        wait_ready(page)
-    except PlaywrightError as error:
-        if "crashed" not in str(error):
-            raise
-        warnings.warn(f"the tab crashed while the page loaded ({error}); opening it again", stacklevel=2)
-        page.close()
-        page, log = _new_tab(context, url + query)
+    if wait:
         wait_ready(page)
     return page, log
 
