@@ -10,7 +10,10 @@ Prints, in Debian's Chromium (WebGPU on SwiftShader), in a fresh profile:
   ``wgtune.cache()`` (the export as an object), ``wgtune.exportCache()`` (as text) and one page
   of the stored-winners panel (``storedPage``): for each, its time, its longest task, its tasks
   over 50 ms and how many 10 ms heartbeat ticks ran meanwhile (other tasks the page could run);
-- a reload with the winners stored: the load's longest task.
+- a reload with the winners stored: the load's longest task;
+- for each call, how long the page's renderer main thread ran and how long it was ready to run but
+  waited for a CPU (Linux ``/proc/PID/schedstat``): on a shared machine a task of 10 ms of work is
+  a task of hundreds of milliseconds when the thread waits, and this tells the two apart.
 
 Timings are noisy on a shared machine: ``--rounds`` repeats the calls.
 
@@ -20,6 +23,7 @@ Usage: ``python bench/large_import.py [--entries 100000] [--rounds 1]``
 from __future__ import annotations
 
 import argparse
+import glob
 import sys
 import tempfile
 from pathlib import Path
@@ -57,12 +61,35 @@ def load(page, name: str) -> None:
         print(f"{'':30}{step}: {duration:6.0f} ms, its longest task {max(inside, default=0):5.0f} ms")
 
 
-def watched(page, name: str, call: str, *args: str) -> dict:
+def renderers(profile: str) -> dict[str, tuple[int, int]]:
+    """Each renderer process of the browser on ``profile``: (ns its main thread ran, ns it was
+    runnable but waited), from ``/proc/PID/schedstat`` (empty where there is no /proc)."""
+    found = {}
+    for directory in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(f"{directory}/cmdline", "rb") as file:
+                command = file.read().replace(b"\0", b" ").decode(errors="replace")
+            if profile not in command or "--type=renderer" not in command:
+                continue
+            with open(f"{directory}/schedstat") as file:
+                ran, waited, _slices = map(int, file.read().split())
+        except (OSError, ValueError):
+            continue
+        found[directory] = (ran, waited)
+    return found
+
+
+def watched(page, name: str, call: str, *args: str, profile: str = "") -> dict:
+    before = renderers(profile)
     answer = page.evaluate(WATCH, [call, list(args)])
+    after = renderers(profile)
     tasks = [duration for _start, duration, _whose in answer["tasks"]]
+    # The page's renderer is the one that ran the most meanwhile.
+    busy = max(((after[p][0] - before[p][0], after[p][1] - before[p][1]) for p in after if p in before), default=None)
+    scheduled = f"; its main thread ran {busy[0] / 1e9:.1f} s, waited for a CPU {busy[1] / 1e9:.1f} s" if busy else ""
     print(f"{name:28} {answer['ms'] / 1000:6.2f} s, longest task {answer['longest']:5.0f} ms, "
           f"{sum(d > 200 for d in tasks)} over 200 ms, {len(tasks)} over 50 ms, {answer['ticks']} heartbeat ticks; "
-          f"answered {answer['result']}")
+          f"answered {answer['result']}{scheduled}")
     return answer
 
 
@@ -93,10 +120,10 @@ def main() -> int:
               f"export: {chars / 1e6:.1f} M characters")
         for number in range(args.rounds):
             suffix = f" (round {number + 1})" if args.rounds > 1 else ""
-            watched(page, f"importCache{suffix}", "importCache", "@text")
-            watched(page, f"cache(){suffix}", "cache")
-            watched(page, f"exportCache(){suffix}", "exportCache")
-            watched(page, f"storedPage(){suffix}", "storedPage")
+            watched(page, f"importCache{suffix}", "importCache", "@text", profile=profile)
+            watched(page, f"cache(){suffix}", "cache", profile=profile)
+            watched(page, f"exportCache(){suffix}", "exportCache", profile=profile)
+            watched(page, f"storedPage(){suffix}", "storedPage", profile=profile)
         page.reload()
         load(page, f"reload with {args.entries} stored")
         context.close()
