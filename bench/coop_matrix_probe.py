@@ -16,7 +16,8 @@ what each call answered, word for word:
   K=512 chain of them) checked against a float64 product, and the error said as full f32,
   TF32-like or f16-like.
 
-``bench/coop_matrix_dawn.py`` asks the same of Dawn (PyPI ``wgpudawn``) where it is installed.
+``bench/coop_matrix_dawn.py`` asks the same of Dawn (PyPI ``wgpudawn``) where it is installed
+(not with ``--quick``).
 Run from the repository root: ``python bench/coop_matrix_probe.py`` (``--quick``: without the
 requests under each flag; ``--json``: the report as one JSON object). Standard library only.
 """
@@ -333,10 +334,17 @@ def main(argv: list[str]) -> int:
         return 0
     quick = "--quick" in argv
     report = probe(every_flag=not quick)
+    if not quick:
+        sys.path.insert(0, str(HERE))
+        import coop_matrix_dawn
+
+        report["dawn"] = coop_matrix_dawn.probe()
     if "--json" in argv:
         print(json.dumps(report))
-    else:
-        print_report(report)
+        return 0
+    print_report(report)
+    if "dawn" in report:
+        coop_matrix_dawn.print_report(report["dawn"])
     return 0
 
 
