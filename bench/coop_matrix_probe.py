@@ -272,8 +272,10 @@ def probe(every_flag: bool = True) -> dict:
     flags = [f"flag:{f}" for f in facts["instance_flags"] if f not in ("Empty", "Force32")] if every_flag else []
     attempts = [_child(name) for name in ATTEMPTS + flags]
     if every_flag:
-        # WGPU_ADAPTER_NAME picks an adapter by name; "1" would match none.
-        with_env = dict(os.environ, **{v: "1" for v in facts["env_vars_in_library"] if v != "WGPU_ADAPTER_NAME"})
+        # WGPU_ADAPTER_NAME picks an adapter by name ("1" would match none); WGPU_DEBUG=1 also makes
+        # wgpu-py look for a debug build of the library, so the path is given.
+        with_env = dict(os.environ, WGPU_LIB_PATH=facts["library"],
+                        **{v: "1" for v in facts["env_vars_in_library"] if v != "WGPU_ADAPTER_NAME"})
         attempts.append(dict(_child("flag:WithEnv", with_env), attempt="flag:WithEnv + every WGPU_* variable = 1"))
     report["attempts"] = attempts
     report["compile_without_feature"] = compile_without_feature()

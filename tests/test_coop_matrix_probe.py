@@ -90,3 +90,7 @@ def test_the_dawn_kernel_follows_the_configuration_shapes():
     assert "@workgroup_size(32)" in code
     f32 = dict(cfg, component_type="f32")
     assert not coop_matrix_dawn.kernel(f32, 1, "template-layout").startswith("enable f16;")
+    i8 = coop_matrix_dawn.kernel(dict(cfg, component_type="i8", result_component_type="i32", k=32), 1, "bool-layout")
+    assert "var<storage, read_write> a: array<i32>;" in i8 and "subgroup_matrix_left<i8, 32, 16>" in i8
+    values, data = coop_matrix_dawn._inputs("i8", 6, __import__("random").Random(1))
+    assert len(data) == 8 and all(-8 <= v < 8 for v in values)  # four to a word, padded
