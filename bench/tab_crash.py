@@ -16,7 +16,9 @@ stack; ``harness.describe_dump``) and the log lines of the crash's last seconds.
 forced on in every process and sampling densely, to see at once what those 1% do now and then),
 ``gwp-asan-off`` (the same dense sampling with the harness's process sampling of 0).
 
-Usage: ``python bench/tab_crash.py --loads 40 --flags before [--busy 2] [--out FILE]``
+``--first-visits``: every load a first visit in a fresh profile instead.
+
+Usage: ``python bench/tab_crash.py --loads 40 --flags before [--busy 2] [--first-visits] [--out FILE]``
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ class Run:
         if state != "Hit":
             raise RuntimeError(f"the probe's tune ended {state}")
 
-    def cycle(self, profile: Path) -> None:
+    def cycle(self, profile: Path, *, first_visit_only: bool = False) -> None:
         began = time.time()
         context = launch(self.playwright, profile, self.flags)
         try:
@@ -113,6 +115,9 @@ class Run:
                 lambda: self.load(context.pages[-1], reload=True),
                 lambda: self.both(context),
             ]
+            if first_visit_only:
+                self.load(_tab(context, self.url))
+                return
             for step in steps:
                 if self.loads >= self.target:
                     return
@@ -161,6 +166,8 @@ def main() -> int:
     parser.add_argument("--flags", choices=sorted(FLAGS), default="harness")
     parser.add_argument("--busy", type=int, default=2, help="busy loops beside the browser")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--first-visits", action="store_true",
+                        help="each load a first visit in a fresh profile (where forced GWP-ASan crashes)")
     options = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -174,7 +181,7 @@ def main() -> int:
             cycles = 0
             while run.loads < options.loads:
                 cycles += 1
-                run.cycle(Path(scratch) / f"profile-{cycles}")
+                run.cycle(Path(scratch) / f"profile-{cycles}", first_visit_only=options.first_visits)
                 print(f"cycle {cycles}: {run.loads} loads, {run.crashes} crashes, {run.other} other errors",
                       flush=True)
     finally:
@@ -183,7 +190,8 @@ def main() -> int:
             loop.wait()
     with open("/proc/loadavg") as file:
         load = file.read().split()[:3]
-    summary = (f"flags {options.flags} ({' '.join(FLAGS[options.flags])}), {options.busy} busy loops: "
+    kind = "first visits" if options.first_visits else "loads"
+    summary = (f"flags {options.flags} ({' '.join(FLAGS[options.flags])}), {options.busy} busy loops, {kind}: "
                f"{run.crashes} tab crashes and {run.other} other errors in {run.loads} loads "
                f"({cycles} cycles, {time.time() - began:.0f} s; load average at the end {' '.join(load)})")
     print(summary)

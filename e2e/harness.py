@@ -4,8 +4,8 @@
 reads the URL it prints. ``launch`` starts Debian's Chromium through Playwright: headless, with
 WebGPU (``--enable-unsafe-webgpu``; SwiftShader where there is no GPU), in a profile directory of
 its own so IndexedDB lives across a page reload and across a browser restart. Chromium's own log
-(every process's stderr) goes to ``chromium.log`` beside the profile, and ``crash_evidence``
-gives its tail and the crash dumps written since, for a test whose tab crashed.
+(every process's stderr) goes to ``<profile>.chromium.log`` beside the profile, and
+``crash_evidence`` gives its tail and the crash dumps written since, for a test whose tab crashed.
 """
 
 from __future__ import annotations
@@ -139,12 +139,12 @@ def crash_dumps(since: float) -> list[Path]:
 def crash_evidence(since: float = _STARTED, lines: int = 60) -> str:
     """What Chromium left about a crash: each crash dump written since ``since`` (summarized:
     the signal, the thread, the faulting address beside that thread's stack) and the last
-    ``lines`` lines of the latest logs."""
+    ``lines`` lines of the latest two logs written to since."""
     parts = [f"crash dump {dump}: {describe_dump(dump.read_bytes())}" for dump in crash_dumps(since)]
     if not parts:
         parts.append(f"no crash dump in {CRASH_REPORTS} since {time.strftime('%H:%M:%S', time.localtime(since))}")
-    for log in LOGS[-2:]:
-        if log.exists() and lines:
+    for log in [log for log in LOGS if log.exists() and log.stat().st_mtime >= since][-2:]:
+        if lines:
             # D-Bus, absent here, fills a log with the same complaints at every start.
             kept = [line for line in log.read_text(errors="replace").splitlines() if "ERROR:dbus/" not in line]
             tail = kept[-lines:]
