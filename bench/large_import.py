@@ -116,7 +116,8 @@ def main() -> int:
             status=200, content_type="application/json", body=text))
         chars = page.evaluate(FETCH_TEXT, f"{server.url}{EXPORT_PATH}")
         seen = page.evaluate(OBSERVED, PROBE_MS)
-        print(f"the observer saw the {PROBE_MS} ms probe as {', '.join(f'{d:.0f} ms' for d in seen) or 'nothing'}; "
+        probe = ", ".join(f"{duration:.0f} ms" for _at, duration in seen) or "nothing"
+        print(f"the observer saw the {PROBE_MS} ms probe as {probe}; "
               f"export: {chars / 1e6:.1f} M characters")
         for number in range(args.rounds):
             suffix = f" (round {number + 1})" if args.rounds > 1 else ""
