@@ -14,7 +14,9 @@ stack; ``harness.describe_dump``) and the log lines of the crash's last seconds.
 ``--flags``: ``harness`` (e2e/harness.py's flags as they are), ``before`` (the flags before issue
 30's fix: GWP-ASan left to Chromium, which turns it on in 1% of processes), ``gwp-asan`` (GWP-ASan
 forced on in every process and sampling densely, to see at once what those 1% do now and then),
-``gwp-asan-off`` (the same dense sampling with the harness's process sampling of 0).
+``gwp-asan-off`` (the same dense sampling with the harness's process sampling of 0),
+``gwp-asan-every-process`` (GWP-ASan in every process at Chromium's own sampling: what one of
+the 1% does).
 
 ``--first-visits``: every load a first visit in a fresh profile instead.
 
@@ -43,8 +45,8 @@ DENSE = ("AllocationSamplingMultiplier/200/AllocationSamplingRange/1"
          "/MaxAllocations/2000/MaxMetadata/4000/TotalPages/8000")
 
 
-def gwp_asan(probability: str) -> list[str]:
-    features = ",".join(f"{feature}:ProcessSamplingProbability/{probability}/{DENSE}"
+def gwp_asan(probability: str, sampling: str = DENSE) -> list[str]:
+    features = ",".join(f"{feature}:ProcessSamplingProbability/{probability}" + (f"/{sampling}" if sampling else "")
                         for feature in ("GwpAsanMalloc", "GwpAsanPartitionAlloc"))
     return [arg for arg in harness.CHROMIUM_ARGS if not arg.startswith("--enable-features")] + [
         "--enable-features=Vulkan," + features]
@@ -56,6 +58,7 @@ FLAGS = {
     + ["--enable-features=Vulkan"],
     "gwp-asan": gwp_asan("1.0"),
     "gwp-asan-off": gwp_asan("0"),
+    "gwp-asan-every-process": gwp_asan("1.0", sampling=""),
 }
 
 # A small set tuned from JavaScript: Python runs under each call, on Pyodide's JSPI stack.

@@ -4,7 +4,7 @@
 reads the URL it prints. ``launch`` starts Debian's Chromium through Playwright: headless, with
 WebGPU (``--enable-unsafe-webgpu``; SwiftShader where there is no GPU), in a profile directory of
 its own so IndexedDB lives across a page reload and across a browser restart. Chromium's own log
-(every process's stderr) goes to ``<profile>.chromium.log`` beside the profile, and
+(every process's stderr) goes to ``wgtune-chromium.log`` in the profile directory, and
 ``crash_evidence`` gives its tail and the crash dumps written since, for a test whose tab crashed.
 """
 
@@ -22,13 +22,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("WGTUNE_CHROMIUM", "/usr/bin/chromium")
-# GWP-ASan, the sampling allocator Chromium turns on in 1% of its processes (of each kind, at
-# random), takes a frame-pointer stack trace of every sampled allocation. On a renderer's main
-# thread it bounds the walk by the main stack's end; while Pyodide's Python runs on a WebAssembly
-# JSPI stack, the walk scans past that stack's end into its guard page: SIGSEGV, "Target
-# crashed" (issue 30; bench/tab_crash.py, bench/results/tab-crash.txt). Its process sampling at 0
-# keeps it out of every process. A feature list, not --disable-features, which would replace
-# Playwright's own list (the last of a repeated switch wins).
+# GWP-ASan, the sampling allocator Chromium turns on in 1% of its processes (at random), takes a
+# frame-pointer stack trace of every sampled allocation, bounded on a renderer's main thread by
+# the main stack's end. Pyodide runs Python's asyncio steps on a WebAssembly JSPI stack: a sample
+# there scans past that stack's end into memory it may not read, SIGSEGV, "Target crashed"
+# (issue 30; bench/tab_crash.py, bench/results/tab-crash.txt). Its process sampling at 0 keeps it
+# out of every process. A feature list, not --disable-features, which would replace Playwright's
+# own list (the last of a repeated switch wins).
 NO_GWP_ASAN = "GwpAsanMalloc:ProcessSamplingProbability/0,GwpAsanPartitionAlloc:ProcessSamplingProbability/0"
 CHROMIUM_ARGS = [
     "--enable-unsafe-webgpu",
@@ -100,8 +100,9 @@ _STARTED = time.time()
 
 
 def chromium_log(profile: Path) -> Path:
-    """Where the Chromium on ``profile`` writes its log (appended to across relaunches)."""
-    return Path(profile).parent / (Path(profile).name + ".chromium.log")
+    """Where the Chromium on ``profile`` writes its log (appended to across relaunches): in the
+    profile, which Chromium does not mind, so that it goes with a temporary profile."""
+    return Path(profile) / "wgtune-chromium.log"
 
 
 def _wrapper() -> Path:
@@ -118,6 +119,7 @@ def launch(playwright: Any, profile: Path, args: list[str] | None = None) -> Any
     """A Chromium with WebGPU on the profile directory ``profile`` (a persistent context);
     ``args`` in place of ``CHROMIUM_ARGS`` (the benchmark compares flags)."""
     log = chromium_log(profile)
+    log.parent.mkdir(parents=True, exist_ok=True)
     if log not in LOGS:
         LOGS.append(log)
     with log.open("a") as out:
