@@ -114,9 +114,15 @@ class _TooLarge(Exception):
         self.answer = answer
 
 
-async def _read_request(reader: asyncio.StreamReader, first: bytes, max_header_bytes: int, max_body: int) -> bytes:
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+async def _read_request(reader: asyncio.StreamReader, first: bytes, max_header_bytes: int, max_body: int,
+                        writer: asyncio.StreamWriter | None = None) -> bytes:
     """The rest of a request whose first byte was ``first``: its line, headers and a body of up to
-    ``max_body`` bytes (a longer one is left unread, for the handler to refuse from its headers)."""
+    ``max_body`` bytes (a longer one is left unread, for the handler to refuse from its headers).
+    An HTTP/1.1 request that sent ``Expect: 100-continue`` is told to go on (:data:`CONTINUE`, on
+    ``writer``) before its body is read: curl and others wait a second for that otherwise."""
     try:
         line = first if first == b"\n" else first + await reader.readline()
     except ValueError:  # a line past the reader's limit
@@ -124,7 +130,7 @@ async def _read_request(reader: asyncio.StreamReader, first: bytes, max_header_b
     request = bytearray(line)
     if len(line.split()) < 3 or not line.endswith(b"\n"):  # HTTP/0.9, garbage or EOF: the handler says
         return bytes(request)
-    length = 0
+    length, expects = 0, False
     for _ in range(MAX_HEADER_LINES + 1):
         try:
             line = await reader.readline()
@@ -138,9 +144,14 @@ async def _read_request(reader: asyncio.StreamReader, first: bytes, max_header_b
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"content-length" and value.strip().isdigit():
             length = int(value)
+        elif name.strip().lower() == b"expect" and value.strip().lower() == b"100-continue":
+            expects = True
     else:
         return bytes(request)  # too many header lines: http.server answers 431
     if 0 < length <= max_body:
+        if expects and writer is not None and request.split(b"\n", 1)[0].rstrip().endswith(b"HTTP/1.1"):
+            writer.write(CONTINUE)
+            await writer.drain()
         try:
             request += await reader.readexactly(length)
         except asyncio.IncompleteReadError as short:  # the client ended its side: the handler sees what came
@@ -309,7 +320,7 @@ class PooledHTTPServer:
                 if not first:
                     return True
                 deadline.reschedule(loop.time() + limits.request_timeout)
-                request = await _read_request(reader, first, limits.max_header_bytes, self.max_body)
+                request = await _read_request(reader, first, limits.max_header_bytes, self.max_body, writer)
         except TimeoutError:
             if not first:
                 return True  # silent since it opened: closed with nothing said

@@ -258,3 +258,24 @@ def test_the_limits_options_reach_the_server_and_bad_values_are_usage_errors(com
     help_text = " ".join(capsys.readouterr().out.split())
     assert f"(default: {Limits().request_timeout:g})" in help_text
     assert f"(default: {Limits().max_per_address})" in help_text
+
+
+def test_a_client_that_expects_100_continue_is_told_to_go_on_before_it_sends_its_body(tmp_path):
+    """curl sends ``Expect: 100-continue`` with a body over 1 KiB and waits (a second) for the go-ahead:
+    the server says it once the headers are in, and answers the body when it comes."""
+    with running("collect", tmp_path, LONG) as (site, _server):
+        body = b"{" + b" " * 2000 + b"}"
+        client = attacker(site.port, 0, b"POST /v1/reports HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                          b"application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        told = bytearray()
+        while not told.endswith(b"\r\n\r\n"):  # nothing more is sent until the server speaks
+            chunk = client.recv(1)
+            assert chunk, f"closed before the go-ahead: {bytes(told)!r}"
+            told += chunk
+        assert bytes(told) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        client.sendall(body)
+        answer = answer_of(client)
+        assert answer.startswith(b"HTTP/1.") and b" 100 " not in answer.split(b"\r\n", 1)[0], answer[:200]
+        # Without the header, no go-ahead: the answer comes first.
+        plain = attacker(site.port, 1, b"POST /v1/reports HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}")
+        assert not answer_of(plain).startswith(b"HTTP/1.1 100")
