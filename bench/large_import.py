@@ -23,14 +23,13 @@ Usage: ``python bench/large_import.py [--entries 100000] [--rounds 1]``
 from __future__ import annotations
 
 import argparse
-import glob
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
 from harness import PageServer, launch
-from long_tasks import FETCH_TEXT, NAMESPACE, OBSERVED, PROBE_MS, WATCH, export_text
+from long_tasks import FETCH_TEXT, NAMESPACE, OBSERVED, PROBE_MS, WATCH, MainThreadClock, export_text
 
 LOAD_TASKS = """
 window.__loadTasks = [];
@@ -61,32 +60,12 @@ def load(page, name: str) -> None:
         print(f"{'':30}{step}: {duration:6.0f} ms, its longest task {max(inside, default=0):5.0f} ms")
 
 
-def renderers(profile: str) -> dict[str, tuple[int, int]]:
-    """Each renderer process of the browser on ``profile``: (ns its main thread ran, ns it was
-    runnable but waited), from ``/proc/PID/schedstat`` (empty where there is no /proc)."""
-    found = {}
-    for directory in glob.glob("/proc/[0-9]*"):
-        try:
-            with open(f"{directory}/cmdline", "rb") as file:
-                command = file.read().replace(b"\0", b" ").decode(errors="replace")
-            if profile not in command or "--type=renderer" not in command:
-                continue
-            with open(f"{directory}/schedstat") as file:
-                ran, waited, _slices = map(int, file.read().split())
-        except (OSError, ValueError):
-            continue
-        found[directory] = (ran, waited)
-    return found
-
-
 def watched(page, name: str, call: str, *args: str, profile: str = "") -> dict:
-    before = renderers(profile)
-    answer = page.evaluate(WATCH, [call, list(args)])
-    after = renderers(profile)
+    with MainThreadClock(profile) as clock:
+        answer = page.evaluate(WATCH, [call, list(args)])
     tasks = [duration for _start, duration, _whose in answer["tasks"]]
-    # The page's renderer is the one that ran the most meanwhile.
-    busy = max(((after[p][0] - before[p][0], after[p][1] - before[p][1]) for p in after if p in before), default=None)
-    scheduled = f"; its main thread ran {busy[0] / 1e9:.1f} s, waited for a CPU {busy[1] / 1e9:.1f} s" if busy else ""
+    ran, waited = clock.totals()
+    scheduled = f"; its main thread ran {ran / 1000:.1f} s, waited for a CPU {waited / 1000:.1f} s" if ran else ""
     print(f"{name:28} {answer['ms'] / 1000:6.2f} s, longest task {answer['longest']:5.0f} ms, "
           f"{sum(d > 200 for d in tasks)} over 200 ms, {len(tasks)} over 50 ms, {answer['ticks']} heartbeat ticks; "
           f"answered {answer['result']}{scheduled}")
