@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
 from harness import PageServer, launch
-from long_tasks import FETCH_TEXT, NAMESPACE, OBSERVED, PROBE_MS, WATCH, MainThreadClock, export_text
+from long_tasks import FETCH_TEXT, NAMESPACE, OBSERVED, PROBE_MS, WATCH, MainThreadClock, export_text, on_cpu
 
 LOAD_TASKS = """
 window.__loadTasks = [];
@@ -45,9 +45,14 @@ MEASURES = """() => performance.getEntriesByType("measure").filter((m) => m.name
   .map((m) => [m.name.slice(8), m.startTime, m.duration])"""
 
 
-def load(page, name: str) -> None:
-    page.wait_for_function("window.wgtune && window.wgtune.ready", timeout=300_000)  # a first visit on a busy machine
+def load(page, name: str, clock: MainThreadClock, navigate) -> None:
+    """``navigate()`` (a goto, a reload), then the load's long tasks and steps, each long task with
+    what its main thread ran and waited (``clock``)."""
+    with clock:
+        navigate()
+        page.wait_for_function("window.wgtune && window.wgtune.ready", timeout=300_000)  # a busy first visit
     tasks = page.evaluate("window.__loadTasks")
+    origin = page.evaluate("performance.timeOrigin")
     phases = page.evaluate("window.wgtune.ready.then((api) => api.loadPhases)")
     durations = [duration for _start, duration in tasks]
     shown = ", ".join(f"{key} {value:.0f}" if isinstance(value, (int, float)) else f"{key}: {value}"
@@ -56,8 +61,11 @@ def load(page, name: str) -> None:
           f"200 ms, {len(durations)} over 50 ms ({', '.join(f'{d:.0f}' for d in durations) or '-'}); "
           f"phases (ms): {shown}")
     for step, start, duration in page.evaluate(MEASURES):
-        inside = [d for s, d in tasks if s < start + duration and s + d > start]
-        print(f"{'':30}{step}: {duration:6.0f} ms, its longest task {max(inside, default=0):5.0f} ms")
+        inside = [(d, s) for s, d in tasks if s < start + duration and s + d > start]
+        longest, at = max(inside, default=(0, 0))
+        ran, waited = on_cpu(clock, origin + at, longest) if longest else (0, 0)
+        print(f"{'':30}{step}: {duration:6.0f} ms, its longest task {longest:5.0f} ms"
+              + (f" (on a CPU {ran:.0f} ms, waiting for one {waited:.0f} ms)" if longest else ""))
 
 
 def watched(page, name: str, call: str, *args: str, profile: str = "") -> dict:
@@ -84,11 +92,10 @@ def main() -> int:
         context = launch(playwright, Path(profile))
         context.add_init_script(LOAD_TASKS)
         page = context.new_page()
-        page.goto(server.url)
+        clock = MainThreadClock(profile)
         print(f"wgtune large import benchmark: {server.url}, Chromium, {args.entries} winners")
-        load(page, "first visit")
-        page.reload()
-        load(page, "reload")
+        load(page, "first visit", clock, lambda: page.goto(server.url))
+        load(page, "reload", clock, page.reload)
 
         text = export_text(page.evaluate(NAMESPACE), args.entries)
         context.route(f"{server.url}{EXPORT_PATH}", lambda route: route.fulfill(
@@ -104,8 +111,7 @@ def main() -> int:
             watched(page, f"cache(){suffix}", "cache", profile=profile)
             watched(page, f"exportCache(){suffix}", "exportCache", profile=profile)
             watched(page, f"storedPage(){suffix}", "storedPage", profile=profile)
-        page.reload()
-        load(page, f"reload with {args.entries} stored")
+        load(page, f"reload with {args.entries} stored", clock, page.reload)
         context.close()
     print("target: no main-thread task over 200 ms while importing or listing")
     return 0

@@ -133,7 +133,10 @@ class MainThreadClock:
         return found
 
     def _sample(self, files: list[str]) -> None:
+        looked = time.monotonic()
         while self._running:
+            if time.monotonic() - looked > 0.25:  # a navigation may start a renderer meanwhile
+                files, looked = self._renderers(), time.monotonic()
             now = time.time() * 1000
             for name in files:
                 try:
