@@ -117,8 +117,8 @@ class _TooLarge(Exception):
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
-async def _read_request(reader: asyncio.StreamReader, first: bytes, max_header_bytes: int, max_body: int,
-                        writer: asyncio.StreamWriter | None = None) -> bytes:
+async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bytes,
+                        max_header_bytes: int, max_body: int) -> bytes:
     """The rest of a request whose first byte was ``first``: its line, headers and a body of up to
     ``max_body`` bytes (a longer one is left unread, for the handler to refuse from its headers).
     An HTTP/1.1 request that sent ``Expect: 100-continue`` is told to go on (:data:`CONTINUE`, on
@@ -142,14 +142,15 @@ async def _read_request(reader: asyncio.StreamReader, first: bytes, max_header_b
         if line in (b"\r\n", b"\n", b""):
             break
         name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length" and value.strip().isdigit():
+        field = name.strip().lower()
+        if field == b"content-length" and value.strip().isdigit():
             length = int(value)
-        elif name.strip().lower() == b"expect" and value.strip().lower() == b"100-continue":
+        elif field == b"expect" and value.strip().lower() == b"100-continue":
             expects = True
     else:
         return bytes(request)  # too many header lines: http.server answers 431
     if 0 < length <= max_body:
-        if expects and writer is not None and request.split(b"\n", 1)[0].rstrip().endswith(b"HTTP/1.1"):
+        if expects and request.split(b"\n", 1)[0].rstrip().endswith(b"HTTP/1.1"):
             writer.write(CONTINUE)
             await writer.drain()
         try:
@@ -320,7 +321,7 @@ class PooledHTTPServer:
                 if not first:
                     return True
                 deadline.reschedule(loop.time() + limits.request_timeout)
-                request = await _read_request(reader, first, limits.max_header_bytes, self.max_body, writer)
+                request = await _read_request(reader, writer, first, limits.max_header_bytes, self.max_body)
         except TimeoutError:
             if not first:
                 return True  # silent since it opened: closed with nothing said

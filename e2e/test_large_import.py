@@ -115,8 +115,8 @@ def held_to_the_target(clock: MainThreadClock, call: str, answer: dict) -> None:
     """No task of the call worked more than TARGET_MS on the main thread (or, without a clock, no
     task was longer than SHARE of the call); each long task printed with what it ran and waited."""
     tasks = [(duration, *on_cpu(clock, answer["at"] + start, duration)) for start, duration, _whose in answer["tasks"]]
-    ran, waited = clock.totals()
-    print(f"  {call}: main thread on a CPU {ran / 1000:.1f} s, waiting for one {waited / 1000:.1f} s; "
+    on, off = clock.totals()
+    print(f"  {call}: main thread on a CPU {on / 1000:.1f} s, waiting for one {off / 1000:.1f} s; "
           f"longest task {answer['longest']:.0f} ms; tasks over 50 ms (ms long, on a CPU, waiting): "
           f"{sorted((round(t), round(r), round(w)) for t, r, w in tasks)[::-1][:6]}")
     if clock.available:
