@@ -10,7 +10,9 @@ test natively collected ran and passed, except exactly the ones listed in EXCLUD
 threads, which Pyodide has not; a loop-less caller, which Pyodide cannot be), skipped there by
 their own ``skipif`` with the listed reason. The tests that drive the event loop with
 ``asyncio.run`` run too: Pyodide runs it on its WebLoop through JSPI (stack switching), which
-Chromium has.
+Chromium has and which the page starts Pyodide with only when asked (``?stack-switching``: by
+default wgtune keeps Python off JSPI stacks, on which Chromium's renderer can crash; the first test
+here checks both ways).
 """
 
 from __future__ import annotations
@@ -229,11 +231,32 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# In the page: whether its Python can block on a promise (run as a coroutine: it can only on JSPI stacks), and whether
+# WebAssembly's stack switching is still there for the page's own code after wgtune started.
+STACK_SWITCHING = """async () => {
+    const api = await window.wgtune.ready;
+    return {
+        canRunSync: await api.pyodide.runPythonAsync("import pyodide.ffi; pyodide.ffi.can_run_sync()"),
+        browserHasIt: "Suspending" in WebAssembly && "promising" in WebAssembly,
+    };
+}"""
+
+
+def test_the_page_runs_python_off_stack_switching_unless_asked(browser):
+    for query, can_run_sync in (("", False), ("?stack-switching", True)):
+        page, _ = browser.open(query)
+        try:
+            found = page.evaluate(STACK_SWITCHING)
+        finally:
+            page.close()
+        assert found == {"canRunSync": can_run_sync, "browserHasIt": True}, (query, found)
+
+
 def test_the_core_unit_tests_pass_in_pyodide(browser, artifacts, capsys):
     wheels = pinned_wheels()
     expected = native_core_test_ids()
     files = core_test_files(expected)
-    page, log = browser.open()
+    page, log = browser.open("?stack-switching")
     try:
         started = time.perf_counter()
         load_pytest(page, wheels)
@@ -268,8 +291,8 @@ def test_the_core_unit_tests_pass_in_pyodide(browser, artifacts, capsys):
     assert result["not_from_wheel"] == [], result["not_from_wheel"]
 
     assert result["collect_errors"] == {}, "\n".join(f"{k}:\n{v}" for k, v in result["collect_errors"].items())
-    jspi = "" if result["can_run_sync"] else " (this Pyodide cannot run_sync: no JSPI, so no asyncio.run)"
-    assert failed == set(), f"core tests failing in Pyodide{jspi}:\n" + "\n".join(
+    assert result["can_run_sync"], "the page's Python has no JSPI with ?stack-switching: asyncio.run cannot run"
+    assert failed == set(), "core tests failing in Pyodide:\n" + "\n".join(
         f"--- {nodeid}\n{result['reports'].get(nodeid, '')}" for nodeid in sorted(failed))
     assert result["exit_code"] == 0, (f"pytest in Pyodide exited with {result['exit_code']} (2: interrupted, "
                                       f"as by the watchdog after {RUN_SECONDS} s); its output is in "

@@ -58,10 +58,13 @@ window.wgtune = { ready, start };
 async function boot({ device = null }) {
   try {
     // Tuning settings from the URL (/?policy=fixed, /?budget=0.5&max_samples=20); the rest are the page's own.
-    const own = ["defer", BUNDLE_SETTING, COLLECTOR_SETTING];
-    const settings = Object.fromEntries([...new URLSearchParams(location.search)].filter(([name]) => !own.includes(name)));
+    // ?stack-switching: Pyodide with JSPI (the core's tests run asyncio.run in the page's Python).
+    const own = ["defer", "stack-switching", BUNDLE_SETTING, COLLECTOR_SETTING];
+    const query = new URLSearchParams(location.search);
+    const settings = Object.fromEntries([...query].filter(([name]) => !own.includes(name)));
+    const stackSwitching = query.has("stack-switching");
     // The page is the demo: it asks for the demo's sets and keys (a library user's page does not).
-    const api = await loadWgtune({ device, onStatus: showStatus, onEvent, settings, demo: true });
+    const api = await loadWgtune({ device, onStatus: showStatus, onEvent, settings, demo: true, stackSwitching });
     ui.api = api;
     Object.assign(window.wgtune, api, tracked(api));
     const bundled = await loadBundleFromAddress(api); // before the keys are drawn: a known GPU's show as Hits

@@ -114,13 +114,38 @@ export function installWheel(pyodide, bytes, url, { restored = false } = {}) {
   }
 }
 
+// WebAssembly's stack switching (JSPI), as Pyodide looks for it when it starts.
+const STACK_SWITCHING = ["Suspending", "promising", "Suspender"];
+
+/**
+ * Run `load` (a loadPyodide) with WebAssembly's stack switching hidden, so that Pyodide starts
+ * without it and runs Python on the thread's own stack. Why: where Pyodide has JSPI it runs
+ * Python's event-loop steps on stacks of their own, and Chromium's renderer crashes ("Target
+ * crashed", SIGSEGV just past the end of such a stack) when something walks one of them
+ * (GWP-ASan's sampling is one walker; docs/development.md). wgtune never blocks Python on a
+ * promise (no run_sync), so it loses nothing; `stackSwitching: true` keeps JSPI for code that
+ * does (asyncio.run in the page's Pyodide). Pyodide decides when it starts, so the names are
+ * back on WebAssembly once it has.
+ */
+export async function withStackSwitching(enabled, load) {
+  if (enabled) return load();
+  const hidden = STACK_SWITCHING.filter((name) => name in WebAssembly)
+    .map((name) => [name, Object.getOwnPropertyDescriptor(WebAssembly, name)]);
+  for (const [name] of hidden) delete WebAssembly[name];
+  try {
+    return await load();
+  } finally {
+    for (const [name, descriptor] of hidden) Object.defineProperty(WebAssembly, name, descriptor);
+  }
+}
+
 /** Resolves in a later task of the page (not a microtask): what runs after it is a task of its own. */
 function nextTask() {
   return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
 /** A snapshot of Python with wgtune imported, made in a worker; null where that failed (said on the console). */
-function snapshotInWorker(base, indexURL, wheelUrl) {
+function snapshotInWorker(base, indexURL, wheelUrl, stackSwitching) {
   return new Promise((resolve) => {
     let worker;
     try {
@@ -136,15 +161,15 @@ function snapshotInWorker(base, indexURL, wheelUrl) {
     };
     worker.onmessage = ({ data }) => done(data.snapshot ?? null, data.error);
     worker.onerror = (event) => done(null, event.message || "the worker did not start");
-    worker.postMessage({ indexURL, wheelUrl });
+    worker.postMessage({ indexURL, wheelUrl, stackSwitching });
   });
 }
 
 /** Python restored from `snapshot`, or null where it does not restore (the stored one is then dropped). */
-async function restore(loadPyodide, indexURL, snapshot, key) {
+async function restore(loadPyodide, indexURL, snapshot, key, stackSwitching) {
   const began = performance.now();
   try {
-    const pyodide = await loadPyodide({ indexURL, _loadSnapshot: snapshot });
+    const pyodide = await withStackSwitching(stackSwitching, () => loadPyodide({ indexURL, _loadSnapshot: snapshot }));
     pyodide.runPython(AFTER_RESTORE);
     // Named in DevTools' timeline (and read by bench/large_import.py): its long tasks are Pyodide's.
     performance.measure("wgtune: Python restored from a snapshot", { start: began });
@@ -160,9 +185,12 @@ async function restore(loadPyodide, indexURL, snapshot, key) {
  * Start Python with wgtune installed; `{pyodide, config}`. The config, Pyodide's module and the
  * wheel are fetched at once. `phases` receives each step's milliseconds and where Python came
  * from (`python`: "stored snapshot", "worker", or "main thread"). `pyodideUrl`: Pyodide's
- * directory, when it is not `pyodide/` under the base.
+ * directory, when it is not `pyodide/` under the base. `stackSwitching`: start Pyodide with JSPI where
+ * the browser has it (see withStackSwitching; off by default).
  */
-export async function startPython(base, { onStatus = () => {}, phases = {}, useSnapshot = true, pyodideUrl } = {}) {
+export async function startPython(base, {
+  onStatus = () => {}, phases = {}, useSnapshot = true, pyodideUrl, stackSwitching = false,
+} = {}) {
   const indexURL = resolvePyodideUrl(base, pyodideUrl).href;
   const configLoading = fetchConfig(base);
   const wheelLoading = configLoading.then((config) => fetchBytes("the wgtune wheel", config.wheelUrl));
@@ -171,23 +199,23 @@ export async function startPython(base, { onStatus = () => {}, phases = {}, useS
   const check = pyodideUrl === undefined ? CHECK_BASE_URL : CHECK_PYODIDE_URL;
   const { loadPyodide, version } = await importPyodide(indexURL, check);
   const config = await configLoading;
-  const key = snapshotKey(base, config.wheelUrl, version);
+  const key = snapshotKey(base, config.wheelUrl, version, stackSwitching);
   onStatus("Loading Python (Pyodide)…");
   let pyodide = null;
   if (useSnapshot) {
     let snapshot = await readSnapshot(key);
     phases.python = "stored snapshot";
     if (!snapshot) {
-      snapshot = await snapshotInWorker(base, indexURL, config.wheelUrl);
+      snapshot = await snapshotInWorker(base, indexURL, config.wheelUrl, stackSwitching);
       phases.python = "worker";
       if (snapshot) saveSnapshot(key, snapshot).catch((error) => console.warn(`wgtune: no snapshot kept: ${error}`));
     }
-    if (snapshot) pyodide = await restore(loadPyodide, indexURL, snapshot, key);
+    if (snapshot) pyodide = await restore(loadPyodide, indexURL, snapshot, key, stackSwitching);
   }
   const restored = pyodide !== null;
   if (!restored) {
     phases.python = "main thread";
-    pyodide = await loadPyodide({ indexURL, _makeSnapshot: useSnapshot });
+    pyodide = await withStackSwitching(stackSwitching, () => loadPyodide({ indexURL, _makeSnapshot: useSnapshot }));
   }
   phases.pyodide = performance.now() - began;
   await nextTask(); // the restore is one long task: the wheel's unpacking is not added to it

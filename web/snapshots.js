@@ -9,10 +9,12 @@ const CACHE = "wgtune-python-snapshots";
 // (2: the wheel is a zip on sys.path, python.js installWheel), so an older one is not restored.
 const LAYOUT = "2";
 
-/** The key of the snapshot of this wheel and Pyodide, under the library's base URL. */
-export function snapshotKey(base, wheelUrl, pyodideVersion) {
+/** The key of the snapshot of this wheel and Pyodide (started with JSPI or not), under the library's base URL. */
+export function snapshotKey(base, wheelUrl, pyodideVersion, stackSwitching = false) {
   const key = new URL("python.snapshot", base);
-  key.search = new URLSearchParams({ wheel: wheelUrl, pyodide: pyodideVersion, layout: LAYOUT }).toString();
+  const fields = { wheel: wheelUrl, pyodide: pyodideVersion, layout: LAYOUT };
+  if (stackSwitching) fields.jspi = "1";
+  key.search = new URLSearchParams(fields).toString();
   return key.href;
 }
 

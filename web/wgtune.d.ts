@@ -92,6 +92,12 @@ export interface LoadOptions {
   pyodideUrl?: string | URL;
   /** Register the demo's sets and keys (the demo page does; a library user need not). */
   demo?: boolean;
+  /**
+   * Start Pyodide with WebAssembly stack switching (JSPI), for Python of your own that blocks on
+   * promises (`run_sync`, `asyncio.run`). Default false: Chromium's renderer can crash on Python's
+   * JSPI stacks, and wgtune does not need them.
+   */
+  stackSwitching?: boolean;
 }
 /** What `adapterInfo` says of the device. */
 export interface AdapterInfo {

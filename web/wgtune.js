@@ -101,12 +101,16 @@ function describeAdapter(adapter, device) {
  *    (an app that bundles wgtune from npm passes where it serves the package's assets);
  *  - pyodideUrl: the directory of Pyodide's files (pyodide.mjs, ...), default pyodide/ under baseUrl;
  *  - demo: register the demo's sets and keys (default false: an app registers its own; the demo
- *    costs about 22 MB of buffers on the device).
+ *    costs about 22 MB of buffers on the device);
+ *  - stackSwitching: start Pyodide with WebAssembly stack switching (JSPI) where the browser has it,
+ *    for Python of your own that blocks on promises (run_sync, asyncio.run in the page). Default
+ *    false: Chromium's renderer can crash on Python's JSPI stacks (python.js withStackSwitching),
+ *    and wgtune does not need them. The first Pyodide a page starts decides.
  * Rejects with WgtuneUnavailable where WebGPU is missing, with advice.
  */
 export async function loadWgtune({
   device = null, onStatus = () => {}, onEvent = () => {}, database = "wgtune", settings = {},
-  baseUrl = undefined, pyodideUrl = undefined, demo = false,
+  baseUrl = undefined, pyodideUrl = undefined, demo = false, stackSwitching = false,
 } = {}) {
   const started = performance.now();
   const phases = {}; // milliseconds of each step of this load, as api.loadPhases
@@ -114,7 +118,7 @@ export async function loadWgtune({
   const ownDevice = !device;
   if (ownDevice) requireWebGPU();
   // Python starts while the device opens: the two do not depend on each other.
-  const python = startPython(resolveBaseUrl(baseUrl), { onStatus, phases, pyodideUrl });
+  const python = startPython(resolveBaseUrl(baseUrl), { onStatus, phases, pyodideUrl, stackSwitching });
   python.catch(() => {}); // awaited below, after the device (whose failure may come first)
   if (ownDevice) {
     onStatus("Opening WebGPU…");
