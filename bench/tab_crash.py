@@ -11,16 +11,18 @@ Chromium's log (every process's stderr) and the crash dumps Crashpad writes are 
 crash this prints the dump's summary (signal, thread, faulting address against that thread's
 stack; ``harness.describe_dump``) and the log lines of the crash's last seconds.
 
-``--flags``: ``harness`` (e2e/harness.py's flags as they are), ``before`` (the flags before issue
-30's fix: GWP-ASan left to Chromium, which turns it on in 1% of processes), ``gwp-asan`` (GWP-ASan
-forced on in every process and sampling densely, to see at once what those 1% do now and then),
-``gwp-asan-off`` (the same dense sampling with the harness's process sampling of 0),
-``gwp-asan-every-process`` (GWP-ASan in every process at Chromium's own sampling: what one of
-the 1% does).
+``--flags``: ``harness`` (e2e/harness.py's flags: Chromium's defaults, GWP-ASan left to Chromium,
+which turns it on in 1% of processes), ``gwp-asan`` (GWP-ASan forced on in every process and
+sampling densely, to see at once what those 1% do now and then), ``gwp-asan-off`` (the same dense
+sampling with its process sampling at 0), ``gwp-asan-every-process`` (GWP-ASan in every process
+at Chromium's own sampling: what one of the 1% does).
 
-``--first-visits``: every load a first visit in a fresh profile instead.
+``--first-visits``: every load a first visit in a fresh profile instead. ``--stack-switching``: the
+page asked to start Pyodide with JSPI (``?stack-switching``), as it did by default before issue
+30's fix at the cause: Python back on the JSPI stacks the crashes were found on.
 
-Usage: ``python bench/tab_crash.py --loads 40 --flags before [--busy 2] [--first-visits] [--out FILE]``
+Usage: ``python bench/tab_crash.py --loads 40 --flags harness [--busy 2] [--first-visits] [--stack-switching]
+[--out FILE]``
 """
 
 from __future__ import annotations
@@ -38,58 +40,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
 import harness
 from harness import PageServer, launch, wait_ready
 
-# GWP-ASan in every process, sampling about one allocation in 200 (Chromium: one in 1500 to 24000)
-# with room for that many (it stops sampling for good once its slots are full); or the same with
-# the process sampling at 0, as the harness sets it.
-DENSE = ("AllocationSamplingMultiplier/200/AllocationSamplingRange/1"
-         "/MaxAllocations/2000/MaxMetadata/4000/TotalPages/8000")
-
-
-def gwp_asan(probability: str, sampling: str = DENSE) -> list[str]:
-    features = ",".join(f"{feature}:ProcessSamplingProbability/{probability}" + (f"/{sampling}" if sampling else "")
-                        for feature in ("GwpAsanMalloc", "GwpAsanPartitionAlloc"))
-    return [arg for arg in harness.CHROMIUM_ARGS if not arg.startswith("--enable-features")] + [
-        "--enable-features=Vulkan," + features]
-
-
 FLAGS = {
     "harness": harness.CHROMIUM_ARGS,
-    "before": [arg for arg in harness.CHROMIUM_ARGS if not arg.startswith("--enable-features")]
-    + ["--enable-features=Vulkan"],
-    "gwp-asan": gwp_asan("1.0"),
-    "gwp-asan-off": gwp_asan("0"),
-    "gwp-asan-every-process": gwp_asan("1.0", sampling=""),
+    "gwp-asan": harness.gwp_asan_args("1.0"),
+    "gwp-asan-off": harness.gwp_asan_args("0"),
+    "gwp-asan-every-process": harness.gwp_asan_args("1.0", sampling=""),
 }
-
-# A small set tuned from JavaScript: Python runs under each call, on Pyodide's JSPI stack.
-TUNE = r"""
-async (name) => {
-  const wgtune = window.wgtune;
-  const device = wgtune.device;
-  const n = 1000;
-  const source = `
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-override WG: u32 = 64u;
-@compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < ${n}u) { y[g.x] = 2.0 * x[g.x]; } }`;
-  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
-  const x = device.createBuffer({ size: 4 * n, usage });
-  const y = device.createBuffer({ size: 4 * n, usage });
-  const set = await wgtune.defineSet({
-    name,
-    candidates: [64, 128, 256].map((wg) => ({
-      name: `wg${wg}`, wgsl: source, constants: { WG: wg }, grid: () => [Math.ceil(n / wg)],
-    })),
-    key: () => ({ n }),
-  });
-  const call = { buffers: { x, y } };
-  set.check(call);
-  const settled = await set.settle(call);
-  await set.execute(call);
-  return settled.state;
-}
-"""
 
 LOAD_TIMEOUT_S = 300  # a guard against a page that never loads, not a measurement
 
@@ -105,7 +61,7 @@ class Run:
         if reload:
             page.reload()
         wait_ready(page)
-        state = page.evaluate(TUNE, f"crash_probe_{self.loads}")
+        state = page.evaluate(harness.SMALL_TUNE, f"crash_probe_{self.loads}")
         if state != "Hit":
             raise RuntimeError(f"the probe's tune ended {state}")
 
@@ -171,6 +127,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--first-visits", action="store_true",
                         help="each load a first visit in a fresh profile (where forced GWP-ASan crashes)")
+    parser.add_argument("--stack-switching", action="store_true",
+                        help="load the page with ?stack-switching: Pyodide on JSPI stacks, as before the fix")
     options = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -180,7 +138,8 @@ def main() -> int:
     began = time.time()
     try:
         with PageServer() as server, sync_playwright() as playwright, tempfile.TemporaryDirectory() as scratch:
-            run = Run(playwright, server.url, FLAGS[options.flags], options.loads)
+            url = server.url + ("?stack-switching" if options.stack_switching else "")
+            run = Run(playwright, url, FLAGS[options.flags], options.loads)
             cycles = 0
             while run.loads < options.loads:
                 cycles += 1
@@ -193,7 +152,8 @@ def main() -> int:
             loop.wait()
     with open("/proc/loadavg") as file:
         load = file.read().split()[:3]
-    kind = "first visits" if options.first_visits else "loads"
+    kind = ("first visits" if options.first_visits else "loads") + (
+        ", Python on JSPI (?stack-switching)" if options.stack_switching else ", Python off JSPI")
     summary = (f"flags {options.flags} ({' '.join(FLAGS[options.flags])}), {options.busy} busy loops, {kind}: "
                f"{run.crashes} tab crashes and {run.other} other errors in {run.loads} loads "
                f"({cycles} cycles, {time.time() - began:.0f} s; load average at the end {' '.join(load)})")

@@ -22,17 +22,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("WGTUNE_CHROMIUM", "/usr/bin/chromium")
-# GWP-ASan, the sampling allocator Chromium turns on in 1% of its processes (at random), takes a
-# frame-pointer stack trace of every sampled allocation, bounded on a renderer's main thread by
-# the main stack's end. Pyodide runs Python's asyncio steps on a WebAssembly JSPI stack: a sample
-# there scans past that stack's end into memory it may not read, SIGSEGV, "Target crashed"
-# (issue 30; bench/tab_crash.py, bench/results/tab-crash.txt). Its process sampling at 0 keeps it
-# out of every process. A feature list, not --disable-features, which would replace Playwright's
-# own list (the last of a repeated switch wins).
-NO_GWP_ASAN = "GwpAsanMalloc:ProcessSamplingProbability/0,GwpAsanPartitionAlloc:ProcessSamplingProbability/0"
+# Chromium's own defaults otherwise, as a user's Chrome has them: GWP-ASan (the sampling allocator
+# Chromium turns on in 1% of its processes) included. Its stack walks crashed the page's tab when
+# Python ran on Pyodide's JSPI stacks; the page keeps Python off them (web/python.js
+# withStackSwitching), and e2e/test_harness_crash.py loads it with GWP-ASan forced on.
 CHROMIUM_ARGS = [
     "--enable-unsafe-webgpu",
-    "--enable-features=Vulkan," + NO_GWP_ASAN,
+    "--enable-features=Vulkan",
     "--use-angle=swiftshader",
     # This machine's network is closed: Chromium's own background traffic only makes noise.
     "--disable-background-networking",
@@ -223,6 +219,53 @@ def _new_tab(context: Any, address: str) -> tuple[Any, ConsoleLog]:
     log = ConsoleLog(page)
     page.goto(address)
     return page, log
+
+
+# GWP-ASan's sampling as gwp_asan_args forces it: about one allocation in 200 (Chromium: one in 1500
+# to 24000), with room for that many (it stops sampling for good once its slots are full).
+DENSE_SAMPLING = ("AllocationSamplingMultiplier/200/AllocationSamplingRange/1"
+                  "/MaxAllocations/2000/MaxMetadata/4000/TotalPages/8000")
+
+
+def gwp_asan_args(probability: str, sampling: str = DENSE_SAMPLING) -> list[str]:
+    """The harness's flags with GWP-ASan on in ``probability`` of the processes (``"1.0"``: every
+    one), at ``sampling`` (``""``: Chromium's own)."""
+    features = ",".join(f"{feature}:ProcessSamplingProbability/{probability}" + (f"/{sampling}" if sampling else "")
+                        for feature in ("GwpAsanMalloc", "GwpAsanPartitionAlloc"))
+    return [arg for arg in CHROMIUM_ARGS if not arg.startswith("--enable-features")] + [
+        "--enable-features=Vulkan," + features]
+
+
+# A small set tuned from JavaScript on the page (a set named by the argument): Python runs under
+# each call, as in e2e/test_js_api.py. Resolves to the key's state once settled ("Hit").
+SMALL_TUNE = r"""
+async (name) => {
+  const wgtune = window.wgtune;
+  const device = wgtune.device;
+  const n = 1000;
+  const source = `
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+override WG: u32 = 64u;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < ${n}u) { y[g.x] = 2.0 * x[g.x]; } }`;
+  const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
+  const x = device.createBuffer({ size: 4 * n, usage });
+  const y = device.createBuffer({ size: 4 * n, usage });
+  const set = await wgtune.defineSet({
+    name,
+    candidates: [64, 128, 256].map((wg) => ({
+      name: `wg${wg}`, wgsl: source, constants: { WG: wg }, grid: () => [Math.ceil(n / wg)],
+    })),
+    key: () => ({ n }),
+  });
+  const call = { buffers: { x, y } };
+  set.check(call);
+  const settled = await set.settle(call);
+  await set.execute(call);
+  return settled.state;
+}
+"""
 
 
 def wait_ready(page: Any) -> None:
