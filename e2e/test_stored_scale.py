@@ -1,12 +1,20 @@
-"""A page whose IndexedDB holds 100k stored winners (issue 13): the stored-winners panel shows a
-page of them, moves between pages and filters by set, and a tune's longest main-thread task
-stays under 200 ms while the panel follows it."""
+"""A page whose IndexedDB holds 100k stored winners (issue 13): it loads (the snapshot restore and
+the session's opening included, issue 28) with no main-thread task working 200 ms; the
+stored-winners panel shows a page of them, moves between pages and filters by set; and a tune
+works no task 200 ms while the panel follows it.
+
+A task's length is the machine's as much as the page's (on two shared cores a task is mostly the
+main thread waiting for a CPU), so each long task is held to the time the renderer's main thread
+was on a CPU within it (``long_tasks.MainThreadClock``, Linux's schedstat; elsewhere the task's
+length), as in ``e2e/test_large_import.py``.
+"""
 
 from __future__ import annotations
 
 import time
 
 from harness import wait_ready
+from long_tasks import MainThreadClock, on_cpu
 
 ENTRIES = 100_000
 DASH = "\u2013"  # between the pager's first and last entry
@@ -31,10 +39,14 @@ await session.idb.putEntries(json.dumps(records))
 len(records)
 """
 
-# Every task over 50 ms of the page from its navigation on, registered before its scripts run.
+TARGET_MS = 200
+
+# Every task over 50 ms of the page from its navigation on, registered before its scripts run:
+# [start in ms since the epoch, duration].
 WATCH_LOAD = """
 window.__loadTasks = [];
-new PerformanceObserver((list) => window.__loadTasks.push(...list.getEntries().map((e) => e.duration)))
+new PerformanceObserver((list) => window.__loadTasks.push(
+  ...list.getEntries().map((e) => [performance.timeOrigin + e.startTime, e.duration])))
   .observe({ type: "longtask", buffered: true });
 """
 # Loading 100k winners whole was one task of 3.7 s, all of the load's long-task time; read in
@@ -51,7 +63,8 @@ async () => {
   // The observer sees long tasks here: a 120 ms one of our own is reported (else the check below
   // could pass by seeing nothing).
   const seen = [];
-  const probe = new PerformanceObserver((list) => seen.push(...list.getEntries().map((e) => e.duration)));
+  const probe = new PerformanceObserver((list) => seen.push(
+    ...list.getEntries().map((e) => [performance.timeOrigin + e.startTime, e.duration])));
   probe.observe({ type: "longtask" });
   await new Promise((resolve) => setTimeout(() => {
     const until = performance.now() + 120;
@@ -60,11 +73,12 @@ async () => {
   }, 0));
   await new Promise((resolve) => setTimeout(resolve, 300));
   probe.disconnect();
-  if (!seen.some((duration) => duration >= 100)) throw new Error(`long tasks are not observed here: ${seen}`);
+  const probed = seen.find(([, duration]) => duration >= 100);
+  if (!probed) throw new Error(`long tasks are not observed here: ${seen}`);
 
-  const longest = [];
+  const tasks = [];
   const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) longest.push(entry.duration);
+    for (const entry of list.getEntries()) tasks.push([performance.timeOrigin + entry.startTime, entry.duration]);
   });
   observer.observe({ type: "longtask" });
   const device = window.wgtune.device;
@@ -89,7 +103,7 @@ async () => {
   await window.wgtune.flush();
   await new Promise((resolve) => setTimeout(resolve, 1500)); // the panel follows the stored winner
   observer.disconnect();
-  return { settled, tuneMs: performance.now() - started, longest: Math.max(0, ...longest), tasks: longest.length };
+  return { settled, tuneMs: performance.now() - started, tasks, probed };
 }
 """
 
@@ -99,13 +113,17 @@ def test_a_hundred_thousand_stored_winners_page_filter_and_cost_a_tune_no_long_t
     assert page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)",
                          SEED.replace("COUNT", str(ENTRIES))) == ENTRIES
     page.add_init_script(WATCH_LOAD)
+    clock = MainThreadClock(browser.profile)
     started = time.perf_counter()
-    page.reload()
-    wait_ready(page)
-    load_tasks = page.evaluate("window.__loadTasks")
+    with clock:
+        page.reload()
+        wait_ready(page)
+    load_tasks = worked(clock, page.evaluate("window.__loadTasks"))
     print(f"\npage ready with {ENTRIES} stored winners in {time.perf_counter() - started:.1f} s; "
-          f"longest task {max(load_tasks, default=0):.0f} ms, {sum(t > 200 for t in load_tasks)} over 200 ms, "
-          f"{len(load_tasks)} over 50 ms")
+          f"tasks over 50 ms (ms long, on a CPU, waiting): {shown(load_tasks)}")
+    # The snapshot restore in steps, the session's opening and the 100k read in slices: no task of
+    # the load worked 200 ms (the restore was one of 260-300 ms, the demo's fma inputs one of 230).
+    held_to_the_target(clock, "the load", load_tasks)
     # Read in slices (indexeddb.LOAD_SLICE) and kept as text, each entry decoded only when its key
     # is asked for (issue 28): the 100k cost the load no decoding, and no long task of it.
     assert page.evaluate(UNDECODED) == ENTRIES
@@ -122,11 +140,30 @@ def test_a_hundred_thousand_stored_winners_page_filter_and_cost_a_tune_no_long_t
     assert sets == {"bulk_tenth"}
     page.screenshot(path=str(artifacts / "page-stored-100k.png"), full_page=True)
 
-    answer = page.evaluate(TUNE_WATCHING_TASKS)
-    print(f"tune with the panel following: {answer['tuneMs']:.0f} ms, longest task {answer['longest']:.0f} ms "
-          f"({answer['tasks']} over 50 ms)")
+    with clock:
+        answer = page.evaluate(TUNE_WATCHING_TASKS)
+    if clock.available:  # the clock reads the page's thread: the probe's busy task shows on it
+        ran, waited = on_cpu(clock, *answer["probed"])
+        assert ran + waited >= answer["probed"][1] / 2, (answer["probed"], ran, waited)
+    tune_tasks = worked(clock, answer["tasks"])
+    print(f"tune with the panel following: {answer['tuneMs']:.0f} ms; tasks over 50 ms: {shown(tune_tasks)}")
     assert answer["settled"]["state"] == "Hit"
-    assert answer["longest"] < 200, answer
+    held_to_the_target(clock, "the tune", tune_tasks)
     page.evaluate("window.wgtune.clearCache()")  # leave the shared profile as the other tests expect it
     assert log.errors == []
     page.close()
+
+
+def worked(clock: MainThreadClock, tasks: list) -> list[tuple[float, float, float]]:
+    """Each long task ``[start (ms since the epoch), duration]`` as (duration, ms on a CPU, ms waiting)."""
+    return [(duration, *on_cpu(clock, start, duration)) for start, duration in tasks]
+
+
+def shown(tasks: list[tuple[float, float, float]]) -> list[tuple[int, int, int]]:
+    return sorted((round(t), round(r), round(w)) for t, r, w in tasks)[::-1][:6]
+
+
+def held_to_the_target(clock: MainThreadClock, what: str, tasks: list[tuple[float, float, float]]) -> None:
+    """No task worked TARGET_MS on the main thread (without a clock: none was that long)."""
+    spent = [ran if clock.available else duration for duration, ran, _waited in tasks]
+    assert all(ms < TARGET_MS for ms in spent), (what, shown(tasks))

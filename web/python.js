@@ -165,11 +165,33 @@ function snapshotInWorker(base, indexURL, wheelUrl, stackSwitching) {
   });
 }
 
+/**
+ * Pyodide's module factory (what loadPyodide would import itself), its steps each starting a task
+ * of its own. A restore was one task of 260-300 ms on a CPU here: WebAssembly's instantiation,
+ * Emscripten's start of the instance (running its constructors), then the snapshot restored into it
+ * and Python's start finished. Now they are three tasks (about 90, 110 and 50 ms).
+ */
+async function pyodideModuleInSteps(indexURL) {
+  const { default: create } = await import(new URL("pyodide.asm.mjs", indexURL).href);
+  return async (settings) => {
+    const instantiate = settings.instantiateWasm; // Pyodide's own (streaming compilation)
+    if (instantiate) {
+      settings.instantiateWasm = (imports, receive) =>
+        instantiate(imports, (instance, module) => nextTask().then(() => receive(instance, module)));
+    }
+    const module = await create(settings);
+    await nextTask();
+    return module;
+  };
+}
+
 /** Python restored from `snapshot`, or null where it does not restore (the stored one is then dropped). */
 async function restore(loadPyodide, indexURL, snapshot, key, stackSwitching) {
   const began = performance.now();
   try {
-    const pyodide = await withStackSwitching(stackSwitching, () => loadPyodide({ indexURL, _loadSnapshot: snapshot }));
+    const createPyodideModule = await pyodideModuleInSteps(indexURL);
+    const pyodide = await withStackSwitching(stackSwitching,
+      () => loadPyodide({ indexURL, _loadSnapshot: snapshot, createPyodideModule }));
     pyodide.runPython(AFTER_RESTORE);
     // Named in DevTools' timeline (and read by bench/large_import.py): its long tasks are Pyodide's.
     performance.measure("wgtune: Python restored from a snapshot", { start: began });
