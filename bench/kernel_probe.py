@@ -24,10 +24,20 @@ Usage::
 
 ``--tiles`` (repeatable) probes tiles that are not in the set yet: each a Python expression
 giving a tile or a tuple of tiles, with ``T`` (MatmulTile), ``R`` and ``C`` (skinny tiles of rows
-or columns, as in ``matmul_tiles.py``) and ``replace`` at hand, or ``@FILE``: one such expression
+or columns), ``F`` (flat tiles for a short K: ``F(rows, cols, wx, wy, vec4=False, unroll=4)``),
+as in ``kernels/matmul/tiles.py``, and ``replace`` at hand, or ``@FILE``: one such expression
 a line (``#`` starts a comment); the set probed is then those
 tiles, ungrouped, after the naive kernel (every one planned where its vec4 loads can serve).
-``--shape MxNxK`` (repeatable) probes those matmul shapes instead of the lists'.
+``--shape MxNxK`` (repeatable) probes those matmul shapes instead of the lists'. ``--each`` also
+prints a line per candidate probed (its status, rate and ratio to torch) after each shape's line.
+
+Flat matmuls (issue 29: a short K, many outputs; the set plans its ``flat*`` candidates first
+where K <= 64 on medium and large keys)::
+
+    python bench/kernel_probe.py --full --only matmul --each --shape 4561x4475x11 --shape 620x7790x37 \
+        --shape 901x7895x6 --shape 3957x990x22 --shape 1754x2317x11 --shape 3185x1464x17 \
+        --shape 864x734x31 --shape 2455x849x15 --shape 1055x623x18 --shape 537x2233x7
+    python bench/kernel_probe.py --only matmul --each --shape 4561x4475x11 --tiles "F(8, 8, 32, 8)"
 ``--runtime-checks on|off`` compiles every candidate with or without WebGPU's runtime checks
 (``Kernel.runtime_checks``; by default each as its set says); ``bench/runtime_checks.py`` times
 both ways in one run.
@@ -56,7 +66,7 @@ from wgtune.kernels import reduction
 from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.common import with_runtime_checks
 from wgtune.kernels.matmul import matmul_set, size_class
-from wgtune.kernels.matmul.tiles import C, R, T
+from wgtune.kernels.matmul.tiles import C, F, R, T
 from wgtune.tune.plan import Plan
 
 SLOW = 10.0  # a first run (and the run after it) this many times the best so far is not sampled
@@ -228,8 +238,9 @@ def measure(device: NativeDevice, problem: Problem, compiled: dict, index: int, 
 
 
 def probe(device: NativeDevice, problem: Problem, compiled: dict, samples: int, min_sample: float,
-          sink, every: bool = False, first_only: bool = False) -> float | None:
-    """Probe every candidate on ``problem``; print a line; answer the best one's ratio to torch."""
+          sink, every: bool = False, first_only: bool = False, each: bool = False) -> float | None:
+    """Probe every candidate on ``problem``; print a line (and one per candidate with ``each``);
+    answer the best one's ratio to torch."""
     started = time.perf_counter()
     key = problem.tunables.key(problem.args)
     plan = Plan(problem.tunables.candidates, key)
@@ -265,6 +276,9 @@ def probe(device: NativeDevice, problem: Problem, compiled: dict, samples: int, 
           f"{figure(timed[0] if timed else None)} | first batch {figure(in_first)} | "
           f"{len(timed)}/{len(indices)} timed in {time.perf_counter() - started:.1f} s"
           + (f" WRONG {wrong}" if wrong else ""), flush=True)
+    for result in results if each else ():
+        rate = f"{figure(result)}" if result["status"] == "ok" else f"{result['candidate']} {result['status']}"
+        print(f"    {'*' if result['first_batch'] else ' '} {rate}", flush=True)
     if sink:
         sink.write(json.dumps({"family": problem.family, "shape": problem.label, "torch_rate": torch_rate,
                                "regime": problem.regime}) + "\n")
@@ -283,7 +297,7 @@ def trial_tiles(expressions: list[str]) -> tuple:
         else:
             lines.append(text)
     for text in filter(None, lines):
-        value = eval(text, {"T": T, "R": R, "C": C, "replace": replace})  # the user's own command line
+        value = eval(text, {"T": T, "R": R, "C": C, "F": F, "replace": replace})  # the user's own command line
         found += list(value) if isinstance(value, (tuple, list)) else [value]
     return tuple(found)
 
@@ -299,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="a directory for probe.jsonl")
     parser.add_argument("--every", action="store_true", help="also the candidates of groups the key skips")
     parser.add_argument("--first-batch", action="store_true", help="only the plan's first batch")
+    parser.add_argument("--each", action="store_true",
+                        help="a line per candidate (* in the plan's first batch): rate and ratio to torch")
     parser.add_argument("--tiles", action="append", help="matmul tiles to probe instead of the set's (repeatable)")
     parser.add_argument("--shape", action="append", help="a matmul shape MxNxK instead of the lists' (repeatable)")
     parser.add_argument("--runtime-checks", choices=("set", "on", "off"), default="set",
@@ -341,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         problem = job()
         ratio = probe(device, problem, compiled, options.samples, options.min_sample, sink, options.every,
-                      options.first_batch)
+                      options.first_batch, options.each)
         if ratio is not None:
             ratios.setdefault(problem.family, []).append(ratio)
         for buffer in problem.args.buffers:

@@ -30,6 +30,9 @@ Two sets:
     split over the invocations of a workgroup, partial sums in registers, added in workgroup
     memory at the end; with ``split`` K is also cut over workgroups, as kgrid tiles do
     (planned only where K is at least SPLIT_MIN_K).
+  - flat kernels (``flat*``, :mod:`wgtune.kernels.matmul.flat`) for a short K and many outputs:
+    no staging, a few rows by a few strided columns an invocation, K in registers; planned first
+    on medium and large keys with K at most FLAT_MAX_K, nowhere else.
 
 - ``matmul_f16`` (:func:`matmul_f16_set`): f16 buffers (``features=("shader-f16",)``), f32
   arithmetic, a smaller space from the same generators (no kgrid tiles: their atomics add f32).
@@ -81,8 +84,10 @@ from wgtune import Args, Group, Kernel, TunableSet
 from ..common import F32_BYTES, ceil_div, with_runtime_checks, wrapped_grid
 from ..family import Family, Size
 from ..inputs import random_floats
+from .flat import FlatTile, flat_matmul_kernel
 from .keys import (
     DEEP_MIN_K,
+    FLAT_MAX_K,
     PLAN_GROUPS,
     SKINNY_MAX,
     SPLIT_MIN_K,
@@ -116,6 +121,7 @@ __all__ = [
     "DEEP_MIN_K",
     "F16_OUTPUTS",
     "F16_TOLERANCE",
+    "FLAT_MAX_K",
     "GROUP_NAMES",
     "MATMUL_F16_FAMILY",
     "MATMUL_F16_TILES",
@@ -126,6 +132,7 @@ __all__ = [
     "MIN_K_CHUNK",
     "SKINNY_MAX",
     "SPLIT_MIN_K",
+    "FlatTile",
     "MatmulTile",
     "SkinnyTile",
     "groups_for",
@@ -258,8 +265,10 @@ MATMUL_F16_TILES: tuple[MatmulTile | SkinnyTile, ...] = tuple(
 )
 
 
-def _candidate(tile: MatmulTile | SkinnyTile, dtype: str, group: Group | None) -> Kernel:
-    if isinstance(tile, SkinnyTile):
+def _candidate(tile: MatmulTile | SkinnyTile | FlatTile, dtype: str, group: Group | None) -> Kernel:
+    if isinstance(tile, FlatTile):  # vec4 columns: skipped where N is no multiple of 4
+        kernel = flat_matmul_kernel(tile, dtype, group=group, priority=needs_vec4(False, True) if tile.vec4 else 1)
+    elif isinstance(tile, SkinnyTile):
         kernel = skinny_matmul_kernel(tile, dtype, group=group)
     else:
         kernel = tiled_matmul_kernel(tile, dtype, group=group)

@@ -6,7 +6,8 @@ C do), else 1. :func:`size_class` puts a key in a class, and :func:`groups_for` 
 its batches come from, in order (``kernels/matmul/__init__.py``'s module doc says why each). The rules
 here are the candidates' priorities: a vec4 candidate is skipped where the key does not allow
 its loads, a flat twin waits in a later batch where its vec4 twin can serve, a group a key's
-class does not list is skipped.
+class does not list is skipped; the flat group (:mod:`wgtune.kernels.matmul.flat`) comes first on
+medium and large keys with K at most FLAT_MAX_K and is skipped on every other key.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from collections.abc import Callable
 from wgtune import Args, Group, anchor
 from wgtune.key import Key
 
-from .tiles import COLS, DEEP, GROUP_NAMES, LARGE, MEDIUM, ROWS, SMALL
+from .tiles import COLS, DEEP, FLAT, GROUP_NAMES, LARGE, MEDIUM, ROWS, SMALL
 from .wgsl import MIN_K_CHUNK, MatmulTile
 
 __all__ = [
     "DEEP_MIN_K",
+    "FLAT_MAX_K",
     "PLAN_GROUPS",
     "SKINNY_MAX",
     "SPLIT_MIN_K",
@@ -61,6 +63,12 @@ DEEP_MIN_K = 2 * MIN_K_CHUNK
 # shorter, they make a few chunks at most, and on small keys they would be the rows group's
 # first probes and lose (that group leads there).
 SPLIT_MIN_K = 4096
+# The longest K (as keyed: a power of two) on which the flat kernels are planned, first, on keys of
+# many outputs (the medium and large classes): there a product is a few dozen multiply-adds an
+# output and is bound by writing C, which the tiles, built for a long K, waste (43-78% of torch on
+# an H200 at K from 6 to 37). Small keys keep the rows group first (a launch costs more than
+# their work), and skinny ones their skinny kernels.
+FLAT_MAX_K = 64
 
 
 def matmul_sizes(args: Args) -> tuple[int, int, int]:
@@ -103,12 +111,14 @@ def groups_for(key: Key) -> tuple[str, ...]:
     """The groups a key's plan takes its batches from, in order (the module doc): its class's
     order (the medium tiles first on a large key that vec4 loads cannot serve), less the skinny
     kernels' groups where M (``rows``) or N (``cols``) is past SKINNY_MAX, and the deep group
-    where K is under DEEP_MIN_K."""
+    where K is under DEEP_MIN_K; the flat group before them all on a medium or large key whose K
+    is at most FLAT_MAX_K (other keys plan none of it)."""
     fields = dict(key)
     too_many = {ROWS: fields["m"] > SKINNY_MAX, COLS: fields["n"] > SKINNY_MAX, DEEP: fields["k"] < DEEP_MIN_K}
     kind = size_class(key)
     order = _UNALIGNED_LARGE if kind == LARGE and not _aligned(key, True, True) else _ORDER[kind]
-    return tuple(name for name in order if not too_many.get(name, False))
+    flat = (FLAT,) if kind in (MEDIUM, LARGE) and fields["k"] <= FLAT_MAX_K else ()
+    return flat + tuple(name for name in order if not too_many.get(name, False))
 
 
 def _group_priority(name: str) -> Callable[[Key], int]:

@@ -1,32 +1,35 @@
 """The matmul family's candidates, by group (see :mod:`wgtune.kernels.matmul` for what the
 groups are and how a key picks them).
 
-Each entry is a tile (:class:`~wgtune.kernels.matmul.wgsl.MatmulTile`, or a
-:class:`~wgtune.kernels.matmul.skinny.SkinnyTile`) in the forms worth having: with vec4 global
-loads (``_v4``, for K and N multiples of 4), flat ones (any sizes), or both. The comments give
-what each reached on an NVIDIA H200 (Vulkan, wgpu-py 0.32) as a share of PyTorch's fp32 (TF32
-off) on the shapes ``bench/kernel_probe.py --full`` probes, where it is the fastest candidate or
-close to it (the reason it is here; ranges span two runs, and forms that never came within 5% of
-a shape's best were dropped). Every candidate fits 32 KiB of workgroup storage and 1024
-invocations (lavapipe's limits); those past WebGPU's defaults (16 KiB, 256) are refused by the
-core on devices without them, and each group keeps several candidates within the defaults.
+Each entry is a tile (:class:`~wgtune.kernels.matmul.wgsl.MatmulTile`, a
+:class:`~wgtune.kernels.matmul.skinny.SkinnyTile` or a
+:class:`~wgtune.kernels.matmul.flat.FlatTile`) in the forms worth having: with vec4 global loads
+(``_v4``, for K and N multiples of 4), flat ones (any sizes), or both. The comments give what each
+reached on an NVIDIA H200 (Vulkan, wgpu-py 0.32) as a share of PyTorch's fp32 (TF32 off) on the
+shapes ``bench/kernel_probe.py --full`` probes, where it is the fastest candidate or close to it
+(the reason it is here; ranges span two runs, and forms that never came within 5% of a shape's best
+were dropped). Every candidate fits 32 KiB of workgroup storage and 1024 invocations (lavapipe's
+limits); those past WebGPU's defaults (16 KiB, 256) are refused by the core on devices without them,
+and each group keeps several candidates within the defaults.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from .flat import FlatTile
 from .skinny import SkinnyTile
 from .wgsl import MatmulTile
 
 __all__ = [
-    "CHECKED", "COLS", "DEEP", "GROUP_NAMES", "LARGE", "MATMUL_F16_GROUPS", "MATMUL_GROUPS", "MEDIUM", "ROWS", "SMALL",
+    "CHECKED", "COLS", "DEEP", "FLAT", "GROUP_NAMES", "LARGE", "MATMUL_F16_GROUPS", "MATMUL_GROUPS", "MEDIUM", "ROWS",
+    "SMALL",
 ]
 
-ROWS, COLS, DEEP, SMALL, MEDIUM, LARGE = "rows", "cols", "deep", "small", "medium", "large"
-GROUP_NAMES = (ROWS, COLS, DEEP, SMALL, MEDIUM, LARGE)
+ROWS, COLS, DEEP, SMALL, MEDIUM, LARGE, FLAT = "rows", "cols", "deep", "small", "medium", "large", "flat"
+GROUP_NAMES = (ROWS, COLS, DEEP, SMALL, MEDIUM, LARGE, FLAT)
 
-Tile = MatmulTile | SkinnyTile
+Tile = MatmulTile | SkinnyTile | FlatTile
 
 
 def _v4(*tiles: Tile) -> tuple[Tile, ...]:
@@ -66,6 +69,9 @@ def R(rows: int, cells: int, **options) -> SkinnyTile:
 def C(rows: int, cells: int, cols: int, **options) -> SkinnyTile:
     """A skinny tile of a few columns."""
     return SkinnyTile("cols", rows, cells, cols=cols, **options)
+
+
+F = FlatTile  # F(rows, cols, wx, wy, vec4=, unroll=): a tile for a short K
 
 
 MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
@@ -151,6 +157,14 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_v4(T(256, 128, 8, 16, 8, pad=4, double=True)),  # 2000x2000x500 89%
         *_v4(T(144, 128, 8, 8, 8, double=True, ahead=2)),  # 1536^3 88% (84% without; 11x12 blocks: one per SM)
         *_copies(T(128, 256, 8, 8, 16, pad=4, double=True)),  # 4690x737x1684 75-79% (flat 74-77%)
+    ),
+    # A short K (at most FLAT_MAX_K) and many outputs: no staging, rows x cols sums an invocation
+    # (kernels/matmul/flat.py says why: the tiles reached 43-78% of torch on such shapes). Last in
+    # the set, so that the other candidates keep their indices. Not measured on an H200 yet:
+    # points spread over the outputs an invocation keeps (4 to 32) and the workgroup's shape.
+    FLAT: (
+        F(2, 4, 64, 4), F(4, 2, 64, 4), F(4, 4, 64, 4), F(8, 2, 128, 2), F(8, 4, 64, 2), F(4, 1, 256, 1),
+        F(4, 1, 64, 4, vec4=True), F(8, 1, 64, 2, vec4=True),  # N a multiple of 4
     ),
 }
 

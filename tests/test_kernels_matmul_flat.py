@@ -1,0 +1,200 @@
+"""The flat matmul kernels (``kernels/matmul/flat.py``: a short K, many outputs) on the real adapter
+(lavapipe here), and where the set plans them.
+
+Each candidate is compiled and dispatched directly, as ``tests/test_kernels_matmul.py`` does:
+inputs followed by NaNs (a load past a matrix that reaches an output shows), C filled with NaN
+(an output never written shows) and followed by a sentinel (a store past C shows), outputs
+compared with numpy in float64. Sizes: K from 1 to 8 and a few up to FLAT_MAX_K (the unrolled loop
+with and without a remainder), M and N odd and no multiples of 4, M = 1 and N = 1, several blocks
+each way; the vec4 forms on N multiples of 4 only (the plan gives them no other).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import wgtune
+from wgtune import Args, run_inline
+from wgtune.backends.native import NativeDevice
+from wgtune.kernels import matmul
+from wgtune.kernels.matmul.flat import FlatTile, flat_matmul_kernel, flat_wgsl
+from wgtune.kernels.matmul.keys import FLAT_MAX_K
+from wgtune.tune.plan import Plan
+
+GUARD = 64
+SENTINEL = np.float32(-12345.0)
+MATMUL = matmul.matmul_set()
+FLAT = [kernel for kernel in MATMUL.candidates if kernel.group is not None and kernel.group.name == "flat"]
+FLAT_NAMES = {kernel.name for kernel in FLAT}
+TILE_OF = {tile.name: tile for tile in matmul.MATMUL_TILES if isinstance(tile, FlatTile)}
+# (M, N, K): N odd or 2 mod 4 (no vec4 rows), K 1..8, a few longer K up to the bound, M = 1.
+ANY_N = [(1, 1, 1), (1, 7, 2), (3, 5, 3), (7, 3, 4), (5, 1, 5), (33, 130, 6), (17, 131, 7), (70, 9, 8),
+         (9, 257, 13), (130, 67, 33), (37, 301, FLAT_MAX_K), (301, 517, 11)]
+# N multiples of 4, for the vec4 forms (and the others).
+N_OF_4 = [(1, 4, 1), (3, 8, 2), (5, 12, 3), (1, 4, 7), (33, 132, 5), (9, 260, 8), (70, 516, 17),
+          (131, 1028, FLAT_MAX_K)]
+# Forms the set does not hold, whose code the generator keeps: no unrolling, an unrolled step that
+# leaves a remainder for each K, one invocation a workgroup, 64 sums, a column of vec4 per row.
+OTHERS = [FlatTile(3, 3, 16, 16, unroll=1), FlatTile(2, 2, 32, 8, unroll=3), FlatTile(1, 1, 1, 1),
+          FlatTile(8, 8, 32, 8), FlatTile(2, 3, 16, 4, vec4=True, unroll=5)]
+
+
+@pytest.fixture(scope="module")
+def device() -> NativeDevice:
+    return NativeDevice.open()
+
+
+def _args(device, a: np.ndarray, b: np.ndarray, m: int, n: int, k: int) -> Args:
+    def followed_by_nan(values: np.ndarray) -> bytes:
+        return np.concatenate([values.ravel(), np.full(GUARD, np.nan, np.float32)]).tobytes()
+
+    output = np.concatenate([np.full(m * n, np.nan, np.float32), np.full(GUARD, SENTINEL, np.float32)])
+    return Args((device.create_buffer(followed_by_nan(a)), device.create_buffer(followed_by_nan(b)),
+                 device.create_buffer(output.tobytes())), (m, n, k))
+
+
+def _check(device, kernel: wgtune.Kernel, vec4: bool) -> None:
+    pipeline = run_inline(device.compile(kernel))
+    for m, n, k in N_OF_4 if vec4 else ANY_N + N_OF_4:
+        rng = np.random.default_rng(m * 10007 + n * 101 + k)
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        args = _args(device, a, b, m, n, k)
+        device.dispatch(pipeline, args, tuple(kernel.grid(args)))
+        words = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float32)
+        assert np.all(words[m * n :] == SENTINEL), f"{kernel.name} wrote past the end of C at {m}x{n}x{k}"
+        got = words[: m * n].reshape(m, n)
+        assert not np.isnan(got).any(), f"{kernel.name} left outputs unwritten (or read NaN) at {m}x{n}x{k}"
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * math.sqrt(k), err_msg=f"{kernel.name} {m}x{n}x{k}")
+
+
+def test_the_set_holds_flat_kernels_of_both_forms_in_their_own_group():
+    assert len(FLAT) == len(TILE_OF) >= 4
+    assert set(TILE_OF) == FLAT_NAMES
+    assert any(TILE_OF[name].vec4 for name in FLAT_NAMES) and any(not TILE_OF[name].vec4 for name in FLAT_NAMES)
+    # Last in the set: the other candidates keep their indices.
+    assert MATMUL.candidates[-len(FLAT):] == tuple(FLAT)
+    for kernel in FLAT:
+        tile = TILE_OF[kernel.name]
+        assert kernel.workgroup_storage == 0 and "var<workgroup>" not in kernel.wgsl
+        assert kernel.workgroup_size == (tile.wx, tile.wy, 1) and tile.wx * tile.wy <= 256
+        assert not kernel.then and not kernel.scratch and not kernel.runtime_checks
+        assert ("array<vec4<f32>>" in kernel.wgsl) == tile.vec4
+
+
+@pytest.mark.parametrize("kernel", FLAT, ids=lambda kernel: kernel.name)
+def test_the_sets_flat_kernels_match_numpy(device, kernel):
+    _check(device, kernel, TILE_OF[kernel.name].vec4)
+
+
+@pytest.mark.parametrize("tile", OTHERS, ids=lambda tile: tile.name)
+def test_flat_kernels_outside_the_set_match_numpy(device, tile):
+    _check(device, flat_matmul_kernel(tile), tile.vec4)
+
+
+def test_f16_buffers(device):
+    if "shader-f16" not in device.features:
+        pytest.skip("the adapter has no shader-f16")
+    for tile in (FlatTile(4, 2, 64, 4), FlatTile(2, 1, 64, 4, vec4=True)):
+        kernel = flat_matmul_kernel(tile, "f16")
+        pipeline = run_inline(device.compile(kernel))
+        m, n, k = 37, 132, 9
+        rng = np.random.default_rng(7)
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
+        args = Args((device.create_buffer(matmul.pack_f16(a.ravel().tolist())),
+                     device.create_buffer(matmul.pack_f16(b.ravel().tolist())),
+                     device.create_buffer(np.full(m * n, np.nan, np.float16).tobytes())), (m, n, k))
+        device.dispatch(pipeline, args, tuple(kernel.grid(args)))
+        got = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float16)[: m * n].reshape(m, n)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=matmul.F16_TOLERANCE, atol=1e-2)
+
+
+def test_tiles_reject_what_they_cannot_generate():
+    with pytest.raises(ValueError, match="256"):
+        FlatTile(2, 2, 128, 4)
+    with pytest.raises(ValueError, match="registers"):
+        FlatTile(8, 4, 64, 2, vec4=True)  # 128 sums
+    with pytest.raises(ValueError, match=">= 1"):
+        FlatTile(0, 2)
+    with pytest.raises(ValueError, match="dtype"):
+        flat_wgsl(FlatTile(2, 2), "f64")
+    tile = FlatTile(4, 2, 64, 4, vec4=True)
+    assert tile.block == (16, 512) and tile.grid(17, 1024, 5) == (2, 2, 1) and tile.name == "flat4x2_wg64x4_u4_v4"
+
+
+# -- planning --------------------------------------------------------------------------------------
+
+OTHER_CANDIDATES = tuple(kernel for kernel in MATMUL.candidates if kernel.name not in FLAT_NAMES)
+
+
+def _batches(candidates, size) -> list[list[str]]:
+    key = MATMUL.key(Args((), size))
+    return [[candidates[i].name for i in batch] for batch in Plan(candidates, key).remaining()]
+
+
+@pytest.mark.parametrize("size", [(4561, 4475, 11), (620, 7790, 37), (901, 7895, 6), (3957, 990, 22),
+                                  (1754, 2317, 11), (3185, 1464, 17), (864, 734, 31), (1055, 623, 18),
+                                  (301, 517, 11), (2048, 2048, 64), (3001, 401, 1)])
+def test_a_short_k_with_many_outputs_plans_the_flat_group_first_then_what_it_planned_before(size):
+    key = MATMUL.key(Args((), size))
+    assert matmul.size_class(key) in ("medium", "large")
+    assert matmul.groups_for(key)[0] == "flat"
+    batches = _batches(MATMUL.candidates, size)
+    # The first batch is the flat kernels the key can serve: the vec4 ones only where N allows.
+    n = size[1]
+    assert set(batches[0]) == {name for name in FLAT_NAMES if n % 4 == 0 or not TILE_OF[name].vec4}
+    assert any(TILE_OF[name].vec4 for name in batches[0]) == (n % 4 == 0)
+    # After it, the plan the key made without the flat kernels, batch by batch.
+    assert batches[1:] == _batches(OTHER_CANDIDATES, size)
+
+
+@pytest.mark.parametrize("size", [(4561, 4475, 65), (620, 7790, 100), (864, 734, 129), (1000, 1000, 1000),
+                                  (4096, 4096, 4096), (64, 130, 7), (200, 150, 40), (8, 4096, 11),
+                                  (4096, 8, 11), (1, 4096, 30), (33, 65, 17), (64, 64, 65536)])
+def test_other_keys_plan_no_flat_kernel_and_the_same_batches_as_before(size):
+    key = MATMUL.key(Args((), size))
+    assert "flat" not in matmul.groups_for(key)
+    plan = Plan(MATMUL.candidates, key)
+    assert {MATMUL.candidates[i].name for i in plan.skipped} >= FLAT_NAMES
+    assert _batches(MATMUL.candidates, size) == _batches(OTHER_CANDIDATES, size)
+
+
+def test_the_bound_is_on_the_keyed_k():
+    assert FLAT_MAX_K == 64  # K as keyed is a power of two: 64 takes K 33..64, 65 keys as 128
+    assert matmul.groups_for(MATMUL.key(Args((), (1000, 1000, 64))))[0] == "flat"
+    assert "flat" not in matmul.groups_for(MATMUL.key(Args((), (1000, 1000, 65))))
+
+
+def test_a_custom_list_plans_the_vec4_form_only_where_n_allows_it():
+    """``matmul_set(tiles)`` (``bench/kernel_probe.py --tiles``): one ungrouped batch, the vec4
+    forms skipped where N is no multiple of 4."""
+    tiles = (FlatTile(4, 2, 64, 4), FlatTile(4, 1, 64, 4, vec4=True))
+    custom = matmul.matmul_set(tiles)
+    for size, vec4 in (((301, 517, 11), False), ((301, 516, 11), True), ((64, 130, 4000), False)):
+        assert _batches(custom.candidates, size) == [
+            ["naive_wg16x16", tiles[0].name] + ([tiles[1].name] if vec4 else [])], size
+
+
+def test_the_probe_takes_flat_tiles_and_prints_each_planned_candidate(device, capsys, monkeypatch):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
+    import kernel_probe
+
+    monkeypatch.setattr(kernel_probe, "SLOW", float("inf"))  # a loaded CPU adapter's timings wander
+    assert kernel_probe.trial_tiles(["F(4, 2, 64, 4)", "(F(2, 1, wx=32, vec4=True),)"]) == (
+        FlatTile(4, 2, 64, 4), FlatTile(2, 1, 32, vec4=True))
+    assert kernel_probe.main(["--only", "matmul", "--each", "--first-batch", "--samples", "1", "--min-sample", "0",
+                              "--shape", "301x517x11"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    shape = next(line for line in lines if line.startswith("matmul  301x517x11"))
+    assert "WRONG" not in shape and "best flat" in shape
+    each = {line.split()[1]: line for line in lines if line.startswith("    * ")}
+    assert set(each) == {name for name in FLAT_NAMES if not TILE_OF[name].vec4}
+    assert all(len(line.split()) == 3 for line in each.values())  # name and rate: timed, not wrong or slow
