@@ -160,11 +160,15 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
     ),
     # A short K (at most FLAT_MAX_K) and many outputs: no staging, rows x cols sums an invocation
     # (kernels/matmul/flat.py says why: the tiles reached 43-78% of torch on such shapes). Last in
-    # the set, so that the other candidates keep their indices. Not measured on an H200 yet:
-    # points spread over the outputs an invocation keeps (4 to 32) and the workgroup's shape.
+    # the set, so that the other candidates keep their indices. H200, 2026-12-02 (best of the
+    # set's tiles before -> the flat group's; bench/results/h200-flat-probe.txt): 4561x4475x11
+    # 4.1 -> 10.1 TFLOP/s (99.7% of torch), 901x7895x6 2.3 -> 5.2, 3957x990x22 5.7 -> 8.9,
+    # 620x7790x37 9.2 -> 12.7; ten other points (to 8x8 an invocation) did no better. At K = 64
+    # the tiles win again (2048x6000x64: flat 67%, a tile 99%): the adaptive policy finds them.
     FLAT: (
-        F(2, 4, 64, 4), F(4, 2, 64, 4), F(4, 4, 64, 4), F(8, 2, 128, 2), F(8, 4, 64, 2), F(4, 1, 256, 1),
-        F(4, 1, 64, 4, vec4=True), F(8, 1, 64, 2, vec4=True),  # N a multiple of 4
+        F(2, 4, 64, 4), F(4, 2, 64, 4), F(4, 4, 64, 4),  # 901x7895x6 101%, 1754x2317x11 (4x4)
+        F(8, 2, 128, 2), F(8, 4, 64, 2), F(4, 1, 256, 1),  # 4561x4475x11 99.7%, 620x7790x37 68% (8x4)
+        F(4, 1, 64, 4, vec4=True), F(8, 1, 64, 2, vec4=True),  # N a multiple of 4: 3185x1464x17 (4x1)
     ),
 }
 
