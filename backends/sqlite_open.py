@@ -118,6 +118,33 @@ def connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
     raise AssertionError("unreachable")
 
 
+def _connect_to_look(path: Path, timeout: float) -> sqlite3.Connection:
+    """A read-only connection for one look at ``path``'s schema that leaves no file behind.
+
+    Any reader of a database in WAL mode gets SQLite's -wal and -shm files beside it, which a
+    read-only connection cannot remove on closing: a look at another program's database would
+    leave them there. Where the file's header says WAL (bytes 18-19) and neither file is there,
+    no connection holds the database in WAL mode and the file alone holds every page: it is read
+    ``immutable`` (no locks, no side files). Otherwise as :func:`connect_read_only`."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        header = b""
+    in_wal = header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+    sidecars = any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
+    if in_wal and not sidecars:
+        connection = sqlite3.connect(_uri(path, "immutable=1"), uri=True, timeout=timeout, isolation_level=None,
+                                     check_same_thread=False)
+        try:
+            connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error:
+            connection.close()
+            raise
+        return connection
+    return connect_read_only(path, timeout)
+
+
 def schema_version(connection: sqlite3.Connection, path: Path) -> int | None:
     """The schema version of wgtune's database on ``connection``; None when it has no table yet.
     StoreError for a database that is not wgtune's (other tables, no schema row: another
@@ -152,7 +179,7 @@ def tables_of(path: Path, timeout: float = 30.0) -> set[str]:
             return set()
     except FileNotFoundError:
         return set()
-    connection = connect_read_only(path, timeout)
+    connection = _connect_to_look(path, timeout)
     try:
         return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     finally:
@@ -168,7 +195,7 @@ def inspect(path: Path, timeout: float) -> int | None:
             return None
     except FileNotFoundError:
         return None
-    connection = connect_read_only(path, timeout)
+    connection = _connect_to_look(path, timeout)
     try:
         return schema_version(connection, path)
     finally:
