@@ -115,6 +115,13 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_flat(T(64, 40, 8, 8, 4, double=True, kgrid=512, partials=True)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=256, stagger=8)),  # 33x4096x4096 73%
         *_flat(T(64, 36, 16, 4, 4, kgrid=512, stagger=8)),  # 4096x33x4096 62%
+        # Hundreds of outputs a side, K odd or long (2026-12-02, H200, against the 64x40 kgrid=512
+        # above; bench/results/h200-splitk-probe.txt): 731x106x1156 6.2 -> 7.7 TFLOP/s (64x32),
+        # 98x1193x1587 9.0 -> 11.2 and 322x218x4137 10.9 -> 13.9 (64x64 4x4), 1005x234x6825 17.1
+        # -> 24.2 and 681x394x1528 12.6 -> 15.3 (64x64 8x8); 788x741x1941 no better.
+        *_flat(T(64, 32, 16, 4, 4, kgrid=256, float_atomics=True)),
+        *_flat(T(64, 64, 16, 4, 4, double=True, kgrid=256, float_atomics=True)),
+        *_flat(T(64, 64, 8, 8, 8, double=True, kgrid=256, float_atomics=True)),
     ),
     # Few outputs: small blocks keep every core busy; cheap to compile.
     SMALL: (
