@@ -101,11 +101,12 @@ def _uri(path: Path, query: str) -> str:
     return f"{Path(os.path.abspath(path)).as_uri()}?{query}"
 
 
-def connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
+def connect_read_only(path: Path, timeout: float, queries: tuple[str, ...] = ("mode=ro", "immutable=1")
+                      ) -> sqlite3.Connection:
     """A connection to ``path`` that cannot write it: ``mode=ro``; else, where the directory cannot
     hold the WAL's shared-memory file (read-only), ``immutable=1`` (no locks: nobody can write
     there either). Raises sqlite3.Error (a malformed file, no file)."""
-    for query in ("mode=ro", "immutable=1"):
+    for query in queries:
         connection = sqlite3.connect(_uri(path, query), uri=True, timeout=timeout, isolation_level=None,
                                      check_same_thread=False)
         try:
@@ -133,16 +134,7 @@ def _connect_to_look(path: Path, timeout: float) -> sqlite3.Connection:
         header = b""
     in_wal = header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
     sidecars = any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
-    if in_wal and not sidecars:
-        connection = sqlite3.connect(_uri(path, "immutable=1"), uri=True, timeout=timeout, isolation_level=None,
-                                     check_same_thread=False)
-        try:
-            connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        except sqlite3.Error:
-            connection.close()
-            raise
-        return connection
-    return connect_read_only(path, timeout)
+    return connect_read_only(path, timeout, ("immutable=1",) if in_wal and not sidecars else ("mode=ro", "immutable=1"))
 
 
 def schema_version(connection: sqlite3.Connection, path: Path) -> int | None:
