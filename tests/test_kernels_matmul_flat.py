@@ -11,12 +11,12 @@ each way; the vec4 forms on N multiples of 4 only (the plan gives them no other)
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from matmul_checks import check_products
 
 import wgtune
 from wgtune import Args, run_inline
@@ -26,8 +26,6 @@ from wgtune.kernels.matmul.flat import FlatTile, flat_matmul_kernel, flat_wgsl
 from wgtune.kernels.matmul.keys import FLAT_MAX_K
 from wgtune.tune.plan import Plan
 
-GUARD = 64
-SENTINEL = np.float32(-12345.0)
 MATMUL = matmul.matmul_set()
 FLAT = [kernel for kernel in MATMUL.candidates if kernel.group is not None and kernel.group.name == "flat"]
 FLAT_NAMES = {kernel.name for kernel in FLAT}
@@ -49,29 +47,8 @@ def device() -> NativeDevice:
     return NativeDevice.open()
 
 
-def _args(device, a: np.ndarray, b: np.ndarray, m: int, n: int, k: int) -> Args:
-    def followed_by_nan(values: np.ndarray) -> bytes:
-        return np.concatenate([values.ravel(), np.full(GUARD, np.nan, np.float32)]).tobytes()
-
-    output = np.concatenate([np.full(m * n, np.nan, np.float32), np.full(GUARD, SENTINEL, np.float32)])
-    return Args((device.create_buffer(followed_by_nan(a)), device.create_buffer(followed_by_nan(b)),
-                 device.create_buffer(output.tobytes())), (m, n, k))
-
-
 def _check(device, kernel: wgtune.Kernel, vec4: bool) -> None:
-    pipeline = run_inline(device.compile(kernel))
-    for m, n, k in N_OF_4 if vec4 else ANY_N + N_OF_4:
-        rng = np.random.default_rng(m * 10007 + n * 101 + k)
-        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-        args = _args(device, a, b, m, n, k)
-        device.dispatch(pipeline, args, tuple(kernel.grid(args)))
-        words = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float32)
-        assert np.all(words[m * n :] == SENTINEL), f"{kernel.name} wrote past the end of C at {m}x{n}x{k}"
-        got = words[: m * n].reshape(m, n)
-        assert not np.isnan(got).any(), f"{kernel.name} left outputs unwritten (or read NaN) at {m}x{n}x{k}"
-        want = a.astype(np.float64) @ b.astype(np.float64)
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * math.sqrt(k), err_msg=f"{kernel.name} {m}x{n}x{k}")
+    check_products(device, kernel, N_OF_4 if vec4 else ANY_N + N_OF_4, tolerance=1e-5)
 
 
 def test_the_set_holds_flat_kernels_of_both_forms_in_their_own_group():

@@ -9,11 +9,11 @@ numpy. Here every K and N from 1 to 7 is given to the form that copies it, M = 1
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from matmul_checks import check_products, guarded_args
 
 import wgtune
 from wgtune import Args, run_inline
@@ -24,8 +24,6 @@ from wgtune.kernels.matmul.wgsl import MatmulTile
 from wgtune.sets.bindings import binding_plan
 from wgtune.tune.plan import Plan
 
-GUARD = 64
-SENTINEL = np.float32(-12345.0)
 MATMUL = matmul.matmul_set()
 COPIES = [kernel for kernel in MATMUL.candidates if kernel.name.rsplit("_", 1)[-1] in ("ca", "cb", "cab")]
 # Forms the set does not hold, whose code the generator keeps: C through an aligned copy, a
@@ -54,28 +52,8 @@ def device() -> NativeDevice:
     return NativeDevice.open()
 
 
-def _args(device, a: np.ndarray, b: np.ndarray, m: int, n: int, k: int) -> Args:
-    def followed_by_nan(values: np.ndarray) -> bytes:
-        return np.concatenate([values.ravel(), np.full(GUARD, np.nan, np.float32)]).tobytes()
-
-    output = np.concatenate([np.full(m * n, np.nan, np.float32), np.full(GUARD, SENTINEL, np.float32)])
-    return Args((device.create_buffer(followed_by_nan(a)), device.create_buffer(followed_by_nan(b)),
-                 device.create_buffer(output.tobytes())), (m, n, k))
-
-
 def _check(device, kernel: wgtune.Kernel, copy: str) -> None:
-    pipeline = run_inline(device.compile(kernel))
-    for m, n, k in _sizes(copy):
-        rng = np.random.default_rng(m * 10007 + n * 101 + k)
-        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-        args = _args(device, a, b, m, n, k)
-        device.dispatch(pipeline, args, tuple(kernel.grid(args)))
-        words = np.frombuffer(device.read_buffer_sync(args.buffers[2]), np.float32)
-        assert np.all(words[m * n :] == SENTINEL), f"{kernel.name} wrote past the end of C at {m}x{n}x{k}"
-        want = a.astype(np.float64) @ b.astype(np.float64)
-        np.testing.assert_allclose(words[: m * n].reshape(m, n), want, rtol=1e-4, atol=1e-4 * math.sqrt(k),
-                                   err_msg=f"{kernel.name} {m}x{n}x{k}")
+    check_products(device, kernel, _sizes(copy), tolerance=1e-4)
 
 
 @pytest.mark.parametrize("kernel", COPIES, ids=lambda kernel: kernel.name)
@@ -98,7 +76,7 @@ def test_the_copies_are_written_whole_on_every_call(device):
     rng = np.random.default_rng(3)
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-    args = _args(device, a, b, m, n, k)
+    args = guarded_args(device, a, b, m, n, k)
     device.dispatch(pipeline, args, tuple(kernel.grid(args)))
     scratch = {key: buffer for key, buffer in args.cache.items() if isinstance(key, tuple) and key[0] == "scratch"}
     assert sorted(key[1] for key in scratch) == ["a_pad", "b_pad", "c_pad"]
