@@ -122,6 +122,9 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_flat(T(64, 32, 16, 4, 4, kgrid=256, float_atomics=True)),
         *_flat(T(64, 64, 16, 4, 4, double=True, kgrid=256, float_atomics=True)),
         *_flat(T(64, 64, 8, 8, 8, double=True, kgrid=256, float_atomics=True)),
+        *_flat(T(128, 32, 16, 8, 4, double=True, kgrid=256, float_atomics=True)),  # 3542x25x1801 75-82% (66-68% before)
+        *_flat(T(64, 128, 8, 8, 8, double=True, slices=2, ahead=2, kgrid=256, float_atomics=True)),  # 788x741x1941 65% (58%)
+        *_v4(T(64, 128, 8, 8, 8, double=True, slices=2, kgrid=256, partials=True)),  # 600x600x3000 74.5% (69%)
     ),
     # Few outputs: small blocks keep every core busy; cheap to compile.
     SMALL: (
@@ -145,6 +148,7 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # ``ahead=2``: loads two K steps ahead, which these small register tiles can afford (the
         # 128x128 and larger ones lost 3-16% with it: registers); 2026-12-01, H200:
         *_flat(T(64, 128, 8, 8, 8, double=True, slices=2, ahead=2)),  # 999x1001x997 81.5% (78-79% without)
+        *_flat(T(64, 64, 8, 8, 8, double=True, slices=2, ahead=2)),  # 49x6931x805 75-78% (69-76% before)
         *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2)),  # 333x4099x517 82.8% (80% without)
         # vec4 tiles on copies of A (K no multiple of 4, N one: vec4 loads of B and stores of C as
         # they are) and of B (N no multiple of 4; C stored a float at a time): 2026-12-02, H200,
