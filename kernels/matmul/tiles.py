@@ -123,8 +123,9 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_flat(T(64, 64, 16, 4, 4, double=True, kgrid=256, float_atomics=True)),
         *_flat(T(64, 64, 8, 8, 8, double=True, kgrid=256, float_atomics=True)),
         *_flat(T(128, 32, 16, 8, 4, double=True, kgrid=256, float_atomics=True)),  # 3542x25x1801 75-82% (66-68% before)
-        *_flat(T(64, 128, 8, 8, 8, double=True, slices=2, ahead=2, kgrid=256, float_atomics=True)),  # 788x741x1941 65% (58%)
-        *_v4(T(64, 128, 8, 8, 8, double=True, slices=2, kgrid=256, partials=True)),  # 600x600x3000 74.5% (69%)
+        # 788x741x1941 65% (58% before)
+        *_flat(T(64, 128, 8, 8, 8, double=True, slices=2, ahead=2, kgrid=256, float_atomics=True)),
+        *_v4(T(64, 128, 8, 8, 8, double=True, slices=2, kgrid=256, partials=True)),  # 600x600x3000 74.5% (69% before)
     ),
     # Few outputs: small blocks keep every core busy; cheap to compile.
     SMALL: (
