@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -26,6 +27,8 @@ ENTRY = "import sys; from wgtune.backends.isolated_worker import main; sys.exit(
 """What the child runs."""
 DIED = "died"
 """The answer the reading thread queues when the child's standard output ends."""
+WAKE_SECONDS = 0.1
+"""The longest the main thread waits on the queue in one go (``WorkerLink.receive``)."""
 
 
 class WorkerLink:
@@ -68,11 +71,20 @@ class WorkerLink:
         return True
 
     def receive(self, seconds: float) -> tuple | None:
-        """The next answer, or None when none came within ``seconds`` (``math.inf``: no limit)."""
-        try:
-            return self.answers.get(timeout=None if seconds == float("inf") else max(0.0, seconds))
-        except queue.Empty:
-            return None
+        """The next answer, or None when none came within ``seconds`` (``math.inf``: no limit).
+
+        The wait is cut into slices of WAKE_SECONDS: a Ctrl-C that the kernel hands to another
+        thread of the process (this link's reader, wgpu's poller) does not end the main thread's
+        wait on a lock, it only marks the signal for the main thread to handle when it next runs
+        Python; between slices it does, at once (a tune seen hanging at load for ever otherwise)."""
+        deadline = time.monotonic() + max(0.0, seconds)
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self.answers.get(timeout=max(0.0, min(left, WAKE_SECONDS)))
+            except queue.Empty:
+                if left <= WAKE_SECONDS:
+                    return None
 
     def exit_status(self) -> str:
         """How the process ended, with the end of what it printed ('' while it runs)."""
