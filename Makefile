@@ -1,10 +1,11 @@
-# Quick start: `make run` sets up and tunes the demo suite; `make test` sets up and runs every test.
+# Quick start: `make run` sets up and tunes the demo suite; `make test` sets up and runs the tests
+# (all but the few marked slow, which `make test-slow` runs).
 SHELL := /bin/bash
 VENV := .venv
 # Mesa's Vulkan loader complains on every start without a runtime directory.
 export XDG_RUNTIME_DIR ?= /tmp/wgtune-runtime-$(shell id -u)
 
-.PHONY: setup setup-browser run serve test lint npm bench bench-page bench-kernels clean
+.PHONY: setup setup-browser run serve test test-slow lint npm bench bench-page bench-kernels clean
 
 setup: $(VENV)/.installed
 
@@ -29,9 +30,16 @@ run: setup
 serve: setup
 	$(VENV)/bin/wgtune serve
 
+# Every test but those marked slow, the native half beside the browser half (scripts/test.sh).
 test: setup-browser
 	@mkdir -p -m 700 $(XDG_RUNTIME_DIR)
-	$(VENV)/bin/python -m pytest
+	bash scripts/test.sh
+
+# The tests marked slow (browser tests at scale: minutes each on SwiftShader), one after another:
+# some time the page's tasks, which a second suite beside them would stretch. CI runs them too.
+test-slow: setup-browser
+	@mkdir -p -m 700 $(XDG_RUNTIME_DIR)
+	$(VENV)/bin/python -m pytest -m slow
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -99,6 +99,7 @@ def served(url: str) -> tuple[dict, dict]:
     return namespace, {entry.key.as_dict()["n"]: entry for entry in entries}
 
 
+@pytest.mark.slow  # minutes on SwiftShader: four fresh browser profiles, each loading the page and tuning
 def test_three_tabs_share_a_winner_and_a_fresh_one_starts_from_it(playwright, server, collector, tmp_path,
                                                                      artifacts):
     # Three fresh tabs tune the key and report. SwiftShader's near-tied candidates may make them

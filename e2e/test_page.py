@@ -837,6 +837,7 @@ def test_a_bad_import_file_is_refused_with_a_reason_and_loses_nothing(browser, t
 # -- the picture ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # minutes on SwiftShader: every key of the demo catalogue tuned in the page
 def test_a_screenshot_after_tuning_everything_shows_the_chart_and_the_winners(browser, artifacts):
     page, log = browser.open()
     page.locator("#tune-all").click()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from harness import wait_ready
 from long_tasks import MainThreadClock, on_cpu
 
@@ -108,6 +109,7 @@ async () => {
 """
 
 
+@pytest.mark.slow  # a minute on SwiftShader: 100k winners stored, a reload and a tune timed task by task
 def test_a_hundred_thousand_stored_winners_page_filter_and_cost_a_tune_no_long_task(browser, artifacts):
     page, log = browser.open()
     assert page.evaluate("(code) => window.wgtune.pyodide.runPythonAsync(code)",

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `make test`: every test but those marked slow, as two pytest processes side by side: the native
+# half (tests/: the core, the native backend and the kernels on the adapter present) and the
+# browser half (e2e/: the page in headless Chromium). They share no state; the browser half waits
+# on Chromium and the native half on lavapipe, so together they keep two cores busy where one
+# after the other left one idle much of the time.
+#   scripts/test.sh [PYTEST ARGS...]   the same arguments go to both halves
+# The browser half prints as it goes; the native half writes to a log, printed when both are done.
+# Exit status: 0 when both halves pass, else the first failing half's.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+py=.venv/bin/python
+log=$(mktemp -t wgtune-native-tests.XXXXXX.log)
+
+"$py" -m pytest tests -m "not slow" "$@" > "$log" 2>&1 &
+native=$!
+# Ctrl-C or a kill of this script ends the native half too, instead of leaving it running.
+trap 'kill "$native" 2>/dev/null' EXIT
+echo "test: the native tests run beside these browser tests; their output: $log"
+
+"$py" -m pytest e2e -m "not slow" "$@"
+browser_status=$?
+
+wait "$native"
+native_status=$?
+trap - EXIT
+echo
+echo "===== the native tests (tests/) ====="
+cat "$log"
+echo "test: native tests exit $native_status, browser tests exit $browser_status"
+if [ "$native_status" -ne 0 ]; then exit "$native_status"; fi
+exit "$browser_status"
