@@ -52,16 +52,17 @@ first two candidates take over twice the leader's time is dropped), so the order
 how soon the likely winner is measured; the fixed policy measures the first batch only.
 
 On an NVIDIA H200 (Vulkan, wgpu-py 0.32), ``bench/shapes.py --full`` (the tune as it ships,
-beside torch's fp32 with TF32 off, and an oracle of every checked candidate;
-``bench/results/h200-shapes.txt``, the run of 4012cbb) puts the tuned winner at a median of 98.8%
-of torch over 36 shapes, none under 80%, within 2% of the oracle's best on all 36: 84-103% on the
-large and rectangular ones (90.6-92.8% at 4096^3, 84% at 1536^3), 4.6-8.4x torch on small ones (a
-launch of torch costs more than their work), 82-100% on odd ones (all of M, N, K odd; 5.2x at
-127x129x131), GEMVs 91-100%, 33 rows or columns of 4096x4096 98-102%, and long K with few
-outputs 84-119% (64x64x65536 119% and 128x512x32768 84% in two passes). Most candidates are
+beside torch's fp32 with TF32 off, and an oracle of every checked candidate) put the tuned winner
+of the fixed suite's 36 shapes at a median of 87.4-89.6% of torch in the runs of 2026-12-02
+(``bench/results/h200-shapes-matmul-8194.txt``: 88.8%, 90.6% at 4096^3, 6 shapes under 80%, small
+ones 2.9x torch, whose launch costs more than their work); the run of 4012cbb had 98.8%
+(``h200-shapes.txt``) against a torch that measured slower. On 30 shapes drawn at random (seed
+8194, in no probe) the median was 77.6% (thin 71.6%, flat 80.8%, general 77.6%): medium shapes
+with K from 100 to a few thousand, and a few rows or columns with a long K, are where the tiles
+trail cuBLAS most. The pick was within 2% of the oracle's best on 63 of the 66. Most candidates are
 compiled without WebGPU's runtime checks there (``Kernel.runtime_checks``;
-:data:`~wgtune.kernels.matmul.tiles.CHECKED` are not): the median was 91.9% with every candidate
-checked.
+:data:`~wgtune.kernels.matmul.tiles.CHECKED` are not): in the run of 4012cbb the median was 91.9%
+with every candidate checked.
 
 Grids are ``(ceil(N / block_n), ceil(M / block_m), K chunks)``: at most 65535 workgroups a
 dimension, so the naive 16x16 default covers M and N up to 1,048,560; a candidate whose grid
