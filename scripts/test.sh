@@ -12,7 +12,11 @@ cd "$(dirname "$0")/.."
 py=.venv/bin/python
 log=$(mktemp -t wgtune-native-tests.XXXXXX.log)
 
-"$py" -m pytest tests -m "not slow" "$@" > "$log" 2>&1 &
+# A script's background job starts with SIGINT ignored (bash without job control), and its
+# children inherit that: Python in them would install no KeyboardInterrupt. The native half puts
+# SIGINT back to its default first, as in a terminal, so that its tests of Ctrl-C see what users do.
+"$py" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.executable, [sys.executable, "-m", "pytest", *sys.argv[1:]])' \
+  tests -m "not slow" "$@" > "$log" 2>&1 &
 native=$!
 # Ctrl-C or a kill of this script ends the native half too, instead of leaving it running.
 trap 'kill "$native" 2>/dev/null' EXIT

@@ -272,6 +272,9 @@ def test_a_launch_the_process_refuses_is_an_error_there_and_the_process_goes_on(
 SCRIPT = textwrap.dedent("""
     import faulthandler, signal, sys
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for the stacks of a hang
+    # Ctrl-C as a terminal's process has it: a runner in the background (a script's `&`) passes
+    # SIGINT on ignored, and Python then installs no KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, {tests!r})
     from runaway_kernels import call, counted_set, runaway, steady
     from wgtune import Config, TrialFinished

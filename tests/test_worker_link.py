@@ -8,18 +8,33 @@ import sys
 import textwrap
 
 # The main thread waits for an answer that never comes; SIGINT goes to another thread of the
-# process, as the kernel may deliver a Ctrl-C (the reader's or wgpu's poller thread). A wait
-# that only a signal on the main thread could end would hang here: HANG_GUARD ends it then.
+# process, as the kernel may deliver a Ctrl-C (the reader's or wgpu's poller thread). It is sent
+# once the main thread is inside the wait (its frames say so), so nothing depends on timing. A
+# wait that only a signal on the main thread could end would hang here: HANG_GUARD ends it then.
 SCRIPT = textwrap.dedent("""
-    import queue, signal, threading, time
+    import queue, signal, sys, threading, time
     from wgtune.backends.worker_link import WorkerLink
+    # Ctrl-C as a terminal's process has it (a runner in the background passes SIGINT on ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     link = WorkerLink.__new__(WorkerLink)  # only its queue: no process to start
     link.answers = queue.Queue()
     bystander = threading.Thread(target=time.sleep, args=(600,), daemon=True)
     bystander.start()
+    main = threading.main_thread().ident
+
+    def waiting() -> bool:
+        frame = sys._current_frames().get(main)
+        while frame is not None:
+            if frame.f_code.co_name == "receive":
+                return True
+            frame = frame.f_back
+        return False
+
     def interrupt():
-        time.sleep(0.5)
+        while not waiting():
+            time.sleep(0.01)
         signal.pthread_kill(bystander.ident, signal.SIGINT)
+
     threading.Thread(target=interrupt, daemon=True).start()
     try:
         link.receive({seconds})
