@@ -97,11 +97,15 @@ def retry_while_locked(action: Callable[[], T], timeout: float) -> T:
             time.sleep(0.005)
 
 
+READ_ONLY_QUERIES = ("mode=ro", "immutable=1")
+"""How ``connect_read_only`` opens a file, in order of preference."""
+
+
 def _uri(path: Path, query: str) -> str:
     return f"{Path(os.path.abspath(path)).as_uri()}?{query}"
 
 
-def connect_read_only(path: Path, timeout: float, queries: tuple[str, ...] = ("mode=ro", "immutable=1")
+def connect_read_only(path: Path, timeout: float, queries: tuple[str, ...] = READ_ONLY_QUERIES
                       ) -> sqlite3.Connection:
     """A connection to ``path`` that cannot write it: ``mode=ro``; else, where the directory cannot
     hold the WAL's shared-memory file (read-only), ``immutable=1`` (no locks: nobody can write
@@ -134,7 +138,7 @@ def _connect_to_look(path: Path, timeout: float) -> sqlite3.Connection:
         header = b""
     in_wal = header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
     sidecars = any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
-    return connect_read_only(path, timeout, ("immutable=1",) if in_wal and not sidecars else ("mode=ro", "immutable=1"))
+    return connect_read_only(path, timeout, ("immutable=1",) if in_wal and not sidecars else READ_ONLY_QUERIES)
 
 
 def schema_version(connection: sqlite3.Connection, path: Path) -> int | None:
