@@ -7,6 +7,7 @@ these name the cases one by one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -14,6 +15,7 @@ import pytest
 
 from wgtune import Key, StoredEntry, StoreError
 from wgtune.runner import run_inline
+from wgtune.store.confidence import Confidence
 from wgtune.store.documents import DocumentStore
 from wgtune.store.format import canonical_namespace, decode_document_leniently, document_text, encode_document
 from wgtune.store.validate import MAX_DEPTH, Unreadable, nesting_depth, parse_json
@@ -123,6 +125,29 @@ def test_a_huge_integer_costs_only_its_entry(caplog):
     assert "5000 digits" in caplog.text
     with pytest.raises(StoreError, match="5000 digits"):  # an import is taken whole or not at all
         DocumentStore.check_import(text)
+
+
+def test_digits_that_javascript_writes_for_a_float_read_as_that_float():
+    # JSON.stringify writes numbers below 1e21 without an exponent: an export an app parsed and
+    # wrote again holds 150000000000000000000 where Python wrote 1.5e+20.
+    parsed = parse_json('{"high": 150000000000000000000, "two63": 9223372036854776000, "neg": -1e+20, '
+                        '"low": -100000000000000000000, "exact": 9223372036854775808, "odd": 123456789012345678901}')
+    assert parsed["high"] == 1.5e20 and isinstance(parsed["high"], float)
+    assert parsed["two63"] == 2.0**63 and parsed["low"] == parsed["neg"] == -1e20
+    # Digits no float is written as (2**63 exactly, 21 digits no shorter float gives) were meant as integers.
+    assert isinstance(parsed["exact"], Unreadable) and isinstance(parsed["odd"], Unreadable)
+    assert "an integer of 22 digits" in parse_json('{"a": 1000000000000000000000}')["a"].reason
+
+
+def test_an_export_rewritten_by_javascript_imports_with_its_confidence():
+    sure = Confidence("b", 3.0, 1.2, 1.5e20, 0.95, 0.99, (4, 4))
+    text = document_text(document(dataclasses.replace(entry(1), confidence=sure)))
+    assert "1.5e+20" in text
+    [imported] = DocumentStore.check_import(text.replace("1.5e+20", "150000000000000000000"))["entries"]
+    assert imported["confidence"]["high"] == 1.5e20
+    counted = text.replace('"winner": 0', '"winner": 10000000000000000000')  # a float where an index goes
+    with pytest.raises(StoreError, match="winner"):
+        DocumentStore.check_import(counted)
 
 
 # -- entries -----------------------------------------------------------------------------------------

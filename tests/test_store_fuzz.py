@@ -34,6 +34,7 @@ import random
 import sqlite3
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 
 import pytest
 
@@ -134,7 +135,14 @@ def reference_parse(text: str) -> object:
         return dict(items) if len(set(keys)) == len(keys) else Unparsed()
 
     def integer(digits: str) -> object:
-        return Unparsed() if len(digits.lstrip("-")) > 18 else int(digits)
+        if len(digits.lstrip("-")) > 21:
+            return Unparsed()
+        if -(2**63) <= int(digits) < 2**63:
+            return int(digits)
+        # Beyond 64 bits, the digits JSON.stringify writes for a float (its shortest %g, then zeros) are that float.
+        number = float(digits)
+        shortest = next(f"{number:.{places}g}" for places in range(1, 18) if float(f"{number:.{places}g}") == number)
+        return number if str(int(Decimal(shortest))) == digits else Unparsed()
 
     try:
         obj = json.loads(text, object_pairs_hook=pairs, parse_int=integer)

@@ -8,7 +8,8 @@ Everything a store or an import reads goes through here before it becomes a valu
   check needs a few MiB whatever the text's size, and the whole parse about the size of the
   text plus what ``json`` builds; text dense with arrays and objects, which ``json`` builds at ~50
   times their text, is refused: see :data:`CONTAINER_SPAN`); an integer outside a signed 64-bit
-  range, a huge number of digits included (which ``int()`` refuses with ValueError), and an
+  range, a huge number of digits included (which ``int()`` refuses with ValueError), unless its
+  digits are how JavaScript writes a float (:data:`JS_PLAIN_DIGITS`), and an
   object with a key given twice become an :class:`Unreadable` marker in place, so that they cost
   only the entry holding them (the entry check rejects a marker), not the whole document;
 - :func:`checked_entry` checks every field of an entry: types, bounds (a winner below 2**31 and
@@ -76,12 +77,30 @@ class Unreadable:
         return f"<unreadable: {self.reason}>"
 
 
-def _parse_int(text: str) -> int | Unreadable:
+JS_PLAIN_DIGITS = 21
+"""JavaScript writes a number below 1e21 without an exponent: ``JSON.stringify(1.5e20)`` is
+``150000000000000000000``. An export that went through ``JSON.parse`` and ``JSON.stringify`` in an
+app holds such digits where Python wrote ``1.5e+20`` (a confidence bound, say)."""
+
+
+def _parse_int(text: str) -> int | float | Unreadable:
     digits = len(text) - text.startswith("-")
-    if digits > 19:  # 2**63 has 19 digits: no need to convert (int() refuses 4300+ digits)
+    if digits > JS_PLAIN_DIGITS:  # no need to convert (int() refuses 4300+ digits)
         return Unreadable(f"an integer of {digits} digits")
     value = int(text)
-    return value if -MAX_INT <= value < MAX_INT else Unreadable(f"the integer {value} (out of range)")
+    if -MAX_INT <= value < MAX_INT:
+        return value
+    as_float = _javascript_float(text)
+    return as_float if as_float is not None else Unreadable(f"the integer {value} (out of range)")
+
+
+def _javascript_float(text: str) -> float | None:
+    """The float that JavaScript writes as ``text`` (its shortest digits, then zeros), or None when
+    ``text`` is not how it writes any float: such digits were meant as a float and read as one lose
+    nothing, while a count or index of 20 digits stays unreadable."""
+    value = float(text)
+    shortest = repr(abs(value)).split("e")[0].replace(".", "").strip("0")
+    return value if text.lstrip("-").rstrip("0") == shortest else None
 
 
 def _parse_object(pairs: list[tuple[str, object]]) -> dict | Unreadable:
