@@ -88,6 +88,14 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_v4(R(1, 2)),  # 1x4096x4096 68% (within WebGPU's default 256 invocations)
         *_v4(R(1, 8, threads=1024, unroll=8)),  # 1x4096x4096 78%
         *_v4(R(1, 16, unroll=8, split=2048, float_atomics=True)),  # 1x4096x4096 91%
+        # Split over K with 128 columns a workgroup, and flat loads for an N no multiple of 4, which
+        # had no split kernel before (2026-12-02, H200, bench/results/h200-probe-thin{,-vec4}.txt:
+        # the set's best before -> these): 1x782x6519 39 -> 111%, 1x517x9001 40 -> 121%, 1x3001x4999
+        # 55 -> 85%, 3x1111x7777 98 -> 213%; vec4: 1x4096x4096 73 -> 78%, 1x1500x12000 80 -> 85%.
+        *_both(R(1, 32, unroll=8, split=2048, float_atomics=True)),
+        *_both(R(2, 32, unroll=8, split=1024, float_atomics=True)),
+        *_flat(R(1, 32, threads=512, unroll=8, split=1024, float_atomics=True)),
+        *_flat(R(4, 32, unroll=8, split=1024, float_atomics=True)),
     ),
     # A few columns (N <= 16): 4 columns by 8 to 16 rows per workgroup, K split over it; ``a4``:
     # A read as vec4 along K.
@@ -126,6 +134,9 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # 788x741x1941 65% (58% before)
         *_flat(T(64, 128, 8, 8, 8, double=True, slices=2, ahead=2, kgrid=256, float_atomics=True)),
         *_v4(T(64, 128, 8, 8, 8, double=True, slices=2, kgrid=256, partials=True)),  # 600x600x3000 74.5% (69% before)
+        # A few dozen rows, K long and odd (same probes): 28x2961x3502 61 -> 76%, 33x999x8191 59 -> 69%
+        # (kgrid=1024, the same WGSL on a larger grid, 74%).
+        *_flat(T(36, 128, 16, 4, 8, double=True, kgrid=256, float_atomics=True)),
     ),
     # Few outputs: small blocks keep every core busy; cheap to compile.
     SMALL: (
