@@ -57,9 +57,10 @@ of the fixed suite's 36 shapes at a median of 87.4-89.6% of torch in the runs of
 (``bench/results/h200-shapes-matmul-8194.txt``: 88.8%, 90.6% at 4096^3, 6 shapes under 80%, small
 ones 2.9x torch, whose launch costs more than their work); the run of 4012cbb had 98.8%
 (``h200-shapes.txt``) against a torch that measured slower. On 30 shapes drawn at random (seed
-8194, in no probe) the median was 77.6% (thin 71.6%, flat 80.8%, general 77.6%): medium shapes
-with K from 100 to a few thousand, and a few rows or columns with a long K, are where the tiles
-trail cuBLAS most. The pick was within 2% of the oracle's best on 63 of the 66. Most candidates are
+8194, in no probe) the median was 77.6% (thin 71.6%, flat 80.8%, general 77.6%); split kernels
+of a few rows for any N took its thin shapes to 102%, and a fresh draw (seed 591983) had 112.7%
+(82.3% of torch's CUDA graph). Medium shapes with K or N no multiple of 4 trail cuBLAS most. The
+pick was within 2% of the oracle's best on 62-63 of 66 shapes a run. Most candidates are
 compiled without WebGPU's runtime checks there (``Kernel.runtime_checks``;
 :data:`~wgtune.kernels.matmul.tiles.CHECKED` are not): in the run of 4012cbb the median was 91.9%
 with every candidate checked.
