@@ -67,6 +67,14 @@ VARIANTS = (
 )
 
 
+def _loads(count: int, side: str, buffer: str, offset: str, stride: str) -> str:
+    """``count`` fragment loads ``l0, l1, ...`` (``side`` "left") or ``r0, ...`` ("right") from
+    ``buffer``; ``offset`` holds ``{s}``, the fragment's first row (left) or column (right)."""
+    return "\n".join(
+        f"      let {side[0]}{i} = subgroupMatrixLoad<subgroup_matrix_{side}<f16, 16, 16>>("
+        f"&{buffer}, {offset.format(s=16 * i)}, false, {stride});" for i in range(count))
+
+
 def wgsl(variant: Variant, subgroup: int) -> str:
     """The kernel: params ``(M, N, K)`` at binding 3; grid ``(N / block_n, M / block_m)``."""
     bm, bn = variant.block
@@ -77,15 +85,11 @@ def wgsl(variant: Variant, subgroup: int) -> str:
     stores = "\n".join(
         f"  subgroupMatrixStore(&c, (row + {16 * i}u) * p.y + col + {16 * j}u, acc{i}_{j}, false, p.y);"
         for i, j in frags)
-    if variant.staged:
+    if variant.staged:  # fragments from the workgroup's copies of A (bm x 32) and B (32 x bn)
+        step = "\n".join((_loads(variant.fm, "left", "sa", f"(sub_row + {{s}}u) * {STAGED_K}u + kk", f"{STAGED_K}u"),
+                          _loads(variant.fn, "right", "sb", f"kk * {bn}u + sub_col + {{s}}u", f"{bn}u"), mma))
         shared = (f"var<workgroup> sa: array<f16, {bm * STAGED_K}>;\n"
                   f"var<workgroup> sb: array<f16, {STAGED_K * bn}>;\n")
-        lefts = "\n".join(
-            f"      let l{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>("
-            f"&sa, (sub_row + {16 * i}u) * {STAGED_K}u + kk, false, {STAGED_K}u);" for i in range(variant.fm))
-        rights = "\n".join(
-            f"      let r{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>("
-            f"&sb, kk * {bn}u + sub_col + {16 * j}u, false, {bn}u);" for j in range(variant.fn))
         loop = f"""  for (var k0 = 0u; k0 < p.z; k0 += {STAGED_K}u) {{
     for (var e = li; e < {bm * STAGED_K}u; e += {threads}u) {{
       sa[e] = a[(block_row + e / {STAGED_K}u) * p.z + k0 + e % {STAGED_K}u];
@@ -95,26 +99,16 @@ def wgsl(variant: Variant, subgroup: int) -> str:
     }}
     workgroupBarrier();
     for (var kk = 0u; kk < {STAGED_K}u; kk += 16u) {{
-{lefts}
-{rights}
-{mma}
+{step}
     }}
     workgroupBarrier();
   }}"""
-    else:
+    else:  # fragments straight from A and B
+        step = "\n".join((_loads(variant.fm, "left", "a", "(row + {s}u) * p.z + k0", "p.z"),
+                          _loads(variant.fn, "right", "b", "k0 * p.y + col + {s}u", "p.y"), mma))
         shared = ""
-        lefts = "\n".join(
-            f"      let l{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>("
-            f"&a, (row + {16 * i}u) * p.z + k0, false, p.z);" for i in range(variant.fm))
-        rights = "\n".join(
-            f"      let r{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>("
-            f"&b, k0 * p.y + col + {16 * j}u, false, p.y);" for j in range(variant.fn))
         loop = f"""  for (var k0 = 0u; k0 < p.z; k0 += 16u) {{
-    {{
-{lefts}
-{rights}
-{mma}
-    }}
+{step}
   }}"""
     return f"""enable f16;
 enable subgroups;
@@ -210,7 +204,7 @@ class Runner:
     def __init__(self, wgpu, device, m: int, n: int, k: int, seed: int = 0) -> None:
         import numpy as np
 
-        self.wgpu, self.device, self.shape = wgpu, device, (m, n, k)
+        self.device, self.shape = device, (m, n, k)
         rng = np.random.default_rng(seed)
         self.a32 = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         self.b32 = rng.uniform(-1, 1, (k, n)).astype(np.float32)
@@ -249,7 +243,7 @@ class Runner:
         times = max(5, min(2000, int(0.2 / max(once, 1e-7))))
         return min(self.launch(pipeline, group, grid, times) for _ in range(3))
 
-    def check(self, variant: Variant, pipeline, group, grid) -> str:
+    def check(self, pipeline, group, grid) -> str:
         """Run once on a C of NaN; the worst error over |a||b| against float64 of the f16 inputs."""
         import numpy as np
 
@@ -331,7 +325,7 @@ def measure(shapes, variants) -> None:
                 pipeline = pipeline_for(device, wgsl(variant, subgroup))
                 group = runner.bind(pipeline, (runner.a, runner.b, runner.c, runner.params))
                 grid = (n // bn, m // bm)
-                verdict = runner.check(variant, pipeline, group, grid)
+                verdict = runner.check(pipeline, group, grid)
                 seconds = runner.timed(pipeline, group, grid)
             except Exception as error:
                 print(f"  {variant.name:24s} FAILED {str(error).splitlines()[0][:200]}")

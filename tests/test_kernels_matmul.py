@@ -324,7 +324,7 @@ def test_staggered_adds_rotate_runs_of_one_order_by_chunk():
 def test_sets_are_big_distinct_and_start_naive():
     # Enough to choose from, few enough to compile in a tune (61 before the 8 flat kernels, which
     # only keys with a short K plan, and 3 split-K tiles, which only keys with a long K plan; 83
-    # with the 7 split kernels of a few rows, which keys of many rows or a short K skip).
+    # with 6 split kernels of a few rows and a 36-row kgrid tile, which keys of many rows or a short K skip).
     assert 40 <= len(MATMUL) <= 83
     assert len(MATMUL_F16) >= 12
     for tunables, dtype in ((MATMUL, "f32"), (MATMUL_F16, "f16")):
@@ -396,7 +396,7 @@ def test_first_batch_is_the_keys_first_group_and_only_what_can_serve_is_planned(
     if group not in {kernel.group.name for kernel in tunables.candidates}:  # the f16 set has no deep group
         return
     assert {kernel.group.name for kernel in first} == {group}
-    assert 1 <= len(first) <= 17  # the rows group on a long K, aligned: 8 flat kernels beside 9 vec4 ones
+    assert 1 <= len(first) <= 17  # the rows group on a long K, aligned: 7 flat kernels beside 10 vec4 ones
     # Tiles of the vector layout: vec4 first where N and K allow them (the flat twins later),
     # skipped where not (the twins first); vec4 loads of the skinny kernels likewise.
     assert all(_admitted(kernel, size) for kernel in first)
