@@ -52,6 +52,8 @@ class OpenSpec:
     identity: dict | None
     power_preference: str = "high-performance"
     timestamps: bool = True
+    api: str = "wgpu"
+    """``"wgpu"`` (wgpu-native) or ``"dawn"``: the implementation the parent's device is on."""
 
 
 @dataclass(frozen=True)
@@ -231,15 +233,19 @@ class Worker:
 
 def open_device(spec: OpenSpec) -> Any:
     """The device ``spec`` names (see :class:`OpenSpec`)."""
-    from wgtune.backends.native import NativeDevice, indexed_adapters
+    from wgtune.backends.native import NativeDevice
 
+    if spec.api == "dawn":
+        from wgtune.backends.dawn import DawnDevice as opener
+    else:
+        opener = NativeDevice
     if spec.adapter_index is not None:
-        return NativeDevice.open(adapter_index=spec.adapter_index, use_timestamps=spec.timestamps)
+        return opener.open(adapter_index=spec.adapter_index, use_timestamps=spec.timestamps)
     if spec.identity is not None:
-        for adapter in indexed_adapters():
-            if NativeDevice.identity_of(dict(adapter.info)).as_dict() == spec.identity:
-                return NativeDevice.open_adapter(adapter, use_timestamps=spec.timestamps)
-    return NativeDevice.open(spec.power_preference, use_timestamps=spec.timestamps)
+        for adapter in opener.indexed_adapters():
+            if opener.identity_of(dict(adapter.info)).as_dict() == spec.identity:
+                return opener.open_adapter(adapter, use_timestamps=spec.timestamps)
+    return opener.open(spec.power_preference, use_timestamps=spec.timestamps)
 
 
 def _answer(out: BinaryIO, message: tuple) -> None:

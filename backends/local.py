@@ -21,7 +21,7 @@ from wgtune.tuner import Tuner
 
 from .cache_transfer import SqliteDatabase
 from .isolation import WorkerGuard
-from .native import NativeDevice
+from .native import NativeDevice, is_wgpu_native
 from .records import JsonlRecords
 
 __all__ = ["load_bundle", "open_store", "open_tuner"]
@@ -36,7 +36,8 @@ def open_tuner(
     isolate: bool | None = None,
     bundle: str | os.PathLike | dict | None = None,
 ) -> Tuner:
-    """A tuner on ``device`` (a NativeDevice, a ``wgpu.GPUDevice``, or None for the default adapter).
+    """A tuner on ``device`` (a NativeDevice or DawnDevice, a ``wgpu.GPUDevice`` or wgpudawn's, or None
+    for the default adapter).
 
     Winners go to the SQLite store (``wgtune.sqlite3``) under ``config.cache_dir`` (default: the user
     cache directory; old JSON documents there are migrated into it) unless the cache is off. A store
@@ -60,7 +61,7 @@ def open_tuner(
     if device is None:
         device = NativeDevice.open()
     elif not isinstance(device, NativeDevice):
-        device = NativeDevice(device)
+        device = NativeDevice(device) if is_wgpu_native(device) else _other_device(device)
     store = None
     if config.cache:
         store = open_store(config.cache_dir, namespace_for(device.identity, name))
@@ -73,6 +74,16 @@ def open_tuner(
         tuner.cache.seed(seeds)
         logger.info("seeded %d winners for this device from the bundle", len(seeds))
     return tuner
+
+
+def _other_device(device: object) -> NativeDevice:
+    """A device of another implementation of wgpu-py's API: Dawn's (``wgpudawn``), else wgpu-py's
+    own shim over it as it is."""
+    if type(device).__module__.startswith("wgpudawn."):
+        from .dawn import DawnDevice
+
+        return DawnDevice(device)
+    return NativeDevice(device)
 
 
 def load_bundle(bundle: str | os.PathLike | dict, *,

@@ -33,7 +33,7 @@ from wgtune.sets.kernel import Kernel
 from .unchecked import create_unchecked_module
 from .webgpu import WebGPUDevice, as_value
 
-__all__ = ["NativeDevice", "WgpuShim"]
+__all__ = ["NativeDevice", "WgpuShim", "indexed_adapters", "is_wgpu_native"]
 
 FEATURE_NAMES = {"subgroup": "subgroups"}
 # Threads that compile pipelines at once: as many as the cores, up to 16 (past that the H200's
@@ -59,6 +59,9 @@ class WgpuShim:
     def __init__(self, device: wgpu.GPUDevice) -> None:
         self.device = device
         self.queue = device.queue
+        # wgpu-native's own entry points (trusted modules, a pass's commands) for its devices
+        # only: another implementation of wgpu-py's API (Dawn's, ``dawn.py``) has its own handles.
+        self.wgpu_native = is_wgpu_native(device)
         # wgpu-py's own functions where they cost nothing: the device's bound method, and the
         # encoder's and the pass's methods as plain functions of the object, taken from the
         # classes this device's objects really are; a pass's commands straight from wgpu-native.
@@ -68,7 +71,9 @@ class WgpuShim:
         compute.end()
         encoder_type, pass_type = type(encoder), type(compute)
         self.begin_compute_pass = encoder_type.begin_compute_pass  # (encoder, *, timestamp_writes=None)
-        self.set_pipeline, self.set_bind_group, self.dispatch_workgroups = _pass_commands(pass_type)
+        self.set_pipeline, self.set_bind_group, self.dispatch_workgroups = (
+            _pass_commands(pass_type) if self.wgpu_native
+            else (pass_type.set_pipeline, pass_type.set_bind_group, pass_type.dispatch_workgroups))
         self.end = pass_type.end
         self._compilers: ThreadPoolExecutor | None = None  # made on the first compile of several
         self._started: dict[int, tuple[Kernel, Future]] = {}  # compiles begun ahead, by id(kernel)
@@ -126,7 +131,9 @@ class WgpuShim:
 
     async def _create_pipeline(self, kernel: Kernel) -> tuple[Any, Any]:
         try:
-            if kernel.runtime_checks:
+            if not self.wgpu_native:  # Dawn takes the spec's WGSL and always checks, as browsers do
+                module = self.device.create_shader_module(code=kernel.wgsl, label=kernel.name)
+            elif kernel.runtime_checks:
                 module = self.device.create_shader_module(code=_for_naga(kernel.wgsl), label=kernel.name)
             else:
                 module = create_unchecked_module(self.device, _for_naga(kernel.wgsl), kernel.name)
@@ -274,12 +281,17 @@ class NativeDevice(WebGPUDevice):
     tuning process (``isolation.py``) opens its own device, so that it tunes on the same GPU."""
     power_preference: str | None = None
     """The power preference :meth:`open` asked the default adapter with, when it did."""
+    api = "wgpu"
+    """The implementation of wgpu-py's API this device is on: ``"wgpu"`` (wgpu-native, the ``wgpu``
+    package) or ``"dawn"`` (:class:`~wgtune.backends.dawn.DawnDevice`); a tuning process opens the same."""
+    wanted_features: tuple[str, ...] = WANTED_FEATURES
+    """Features asked for wherever the adapter has them."""
 
     def __init__(self, device: wgpu.GPUDevice, *, use_timestamps: bool = True) -> None:
         self.gpu = device
         self.queue = device.queue
         info = dict(device.adapter_info) if getattr(device, "adapter_info", None) else {}
-        self.identity = _identity(info)
+        self.identity = self.identity_of(info)
         self.adapter_info = info
         self.limits = _limits(dict(device.limits))
         self.compile_width = COMPILE_THREADS
@@ -299,10 +311,11 @@ class NativeDevice(WebGPUDevice):
         ``adapter_index`` opens the adapter at that index of :func:`indexed_adapters` instead
         (one per GPU of a node: wgpu's list less the OpenGL duplicates; a tuning farm's worker
         opens its own); an index past the list is a ConfigError naming the adapters there are."""
+        gpu = cls.gpu()
         if adapter_index is not None:
-            adapter = _adapter_at(adapter_index)
+            adapter = _adapter_at(adapter_index, gpu)
         else:
-            adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+            adapter = gpu.request_adapter_sync(power_preference=power_preference)
         if adapter is None:
             raise RuntimeError(
                 "no WebGPU adapter: install a Vulkan driver (on Debian without a GPU: "
@@ -317,7 +330,7 @@ class NativeDevice(WebGPUDevice):
     def open_adapter(cls, adapter: Any, *, use_timestamps: bool = True) -> NativeDevice:
         """A device on wgpu-py's ``adapter``, with the features a kernel family may use and the
         adapter's own compute limits (``timestamp-query`` only where ``use_timestamps``)."""
-        features = [f for f in WANTED_FEATURES if f in adapter.features]
+        features = [f for f in cls.wanted_features if f in adapter.features]
         if not use_timestamps and "timestamp-query" in features:
             features.remove("timestamp-query")
         # The adapter's own compute limits, not WebGPU's defaults: candidates are checked against them.
@@ -327,6 +340,16 @@ class NativeDevice(WebGPUDevice):
             required_features=features, required_limits={name: adapter.limits[name] for name in limit_names}
         )
         return cls(device, use_timestamps=use_timestamps)
+
+    @staticmethod
+    def gpu() -> Any:
+        """The ``GPU`` object whose adapters this class opens: wgpu-py's (wgpu-native)."""
+        return wgpu.gpu
+
+    @classmethod
+    def indexed_adapters(cls) -> list:
+        """The adapters ``open(adapter_index=)`` counts (see :func:`indexed_adapters`)."""
+        return indexed_adapters(cls.gpu())
 
     @staticmethod
     def identity_of(adapter_info: dict) -> DeviceIdentity:
@@ -385,25 +408,30 @@ def _pass_commands(pass_type: type) -> tuple[Callable[..., None], Callable[..., 
     return set_pipeline, set_bind_group, dispatch_workgroups
 
 
-def indexed_adapters() -> list:
-    """The adapters ``NativeDevice.open(adapter_index=)`` counts: wgpu-py's, less the OpenGL ones
-    where another backend has any (see :func:`_adapter_at`)."""
-    every = wgpu.gpu.enumerate_adapters_sync()
+def indexed_adapters(gpu: Any = None) -> list:
+    """The adapters ``NativeDevice.open(adapter_index=)`` counts: wgpu-py's (or ``gpu``'s), less the
+    OpenGL ones where another backend has any (see :func:`_adapter_at`)."""
+    every = (gpu or wgpu.gpu).enumerate_adapters_sync()
     native = [a for a in every if not str(a.info.get("backend_type", "")).startswith("OpenGL")]
     return native or every
 
 
-def _adapter_at(index: int) -> Any:
+def _adapter_at(index: int, gpu: Any = None) -> Any:
     """The adapter at ``index`` of wgpu-py's list of adapters (in its order, which is stable for
     one machine and driver), less those of the OpenGL backend where another backend has any: each
     GPU shows up again through OpenGL (an H200's adapters were Vulkan, then the same GPU's
     OpenGL), so the indices count GPUs. A ConfigError naming the adapters when there is none."""
-    adapters = indexed_adapters()
+    adapters = indexed_adapters(gpu)
     if not 0 <= index < len(adapters):
         found = "; ".join(f"{i}: {a.info.get('device', '?')} ({a.info.get('backend_type', '?')})"
                           for i, a in enumerate(adapters)) or "none"
         raise ConfigError(f"no WebGPU adapter at index {index}; this machine has {len(adapters)}: {found}")
     return adapters[index]
+
+
+def is_wgpu_native(device: Any) -> bool:
+    """Whether ``device`` is wgpu-py's own (wgpu-native), not another implementation of its API."""
+    return type(device).__module__.startswith("wgpu.backends.wgpu_native")
 
 
 def _identity(info: dict) -> DeviceIdentity:

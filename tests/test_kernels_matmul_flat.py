@@ -6,12 +6,15 @@ inputs followed by NaNs (a load past a matrix that reaches an output shows), C f
 (an output never written shows) and followed by a sentinel (a store past C shows), outputs
 compared with numpy in float64. Sizes: K from 1 to 8 and a few up to FLAT_MAX_K (the unrolled loop
 with and without a remainder), M and N odd and no multiples of 4, M = 1 and N = 1, several blocks
-each way; the vec4 forms on N multiples of 4 only (the plan gives them no other).
+each way; the vec4 forms on N multiples of 4 only (the plan gives them no other). Tiles that
+stage A (``stage_a``) also on K around the stage's chunk (1, 3, 63, 64, 65, 130).
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +22,11 @@ import pytest
 from matmul_checks import check_products
 
 import wgtune
-from wgtune import Args, run_inline
+from wgtune import Args, DeviceLimits, run_inline
 from wgtune.backends.native import NativeDevice
+from wgtune.gpu.device import check_limits
 from wgtune.kernels import matmul
-from wgtune.kernels.matmul.flat import FlatTile, flat_matmul_kernel, flat_wgsl
+from wgtune.kernels.matmul.flat import STAGE_K, FlatTile, flat_matmul_kernel, flat_wgsl
 from wgtune.kernels.matmul.keys import FLAT_MAX_K
 from wgtune.tune.plan import Plan
 
@@ -40,6 +44,16 @@ N_OF_4 = [(1, 4, 1), (3, 8, 2), (5, 12, 3), (1, 4, 7), (33, 132, 5), (9, 260, 8)
 # leaves a remainder for each K, one invocation a workgroup, 64 sums, a column of vec4 per row.
 OTHERS = [FlatTile(3, 3, 16, 16, unroll=1), FlatTile(2, 2, 32, 8, unroll=3), FlatTile(1, 1, 1, 1),
           FlatTile(8, 8, 32, 8), FlatTile(2, 3, 16, 4, vec4=True, unroll=5)]
+# A staged in workgroup memory: K in one chunk and several, a quad or less left, no full quad; one
+# invocation filling the stage alone, 48 rows (12 KiB), two and three quads a loop step, vec4 columns.
+STAGED = [FlatTile(4, 2, 64, 4, stage_a=True), FlatTile(8, 4, 32, 4, stage_a=True), FlatTile(1, 1, 1, 1, stage_a=True),
+          FlatTile(3, 3, 16, 16, unroll=1, stage_a=True), FlatTile(2, 2, 32, 8, unroll=8, stage_a=True),
+          FlatTile(16, 2, 64, 1, unroll=12, stage_a=True), FlatTile(2, 3, 16, 4, vec4=True, unroll=5, stage_a=True),
+          FlatTile(8, 1, 64, 2, vec4=True, stage_a=True)]
+STAGED_ANY_N = [(37, 29, 1), (50, 70, 3), (33, 65, 64), (17, 130, 65), (70, 33, 130), (9, 11, 63), (1, 1, 2),
+                (5, 7, 4), (300, 201, 44), (21, 3, 129)]
+STAGED_N_OF_4 = [(37, 28, 1), (50, 72, 3), (33, 68, 64), (17, 132, 65), (70, 36, 130), (9, 4, 63), (1, 4, 5),
+                 (300, 200, 44)]
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +89,33 @@ def test_flat_kernels_outside_the_set_match_numpy(device, tile):
     _check(device, flat_matmul_kernel(tile), tile.vec4)
 
 
+@pytest.mark.parametrize("tile", STAGED, ids=lambda tile: tile.name)
+def test_tiles_that_stage_a_match_numpy(device, tile):
+    sizes = STAGED_N_OF_4 if tile.vec4 else STAGED_ANY_N + STAGED_N_OF_4 + ANY_N
+    check_products(device, flat_matmul_kernel(tile), sizes, tolerance=1e-5)
+
+
+@pytest.mark.parametrize("tile", STAGED, ids=lambda tile: tile.name)
+def test_tiles_that_stage_a_declare_their_workgroup_storage(tile):
+    kernel = flat_matmul_kernel(tile)
+    assert kernel.name == replace(tile, stage_a=False).name + "_sa"
+    declared = re.findall(r"var<workgroup>\s+(\w+)\s*:\s*array<vec4<f32>,\s*(\d+)>", kernel.wgsl)
+    assert declared == [("sa", str(tile.block[0] * STAGE_K // 4))]
+    assert kernel.workgroup_storage == tile.workgroup_storage == 16 * tile.block[0] * STAGE_K // 4 <= 16384
+    assert check_limits(kernel, DeviceLimits()) is None
+    assert kernel.wgsl.count("workgroupBarrier()") == 2
+    unstaged = flat_matmul_kernel(replace(tile, stage_a=False))
+    assert unstaged.workgroup_storage == 0 and "var<workgroup>" not in unstaged.wgsl
+
+
 def test_f16_buffers(device):
     if "shader-f16" not in device.features:
         pytest.skip("the adapter has no shader-f16")
-    for tile in (FlatTile(4, 2, 64, 4), FlatTile(2, 1, 64, 4, vec4=True)):
+    for tile, k in ((FlatTile(4, 2, 64, 4), 9), (FlatTile(2, 1, 64, 4, vec4=True), 9),
+                    (FlatTile(4, 2, 64, 4, stage_a=True), 67), (FlatTile(2, 1, 64, 4, vec4=True, stage_a=True), 43)):
         kernel = flat_matmul_kernel(tile, "f16")
         pipeline = run_inline(device.compile(kernel))
-        m, n, k = 37, 132, 9
+        m, n = 37, 132
         rng = np.random.default_rng(7)
         a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
         b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
@@ -103,6 +137,12 @@ def test_tiles_reject_what_they_cannot_generate():
         FlatTile(0, 2)
     with pytest.raises(ValueError, match="dtype"):
         flat_wgsl(FlatTile(2, 2), "f64")
+    with pytest.raises(ValueError, match="workgroup storage"):
+        FlatTile(8, 1, 8, 32, stage_a=True)  # 256 rows of A staged: 64 KiB
+    with pytest.raises(ValueError, match="16384"):
+        FlatTile(13, 1, 16, 5, stage_a=True)  # 65 rows: 16640 bytes
+    assert FlatTile(16, 1, 16, 4, stage_a=True).workgroup_storage == 16384  # 64 rows: the limit itself
+    assert FlatTile(8, 1, 8, 32).workgroup_storage == 0
     tile = FlatTile(4, 2, 64, 4, vec4=True)
     assert tile.block == (16, 512) and tile.grid(17, 1024, 5) == (2, 2, 1) and tile.name == "flat4x2_wg64x4_u4_v4"
 

@@ -105,7 +105,9 @@ from .keys import (
 from .padded import padded_kernel
 from .partials import PARTIALS, partials_bytes, reduce_stage
 from .skinny import SkinnyTile, skinny_wgsl
-from .tiles import CHECKED, GROUP_NAMES, MATMUL_F16_GROUPS, MATMUL_GROUPS, SMALL
+from .subgroup_matrix import SubgroupMatrixTile, subgroup_matrix_kernel
+from .tiles import CHECKED, GROUP_NAMES, MATMUL_GROUPS, SMALL, Tile, with_subgroup_matrices
+from .tiles import MATMUL_F16_GROUPS as _F16_GROUPS
 from .vector import vector_wgsl
 from .wgsl import (
     DTYPES,
@@ -261,13 +263,20 @@ def skinny_matmul_kernel(tile: SkinnyTile, dtype: str = "f32", **options) -> Ker
     return _zeroing_c_first(kernel, options) if tile.split else kernel
 
 
+# The f16 set and the f32 set of f16 products take the tiles on subgroup matrices too (planned first
+# on medium and large keys; refused uncompiled by a device without them).
+MATMUL_F16_GROUPS = with_subgroup_matrices(_F16_GROUPS)
+F16_PRODUCTS_GROUPS = with_subgroup_matrices(MATMUL_GROUPS)
 MATMUL_TILES: tuple[MatmulTile | SkinnyTile, ...] = tuple(tile for tiles in MATMUL_GROUPS.values() for tile in tiles)
 MATMUL_F16_TILES: tuple[MatmulTile | SkinnyTile, ...] = tuple(
     tile for tiles in MATMUL_F16_GROUPS.values() for tile in tiles
 )
+F16_PRODUCTS_TILES = tuple(tile for tiles in F16_PRODUCTS_GROUPS.values() for tile in tiles)
 
 
-def _candidate(tile: MatmulTile | SkinnyTile | FlatTile, dtype: str, group: Group | None) -> Kernel:
+def _candidate(tile: Tile, dtype: str, group: Group | None) -> Kernel:
+    if isinstance(tile, SubgroupMatrixTile):  # any sizes, any alignment: it pads its own copies
+        return subgroup_matrix_kernel(tile, dtype, group=group, priority=1)
     if isinstance(tile, FlatTile):  # vec4 columns: skipped where N is no multiple of 4
         kernel = flat_matmul_kernel(tile, dtype, group=group, priority=needs_vec4(False, True) if tile.vec4 else 1)
     elif isinstance(tile, SkinnyTile):
@@ -289,17 +298,41 @@ def _candidates(
     return candidates
 
 
-def matmul_set(tiles: tuple[MatmulTile | SkinnyTile, ...] | None = None) -> TunableSet:
+PRECISIONS = ("f32", "f16-products")
+"""What ``matmul_set(precision=)`` may promise of its f32 results (see :func:`matmul_set`)."""
+# The f16-products set's tolerance: inputs rounded to f16 (2**-11 relative each) and summed in f32
+# err by about sqrt(K) * 7e-5 for entries of order 1 (4e-3 at K = 4096, 1.7e-2 at 65536; the
+# largest of millions, five times that): within atol up to K of about 16384, and within rtol of
+# the large entries past it. A wrong index or a K step left out errs by a product, 0.1 or more.
+F16_PRODUCTS_TOLERANCE = {"atol": 5e-2, "rtol": 5e-3}
+
+
+def matmul_set(tiles: tuple[MatmulTile | SkinnyTile, ...] | None = None, *, precision: str = "f32") -> TunableSet:
     """The ``matmul`` set (f32): the naive kernel first (safe default), then one candidate per tile
     of :data:`MATMUL_TILES`, grouped as the module says; other ``tiles`` make an ungrouped set.
 
     Tolerances assume entries of order 1: candidates sum in the same order but for the slices of
     K of the skinny and kgrid candidates, so rounding makes them differ far inside
     ``1e-3 + 1e-3 * |c|``.
+
+    ``precision="f16-products"``: the set ``matmul_f16_products``, f32 A, B and C where products
+    may take the inputs rounded to f16 (a 10-bit mantissa, as TF32's, in f16's range: magnitudes
+    past 65504 overflow) and sum them in f32, as torch's f16 matmul with f32 accumulation: the
+    f32 candidates and, first on medium and large keys, those on subgroup matrices (the tensor
+    cores where a Dawn device has them: :mod:`wgtune.kernels.matmul.subgroup_matrix`). Its
+    output checks allow for that rounding (:data:`F16_PRODUCTS_TOLERANCE`). Its winners are
+    its own: a ``matmul`` call never gets one.
     """
-    groups = MATMUL_GROUPS if tiles is None or tuple(tiles) == MATMUL_TILES else {}
-    candidates = _candidates("f32", MATMUL_TILES if tiles is None else tuple(tiles), groups)
-    return TunableSet("matmul", candidates, key=matmul_key, outputs=(2,), atol=1e-3, rtol=1e-3)
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: one of {', '.join(PRECISIONS)}")
+    if precision == "f16-products":
+        default, default_groups, name, tolerance = F16_PRODUCTS_TILES, F16_PRODUCTS_GROUPS, "matmul_f16_products", \
+            F16_PRODUCTS_TOLERANCE
+    else:
+        default, default_groups, name, tolerance = MATMUL_TILES, MATMUL_GROUPS, "matmul", {"atol": 1e-3, "rtol": 1e-3}
+    groups = default_groups if tiles is None or tuple(tiles) == default else {}
+    candidates = _candidates("f32", default if tiles is None else tuple(tiles), groups)
+    return TunableSet(name, candidates, key=matmul_key, outputs=(2,), **tolerance)
 
 
 # The f16 outputs compared as values: an ulp or two apart (a driver fusing one kernel's

@@ -19,17 +19,18 @@ from dataclasses import replace
 
 from .flat import FlatTile
 from .skinny import SkinnyTile
+from .subgroup_matrix import SubgroupMatrixTile
 from .wgsl import MatmulTile
 
 __all__ = [
     "CHECKED", "COLS", "DEEP", "FLAT", "GROUP_NAMES", "LARGE", "MATMUL_F16_GROUPS", "MATMUL_GROUPS", "MEDIUM", "ROWS",
-    "SMALL",
+    "SMALL", "SUBGROUP_MATRIX_TILES", "with_subgroup_matrices",
 ]
 
 ROWS, COLS, DEEP, SMALL, MEDIUM, LARGE, FLAT = "rows", "cols", "deep", "small", "medium", "large", "flat"
 GROUP_NAMES = (ROWS, COLS, DEEP, SMALL, MEDIUM, LARGE, FLAT)
 
-Tile = MatmulTile | SkinnyTile | FlatTile
+Tile = MatmulTile | SkinnyTile | FlatTile | SubgroupMatrixTile
 
 
 def _v4(*tiles: Tile) -> tuple[Tile, ...]:
@@ -213,6 +214,24 @@ MATMUL_F16_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_v4(T(256, 128, 8, 16, 8, pad=4, double=True)),
     ),
 }
+
+# Tiles on subgroup matrices (the tensor cores; :mod:`wgtune.kernels.matmul.subgroup_matrix`): first
+# in the medium group of the sets that take them (f16 inputs, or f32 inputs whose
+# products may round them to f16), refused uncompiled by a device without the feature. On an H200
+# (Dawn, 2026-12-03, bench/results/h200-subgroup-matrix-matmul.txt, kernels alone on f16 copies):
+# one subgroup of 4x4 fragments 71-74 TFLOP/s at 2048^3 to 8192x8192x4096, 2x2 subgroups of 4x2
+# fragments 44-45, of 2x2 30-39; staged through workgroup memory 10-16.
+SUBGROUP_MATRIX_TILES: tuple[SubgroupMatrixTile, ...] = (
+    SubgroupMatrixTile(1, 1, 4, 4), SubgroupMatrixTile(1, 1, 2, 4), SubgroupMatrixTile(1, 1, 4, 2),
+    SubgroupMatrixTile(2, 2, 4, 2), SubgroupMatrixTile(1, 1, 2, 2),
+)
+
+
+def with_subgroup_matrices(groups: dict[str, tuple[Tile, ...]]) -> dict[str, tuple[Tile, ...]]:
+    """``groups`` with :data:`SUBGROUP_MATRIX_TILES` first in the medium group (which every
+    class's plan takes: after the large group on large keys)."""
+    return {name: (*SUBGROUP_MATRIX_TILES, *tiles) if name == MEDIUM else tiles for name, tiles in groups.items()}
+
 
 # The tiles compiled with WebGPU's runtime checks (``Kernel.runtime_checks``) even where the device
 # can leave them out: every other candidate ran faster without them on an H200 (median of each
