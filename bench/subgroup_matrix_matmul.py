@@ -154,6 +154,7 @@ def open_device(null: bool):
         os.environ["WGPU_BACKEND_TYPE"] = "Null"
     known = extras.all_toggles()
     extras.set_instance_extras(enable_toggles=[toggle for toggle in TOGGLES if toggle in known])
+    print(f"toggles: {', '.join(toggle for toggle in TOGGLES if toggle in known)}")
     adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
     if FEATURE not in adapter.features:
         raise SystemExit(f"{adapter.info.get('device')}: no {FEATURE} (features: {sorted(adapter.features)})")
@@ -361,7 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", action="append", type=shape_of, help="MxNxK (repeatable)")
     parser.add_argument("--variants", default=":", help="a slice of the variants, START:STOP")
     parser.add_argument("--compile-only", action="store_true", help="check the WGSL on Dawn's Null backend")
+    parser.add_argument("--toggle", action="append", default=[],
+                        help="another Dawn toggle to enable (repeatable), e.g. disable_robustness")
     options = parser.parse_args(argv)
+    TOGGLES.extend(options.toggle)
     try:
         import wgpudawn  # noqa: F401
     except ImportError:

@@ -39,8 +39,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 # dev: the test tools; farm: Dask distributed, which `wgtune farm` and its tests run on;
-# collector-postgres: psycopg, for `wgtune collect --db postgresql://...`.
-.venv/bin/python -m pip install -q -e '.[dev,farm,collector-postgres]'
+# collector-postgres: psycopg, for `wgtune collect --db postgresql://...`; dawn: wgpudawn, whose Null
+# backend the tests compile subgroup-matrix kernels on (backends/dawn.py).
+.venv/bin/python -m pip install -q -e '.[dev,farm,collector-postgres,dawn]'
 # The page's Pyodide, pinned by web/package-lock.json and served locally by `wgtune serve`.
 (cd web && npm ci --no-audit --no-fund --loglevel=error)
 if [ "$browser" -eq 1 ]; then

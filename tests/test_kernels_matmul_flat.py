@@ -71,9 +71,11 @@ def test_the_set_holds_flat_kernels_of_both_forms_in_their_own_group():
     assert any(TILE_OF[name].vec4 for name in FLAT_NAMES) and any(not TILE_OF[name].vec4 for name in FLAT_NAMES)
     # Last in the set: the other candidates keep their indices.
     assert MATMUL.candidates[-len(FLAT):] == tuple(FLAT)
+    assert any(TILE_OF[name].stage_a for name in FLAT_NAMES) and any(not TILE_OF[name].stage_a for name in FLAT_NAMES)
     for kernel in FLAT:
         tile = TILE_OF[kernel.name]
-        assert kernel.workgroup_storage == 0 and "var<workgroup>" not in kernel.wgsl
+        assert kernel.workgroup_storage == tile.workgroup_storage
+        assert ("var<workgroup>" in kernel.wgsl) == tile.stage_a == (tile.workgroup_storage > 0)
         assert kernel.workgroup_size == (tile.wx, tile.wy, 1) and tile.wx * tile.wy <= 256
         assert not kernel.then and not kernel.scratch and not kernel.runtime_checks
         assert ("array<vec4<f32>>" in kernel.wgsl) == tile.vec4

@@ -26,8 +26,11 @@ inputs rounded to f16 (a 10-bit mantissa as TF32's, but f16's range: magnitudes 
 infinite, under 6e-5 lose bits), summed in f32: torch's f16 matmul with f32 accumulation, not
 full f32. That is why f32 inputs have their own set (``matmul_set(precision="f16-products")``).
 
-The kernels are written for 32-wide subgroups (NVIDIA's, Apple's); a device whose subgroups are
-another width computes the wrong blocks, and the output checks refuse the candidate there.
+The kernels are written for 32-wide subgroups (NVIDIA's, Apple's): Dawn wants a subgroup-matrix
+kernel's workgroup to be a multiple of the device's widest subgroup, and refuses the pipeline
+elsewhere (the candidate is a Launch result, the others go on). Loads and stores name their
+layout as Dawn's current WGSL does (``subgroupMatrixLoad<T, row_major>``); the older form with a
+column-major flag still compiles, with a deprecation warning.
 """
 
 from __future__ import annotations
@@ -137,15 +140,15 @@ def mma_wgsl(tile: SubgroupMatrixTile) -> str:
     left = "subgroup_matrix_left<f16, 16, 16>"
     right = "subgroup_matrix_right<f16, 16, 16>"
     loads = "\n".join(
-        [f"    let l{i} = subgroupMatrixLoad<{left}>(&{A_H}, (row + {16 * i}u) * kp + k0, false, kp);"
+        [f"    let l{i} = subgroupMatrixLoad<{left}, row_major>(&{A_H}, (row + {16 * i}u) * kp + k0, kp);"
          for i in range(tile.fm)]
-        + [f"    let r{j} = subgroupMatrixLoad<{right}>(&{B_H}, k0 * np + col + {16 * j}u, false, np);"
+        + [f"    let r{j} = subgroupMatrixLoad<{right}, row_major>(&{B_H}, k0 * np + col + {16 * j}u, np);"
            for j in range(tile.fn)])
     products = "\n".join(f"    acc{i}_{j} = subgroupMatrixMultiplyAccumulate(l{i}, r{j}, acc{i}_{j});"
                          for i, j in frags)
     accumulators = "\n".join(f"  var acc{i}_{j} = subgroup_matrix_result<f32, 16, 16>();" for i, j in frags)
     stores = "\n".join(
-        f"  subgroupMatrixStore(&{C_F}, (row + {16 * i}u) * np + col + {16 * j}u, acc{i}_{j}, false, np);"
+        f"  subgroupMatrixStore<row_major>(&{C_F}, (row + {16 * i}u) * np + col + {16 * j}u, acc{i}_{j}, np);"
         for i, j in frags)
     return (
         "enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;\n"

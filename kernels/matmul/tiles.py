@@ -189,9 +189,13 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
     # 4.1 -> 10.1 TFLOP/s (99.7% of torch), 901x7895x6 2.3 -> 5.2, 3957x990x22 5.7 -> 8.9,
     # 620x7790x37 9.2 -> 12.7; ten other points (to 8x8 an invocation) did no better. At K = 64
     # the tiles win again (2048x6000x64: flat 67%, a tile 99%): the adaptive policy finds them.
+    # ``stage_a``: A's rows staged in workgroup memory, read as vec4 along K (2026-12-03, H200,
+    # bench/results/h200-probe-flat-sa.txt, unstaged -> staged): 4849x1259x44 60.6 -> 73.9% (8x4),
+    # 77.5% (16x2); 3671x527x33 95.7 -> 112-121%; 620x7790x37 66.4 -> 71.3%; 2616x555x6 251 -> 270%.
+    # The 2x4 tile stays unstaged: at K = 6 staging cost it 6%. 4x1 lost to every other tile.
     FLAT: (
-        F(2, 4, 64, 4), F(4, 2, 64, 4), F(4, 4, 64, 4),  # 901x7895x6 101%, 1754x2317x11 (4x4)
-        F(8, 2, 128, 2), F(8, 4, 64, 2), F(4, 1, 256, 1),  # 4561x4475x11 99.7%, 620x7790x37 68% (8x4)
+        F(2, 4, 64, 4), F(4, 2, 64, 4, stage_a=True), F(4, 4, 64, 4, stage_a=True),  # 901x7895x6 101% (2x4)
+        F(8, 2, 128, 2, stage_a=True), F(8, 4, 64, 2, stage_a=True), F(16, 2, 64, 1, stage_a=True),
         F(4, 1, 64, 4, vec4=True), F(8, 1, 64, 2, vec4=True),  # N a multiple of 4: 3185x1464x17 (4x1)
     ),
 }
