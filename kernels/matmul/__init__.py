@@ -37,6 +37,12 @@ Two sets:
 - ``matmul_f16`` (:func:`matmul_f16_set`): f16 buffers (``features=("shader-f16",)``), f32
   arithmetic, a smaller space from the same generators (no kgrid tiles: their atomics add f32).
 
+- ``matmul_f16_products`` (``matmul_set(precision="f16-products")``): f32 buffers whose products
+  may round the inputs to f16 (summed in f32; its checks allow for it): ``matmul``'s candidates
+  and, first in the medium group, tiles on subgroup matrices (``sgm*``,
+  :mod:`wgtune.kernels.matmul.subgroup_matrix`: the tensor cores, on a Dawn device that has
+  them; ``matmul_f16`` holds them too). Every other device refuses them uncompiled.
+
 Keys and groups (``kernels/matmul/keys.py``). The key holds M, N, K anchored to powers of two, the
 dtype, and what vec4 loads need: ``vec_k`` 4 where K is a multiple of 4 (rows of A start on a
 vec4), ``vec_n`` 4 where N is (rows of B and C do), else 1. A candidate whose vec4 loads the key

@@ -27,14 +27,14 @@ Rows past M and columns past N are clamped to the last for the loads (their sums
 stored), so the loop has no guards and every index is in bounds for any M, N >= 1 and any K;
 stores past M or N are skipped. Sums run ``k = 0, 1, ..., K-1`` in order, as the tiles'.
 
-With ``stage_a`` (a hypothesis, not yet measured on the H200): the loads of A, ``rows`` broadcast
-scalar loads a K step against ``cols`` loads of B, may be what holds these kernels at 65-71% of
-torch (4849x1259x44, 3671x527x33). So the workgroup stages its ``wy * rows`` rows of A in
-workgroup memory, a chunk of STAGE_K columns at a time (``vec4<f32>``, zeros past K, every
-invocation loading a share), and each row is read back as a vec4 of four K steps: a quarter of
-the A loads, and ``max(1, unroll // 4)`` such quads' loads issued together; the last 1-3 steps of
-a chunk read single components. The chunk loop is bounded by ``p.k`` only (its barriers are in
-uniform control flow), and the sums keep their order.
+With ``stage_a``: the loads of A, ``rows`` broadcast scalar loads a K step against ``cols`` loads of
+B, held these kernels at 61-96% of torch on an H200 (4849x1259x44, 3671x527x33); staged, they
+reached 77.5% and 121% (2026-12-03, ``bench/results/h200-probe-flat-sa.txt``). The workgroup stages
+its ``wy * rows`` rows of A in workgroup memory, a chunk of STAGE_K columns at a time
+(``vec4<f32>``, zeros past K, every invocation loading a share), and each row is read back as a vec4
+of four K steps: a quarter of the A loads, and ``max(1, unroll // 4)`` such quads' loads issued
+together; the last 1-3 steps of a chunk read single components. The chunk loop is bounded by ``p.k``
+only (its barriers are in uniform control flow), and the sums keep their order.
 """
 
 from __future__ import annotations
