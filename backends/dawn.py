@@ -102,6 +102,20 @@ class DawnDevice(NativeDevice):
         return _gpu_with_toggles()
 
     @classmethod
+    def open(
+        cls, power_preference: str = "high-performance", *, use_timestamps: bool = True,
+        adapter_index: int | None = None,
+    ) -> DawnDevice:
+        """Open Dawn's default adapter's device (or the one at ``adapter_index``), as
+        :meth:`NativeDevice.open` does; a ConfigError where wgpudawn is missing or Dawn finds no
+        adapter (Dawn's Vulkan backend wants ``shaderUniform*ArrayDynamicIndexing``, which older
+        Mesa drivers lack)."""
+        try:
+            return super().open(power_preference, use_timestamps=use_timestamps, adapter_index=adapter_index)
+        except RuntimeError as error:
+            raise ConfigError(f"Dawn found no WebGPU adapter ({error})") from None
+
+    @classmethod
     def open_adapter(cls, adapter: Any, *, use_timestamps: bool = True) -> DawnDevice:
         """A device on wgpudawn's ``adapter``: as :meth:`NativeDevice.open_adapter`, with the
         subgroup matrices where the adapter has them and unquantized timestamps."""

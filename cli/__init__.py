@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--checks", action="store_true", help="check every candidate's output against the reference")
     tune.add_argument("--no-cache", action="store_true", help="keep winners in this process only")
     tune.add_argument("--only", metavar="SET", action="append", help="tune only this set (repeatable)")
+    tune.add_argument("--dawn", action="store_true",
+                      help="tune on Dawn (pip install 'wgtune[dawn]'): subgroup matrices where the GPU has them")
     tune.add_argument(
         "--log-level", choices=["disabled", "minimal", "full"], help="tune log detail (default: WGTUNE_LOG or minimal)"
     )

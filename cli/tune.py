@@ -123,7 +123,12 @@ def run_tune(args) -> int:
                 progress.advance(bars[event.set_name])
             seen[event.index] = event.result
 
-    tuner = open_tuner(config=config, observer=observe)
+    device = None
+    if args.dawn:
+        from wgtune.backends.dawn import DawnDevice
+
+        device = DawnDevice.open()
+    tuner = open_tuner(device, config=config, observer=observe)
     if not args.json:
         console.print(store_line(tuner, config), highlight=False)
     cases = [case for case in demo_suite() if not args.only or case.tunables.name in args.only]

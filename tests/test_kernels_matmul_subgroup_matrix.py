@@ -294,3 +294,48 @@ def test_open_tuner_wraps_a_raw_dawn_device_and_the_guard_reopens_dawn(dawn_repo
     assert dawn_report["tuner"] == {"type": "DawnDevice", "is_dawn": True, "same_gpu_device": True,
                                     "backend": "Dawn Null", "guard": False}
     assert dawn_report["guard"] == {"api": "dawn", "reopened": "DawnDevice", "same_identity": True}
+
+
+
+CLI = "import sys; from wgtune.cli import main; sys.exit(main())"
+COMPILE_ALL = """
+import json
+from wgtune import run_inline
+from wgtune.gpu.device import check_limits
+from wgtune.backends.dawn import DawnDevice
+from wgtune.kernels.matmul import matmul_f16_set, matmul_set
+device = DawnDevice.open()
+failed, count = {}, 0
+for tunables in (matmul_set(precision="f16-products"), matmul_f16_set()):
+    # The sgm tiles' 32-wide form aside (Null wants 128), and those past the device's features
+    # (float atomics) or limits (Null's: 256 invocations, 16 KiB), which a tune refuses uncompiled.
+    stages = [stage for kernel in tunables.candidates for stage in kernel.stages
+              if not kernel.name.startswith("sgm") and check_limits(kernel, device.limits, device.features) is None]
+    count += len(stages)
+    for stage, made in zip(stages, run_inline(device.shim.compile_modules(stages))):
+        if isinstance(made, Exception):
+            failed[stage.name] = str(made)[:300]
+print("REPORT " + json.dumps({"stages": count, "failed": failed}))
+"""
+
+
+def test_the_cli_tunes_on_dawn(tmp_path):
+    """``wgtune tune --dawn``: the device is Dawn's (here its Null backend, a dry run)."""
+    env = dict(os.environ, WGPU_BACKEND_TYPE="Null")
+    proc = subprocess.run([sys.executable, "-c", CLI, "tune", "--dawn", "--dry-run", "--no-cache", "--only", "matmul",
+                           "--json"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["device"]["backend"] == "Dawn Null", report["device"]
+    assert [key["status"] for key in report["keys"]] == ["tuned", "tuned"], report["keys"]
+
+
+def test_every_other_candidate_of_the_sets_that_hold_sgm_tiles_compiles_on_dawn():
+    """On a Dawn device the f16-products and f16 sets run their f32 tiles too: Dawn's WGSL front
+    end (Tint) takes every one of them, as naga does."""
+    env = dict(os.environ, WGPU_BACKEND_TYPE="Null")
+    proc = subprocess.run([sys.executable, "-c", COMPILE_ALL], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("REPORT "))[7:])
+    assert report["stages"] > 60 and report["failed"] == {}, report
