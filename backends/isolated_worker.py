@@ -54,6 +54,8 @@ class OpenSpec:
     timestamps: bool = True
     api: str = "wgpu"
     """``"wgpu"`` (wgpu-native) or ``"dawn"``: the implementation the parent's device is on."""
+    runtime_checks: bool = True
+    """False: a Dawn device opened without its robustness (``DawnDevice.open(runtime_checks=False)``)."""
 
 
 @dataclass(frozen=True)
@@ -235,17 +237,20 @@ def open_device(spec: OpenSpec) -> Any:
     """The device ``spec`` names (see :class:`OpenSpec`)."""
     from wgtune.backends.native import NativeDevice
 
+    options: dict = {"use_timestamps": spec.timestamps}
     if spec.api == "dawn":
         from wgtune.backends.dawn import DawnDevice as opener
+
+        options["runtime_checks"] = spec.runtime_checks
     else:
         opener = NativeDevice
     if spec.adapter_index is not None:
-        return opener.open(adapter_index=spec.adapter_index, use_timestamps=spec.timestamps)
+        return opener.open(adapter_index=spec.adapter_index, **options)
     if spec.identity is not None:
         for adapter in opener.indexed_adapters():
             if opener.identity_of(dict(adapter.info)).as_dict() == spec.identity:
-                return opener.open_adapter(adapter, use_timestamps=spec.timestamps)
-    return opener.open(spec.power_preference, use_timestamps=spec.timestamps)
+                return opener.open_adapter(adapter, **options)
+    return opener.open(spec.power_preference, **options)
 
 
 def _answer(out: BinaryIO, message: tuple) -> None:

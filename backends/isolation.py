@@ -62,7 +62,8 @@ class WorkerGuard:
         self.spec = OpenSpec(getattr(device, "adapter_index", None),
                              None if getattr(device, "power_preference", None) else device.identity.as_dict(),
                              getattr(device, "power_preference", None) or "high-performance",
-                             getattr(device, "timestamps", True), getattr(device, "api", "wgpu"))
+                             getattr(device, "timestamps", True), getattr(device, "api", "wgpu"),
+                             getattr(device, "runtime_checks", True))
         self.starts = 0
         self.kills = 0
         self._remote: RemoteDevice | None = None

@@ -13,22 +13,37 @@ then timed by wall clock over many launches in one submission; the f32 -> f16 co
 would need are timed too. Beside them: torch's f16 matmul and its fp32 one with TF32 off and on,
 each as a plain loop of launches and as a CUDA graph.
 
+The first H200 run (``h200-subgroup-matrix-matmul.txt``) put the direct ``sgm1x1_f4x4`` at 71-74
+TFLOP/s and those staged kernels (scalar f16 copies, two barriers a step) at 10-16. The ``Staged``
+variants after them (index 8 on, names ``st<subgroups>_<block>_f<fragments>_k<K step>``) stage
+well: 4 or 8 subgroups share a 128x128, 128x256 or 256x128 block; A and B are read as
+``array<vec4<u32>>`` (8 f16 a load) and kept in workgroup arrays of ``vec4<u32>``, which
+``subgroupMatrixLoad`` reads as f16 (offsets and strides count 16-byte elements; ``_h``: ``array<f16>``
+filled one f16 at a time); rows padded by 16 bytes; ``_db`` double-buffered (step k + 1 loaded into
+registers during step k's products, one barrier a step), else one buffer and two barriers; blocks
+launched 8 block rows at a time (``_g1``: row by row). They take up to 37 KiB of workgroup storage:
+the device is asked for the adapter's most, and a variant over the device's limit is skipped.
+
 Run on a GPU machine with wgpudawn (and torch for the baselines)::
 
     python bench/subgroup_matrix_matmul.py                    # 2048^3, 4096^3, 8192x8192x4096
     python bench/subgroup_matrix_matmul.py --shape 4096x4096x4096 --variants 0:3
+    python bench/subgroup_matrix_matmul.py --variants 8:      # the Staged variants alone
     python bench/subgroup_matrix_matmul.py --compile-only     # WGSL checked on Dawn's Null backend
 
 ``--compile-only`` compiles every variant's WGSL and pipeline on Dawn's Null backend
 (``WGPU_BACKEND_TYPE=Null``), which validates the shader as Dawn's front end does but runs
-nothing: what a machine without such a GPU can check. Shapes must be multiples of every
-variant's block (M and N of 256, K of 32).
+nothing: what a machine without such a GPU can check. Null offers 16 KiB of workgroup storage: a
+kernel over it has its module validated and its pipeline refused for that alone, with Dawn's count
+of its bytes checked against the variant's. Shapes must be multiples of every variant's block
+(M and N of 256, K of 64).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -55,6 +70,15 @@ class Variant:
     @property
     def block(self) -> tuple[int, int]:
         return self.wm * self.fm * FRAGMENT, self.wn * self.fn * FRAGMENT
+
+    @property
+    def k_step(self) -> int:
+        return STAGED_K  # the direct kernels step by 16, but their shapes were held to 32 as the staged ones
+
+    @property
+    def workgroup_bytes(self) -> int:
+        bm, bn = self.block
+        return 2 * STAGED_K * (bm + bn) if self.staged else 0
 
     @property
     def name(self) -> str:
@@ -134,6 +158,199 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_id) sid: u32,
 """
 
 
+@dataclass(frozen=True)
+class Staged:
+    """``wm x wn`` subgroups a workgroup, each ``fm x fn`` fragments of 16x16, sharing A's block
+    (``bm x bk``) and B's (``bk x bn``) in workgroup memory, ``buffers`` (1 or 2) deep. Global loads
+    and workgroup stores take 8 f16 at a time (``vec4<u32>``); rows are padded by 8 f16 (16 bytes)
+    against bank conflicts. ``wide=False`` keeps the workgroup arrays ``array<f16>`` and stores the 8
+    f16 one by one; ``group`` block rows share B's blocks in launch order (1: plain row order)."""
+
+    wm: int
+    wn: int
+    fm: int
+    fn: int
+    bk: int = 32
+    buffers: int = 2
+    wide: bool = True
+    group: int = 8
+
+    @property
+    def block(self) -> tuple[int, int]:
+        return self.wm * self.fm * FRAGMENT, self.wn * self.fn * FRAGMENT
+
+    @property
+    def k_step(self) -> int:
+        return self.bk
+
+    @property
+    def strides(self) -> tuple[int, int]:
+        """Rows of A's and B's blocks in workgroup memory, in f16: 8 more than their width."""
+        return self.bk + PAD, self.block[1] + PAD
+
+    @property
+    def workgroup_bytes(self) -> int:
+        bm, _bn = self.block
+        sa, sb = self.strides
+        return 2 * self.buffers * (bm * sa + self.bk * sb)
+
+    @property
+    def name(self) -> str:
+        bm, bn = self.block
+        return (f"st{self.wm * self.wn}_{bm}x{bn}_f{self.fm}x{self.fn}_k{self.bk}"
+                + ("_db" if self.buffers == 2 else "") + ("" if self.wide else "_h")
+                + ("" if self.group == 8 else f"_g{self.group}"))
+
+
+PAD = 8  # f16 a workgroup row is padded by: 16 bytes, so that 8 rows of a fragment start on 8 bank groups
+STAGED = (
+    Staged(2, 2, 4, 4), Staged(2, 2, 4, 4, buffers=1), Staged(2, 2, 4, 4, wide=False), Staged(2, 2, 4, 4, group=1),
+    Staged(2, 2, 4, 4, bk=16), Staged(4, 2, 2, 4), Staged(2, 4, 4, 4, bk=16), Staged(4, 2, 4, 4, bk=16),
+    Staged(4, 2, 2, 4, bk=64, buffers=1),
+)
+
+
+def staged_wgsl(variant: Staged, subgroup: int) -> str:
+    """The kernel for ``variant``: bindings and grid as ``wgsl``'s (``(N / block_n, M / block_m)``).
+
+    Each invocation copies ``na`` 16-byte pieces of A's block and ``nb`` of B's a K step: the piece
+    ``li + i * threads``, row by row. With two buffers, the pieces of step k + 1 are loaded into
+    registers before step k's products and stored into the other buffer after them, then one barrier;
+    with one, they are stored at the top of the step, behind a barrier, and loaded for the next step
+    before the products. Offsets into workgroup memory count its elements: ``vec4<u32>`` (8 f16)
+    where ``wide``, else f16."""
+    bm, bn = variant.block
+    bk, fm, fn = variant.bk, variant.fm, variant.fn
+    threads = variant.wm * variant.wn * subgroup
+    unit = 8 if variant.wide else 1  # f16 in one workgroup element
+    ca, cb = bk // 8, bn // 8  # 16-byte pieces in a row of A's block and of B's
+    if threads % ca or threads % cb or (bm * ca) % threads or (bk * cb) % threads or bk % 16:
+        raise ValueError(f"{variant.name}: {threads} invocations do not tile its blocks' pieces")
+    na, nb = bm * ca // threads, bk * cb // threads
+    ra, rb = threads // ca, threads // cb  # rows of A's block, of B's, that one pass of the workgroup copies
+    sa, sb = (stride // unit for stride in variant.strides)
+    size_a, size_b = bm * sa, bk * sb  # one buffer of each, in workgroup elements
+    element = "vec4<u32>" if variant.wide else "f16"
+    regs = "\n".join([f"  var ga{i}: vec4<u32>;" for i in range(na)] + [f"  var gb{i}: vec4<u32>;" for i in range(nb)])
+
+    def fetch(k: str, pad: str) -> str:  # the pieces of the step starting at K index ``k`` into registers
+        return "\n".join([f"{pad}ga{i} = a[a_src + {i * ra}u * k8 + ({k}) / 8u];" for i in range(na)]
+                         + [f"{pad}gb{i} = b[b_src + ({k} + {i * rb}u) * n8];" for i in range(nb)])
+
+    def put(array: str, dst: str, reg: str, pad: str) -> list[str]:
+        if variant.wide:
+            return [f"{pad}{array}[{dst}] = {reg};"]
+        lines = [f"{pad}{{ let d = {dst};"]
+        for w, part in enumerate("xyzw"):
+            lines.append(f"{pad}  let h{part} = bitcast<vec2<f16>>({reg}.{part});")
+            lines.append(f"{pad}  {array}[d + {2 * w}u] = h{part}.x; {array}[d + {2 * w + 1}u] = h{part}.y;")
+        return [*lines, f"{pad}}}"]
+
+    def stash(buf: str, pad: str) -> str:  # the registers into workgroup buffer ``buf`` (an expression)
+        lines = []
+        for i in range(na):
+            lines += put("sa", f"{buf} * {size_a}u + a_dst + {i * ra * sa}u", f"ga{i}", pad)
+        for i in range(nb):
+            lines += put("sb", f"{buf} * {size_b}u + b_dst + {i * rb * sb}u", f"gb{i}", pad)
+        return "\n".join(lines)
+
+    def products(buf: str) -> str:  # the subgroup's fragments over one K step from buffer ``buf``
+        left, right = "subgroup_matrix_left<f16, 16, 16>", "subgroup_matrix_right<f16, 16, 16>"
+        steps = []
+        for kk in range(0, bk, 16):
+            loads = ([f"      let l{i} = subgroupMatrixLoad<{left}, row_major>(&sa, {buf} * {size_a}u + "
+                      f"(sub_row + {16 * i}u) * {sa}u + {kk // unit}u, {sa}u);" for i in range(fm)]
+                     + [f"      let r{j} = subgroupMatrixLoad<{right}, row_major>(&sb, {buf} * {size_b}u + "
+                        f"{kk * sb}u + (sub_col + {16 * j}u){f' / {unit}u' if unit > 1 else ''}, {sb}u);"
+                        for j in range(fn)])
+            mma = [f"      acc{i}_{j} = subgroupMatrixMultiplyAccumulate(l{i}, r{j}, acc{i}_{j});"
+                   for i in range(fm) for j in range(fn)]
+            steps.append("    {\n" + "\n".join(loads + mma) + "\n    }")
+        return "\n".join(steps)
+
+    frags = [(i, j) for i in range(fm) for j in range(fn)]
+    accs = "\n".join(f"  var acc{i}_{j} = subgroup_matrix_result<f32, 16, 16>();" for i, j in frags)
+    stores = "\n".join(
+        f"  subgroupMatrixStore<row_major>(&c, (row + {16 * i}u) * p.y + col + {16 * j}u, acc{i}_{j}, p.y);"
+        for i, j in frags)
+    if variant.buffers == 2:
+        loop = f"""{fetch("0u", "  ")}
+{stash("0u", "  ")}
+  workgroupBarrier();
+  var cur = 0u;
+  for (var k0 = 0u; k0 < p.z; k0 += {bk}u) {{
+    let more = k0 + {bk}u < p.z;
+    if (more) {{
+{fetch(f"k0 + {bk}u", "      ")}
+    }}
+{products("cur")}
+    if (more) {{
+{stash("(1u - cur)", "      ")}
+    }}
+    workgroupBarrier();  // step k's reads of cur and step k + 1's writes of the other are done
+    cur = 1u - cur;
+  }}"""
+    elif variant.buffers == 1:
+        loop = f"""{fetch("0u", "  ")}
+  for (var k0 = 0u; k0 < p.z; k0 += {bk}u) {{
+{stash("0u", "    ")}
+    workgroupBarrier();  // the step's blocks are in
+    if (k0 + {bk}u < p.z) {{
+{fetch(f"k0 + {bk}u", "      ")}
+    }}
+{products("0u")}
+    workgroupBarrier();  // every subgroup is done with them
+  }}"""
+    else:
+        raise ValueError(f"{variant.name}: 1 or 2 buffers")
+    return f"""enable f16;
+enable subgroups;
+enable chromium_experimental_subgroup_matrix;
+@group(0) @binding(0) var<storage, read> a: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> b: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+@group(0) @binding(3) var<uniform> p: vec4<u32>;
+// {variant.buffers} buffer(s) of A's {bm}x{bk} block and B's {bk}x{bn}, rows padded to {sa} and {sb} {element}
+var<workgroup> sa: array<{element}, {variant.buffers * size_a}>;
+var<workgroup> sb: array<{element}, {variant.buffers * size_b}>;
+
+@compute @workgroup_size({threads})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_id) sid: u32,
+        @builtin(local_invocation_index) li: u32) {{
+  // Blocks in launch order, {variant.group} block rows at a time: neighbours share B's blocks in L2.
+  let grid_n = p.y / {bn}u;
+  let id = wg.y * grid_n + wg.x;
+  let first = id / ({variant.group}u * grid_n) * {variant.group}u;
+  let rows = min(p.x / {bm}u - first, {variant.group}u);
+  let within = id % ({variant.group}u * grid_n);
+  let block_row = (first + within % rows) * {bm}u;
+  let block_col = within / rows * {bn}u;
+  let sub_row = (sid / {variant.wn}u) * {fm * 16}u;
+  let sub_col = (sid % {variant.wn}u) * {fn * 16}u;
+  let row = block_row + sub_row;
+  let col = block_col + sub_col;
+  let k8 = p.z / 8u;
+  let n8 = p.y / 8u;
+  // This invocation's pieces: A's block row li / {ca} (+ {ra} a pass), piece li % {ca}; B's row li / {cb} (+ {rb}).
+  let a_src = (block_row + li / {ca}u) * k8 + li % {ca}u;
+  let b_src = (li / {cb}u) * n8 + block_col / 8u + li % {cb}u;
+  let a_dst = (li / {ca}u) * {sa}u + (li % {ca}u) * {8 // unit}u;
+  let b_dst = (li / {cb}u) * {sb}u + (li % {cb}u) * {8 // unit}u;
+{regs}
+{accs}
+{loop}
+{stores}
+}}
+"""
+
+
+ALL = VARIANTS + STAGED  # --variants slices this: 0:8 the first kernels, 8: the staged ones
+
+
+def kernel(variant: Variant | Staged, subgroup: int) -> str:
+    return staged_wgsl(variant, subgroup) if isinstance(variant, Staged) else wgsl(variant, subgroup)
+
+
 CONVERT = """enable f16;
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> y: array<f16>;
@@ -162,6 +379,7 @@ def open_device(null: bool):
     wanted = [FEATURE, "shader-f16", "subgroups"]
     limits = {"max-compute-invocations-per-workgroup": adapter.limits["max-compute-invocations-per-workgroup"],
               "max-compute-workgroup-size-x": adapter.limits["max-compute-workgroup-size-x"],
+              "max-compute-workgroup-storage-size": adapter.limits["max-compute-workgroup-storage-size"],
               "max-storage-buffer-binding-size": adapter.limits["max-storage-buffer-binding-size"],
               "max-buffer-size": adapter.limits["max-buffer-size"]}
     device = adapter.request_device_sync(required_features=wanted, required_limits=limits)
@@ -175,25 +393,44 @@ def pipeline_for(device, code: str):
 
 
 def compile_only() -> int:
-    """Every variant's WGSL and pipeline on Dawn's Null backend; 1 where any is refused."""
+    """Every variant's WGSL and pipeline on Dawn's Null backend; 1 where any is refused.
+
+    The Null adapter offers 16 KiB of workgroup storage, less than most staged kernels take: for those
+    the shader module is built (WGSL parsed and validated) and the pipeline is refused for its storage
+    alone, which counts as compiled where Dawn's count of the bytes is the variant's own."""
     _wgpu, adapter, device, _configs, widest = open_device(null=True)
     limit = adapter.limits["max-compute-invocations-per-workgroup"]
+    storage = device.limits["max-compute-workgroup-storage-size"]
     print(f"Dawn {adapter.info.get('backend_type')} backend: workgroups of a multiple of {widest} invocations, "
-          f"at most {limit}")
+          f"at most {limit}; {storage} bytes of workgroup storage")
     failed = 0
-    for variant in VARIANTS:
+    for variant in ALL:
         # The H200's subgroups are 32 wide; the Null backend wants workgroups a multiple of its widest.
         fits = [size for size in (32, widest)
                 if (variant.wm * variant.wn * size) % widest == 0 and variant.wm * variant.wn * size <= limit]
         if not fits:
             print(f"  {variant.name}: no subgroup size fits this adapter's limits: not compiled here")
             continue
+        label = f"subgroups of {fits[0]}, {variant.workgroup_bytes} bytes of workgroup storage"
         try:
-            pipeline_for(device, wgsl(variant, fits[0]))
-            print(f"  {variant.name}: compiled (subgroups of {fits[0]})")
+            pipeline_for(device, kernel(variant, fits[0]))
+            print(f"  {variant.name}: compiled ({label})")
         except Exception as error:
+            counted = re.search(r"total use of workgroup storage \((\d+) bytes\)", str(error))
+            if counted and int(counted.group(1)) == variant.workgroup_bytes > storage:
+                print(f"  {variant.name}: compiled ({label}: the module; the pipeline over Null's {storage} bytes)")
+                continue
             failed += 1
             print(f"  {variant.name}: REFUSED {error}")
+    # Twins of the staged kernels small enough for Null's workgroup storage: their whole pipelines.
+    twins = (Staged(2, 2, 2, 2, bk=16), Staged(2, 2, 2, 2, bk=16, buffers=1), Staged(2, 2, 2, 2, bk=16, wide=False))
+    for twin in twins:
+        try:
+            pipeline_for(device, kernel(twin, 32))
+            print(f"  {twin.name} (a small twin, not timed): compiled ({twin.workgroup_bytes} bytes, the pipeline too)")
+        except Exception as error:
+            failed += 1
+            print(f"  {twin.name} (a small twin, not timed): REFUSED {error}")
     pipeline_for(device, CONVERT)
     print("  f32 -> f16 copy: compiled")
     return 1 if failed else 0
@@ -305,7 +542,8 @@ def torch_rates(m: int, n: int, k: int) -> dict[str, tuple[float, float]]:
 
 def measure(shapes, variants) -> None:
     wgpu, adapter, device, configs, subgroup = open_device(null=False)
-    print(f"{adapter.info.get('device')} ({adapter.info.get('backend_type')}), subgroup size {subgroup}; "
+    print(f"{adapter.info.get('device')} ({adapter.info.get('backend_type')}), subgroup size {subgroup}, "
+          f"{device.limits['max-compute-workgroup-storage-size']} bytes of workgroup storage; "
           f"configs {[(c['m'], c['n'], c['k'], c['component_type'], c['result_component_type']) for c in configs]}")
     convert = pipeline_for(device, CONVERT)
     for m, n, k in shapes:
@@ -315,26 +553,30 @@ def measure(shapes, variants) -> None:
         best = 0.0
         for variant in variants:
             bm, bn = variant.block
-            if m % bm or n % bn or k % STAGED_K:
-                print(f"  {variant.name:24s} skipped: the shape is no multiple of its {bm}x{bn} block")
+            if m % bm or n % bn or k % variant.k_step:
+                print(f"  {variant.name:26s} skipped: the shape is no multiple of its {bm}x{bn}x{variant.k_step} block")
                 continue
             threads = variant.wm * variant.wn * subgroup
             if threads > adapter.limits["max-compute-invocations-per-workgroup"]:
-                print(f"  {variant.name:24s} skipped: {threads} invocations")
+                print(f"  {variant.name:26s} skipped: {threads} invocations")
+                continue
+            if variant.workgroup_bytes > device.limits["max-compute-workgroup-storage-size"]:
+                print(f"  {variant.name:26s} skipped: {variant.workgroup_bytes} bytes of workgroup storage, over the "
+                      f"device's {device.limits['max-compute-workgroup-storage-size']}")
                 continue
             try:
-                pipeline = pipeline_for(device, wgsl(variant, subgroup))
+                pipeline = pipeline_for(device, kernel(variant, subgroup))
                 group = runner.bind(pipeline, (runner.a, runner.b, runner.c, runner.params))
                 grid = (n // bn, m // bm)
                 verdict = runner.check(pipeline, group, grid)
                 seconds = runner.timed(pipeline, group, grid)
             except Exception as error:
-                print(f"  {variant.name:24s} FAILED {str(error).splitlines()[0][:200]}")
+                print(f"  {variant.name:26s} FAILED {str(error).splitlines()[0][:200]}")
                 continue
             rate = flops / seconds / 1e12
             if verdict.startswith("ok"):
                 best = max(best, rate)
-            print(f"  {variant.name:24s} {rate:7.1f} TFLOP/s  {seconds * 1e6:9.1f} us  {verdict}")
+            print(f"  {variant.name:26s} {rate:7.1f} TFLOP/s  {seconds * 1e6:9.1f} us  {verdict}")
         group = runner.bind(convert, (runner.a_src, runner.a, runner.count))
         copy_a = runner.timed(convert, group, (min(65535, -(-m * k // 256)), -(-m * k // (256 * 65535))))
         copies = copy_a * (1 + n / m)  # B's copy: K x N elements against A's M x K, the same kernel
@@ -360,7 +602,8 @@ def shape_of(text: str) -> tuple[int, int, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", action="append", type=shape_of, help="MxNxK (repeatable)")
-    parser.add_argument("--variants", default=":", help="a slice of the variants, START:STOP")
+    parser.add_argument("--variants", default=":",
+                        help="a slice of the variants, START:STOP (0:8 the first kernels, 8: the staged ones)")
     parser.add_argument("--compile-only", action="store_true", help="check the WGSL on Dawn's Null backend")
     parser.add_argument("--toggle", action="append", default=[],
                         help="another Dawn toggle to enable (repeatable), e.g. disable_robustness")
@@ -376,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ, WGPU_BACKEND_TYPE="Null")
         return subprocess.run([sys.executable, __file__, "--null-child"], env=env).returncode
     start, _, stop = options.variants.partition(":")
-    variants = VARIANTS[int(start) if start else None:int(stop) if stop else None]
+    variants = ALL[int(start) if start else None:int(stop) if stop else None]
     try:
         measure(options.shape or SHAPES, variants)
     except RuntimeError as error:  # no adapter: Dawn says why

@@ -78,15 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fixed", type=int, default=len(FIXED), help="how many of the fixed shapes")
     parser.add_argument("--sets", default="f16-products,f16", help="comma-separated: f16-products, f16")
     parser.add_argument("--samples", type=int, default=None, help="samples a candidate (default: the config's)")
+    parser.add_argument("--unchecked", action="store_true",
+                        help="open Dawn without its robustness (DawnDevice.open(runtime_checks=False))")
     options = parser.parse_args(argv)
     seed = fresh_seed() if options.seed is None else options.seed
     shapes = [(shape, "fixed") for shape in FIXED[:options.fixed]]
     shapes += [(shape, f"held:{tag}") for shape, tag in draw_suite("matmul", options.draw, seed)]
-    device = DawnDevice.open()
+    device = DawnDevice.open(runtime_checks=not options.unchecked)
     configs = [(c.get("m"), c.get("n"), c.get("k"), c.get("component_type"), c.get("result_component_type"))
                for c in device.subgroup_matrix_configs]
     print(f"adapter: {device.identity.device} ({device.identity.backend}); {SUBGROUP_MATRIX}: "
-          f"{SUBGROUP_MATRIX in device.features}; configs {configs}")
+          f"{SUBGROUP_MATRIX in device.features}; runtime checks {'on' if device.runtime_checks else 'off'}; "
+          f"configs {configs}")
     print(f"held out: {options.draw} shapes drawn with seed {seed} (bench/held_out.py draw_suite)")
     config = Config(cache=False, log_level="disabled", isolate=False,
                     **({"samples": options.samples} if options.samples else {}))

@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -71,8 +72,14 @@ def test_lavapipe_refuses_every_sgm_candidate_for_the_missing_feature(device, tu
     for kernel in sgm:
         problem = check_limits(kernel, device.limits, device.features)
         assert problem is not None and SUBGROUP_MATRIX in problem and "lacks" in problem, (kernel.name, problem)
-        # Nothing but the feature stands in the way: the same device with it takes every stage.
-        assert check_limits(kernel, device.limits, device.features | {SUBGROUP_MATRIX}) is None, kernel.name
+        # Nothing but the feature stands in the way: the same device with it takes every stage, or
+        # (lavapipe's 32 KiB against the H200's 48) all but one staged tile's workgroup storage.
+        problem = check_limits(kernel, device.limits, device.features | {SUBGROUP_MATRIX})
+        storage = max(stage.workgroup_storage or 0 for stage in kernel.stages)
+        if storage <= device.limits.max_workgroup_storage:
+            assert problem is None, (kernel.name, problem)
+        else:
+            assert problem is not None and "workgroup storage" in problem, (kernel.name, problem)
     # First in the medium group, the one every medium and large key plans.
     medium = [kernel.name for kernel in tunables.candidates if kernel.group == PLAN_GROUPS[MEDIUM]]
     assert medium[:len(SGM_NAMES)] == SGM_NAMES
@@ -143,7 +150,7 @@ def test_the_stages_cover_the_padded_sizes(shape, tile):
         bm, bn = tile.block
         assert (bm, bn) == (tile.wm * tile.fm * FRAGMENT, tile.wn * tile.fn * FRAGMENT)
         assert mp >= m and np_ >= n and mp % bm == 0 and np_ % bn == 0 and mp - m < bm and np_ - n < bn
-        assert kp >= k and kp % FRAGMENT == 0 and kp - k < FRAGMENT
+        assert kp >= k and kp % tile.k_step == 0 and kp - k < tile.k_step and tile.k_step % FRAGMENT == 0
 
         gx, gy, gz = mma.grid(args)
         assert gz == 1 and (gy * bm, gx * bn) == (mp, np_)
@@ -165,15 +172,18 @@ def test_the_stages_cover_the_padded_sizes(shape, tile):
         # The WGSL pads as tile.padded does (the GPU's sizes are the buffers' sizes).
         for stage in (copy_in, mma):
             assert (_padding(stage.wgsl, "mp", "m"), _padding(stage.wgsl, "np", "n"),
-                    _padding(stage.wgsl, "kp", "k")) == (bm, bn, FRAGMENT), stage.name
+                    _padding(stage.wgsl, "kp", "k")) == (bm, bn, tile.k_step), stage.name
         assert _padding(copy_out.wgsl, "np", "n") == bn
         assert mma.workgroup_size == (tile.threads, 1, 1)
         assert f"@workgroup_size({tile.threads}, 1, 1)" in mma.wgsl
         problem = check_limits(kernel, WEBGPU_LIMITS, frozenset(FEATURES))
-        if tile.threads <= WEBGPU_LIMITS.max_invocations:
-            assert problem is None, problem
-        else:
+        if tile.threads > WEBGPU_LIMITS.max_invocations:
             assert problem is not None and "invocations" in problem
+        elif tile.workgroup_storage > WEBGPU_LIMITS.max_workgroup_storage:  # staged: for devices past the default
+            assert problem is not None and f"{tile.workgroup_storage} bytes of workgroup storage" in problem
+        else:
+            assert problem is None, problem
+        assert mma.workgroup_storage == tile.workgroup_storage
         assert check_limits(kernel, WEBGPU_LIMITS, frozenset(FEATURES - {SUBGROUP_MATRIX})) is not None
 
 
@@ -199,10 +209,13 @@ device = DawnDevice.open()
 report = {"backend": device.identity.backend, "api": device.api, "features": sorted(device.features),
           "max_invocations": device.limits.max_invocations, "compiled": {}, "refused_uncompiled": {},
           "too_wide": [], "broken": {}}
-shapes = [(t.wm, t.wn, t.fm, t.fn) for t in SUBGROUP_MATRIX_TILES] + [(2, 1, 2, 2), (1, 2, 1, 3)]
+tiles = [replace(t, subgroup=128) for t in SUBGROUP_MATRIX_TILES] + [
+    SubgroupMatrixTile(2, 1, 2, 2, subgroup=128), SubgroupMatrixTile(1, 2, 1, 3, subgroup=128),
+    # Staged ones narrow enough for Null (the set's take 4 or 8 subgroups: 512 or 1024 invocations here).
+    SubgroupMatrixTile(1, 1, 4, 4, bk=32, subgroup=128), SubgroupMatrixTile(1, 1, 4, 4, bk=16, buffers=2, subgroup=128),
+    SubgroupMatrixTile(2, 1, 2, 2, bk=64, subgroup=128)]
 kernels = []
-for wm, wn, fm, fn in shapes:
-    tile = SubgroupMatrixTile(wm, wn, fm, fn, subgroup=128)
+for tile in tiles:
     if tile.threads > device.limits.max_invocations:
         report["too_wide"].append(tile.name)
         continue
@@ -246,6 +259,15 @@ spec = WorkerGuard(device).spec
 reopened = open_device(spec)
 report["guard"] = {"api": spec.api, "reopened": type(reopened).__name__,
                    "same_identity": reopened.identity == device.identity}
+from wgpudawn.backends.dawn import extras
+unchecked = DawnDevice.open(runtime_checks=False)
+unchecked_spec = WorkerGuard(unchecked).spec
+report["robustness"] = {
+    "checked": "disable_robustness" in extras.get_toggles(device.gpu),
+    "unchecked": "disable_robustness" in extras.get_toggles(unchecked.gpu),
+    "flags": [device.runtime_checks, unchecked.runtime_checks, unchecked_spec.runtime_checks],
+    "reopened": "disable_robustness" in extras.get_toggles(open_device(unchecked_spec).gpu),
+    "quantized": "timestamp_quantization" in extras.get_toggles(device.gpu)}
 print("REPORT " + json.dumps(report))
 """
 
@@ -269,11 +291,15 @@ def test_dawn_null_offers_subgroup_matrices(dawn_report):
 
 
 def test_dawn_null_compiles_every_stage_of_every_sgm_tile(dawn_report):
-    tiles = [SubgroupMatrixTile(t.wm, t.wn, t.fm, t.fn, subgroup=128) for t in SUBGROUP_MATRIX_TILES]
-    tiles += [SubgroupMatrixTile(2, 1, 2, 2, subgroup=128), SubgroupMatrixTile(1, 2, 1, 3, subgroup=128)]
+    tiles = [replace(t, subgroup=128) for t in SUBGROUP_MATRIX_TILES]
+    tiles += [SubgroupMatrixTile(2, 1, 2, 2, subgroup=128), SubgroupMatrixTile(1, 2, 1, 3, subgroup=128),
+              SubgroupMatrixTile(1, 1, 4, 4, bk=32, subgroup=128),
+              SubgroupMatrixTile(1, 1, 4, 4, bk=16, buffers=2, subgroup=128),
+              SubgroupMatrixTile(2, 1, 2, 2, bk=64, subgroup=128)]
     fits = [tile.name for tile in tiles if tile.threads <= dawn_report["max_invocations"]]
     assert dawn_report["too_wide"] == [tile.name for tile in tiles if tile.name not in fits]
-    assert len(fits) >= 6  # the 1x1 tiles and the two of two subgroups
+    assert len(fits) >= 9  # the 1x1 tiles, the two of two subgroups, three staged ones
+    assert sum("_k" in name for name in fits) == 3
     expected = {f"{name}/{dtype}" for name in fits for dtype in ("f32", "f16")}
     assert dawn_report["compiled"] == dict.fromkeys(expected, 3)  # three stages each, none refused
     # The device has the feature: nothing is refused before the compile.
@@ -339,3 +365,8 @@ def test_every_other_candidate_of_the_sets_that_hold_sgm_tiles_compiles_on_dawn(
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("REPORT "))[7:])
     assert report["stages"] > 60 and report["failed"] == {}, report
+
+
+def test_a_dawn_device_without_runtime_checks_turns_robustness_off_and_its_tuning_process_too(dawn_report):
+    assert dawn_report["robustness"] == {"checked": False, "unchecked": True, "flags": [True, False, False],
+                                         "reopened": True, "quantized": False}

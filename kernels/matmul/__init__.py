@@ -282,7 +282,7 @@ F16_PRODUCTS_TILES = tuple(tile for tiles in F16_PRODUCTS_GROUPS.values() for ti
 
 def _candidate(tile: Tile, dtype: str, group: Group | None) -> Kernel:
     if isinstance(tile, SubgroupMatrixTile):  # any sizes, any alignment: it pads its own copies
-        return subgroup_matrix_kernel(tile, dtype, group=group, priority=1)
+        return with_runtime_checks(subgroup_matrix_kernel(tile, dtype, group=group, priority=1), False)
     if isinstance(tile, FlatTile):  # vec4 columns: skipped where N is no multiple of 4
         kernel = flat_matmul_kernel(tile, dtype, group=group, priority=needs_vec4(False, True) if tile.vec4 else 1)
     elif isinstance(tile, SkinnyTile):

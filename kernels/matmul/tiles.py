@@ -9,7 +9,8 @@ reached on an NVIDIA H200 (Vulkan, wgpu-py 0.32) as a share of PyTorch's fp32 (T
 shapes ``bench/kernel_probe.py --full`` probes, where it is the fastest candidate or close to it
 (the reason it is here; ranges span two runs, and forms that never came within 5% of a shape's best
 were dropped). Every candidate fits 32 KiB of workgroup storage and 1024 invocations (lavapipe's
-limits); those past WebGPU's defaults (16 KiB, 256) are refused by the core on devices without them,
+limits), but for a staged subgroup-matrix tile of 35 KiB (for devices with subgroup matrices: the
+H200's Dawn allows 48); those past WebGPU's defaults (16 KiB, 256) are refused by the core on devices without them,
 and each group keeps several candidates within the defaults.
 """
 
@@ -220,14 +221,17 @@ MATMUL_F16_GROUPS: dict[str, tuple[Tile, ...]] = {
 }
 
 # Tiles on subgroup matrices (the tensor cores; :mod:`wgtune.kernels.matmul.subgroup_matrix`): first
-# in the medium group of the sets that take them (f16 inputs, or f32 inputs whose
-# products may round them to f16), refused uncompiled by a device without the feature. On an H200
-# (Dawn, 2026-12-03, bench/results/h200-subgroup-matrix-matmul.txt, kernels alone on f16 copies):
-# one subgroup of 4x4 fragments 71-74 TFLOP/s at 2048^3 to 8192x8192x4096, 2x2 subgroups of 4x2
-# fragments 44-45, of 2x2 30-39; staged through workgroup memory 10-16.
+# in the medium group of the sets that take them (f16 inputs, or f32 inputs whose products may round
+# them to f16), refused uncompiled by a device without the feature. On an H200 (Dawn, 2026-12-03,
+# kernels alone on f16 data, bench/results/h200-subgroup-matrix-staged.txt): A's and B's blocks
+# staged in workgroup memory, 8 subgroups of 2x4 fragments and a K step of 64 208-213 TFLOP/s at
+# 4096^3 and 8192x8192x4096 (4 subgroups of 4x4, K step 32: 200-207; double-buffered forms 61-133);
+# straight from the copies, one subgroup of 4x4 fragments 71-74 (h200-subgroup-matrix-matmul.txt),
+# of fewer fragments for small shapes, where the staged blocks of 128x128 leave SMs idle.
 SUBGROUP_MATRIX_TILES: tuple[SubgroupMatrixTile, ...] = (
+    SubgroupMatrixTile(4, 2, 2, 4, bk=64), SubgroupMatrixTile(2, 2, 4, 4, bk=32),
     SubgroupMatrixTile(1, 1, 4, 4), SubgroupMatrixTile(1, 1, 2, 4), SubgroupMatrixTile(1, 1, 4, 2),
-    SubgroupMatrixTile(2, 2, 4, 2), SubgroupMatrixTile(1, 1, 2, 2),
+    SubgroupMatrixTile(1, 1, 2, 2),
 )
 
 
