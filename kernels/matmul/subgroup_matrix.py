@@ -10,14 +10,17 @@ A candidate (:class:`SubgroupMatrixTile`) is three stages, each on the call's A,
 
 1. ``<name>``: copies A (``M x K``) into ``a_h`` (``Mp x Kp`` f16) and B (``K x N``) into ``b_h``
    (``Kp x Np`` f16), zero past the matrices: ``Mp``, ``Np`` are M, N rounded up to the tile's
-   block and ``Kp`` K rounded up to 16, so the fragments' loads never leave the copies and need
-   no guard. f32 inputs are rounded to f16 here (the precision the product then has is said
-   below); f16 inputs are copied as they are.
+   block and ``Kp`` K rounded up to the tile's K step (16 unstaged), so the fragments' loads
+   never leave the copies and need no guard. f32 inputs are rounded to f16 here (the precision
+   the product then has is said below); f16 inputs are copied as they are.
 2. ``<name>_mma``: a workgroup of ``wm x wn`` subgroups owns a block of ``wm * fm * 16`` rows by
-   ``wn * fn * 16`` columns; each subgroup ``fm x fn`` result fragments, loading its fragments of
-   A and B straight from the copies (in the H200 probe, ``bench/subgroup_matrix_matmul.py``,
-   staging them through workgroup memory was 3-7x slower), summing along K in f32. It stores the
-   padded product into ``c_f`` (``Mp x Np`` f32).
+   ``wn * fn * 16`` columns; each subgroup ``fm x fn`` result fragments, summing along K in f32,
+   stored into ``c_f`` (``Mp x Np`` f32). A staged tile (``bk``: :func:`staged_mma_wgsl`) copies
+   A's and B's blocks into workgroup memory a K step at a time, 16 bytes a load, and its
+   subgroups load their fragments from there: on an H200 8 subgroups of 2x4 fragments with a K
+   step of 64 ran at 208-213 TFLOP/s, 2.9x the best unstaged tile, which loads its fragments
+   straight from the copies (``bench/results/h200-subgroup-matrix-staged.txt``); the unstaged
+   ones, of 64x64 blocks and smaller, keep more SMs busy on small shapes.
 3. ``<name>_out``: C from ``c_f``, less the padding, as f32 or rounded to f16.
 
 What a result is: for f16 inputs, the exact products summed in f32 (the H200 measured 6e-7 of
