@@ -207,6 +207,9 @@ STAGED = (
     Staged(2, 2, 4, 4), Staged(2, 2, 4, 4, buffers=1), Staged(2, 2, 4, 4, wide=False), Staged(2, 2, 4, 4, group=1),
     Staged(2, 2, 4, 4, bk=16), Staged(4, 2, 2, 4), Staged(2, 4, 4, 4, bk=16), Staged(4, 2, 4, 4, bk=16),
     Staged(4, 2, 2, 4, bk=64, buffers=1),
+    # After the first H200 run (single buffers led): larger blocks and K steps, single-buffered.
+    Staged(2, 2, 4, 4, bk=64, buffers=1), Staged(2, 4, 4, 4, bk=32, buffers=1), Staged(4, 2, 4, 4, bk=32, buffers=1),
+    Staged(4, 2, 2, 4, bk=32, buffers=1), Staged(2, 4, 4, 2, bk=64, buffers=1), Staged(4, 4, 2, 2, bk=64, buffers=1),
 )
 
 

@@ -229,6 +229,7 @@ MATMUL_F16_GROUPS: dict[str, tuple[Tile, ...]] = {
 # straight from the copies, one subgroup of 4x4 fragments 71-74 (h200-subgroup-matrix-matmul.txt),
 # of fewer fragments for small shapes, where the staged blocks of 128x128 leave SMs idle.
 SUBGROUP_MATRIX_TILES: tuple[SubgroupMatrixTile, ...] = (
+    SubgroupMatrixTile(2, 4, 4, 4, bk=32),  # 128x256 blocks: 220-225 (h200-subgroup-matrix-staged-2.txt)
     SubgroupMatrixTile(4, 2, 2, 4, bk=64), SubgroupMatrixTile(2, 2, 4, 4, bk=32),
     SubgroupMatrixTile(1, 1, 4, 4), SubgroupMatrixTile(1, 1, 2, 4), SubgroupMatrixTile(1, 1, 4, 2),
     SubgroupMatrixTile(1, 1, 2, 2),
