@@ -16,6 +16,7 @@ Run on a GPU machine with wgpudawn, numpy and torch::
 
     python bench/subgroup_matrix_tune.py                  # the fixed shapes and 12 drawn
     python bench/subgroup_matrix_tune.py --draw 30 --seed 5 --sets f16-products
+    python bench/subgroup_matrix_tune.py --suite --draw 0     # the shape suite's 36 shapes
 
 A benchmark, not a test.
 """
@@ -76,13 +77,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draw", type=int, default=12, help="shapes drawn at random besides the fixed ones")
     parser.add_argument("--seed", type=int, default=None, help="the draw's seed (default: a fresh one, printed)")
     parser.add_argument("--fixed", type=int, default=len(FIXED), help="how many of the fixed shapes")
+    parser.add_argument("--suite", action="store_true",
+                        help="the shape suite's 36 matmul shapes (bench/shapes.py) instead of the fixed ones")
     parser.add_argument("--sets", default="f16-products,f16", help="comma-separated: f16-products, f16")
     parser.add_argument("--samples", type=int, default=None, help="samples a candidate (default: the config's)")
     parser.add_argument("--unchecked", action="store_true",
                         help="open Dawn without its robustness (DawnDevice.open(runtime_checks=False))")
     options = parser.parse_args(argv)
     seed = fresh_seed() if options.seed is None else options.seed
-    shapes = [(shape, "fixed") for shape in FIXED[:options.fixed]]
+    if options.suite:
+        from shapes import MATMUL_FULL  # bench/shapes.py
+
+        shapes = [((m, n, k), f"suite:{tag}") for m, n, k, tag in MATMUL_FULL]
+    else:
+        shapes = [(shape, "fixed") for shape in FIXED[:options.fixed]]
     shapes += [(shape, f"held:{tag}") for shape, tag in draw_suite("matmul", options.draw, seed)]
     device = DawnDevice.open(runtime_checks=not options.unchecked)
     configs = [(c.get("m"), c.get("n"), c.get("k"), c.get("component_type"), c.get("result_component_type"))
@@ -130,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{f'{m}x{n}x{k}':18s} {tag:13s} {winner.name:34s} {tune_s:6.1f} {rate:7.1f} "
                   f"{plain or 0:7.1f} {share(plain)} {share(graph)} {share(tf32)}  {error}")
         if ratios:
-            for which in ("fixed", "held"):
+            for which in ("fixed", "suite", "held"):
                 picked = [r for r in ratios if r[0].startswith(which)]
                 if picked:
                     print(f"  {which}: median vs {torch_label} {statistics.median(r[1] for r in picked):.1%} plain, "
