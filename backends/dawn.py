@@ -6,8 +6,9 @@ tensor cores from WGSL (f16 products summed in f32), which wgpu-native 29 refuse
 (``docs/cooperative-matrix.md``). ``wgpudawn`` implements wgpu-py's API, so a
 :class:`DawnDevice` is a :class:`~wgtune.backends.native.NativeDevice` on another ``GPU`` object:
 the same shim, but Dawn's WGSL as the spec writes it (``enable subgroups;`` kept), every shader
-compiled with WebGPU's runtime checks (Dawn has no per-module way out, as browsers have none),
-and a pass's commands through wgpu-py's methods.
+compiled with WebGPU's runtime checks (Dawn has no per-module way out, as browsers have none; a
+whole device can go without them: :meth:`DawnDevice.open_adapter`), and a pass's commands
+through wgpu-py's methods.
 
 Dawn hides its experimental features behind toggles, set when its instance starts:
 ``allow_unsafe_apis`` (the subgroup matrices) and ``vulkan_enable_f16_on_nvidia`` (Dawn turns f16
@@ -27,13 +28,12 @@ from typing import Any
 
 from wgtune.errors import ConfigError
 from wgtune.gpu.device import DeviceIdentity
+from wgtune.kernels.matmul.subgroup_matrix import SUBGROUP_MATRIX
 
 from .native import WANTED_FEATURES, NativeDevice, _adapter_at, _identity
 
 __all__ = ["INSTANCE_TOGGLES", "SUBGROUP_MATRIX", "DawnDevice", "dawn_available"]
 
-SUBGROUP_MATRIX = "chromium-experimental-subgroup-matrix"
-"""Dawn's feature for subgroup matrices (WGSL ``enable chromium_experimental_subgroup_matrix;``)."""
 INSTANCE_TOGGLES = ("allow_unsafe_apis", "vulkan_enable_f16_on_nvidia")
 DEVICE_TOGGLES_OFF = ("timestamp_quantization",)
 UNCHECKED_TOGGLES = ("disable_robustness",)  # DawnDevice.open(runtime_checks=False)
