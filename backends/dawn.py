@@ -17,8 +17,7 @@ timestamps unless told not to (``timestamp_quantization`` off). The identity's b
 ``"Dawn Vulkan"`` (say): winners tuned here, where candidates on subgroup matrices may win, are
 kept apart from wgpu-native's on the same GPU.
 
-Install with ``pip install 'wgtune[dawn]'``; without it :func:`dawn_available` is False and
-:meth:`DawnDevice.open` raises ConfigError.
+Install with ``pip install 'wgtune[dawn]'``; without it :meth:`DawnDevice.open` raises ConfigError.
 """
 
 from __future__ import annotations
@@ -30,9 +29,9 @@ from wgtune.errors import ConfigError
 from wgtune.gpu.device import DeviceIdentity
 from wgtune.kernels.matmul.subgroup_matrix import SUBGROUP_MATRIX
 
-from .native import WANTED_FEATURES, NativeDevice, _adapter_at, _identity
+from .native import WANTED_FEATURES, NativeDevice, _identity
 
-__all__ = ["INSTANCE_TOGGLES", "SUBGROUP_MATRIX", "DawnDevice", "dawn_available"]
+__all__ = ["INSTANCE_TOGGLES", "SUBGROUP_MATRIX", "DawnDevice"]
 
 INSTANCE_TOGGLES = ("allow_unsafe_apis", "vulkan_enable_f16_on_nvidia")
 DEVICE_TOGGLES_OFF = ("timestamp_quantization",)
@@ -46,15 +45,6 @@ def _wgpudawn() -> Any:
     except ImportError:
         raise ConfigError("Dawn devices need the wgpudawn package: pip install 'wgtune[dawn]'") from None
     return wgpudawn
-
-
-def dawn_available() -> bool:
-    """Whether ``wgpudawn`` can be imported here."""
-    try:
-        _wgpudawn()
-    except ConfigError:
-        return False
-    return True
 
 
 _toggles_set = False
@@ -100,7 +90,7 @@ class DawnDevice(NativeDevice):
                 self.subgroup_matrix_configs = []
 
     @staticmethod
-    def gpu() -> Any:
+    def navigator_gpu() -> Any:
         """wgpudawn's ``GPU``, with the toggles (see the module doc)."""
         return _gpu_with_toggles()
 
@@ -113,18 +103,11 @@ class DawnDevice(NativeDevice):
         :meth:`NativeDevice.open` does; a ConfigError where wgpudawn is missing or Dawn finds no
         adapter (Dawn's Vulkan backend wants ``shaderUniform*ArrayDynamicIndexing``, which older
         Mesa drivers lack). ``runtime_checks``: see :meth:`open_adapter`."""
-        gpu = cls.gpu()
         try:
-            adapter = (_adapter_at(adapter_index, gpu) if adapter_index is not None
-                       else gpu.request_adapter_sync(power_preference=power_preference))
+            return super().open(power_preference, use_timestamps=use_timestamps, adapter_index=adapter_index,
+                                runtime_checks=runtime_checks)
         except RuntimeError as error:
             raise ConfigError(f"Dawn found no WebGPU adapter ({error})") from None
-        if adapter is None:
-            raise ConfigError("Dawn found no WebGPU adapter")
-        device = cls.open_adapter(adapter, use_timestamps=use_timestamps, runtime_checks=runtime_checks)
-        device.adapter_index = adapter_index
-        device.power_preference = power_preference if adapter_index is None else None
-        return device
 
     @classmethod
     def open_adapter(cls, adapter: Any, *, use_timestamps: bool = True, runtime_checks: bool = True) -> DawnDevice:
@@ -135,18 +118,13 @@ class DawnDevice(NativeDevice):
         device: every kernel on it runs without WebGPU's runtime checks, whatever its own
         ``Kernel.runtime_checks`` says (Dawn has no per-shader way, as wgpu-native has). Only for
         kernels whose indices you trust: a wrong one is undefined behaviour, not a clamped read.
-        On an H200 the staged subgroup-matrix kernels ran about 1.4x faster without them."""
+        On an H200 the staged subgroup-matrix kernels ran about 1.2-1.4x faster without them."""
         from wgpudawn.backends.dawn import extras
 
-        features = [f for f in cls.wanted_features if f in adapter.features]
-        if not use_timestamps and "timestamp-query" in features:
-            features.remove("timestamp-query")
-        limit_names = [name for name in adapter.limits if "compute" in name or "storage-buffer" in name
-                       or name == "max-buffer-size"]
+        features, limits = cls.device_request(adapter, use_timestamps)
         known = extras.all_toggles()
         device = extras.request_device_sync(
-            adapter, required_features=features,
-            required_limits={name: adapter.limits[name] for name in limit_names},
+            adapter, required_features=features, required_limits=limits,
             enable_toggles=[] if runtime_checks else [name for name in UNCHECKED_TOGGLES if name in known],
             disable_toggles=[name for name in DEVICE_TOGGLES_OFF if name in known],
         )

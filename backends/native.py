@@ -304,14 +304,15 @@ class NativeDevice(WebGPUDevice):
     @classmethod
     def open(
         cls, power_preference: str = "high-performance", *, use_timestamps: bool = True,
-        adapter_index: int | None = None,
+        adapter_index: int | None = None, **options: Any,
     ) -> NativeDevice:
         """Open the default adapter's device, with ``timestamp-query`` when the adapter has it.
 
         ``adapter_index`` opens the adapter at that index of :func:`indexed_adapters` instead
         (one per GPU of a node: wgpu's list less the OpenGL duplicates; a tuning farm's worker
-        opens its own); an index past the list is a ConfigError naming the adapters there are."""
-        gpu = cls.gpu()
+        opens its own); an index past the list is a ConfigError naming the adapters there are.
+        ``options`` go to :meth:`open_adapter` (a subclass's own: none here)."""
+        gpu = cls.navigator_gpu()
         if adapter_index is not None:
             adapter = _adapter_at(adapter_index, gpu)
         else:
@@ -321,7 +322,7 @@ class NativeDevice(WebGPUDevice):
                 "no WebGPU adapter: install a Vulkan driver (on Debian without a GPU: "
                 "apt-get install mesa-vulkan-drivers)"
             )
-        device = cls.open_adapter(adapter, use_timestamps=use_timestamps)
+        device = cls.open_adapter(adapter, use_timestamps=use_timestamps, **options)
         device.adapter_index = adapter_index
         device.power_preference = power_preference if adapter_index is None else None
         return device
@@ -330,26 +331,32 @@ class NativeDevice(WebGPUDevice):
     def open_adapter(cls, adapter: Any, *, use_timestamps: bool = True) -> NativeDevice:
         """A device on wgpu-py's ``adapter``, with the features a kernel family may use and the
         adapter's own compute limits (``timestamp-query`` only where ``use_timestamps``)."""
+        features, limits = cls.device_request(adapter, use_timestamps)
+        return cls(adapter.request_device_sync(required_features=features, required_limits=limits),
+                   use_timestamps=use_timestamps)
+
+    @classmethod
+    def device_request(cls, adapter: Any, use_timestamps: bool) -> tuple[list[str], dict[str, int]]:
+        """The features (``wanted_features`` the adapter has; ``timestamp-query`` only where
+        ``use_timestamps``) and limits (the adapter's own compute ones, not WebGPU's defaults:
+        candidates are checked against them) a device on ``adapter`` asks for."""
         features = [f for f in cls.wanted_features if f in adapter.features]
         if not use_timestamps and "timestamp-query" in features:
             features.remove("timestamp-query")
-        # The adapter's own compute limits, not WebGPU's defaults: candidates are checked against them.
         limit_names = [name for name in adapter.limits if "compute" in name or "storage-buffer" in name
                        or name == "max-buffer-size"]
-        device = adapter.request_device_sync(
-            required_features=features, required_limits={name: adapter.limits[name] for name in limit_names}
-        )
-        return cls(device, use_timestamps=use_timestamps)
+        return features, {name: adapter.limits[name] for name in limit_names}
 
     @staticmethod
-    def gpu() -> Any:
-        """The ``GPU`` object whose adapters this class opens: wgpu-py's (wgpu-native)."""
+    def navigator_gpu() -> Any:
+        """The ``GPU`` object (WebGPU's ``navigator.gpu``) whose adapters this class opens: wgpu-py's
+        (wgpu-native)."""
         return wgpu.gpu
 
     @classmethod
     def indexed_adapters(cls) -> list:
         """The adapters ``open(adapter_index=)`` counts (see :func:`indexed_adapters`)."""
-        return indexed_adapters(cls.gpu())
+        return indexed_adapters(cls.navigator_gpu())
 
     @staticmethod
     def identity_of(adapter_info: dict) -> DeviceIdentity:

@@ -34,6 +34,7 @@ from wgtune.errors import Launch
 from wgtune.gpu.device import DeviceLimits, check_grid, check_limits
 from wgtune.kernels import matmul
 from wgtune.kernels.matmul.keys import PLAN_GROUPS
+from wgtune.kernels.matmul.padded import COPY_WORKGROUP
 from wgtune.kernels.matmul.subgroup_matrix import (
     FRAGMENT,
     SUBGROUP_MATRIX,
@@ -45,7 +46,6 @@ from wgtune.kernels.matmul.tiles import MEDIUM, SUBGROUP_MATRIX_TILES
 ROOT = Path(__file__).resolve().parents[1]
 SGM_NAMES = [tile.name for tile in SUBGROUP_MATRIX_TILES]
 FEATURES = {"shader-f16", "subgroups", SUBGROUP_MATRIX}
-COPY_WORKGROUP = 256
 # WebGPU's default compute limits: what every tile but a too-wide one fits.
 WEBGPU_LIMITS = DeviceLimits(max_workgroup_storage=16384, max_invocations=256, max_workgroup_size=(256, 256, 64),
                              max_workgroups_per_dimension=65535, max_storage_binding=128 << 20)

@@ -304,13 +304,17 @@ def _candidates(
     return candidates
 
 
-PRECISIONS = ("f32", "f16-products")
-"""What ``matmul_set(precision=)`` may promise of its f32 results (see :func:`matmul_set`)."""
 # The f16-products set's tolerance: inputs rounded to f16 (2**-11 relative each) and summed in f32
 # err by about sqrt(K) * 7e-5 for entries of order 1 (4e-3 at K = 4096, 1.7e-2 at 65536; the
 # largest of millions, five times that): within atol up to K of about 16384, and within rtol of
 # the large entries past it. A wrong index or a K step left out errs by a product, 0.1 or more.
 F16_PRODUCTS_TOLERANCE = {"atol": 5e-2, "rtol": 5e-3}
+PRECISIONS = {
+    "f32": ("matmul", MATMUL_TILES, MATMUL_GROUPS, {"atol": 1e-3, "rtol": 1e-3}),
+    "f16-products": ("matmul_f16_products", F16_PRODUCTS_TILES, F16_PRODUCTS_GROUPS, F16_PRODUCTS_TOLERANCE),
+}
+"""What ``matmul_set(precision=)`` may promise of its f32 results (see :func:`matmul_set`): the
+set's name, its default tiles and groups, and its output checks' tolerance."""
 
 
 def matmul_set(tiles: tuple[MatmulTile | SkinnyTile, ...] | None = None, *, precision: str = "f32") -> TunableSet:
@@ -331,11 +335,7 @@ def matmul_set(tiles: tuple[MatmulTile | SkinnyTile, ...] | None = None, *, prec
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(PRECISIONS)}")
-    if precision == "f16-products":
-        default, default_groups, name, tolerance = F16_PRODUCTS_TILES, F16_PRODUCTS_GROUPS, "matmul_f16_products", \
-            F16_PRODUCTS_TOLERANCE
-    else:
-        default, default_groups, name, tolerance = MATMUL_TILES, MATMUL_GROUPS, "matmul", {"atol": 1e-3, "rtol": 1e-3}
+    name, default, default_groups, tolerance = PRECISIONS[precision]
     groups = default_groups if tiles is None or tuple(tiles) == default else {}
     candidates = _candidates("f32", default if tiles is None else tuple(tiles), groups)
     return TunableSet(name, candidates, key=matmul_key, outputs=(2,), **tolerance)

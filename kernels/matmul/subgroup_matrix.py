@@ -43,12 +43,12 @@ from dataclasses import dataclass
 from wgtune import Args, Kernel
 
 from ..common import ceil_div, wrapped_grid
+from .padded import COPY_WORKGROUP
 
 __all__ = ["FRAGMENT", "SUBGROUP_MATRIX", "SubgroupMatrixTile", "subgroup_matrix_kernel", "subgroup_matrix_wgsl"]
 
 SUBGROUP_MATRIX = "chromium-experimental-subgroup-matrix"
 FRAGMENT = 16  # the 16x16x16 f16 -> f32 configuration (the H200's, Apple's)
-COPY_WORKGROUP = 256
 A_H, B_H, C_F = "a_h", "b_h", "c_f"  # the scratch buffers' WGSL names
 FEATURES = ("shader-f16", "subgroups", SUBGROUP_MATRIX)
 STAGE_PAD = 8  # f16 a staged row is padded by (16 bytes): a fragment's 8 rows start on 8 bank groups

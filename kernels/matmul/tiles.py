@@ -10,8 +10,8 @@ shapes ``bench/kernel_probe.py --full`` probes, where it is the fastest candidat
 (the reason it is here; ranges span two runs, and forms that never came within 5% of a shape's best
 were dropped). Every candidate fits 32 KiB of workgroup storage and 1024 invocations (lavapipe's
 limits), but for a staged subgroup-matrix tile of 35 KiB (for devices with subgroup matrices: the
-H200's Dawn allows 48); those past WebGPU's defaults (16 KiB, 256) are refused by the core on devices without them,
-and each group keeps several candidates within the defaults.
+H200's Dawn allows 48); those past WebGPU's defaults (16 KiB, 256) are refused by the core on
+devices without them, and each group keeps several candidates within the defaults.
 """
 
 from __future__ import annotations
