@@ -121,6 +121,11 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_v4(T(128, 256, 8, 8, 16, pad=4, double=True, kgrid=128, partials=True)),  # 128x512x32768 83%
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, float_atomics=True)),  # 33x4096x4096 97%
         *_flat(T(64, 40, 8, 8, 4, double=True, kgrid=512, float_atomics=True)),  # 4096x33x4096 88%
+        # Hundreds of outputs a side and K in the thousands, whose 64-wide blocks make under a wave of
+        # 132 SMs (2026-12-03, H200, bench/results/h200-probe-kgrid-general.txt; second among the
+        # flat probes of the group, which the adaptive policy screens first): 370x1978x2696 62.8 ->
+        # 80.8% (77.6% in a second run); with kgrid=256 or 1024, or on copies, no better.
+        *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, kgrid=512, float_atomics=True)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, partials=True)),  # 33x4096x4096 99%
         *_flat(T(64, 40, 8, 8, 4, double=True, kgrid=512, partials=True)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=256, stagger=8)),  # 33x4096x4096 73%
