@@ -79,7 +79,8 @@ class Script:
     ``compile_error`` makes compile raise KernelError with that message; ``launch_error`` makes
     dispatch and profile raise KernelError; ``profile_error`` is raised as-is by profile.
     ``wrong`` corrupts element 0 (f32) of the last buffer after the kernel ran (+1000, or 1000 for a NaN).
-    ``stall`` is wall-clock seconds every dispatch really takes (``time.sleep``): a runaway.
+    ``stall`` is wall-clock seconds every dispatch really takes (``time.sleep``): a runaway; with
+    ``stalls``, only the first that many dispatches take it (a machine busy for a moment).
     ``loses_device`` makes a dispatch lose the device: every later sync raises DeviceLost.
     """
 
@@ -91,6 +92,7 @@ class Script:
     kernel: FakeKernel | None = None
     wrong: bool = False
     stall: float = 0.0
+    stalls: int = 0
     loses_device: bool = False
 
     def seconds(self, call: int) -> float:
@@ -235,7 +237,7 @@ class FakeDevice(wgtune.Device):
         script = self._script(pipeline.kernel.name)
         if script.launch_error is not None:
             raise KernelError(script.launch_error)
-        if script.stall:
+        if script.stall and (not script.stalls or self.dispatches[pipeline.kernel.name] <= script.stalls):
             time.sleep(script.stall)
         if script.loses_device:
             self.sync_error = wgtune.DeviceLost("unknown: the GPU watchdog reset it")

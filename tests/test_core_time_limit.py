@@ -167,3 +167,22 @@ def test_a_device_lost_during_a_first_launch_names_that_candidate_and_it_can_be_
     assert fresh.dispatches["hangs"] == 0 and isinstance(slower, Measured)
     with pytest.raises(ConfigError, match="no candidate 'nope'"):
         again.rule_out(tunables, key, "nope", "why")
+
+
+def test_past_the_default_limit_a_first_launch_is_tried_again_and_one_stall_is_forgiven(monkeypatch):
+    # The relative limit's floor, made short enough to stall past in a test.
+    monkeypatch.setattr("wgtune.tune.time_limit.FLOOR", STALL / 3)
+    device = FakeDevice()
+    device.script("steady", duration=1e-3)
+    device.script("stalled_once", duration=5e-4, stall=STALL, stalls=1)  # the machine, for a moment
+    device.script("runaway", duration=1e-4, stall=STALL)  # every launch
+    tunables = make_set("steady", "stalled_once", "runaway")
+    tuner = make_tuner(device, config=quiet(warmups=3))
+    args = call(device, [1.0])
+
+    assert tuner.execute(tunables, args).name == "stalled_once"
+    steady, stalled_once, runaway = tuner.results(tunables, tunables.key(args))
+    assert isinstance(steady, Measured) and isinstance(stalled_once, Measured)
+    assert isinstance(runaway, Timeout) and "launched twice" in runaway.reason and "100x the fastest" in runaway.reason
+    assert device.dispatches["runaway"] == 2  # its two first launches, nothing after them
+    assert device.profiles.get("runaway") is None

@@ -182,19 +182,36 @@ async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids:
     """Launch ``kernel`` once, alone, on ``args`` (default: the benchmark's), and time it against
     the tune's limit: a Timeout when it ran past it (read when it returns: a device that can stop
     a runaway earlier, a tuning process, stops it itself), else its wall time in seconds (launch
-    and sync)."""
-    limit = bench.limit.seconds()
+    and sync).
+
+    Past the default limit, relative to the other candidates' first launches, it is launched once
+    more and out only if that one is past it too: a wall clock on a loaded machine (a user's CI, a
+    page whose event loop or GPU process was descheduled) can stall one launch of a correct kernel
+    by seconds, and a Timeout is final. A limit the user set (``Config.time_limit``) is one launch.
+    """
+    limit, relaunched = bench.limit.seconds(), False
+    seconds = await _timed_launch(bench, kernel, compiled, grids[0], args)
+    if seconds > limit and bench.limit.fixed is None:
+        # On the benchmark's own buffers: the check's copies keep what the first launch wrote.
+        again = await _timed_launch(bench, kernel, compiled, grids[0], None)
+        bench.step(f"{kernel.name}: first launch {seconds:.3g} s, past {bench.limit.describe()}; again {again:.3g} s")
+        seconds, relaunched = min(seconds, again), True
+    if seconds > limit:
+        twice = " (launched twice)" if relaunched else ""
+        return Timeout(kernel.name, f"its first launch took {seconds:.3g} s{twice}, past {bench.limit.describe()}")
+    bench.limit.observe(seconds)
+    return seconds
+
+
+async def _timed_launch(bench: Bench, kernel: Kernel, compiled: Any, grid: Grid, args: Args | None) -> float:
+    """Wall-clock seconds of one launch of ``kernel`` and a sync."""
     started = time.perf_counter()
     try:
-        bench.device.dispatch(compiled, args if args is not None else bench.args, grids[0])
+        bench.device.dispatch(compiled, args if args is not None else bench.args, grid)
         await bench.device.sync()
     except DeviceLost as lost:  # while this candidate ran alone: the likely cause
         raise DeviceLost(lost.reason, candidate=kernel.name) from None
-    seconds = time.perf_counter() - started
-    if seconds > limit:
-        return Timeout(kernel.name, f"its first launch took {seconds:.3g} s, past {bench.limit.describe()}")
-    bench.limit.observe(seconds)
-    return seconds
+    return time.perf_counter() - started
 
 
 def warmups_after(first_launch: float, warmups: int) -> int:

@@ -4,7 +4,11 @@ A candidate that takes far longer than its peers (a tile that thrashes at this s
 whose bound came out huge) would otherwise cost the tune every warmup, calibration round and
 sample it takes, and a kernel that never returns would hang it. So each candidate's first launch
 is timed on its own before anything else runs it (``measure.probe_first_launch``): past the limit
-it is a :class:`~wgtune.errors.Timeout` result, launched no more, and the tune goes on.
+it is a :class:`~wgtune.errors.Timeout` result, launched no more, and the tune goes on. Past the
+default limit (relative, below) it is launched once more first, and out only if that launch is
+past it too: one reading of a wall clock on a loaded machine is weak evidence for a verdict that
+is final (a page's event loop or GPU process descheduled for seconds, say). A limit the user set
+is taken at its word: one launch.
 
 The limit is the configured one (``WGTUNE_TIME_LIMIT``, seconds), or by default relative to what
 the tune has seen: :data:`RELATIVE_FACTOR` times the fastest first launch so far, never under
