@@ -338,7 +338,14 @@ def test_sets_are_big_distinct_and_start_naive():
     for tunables, dtype in ((MATMUL, "f32"), (MATMUL_F16, "f16")):
         assert tunables.candidates[0].name == "naive_wg16x16"
         assert len({kernel.name for kernel in tunables.candidates}) == len(tunables)
-        assert len({"".join(stage.wgsl for stage in kernel.stages) for kernel in tunables.candidates}) == len(tunables)
+        by_source: dict[str, set[str]] = {}
+        for kernel in tunables.candidates:
+            by_source.setdefault("".join(stage.wgsl for stage in kernel.stages), set()).add(kernel.name)
+        # One WGSL, one candidate; but for kgrid tiles that differ only in their target of workgroups
+        # (the same code on a grid of more K chunks).
+        for names in by_source.values():
+            assert len(names) == 1 or (all("_kg" in name for name in names)
+                                       and len({re.sub(r"_kg\d+", "", name) for name in names}) == 1), names
         assert all((dtype == "f16") == ("shader-f16" in kernel.features) for kernel in tunables.candidates)
     names = list(MATMUL.index_of)
     for needle in ("_v4", "_pad", "_db", "_sw", "_kg", "_st8", "_s2", "reg8x16", "256x128", "128x256", "rows",
