@@ -124,15 +124,15 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # Hundreds of outputs a side and K in the thousands, whose 64-wide blocks make under a wave of
         # 132 SMs (2026-12-03, H200, bench/results/h200-probe-kgrid-general.txt; second among the
         # flat probes of the group, which the adaptive policy screens first): 370x1978x2696 62.8 ->
-        # 80.8% (77.6% in a second run); with kgrid=256 or 1024, or on copies, no better.
+        # 80.8% (77.6% in h200-probe-copies-general.txt); there kgrid=256 or 1024, or copies, did no better.
         *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, kgrid=512, float_atomics=True)),
         # kgrid forms of the medium group's flat leaders on a fresh draw's few-block long-K shapes (same
         # day, h200-probe-kgrid-few-blocks.txt; against the set's best): 386x1916x7705 +18% (96x64,
-        # 1024), 29x1572x7999 +17% (64x64 K12, 256), 214x1782x2772 +9% (K8, 1024), 734x461x4163 +5% (K8, 512).
+        # 1024), 29x1572x7999 +17% (64x64 K12, 256), 214x1782x2772 +9% (K8, 1024). A kgrid target
+        # changes the grid only: the K12 tile's two forms are one WGSL, the one grid about twice the other's K chunks.
         *_flat(T(96, 64, 12, 12, 4, pad=4, double=True, ahead=2, kgrid=1024, float_atomics=True)),
         *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, kgrid=256, float_atomics=True)),
         *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, kgrid=1024, float_atomics=True)),
-        *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, kgrid=512, float_atomics=True)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, partials=True)),  # 33x4096x4096 99%
         *_flat(T(64, 40, 8, 8, 4, double=True, kgrid=512, partials=True)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=256, stagger=8)),  # 33x4096x4096 73%
