@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import struct
 import threading
-import time
 
 import pytest
 from test_native import quick, scale_kernel, scale_set
@@ -74,12 +73,13 @@ def test_closing_a_device_stops_its_compile_threads_and_it_still_compiles_after(
     with NativeDevice.open() as device:
         device.start_compiles([scale_kernel("closing32", 32), scale_kernel("closing64", 64)])
         assert compile_threads() > before
+        # This device's own threads: other tests' devices may still be ending theirs meanwhile.
+        own = set(device.shim._compilers._threads)
+        assert own and all(thread.name.startswith("wgtune-compile") for thread in own)
         assert run_inline(device.compile(scale_kernel("closing128", 128))).kernel.name == "closing128"
-    for _ in range(200):  # the threads finish their current compile, then end
-        if compile_threads() == before:
-            break
-        time.sleep(0.01)
-    assert compile_threads() == before
+    for thread in own:  # each finishes its current compile, then ends
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in own)
     assert device.shim._started == {} and device.shim._compilers is None
     compiled = run_inline(device.compile_many([scale_kernel("after32", 32), scale_kernel("after64", 64)]))
     assert [c.kernel.name for c in compiled] == ["after32", "after64"]  # threads again, on demand
