@@ -27,19 +27,19 @@ from wgtune.backends.native import NativeDevice
 from wgtune.gpu.device import check_limits
 from wgtune.kernels import matmul
 from wgtune.kernels.matmul.flat import STAGE_K, FlatTile, flat_matmul_kernel, flat_wgsl
-from wgtune.kernels.matmul.keys import FLAT_MAX_K
+from wgtune.kernels.matmul.keys import FLAT_LATE_MAX_K, FLAT_MAX_K
 from wgtune.tune.plan import Plan
 
 MATMUL = matmul.matmul_set()
 FLAT = [kernel for kernel in MATMUL.candidates if kernel.group is not None and kernel.group.name == "flat"]
 FLAT_NAMES = {kernel.name for kernel in FLAT}
 TILE_OF = {tile.name: tile for tile in matmul.MATMUL_TILES if isinstance(tile, FlatTile)}
-# (M, N, K): N odd or 2 mod 4 (no vec4 rows), K 1..8, a few longer K up to the bound, M = 1.
+# (M, N, K): N odd or 2 mod 4 (no vec4 rows), K 1..8, a few longer K up to the bounds, M = 1.
 ANY_N = [(1, 1, 1), (1, 7, 2), (3, 5, 3), (7, 3, 4), (5, 1, 5), (33, 130, 6), (17, 131, 7), (70, 9, 8),
-         (9, 257, 13), (130, 67, 33), (37, 301, FLAT_MAX_K), (301, 517, 11)]
+         (9, 257, 13), (130, 67, 33), (37, 301, FLAT_MAX_K), (301, 517, 11), (45, 203, 93), (66, 77, FLAT_LATE_MAX_K)]
 # N multiples of 4, for the vec4 forms (and the others).
 N_OF_4 = [(1, 4, 1), (3, 8, 2), (5, 12, 3), (1, 4, 7), (33, 132, 5), (9, 260, 8), (70, 516, 17),
-          (131, 1028, FLAT_MAX_K)]
+          (131, 1028, FLAT_MAX_K), (67, 516, 101)]
 # Forms the set does not hold, whose code the generator keeps: no unrolling, an unrolled step that
 # leaves a remainder for each K, one invocation a workgroup, 64 sums, a column of vec4 per row.
 OTHERS = [FlatTile(3, 3, 16, 16, unroll=1), FlatTile(2, 2, 32, 8, unroll=3), FlatTile(1, 1, 1, 1),
@@ -175,7 +175,21 @@ def test_a_short_k_with_many_outputs_plans_the_flat_group_first_then_what_it_pla
     assert batches[1:] == _batches(OTHER_CANDIDATES, size)
 
 
-@pytest.mark.parametrize("size", [(4561, 4475, 65), (620, 7790, 100), (864, 734, 129), (1000, 1000, 1000),
+@pytest.mark.parametrize("size", [(4561, 4475, 65), (620, 7790, 100), (2127, 1953, 128), (5490, 854, 65)])
+def test_a_k_just_past_the_bound_plans_the_flat_group_second(size):
+    """K of 65 to 128 (as keyed): the flat kernels come after the class's first group, and the
+    batches are otherwise those planned without them."""
+    key = MATMUL.key(Args((), size))
+    groups = matmul.groups_for(key)
+    assert groups[1] == "flat" and groups[:1] + groups[2:] == matmul.groups_for(MATMUL.key(Args((), (*size[:2], 129))))
+    plan = Plan(MATMUL.candidates, key)
+    planned = {MATMUL.candidates[i].name for batch in plan.remaining() for i in batch}
+    assert planned & FLAT_NAMES == {name for name in FLAT_NAMES if size[1] % 4 == 0 or not TILE_OF[name].vec4}
+    assert [[name for name in batch if name not in FLAT_NAMES] for batch in _batches(MATMUL.candidates, size)
+            if set(batch) - FLAT_NAMES] == _batches(OTHER_CANDIDATES, size)
+
+
+@pytest.mark.parametrize("size", [(864, 734, 129), (1000, 1000, 1000),
                                   (4096, 4096, 4096), (64, 130, 7), (200, 150, 40), (8, 4096, 11),
                                   (4096, 8, 11), (1, 4096, 30), (33, 65, 17), (64, 64, 65536)])
 def test_other_keys_plan_no_flat_kernel_and_the_same_batches_as_before(size):
@@ -186,10 +200,13 @@ def test_other_keys_plan_no_flat_kernel_and_the_same_batches_as_before(size):
     assert _batches(MATMUL.candidates, size) == _batches(OTHER_CANDIDATES, size)
 
 
-def test_the_bound_is_on_the_keyed_k():
-    assert FLAT_MAX_K == 64  # K as keyed is a power of two: 64 takes K 33..64, 65 keys as 128
+def test_the_bounds_are_on_the_keyed_k():
+    # K as keyed is a power of two: 64 takes K 33..64, 65 keys as 128, 129 as 256
+    assert (FLAT_MAX_K, FLAT_LATE_MAX_K) == (64, 128)
     assert matmul.groups_for(MATMUL.key(Args((), (1000, 1000, 64))))[0] == "flat"
-    assert "flat" not in matmul.groups_for(MATMUL.key(Args((), (1000, 1000, 65))))
+    assert matmul.groups_for(MATMUL.key(Args((), (1000, 1000, 65))))[1] == "flat"
+    assert matmul.groups_for(MATMUL.key(Args((), (1000, 1000, 128))))[1] == "flat"
+    assert "flat" not in matmul.groups_for(MATMUL.key(Args((), (1000, 1000, 129))))
 
 
 def test_a_custom_list_plans_the_vec4_form_only_where_n_allows_it():

@@ -32,7 +32,8 @@ Two sets:
     (planned only where K is at least SPLIT_MIN_K).
   - flat kernels (``flat*``, :mod:`wgtune.kernels.matmul.flat`) for a short K and many outputs:
     no staging, a few rows by a few strided columns an invocation, K in registers; planned first
-    on medium and large keys with K at most FLAT_MAX_K, nowhere else.
+    on medium and large keys with K at most FLAT_MAX_K, second on those with K at most
+    FLAT_LATE_MAX_K, nowhere else.
 
 - ``matmul_f16`` (:func:`matmul_f16_set`): f16 buffers (``features=("shader-f16",)``), f32
   arithmetic, a smaller space from the same generators (no kgrid tiles: their atomics add f32).
@@ -95,6 +96,7 @@ from ..inputs import random_floats
 from .flat import FlatTile, flat_matmul_kernel
 from .keys import (
     DEEP_MIN_K,
+    FLAT_LATE_MAX_K,
     FLAT_MAX_K,
     PLAN_GROUPS,
     SKINNY_MAX,
@@ -131,6 +133,7 @@ __all__ = [
     "DEEP_MIN_K",
     "F16_OUTPUTS",
     "F16_TOLERANCE",
+    "FLAT_LATE_MAX_K",
     "FLAT_MAX_K",
     "GROUP_NAMES",
     "MATMUL_F16_FAMILY",

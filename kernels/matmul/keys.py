@@ -7,7 +7,8 @@ its batches come from, in order (``kernels/matmul/__init__.py``'s module doc say
 here are the candidates' priorities: a vec4 candidate is skipped where the key does not allow
 its loads, a flat twin waits in a later batch where its vec4 twin can serve, a group a key's
 class does not list is skipped; the flat group (:mod:`wgtune.kernels.matmul.flat`) comes first on
-medium and large keys with K at most FLAT_MAX_K and is skipped on every other key.
+medium and large keys with K at most FLAT_MAX_K, second (after the class's first group) on those
+with K at most FLAT_LATE_MAX_K, and is skipped on every other key.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .wgsl import MIN_K_CHUNK, MatmulTile
 
 __all__ = [
     "DEEP_MIN_K",
+    "FLAT_LATE_MAX_K",
     "FLAT_MAX_K",
     "PLAN_GROUPS",
     "SKINNY_MAX",
@@ -69,6 +71,11 @@ SPLIT_MIN_K = 4096
 # an H200 at K from 6 to 37). Small keys keep the rows group first (a launch costs more than
 # their work), and skinny ones their skinny kernels.
 FLAT_MAX_K = 64
+# Up to this K (as keyed) the flat kernels are still planned on those keys, after the class's first
+# group: at K 65 to 80 they won (H200, 2026-12-03, bench/results/h200-probe-short-k{,-2}.txt:
+# 5490x854x65 84% against the tiles' 71%, 1129x1066x75 105-121% against 98-115%), at K 88 to 113
+# the tiles did (by 5-15%), and the key cannot tell them apart (both key as 128).
+FLAT_LATE_MAX_K = 128
 
 
 def matmul_sizes(args: Args) -> tuple[int, int, int]:
@@ -112,13 +119,16 @@ def groups_for(key: Key) -> tuple[str, ...]:
     order (the medium tiles first on a large key that vec4 loads cannot serve), less the skinny
     kernels' groups where M (``rows``) or N (``cols``) is past SKINNY_MAX, and the deep group
     where K is under DEEP_MIN_K; the flat group before them all on a medium or large key whose K
-    is at most FLAT_MAX_K (other keys plan none of it)."""
+    is at most FLAT_MAX_K, after the first of them where it is at most FLAT_LATE_MAX_K (other keys
+    plan none of it)."""
     fields = dict(key)
     too_many = {ROWS: fields["m"] > SKINNY_MAX, COLS: fields["n"] > SKINNY_MAX, DEEP: fields["k"] < DEEP_MIN_K}
     kind = size_class(key)
     order = _UNALIGNED_LARGE if kind == LARGE and not _aligned(key, True, True) else _ORDER[kind]
-    flat = (FLAT,) if kind in (MEDIUM, LARGE) and fields["k"] <= FLAT_MAX_K else ()
-    return flat + tuple(name for name in order if not too_many.get(name, False))
+    groups = tuple(name for name in order if not too_many.get(name, False))
+    if kind not in (MEDIUM, LARGE) or fields["k"] > FLAT_LATE_MAX_K:
+        return groups
+    return (FLAT, *groups) if fields["k"] <= FLAT_MAX_K else (groups[0], FLAT, *groups[1:])
 
 
 def _group_priority(name: str) -> Callable[[Key], int]:

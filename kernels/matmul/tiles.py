@@ -182,6 +182,11 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # +3 to +13% on 5 (617x3402x2782 73.2%); K steps of 16 to 32, other blocks, no pad: no better.
         *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2)),
         *_flat(T(96, 64, 12, 12, 4, pad=4, double=True, ahead=2)),
+        # Single-buffered with a K step of 16, for a short K (fewer steps, fewer registers): against
+        # the 64x64 K8 tile above on the draws' flat shapes (K 46-253; 2026-12-03, H200,
+        # bench/results/h200-probe-short-k{,-2}.txt) +8 to +21% at K 46-94 (2127x1953x94 68.4%
+        # against 62.1%, 5490x854x65 71.1 against 58.9%), even to -7% at K 144-253.
+        *_flat(T(64, 64, 16, 8, 4, pad=4)),
         # vec4 tiles on copies of A (K no multiple of 4, N one: vec4 loads of B and stores of C as
         # they are) and of B (N no multiple of 4; C stored a float at a time): 2026-12-02, H200,
         # bench/results/h200-padded-probe.txt. Copies of A won where N allows vec4, by 10-22
@@ -215,6 +220,10 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
     FLAT: (
         F(2, 4, 64, 4), F(4, 2, 64, 4, stage_a=True), F(4, 4, 64, 4, stage_a=True),  # 901x7895x6 101% (2x4)
         F(8, 2, 128, 2, stage_a=True), F(8, 4, 64, 2, stage_a=True), F(16, 2, 64, 1, stage_a=True),
+        # 16x2 in a workgroup of 128: above the one of 64 on 15 of 17 shapes of K 11-253 (+2 to
+        # +10%; 2996x4101x11 84.7% against 77.2%, 2685x3845x54 75.4 against 68.8%; 2026-12-03,
+        # bench/results/h200-probe-short-k-2.txt); 256 did no better, nor other sums in 128.
+        F(16, 2, 128, 1, stage_a=True),
         F(4, 1, 64, 4, vec4=True), F(8, 1, 64, 2, vec4=True),  # N a multiple of 4: 3185x1464x17 (4x1)
     ),
 }
