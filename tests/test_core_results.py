@@ -43,7 +43,8 @@ def test_a_hopeless_candidate_is_marked_eliminated_early_and_the_finalists_are_n
     assert list(results) == ["best", "close", "hopeless"]  # the set's order
     hopeless = results["hopeless"]
     assert isinstance(hopeless, Measured) and hopeless.eliminated_early
-    assert len(hopeless.stats.samples) == 1 and hopeless.stats.median == pytest.approx(10e-3)
+    # Its first sample lost by over twice: one more confirmed it (a stalled reading is not enough).
+    assert len(hopeless.stats.samples) == 2 and hopeless.stats.median == pytest.approx(10e-3)
     for name in ("best", "close"):  # they reached the settling: their medians stand
         assert isinstance(results[name], Measured) and not results[name].eliminated_early
         assert len(results[name].stats.samples) >= MIN_SAMPLES

@@ -134,6 +134,34 @@ def test_a_first_batch_group_that_beats_the_bar_is_screened_whole():
     assert [trial.name for trial in tuner.records.records[0].trials][:4] == ["default", "r0", "r1", "r2"]
 
 
+def test_a_stalled_first_reading_does_not_leave_a_short_kernel_timed_one_dispatch_at_a_time():
+    # Issue 29 on an H200: a 9 us kernel's first calibration reading stalled past the sample floor,
+    # so it was sampled one dispatch a pass, where a pass's own cost is most of a sample.
+    device = FakeDevice()
+    device.script("steady", duration=2e-5)
+    device.script("stalled", duration=lambda call: 0.05 if call == 0 else 1e-5)
+    _, winner = tune(device, make_set("steady", "stalled"), min_sample=1e-3)
+    assert winner == "stalled"
+    repeats = device.profiles["stalled"]
+    assert repeats[:2] == [1, 1]  # read again: the second reading is a hundredth of a sample
+    assert min(repeats[2:]) * 1e-5 >= 1e-3  # every later sample lasts the floor
+
+
+def test_a_stalled_first_sample_rules_out_neither_the_candidate_nor_its_group():
+    # The same H200 tune: the flat group's first two kernels each read one stalled sample over
+    # twice the bar, so the group was pruned and its best kernel never ran.
+    device = FakeDevice()
+    stalled_once = lambda call: 1e-3 if call == 1 else 1e-5  # noqa: E731 (call 0 calibrates, 1 is the first sample)
+    times = {"bar": 2e-5, "f0": stalled_once, "f1": stalled_once, "f2": 0.5e-5}
+    for name, seconds in times.items():
+        device.script(name, duration=seconds)
+    groups = {"b": Group("tiles", 1), "f": Group("flat", 2)}
+    tuner, winner = tune(device, make_set(*(kernel(name, group=groups[name[0]]) for name in times)), min_sample=1e-3)
+    assert winner == "f2"
+    assert [trial.name for trial in tuner.records.records[0].trials] == ["bar", "f0", "f1", "f2"]
+    assert all(stored_results(tuner, make_set("x"))[name]["samples"][1] == pytest.approx(1e-5) for name in ("f0", "f1"))
+
+
 def test_hopeless_candidates_get_one_sample_and_close_rivals_many():
     device = FakeDevice()
     machine = Machine(jitter=0.02)

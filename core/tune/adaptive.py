@@ -6,7 +6,9 @@ Tuning time goes where the answer is in doubt. The policy runs in three parts:
 1. **Screening**, in the plan's order (every batch, not only the first), after the bar (the
    set's default, its first candidate: ``Bench.bar``): each candidate is
    compiled, warmed up and calibrated, and the calibration's last reading (a full-length sample)
-   is its first sample. One sample already rules out a candidate at twice the leader's time.
+   is its first sample. A candidate whose first sample is over twice the leader's time is
+   sampled once more (one reading may be a stalled one), and is out if the faster of the two
+   still loses by the margin for two samples.
    A priority group whose first ``GROUP_PROBES`` screened candidates were all ruled out so is
    skipped for the rest, in the first batch too: the plan puts a group's likeliest first, and
    the bar or an earlier group has shown the group to be slow on this device (the few-rows
@@ -123,6 +125,12 @@ class AdaptiveSampler:
     def _leader(self) -> Arm:
         return min(self.alive, key=lambda arm: (median(arm.samples), arm.index))
 
+    def _losing(self, arm: Arm) -> bool:
+        """Whether ``arm``'s fastest sample loses to the leader's median by the margin."""
+        leader = self._leader()
+        margin = elimination_margin(len(arm.samples), self.config.tolerance)
+        return arm is not leader and min(arm.samples) > median(leader.samples) * (1 + margin)
+
     def _eliminate(self) -> None:
         """Drop the candidates whose fastest sample loses to the leader's median by the margin."""
         measured = [arm for arm in self.alive if arm.samples]
@@ -133,8 +141,8 @@ class AdaptiveSampler:
         leader = self._leader()
         best = median(leader.samples)
         for arm in list(self.alive):
-            margin = elimination_margin(len(arm.samples), self.config.tolerance)
-            if arm is not leader and min(arm.samples) > best * (1 + margin):
+            if self._losing(arm):
+                margin = elimination_margin(len(arm.samples), self.config.tolerance)
                 self._leave(arm, f"fastest {min(arm.samples):.3g}s > {1 + margin:.3g} x leader {best:.3g}s",
                             eliminated=True)
 
@@ -254,6 +262,8 @@ class AdaptiveSampler:
             self.alive.append(prepared)
             if not prepared.samples and not await self._sample(prepared):
                 continue
+            if len(prepared.samples) == 1 and self._losing(prepared) and not await self._sample(prepared):
+                continue  # one stalled reading would rule it out, and with its group's probes the group
             if await self._short_circuits(prepared):
                 self.sampled.short_circuit = index
                 return True

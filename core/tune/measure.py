@@ -79,11 +79,21 @@ async def calibrate(
 ) -> tuple[int, float | None]:
     """How many dispatches one sample needs to last at least ``min_sample`` seconds, and the
     last calibration reading in seconds per dispatch when it already was such a sample (the
-    adaptive policy keeps it as the candidate's first sample)."""
-    repeats = 1
-    for _ in range(CALIBRATION_ROUNDS):
+    adaptive policy keeps it as the candidate's first sample).
+
+    A single dispatch that already lasts a sample is read once more before it settles the count
+    at one: a stall of that one reading (the host descheduled while it encoded, a GPU still busy
+    with the warmups) would otherwise leave a kernel of microseconds sampled one dispatch at a
+    time, where a pass's own cost is most of each sample, and rule it out (issue 29: on an H200
+    two flat kernels of 9 us read 2.2 ms and 85 us so, and their group was pruned)."""
+    repeats, confirmed = 1, False
+    for _ in range(CALIBRATION_ROUNDS + 1):
         seconds = await device.resolve(await device.profile(pipeline, args, grid, repeats))
-        if repeats >= MAX_REPEATS or (math.isfinite(seconds) and seconds >= min_sample):
+        long_enough = math.isfinite(seconds) and seconds >= min_sample
+        if repeats == 1 and long_enough and not confirmed:
+            confirmed = True
+            continue
+        if repeats >= MAX_REPEATS or long_enough:
             return repeats, (seconds / repeats if math.isfinite(seconds) and seconds > 0 else None)
         if not math.isfinite(seconds) or seconds <= 0:
             repeats = min(MAX_REPEATS, repeats * 16)  # below the clock's grain: grow fast
