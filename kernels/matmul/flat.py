@@ -1,7 +1,7 @@
 """Matmul kernels for a short K and many outputs ("flat" matmuls): ``C[M, N] = A[M, K] @ B[K, N]``
 with K up to a few dozen and M x N in the hundreds of thousands or more. The sets are in
-:mod:`wgtune.kernels.matmul`; the key's rule that plans them (K at most FLAT_MAX_K) is in
-:mod:`wgtune.kernels.matmul.keys`.
+:mod:`wgtune.kernels.matmul`; the key's rule that plans them (first where K is at most FLAT_MAX_K,
+second up to FLAT_LATE_MAX_K) is in :mod:`wgtune.kernels.matmul.keys`.
 
 Why: with K that short a product does about K multiply-adds per output and is bound by writing C
 (``4 M N`` bytes) and by the number of invocations in flight, not by reuse of A and B. The tiles,
