@@ -8,9 +8,10 @@ import random
 import pytest
 from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
 
-from wgtune import MISS, Config, ConfigError, Group, Key, TuneRecord
+from wgtune import MISS, Config, ConfigError, Group, Key, TuneRecord, run_inline
 from wgtune.config import Policy
 from wgtune.tune.adaptive import MIN_SAMPLES, elimination_margin
+from wgtune.tune.measure import calibrate
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
@@ -145,6 +146,19 @@ def test_a_stalled_first_reading_does_not_leave_a_short_kernel_timed_one_dispatc
     repeats = device.profiles["stalled"]
     assert repeats[:2] == [1, 1]  # read again: the second reading is a hundredth of a sample
     assert min(repeats[2:]) * 1e-5 >= 1e-3  # every later sample lasts the floor
+
+
+def test_calibration_reads_one_dispatch_again_only_where_the_first_launch_was_shorter_than_a_sample():
+    device = FakeDevice()
+    device.script("long", duration=5e-3)  # a dispatch lasts a sample (seconds on a CPU adapter, say)
+    pipeline = run_inline(device.compile(kernel("long")))
+    args = call(device, [1.0])
+    assert run_inline(calibrate(device, pipeline, args, (1, 1, 1), 1e-3, first_launch=6e-3)) == (1, 5e-3)
+    assert device.profiles["long"] == [1]  # its first launch said so already: not launched again for it
+    assert run_inline(calibrate(device, pipeline, args, (1, 1, 1), 1e-3, first_launch=1e-4)) == (1, 5e-3)
+    assert device.profiles["long"] == [1, 1, 1]  # a short first launch: one long reading is read again
+    assert run_inline(calibrate(device, pipeline, args, (1, 1, 1), 1e-3)) == (1, 5e-3)
+    assert device.profiles["long"] == [1, 1, 1, 1, 1]  # unknown: read again
 
 
 def test_a_stalled_first_sample_rules_out_neither_the_candidate_nor_its_group():

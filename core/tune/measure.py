@@ -75,18 +75,20 @@ def clone_args(device: Device, args: Args) -> Args:
 
 
 async def calibrate(
-    device: Device, pipeline: Any, args: Args, grid: Grid, min_sample: float
+    device: Device, pipeline: Any, args: Args, grid: Grid, min_sample: float, first_launch: float | None = None
 ) -> tuple[int, float | None]:
     """How many dispatches one sample needs to last at least ``min_sample`` seconds, and the
     last calibration reading in seconds per dispatch when it already was such a sample (the
     adaptive policy keeps it as the candidate's first sample).
 
-    A single dispatch that already lasts a sample is read once more before it settles the count
-    at one: a stall of that one reading (the host descheduled while it encoded, a GPU still busy
-    with the warmups) would otherwise leave a kernel of microseconds sampled one dispatch at a
-    time, where a pass's own cost is most of each sample, and rule it out (issue 29: on an H200
-    two flat kernels of 9 us read 2.2 ms and 85 us so, and their group was pruned)."""
-    repeats, confirmed = 1, False
+    A single dispatch that already lasts a sample, where the candidate's ``first_launch`` (its
+    wall-clock seconds, launch and wait included; None: unknown) did not, is read once more before
+    it settles the count at one: a stall of that one reading (the host descheduled while it
+    encoded) would otherwise leave a kernel of microseconds sampled one dispatch at a time, where
+    a pass's own cost is most of each sample, and rule it out (issue 29: on an H200 two flat
+    kernels of 9 us read 2.2 ms and 85 us so, and their group was pruned). A kernel whose first
+    launch lasted a sample already (seconds on a CPU adapter) is not launched again for it."""
+    repeats, confirmed = 1, first_launch is not None and first_launch >= min_sample
     for _ in range(CALIBRATION_ROUNDS + 1):
         seconds = await device.resolve(await device.profile(pipeline, args, grid, repeats))
         long_enough = math.isfinite(seconds) and seconds >= min_sample
@@ -285,7 +287,7 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
         # No wait for the warmups: calibration's first timed pass runs after them on the queue (and
         # a wall-clock pass waits for them first), and it raises what they caused. A wait costs a
         # round trip, some 100 ms in a browser on a CPU adapter.
-        repeats, first = await calibrate(device, compiled, args, grid, bench.floor)
+        repeats, first = await calibrate(device, compiled, args, grid, bench.floor, first_launch)
     except Exception as error:
         return candidate_failure(name, error, "launch")
     arm = Arm(index, name, compiled, grid, repeats)
