@@ -210,7 +210,7 @@ def test_cache_show_candidates_lists_every_candidate_and_marks_an_early_median(t
     assert list(rows) == ["best (winner)", "close", "hopeless", "broken"]  # winner, by median, failures
     assert "1.000 ms" in rows["best (winner)"] and "~" not in rows["best (winner)"]
     assert "~10.000 ms" in rows["hopeless"] and "eliminated early" in rows["hopeless"]
-    assert " 1 " in rows["hopeless"].split("│")[5]  # one sample
+    assert " 2 " in rows["hopeless"].split("│")[5]  # its first sample over twice the leader's, and one more
     assert "Launch: compile failed: bad [wgsl]" in rows["broken"]
     assert "~ eliminated early, after fewer than 5 samples" in shown
 
