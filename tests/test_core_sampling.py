@@ -176,14 +176,14 @@ def test_a_stalled_first_sample_rules_out_neither_the_candidate_nor_its_group():
     assert all(stored_results(tuner, make_set("x"))[name]["samples"][1] == pytest.approx(1e-5) for name in ("f0", "f1"))
 
 
-def test_hopeless_candidates_get_one_sample_and_close_rivals_many():
+def test_hopeless_candidates_get_two_samples_and_close_rivals_many():
     device = FakeDevice()
     machine = Machine(jitter=0.02)
     for name, seconds in {"best": 1.0e-3, "close": 1.01e-3, "slow": 2.5e-3, "awful": 10e-3}.items():
         device.script(name, duration=machine.duration(seconds))
     tuner, winner = tune(device, make_set("awful", "slow", "close", "best"))
     counts = {name: len(result["samples"]) for name, result in stored_results(tuner, make_set("x")).items()}
-    assert counts["slow"] == 1 and counts["awful"] == 1
+    assert counts["slow"] == 2 and counts["awful"] == 2  # no candidate leaves on a single reading
     assert counts["best"] >= MIN_SAMPLES and counts["close"] >= MIN_SAMPLES
     assert winner in ("best", "close")  # within 1%: either is a right pick
     [record] = tuner.records.records

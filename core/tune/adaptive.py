@@ -6,9 +6,8 @@ Tuning time goes where the answer is in doubt. The policy runs in three parts:
 1. **Screening**, in the plan's order (every batch, not only the first), after the bar (the
    set's default, its first candidate: ``Bench.bar``): each candidate is
    compiled, warmed up and calibrated, and the calibration's last reading (a full-length sample)
-   is its first sample. A candidate whose first sample is over twice the leader's time is
-   sampled once more (one reading may be a stalled one), and is out if the faster of the two
-   still loses by the margin for two samples.
+   is its first sample. One sample rules out a candidate at twice the leader's time, once a
+   second confirms it (one reading may be a stalled one: no candidate leaves on a single one).
    A priority group whose first ``GROUP_PROBES`` screened candidates were all ruled out so is
    skipped for the rest, in the first batch too: the plan puts a group's likeliest first, and
    the bar or an earlier group has shown the group to be slow on this device (the few-rows
@@ -125,25 +124,32 @@ class AdaptiveSampler:
     def _leader(self) -> Arm:
         return min(self.alive, key=lambda arm: (median(arm.samples), arm.index))
 
-    def _losing(self, arm: Arm) -> bool:
-        """Whether ``arm``'s fastest sample loses to the leader's median by the margin."""
-        leader = self._leader()
-        margin = elimination_margin(len(arm.samples), self.config.tolerance)
-        return arm is not leader and min(arm.samples) > median(leader.samples) * (1 + margin)
+    def _margin(self, arm: Arm) -> float:
+        return elimination_margin(len(arm.samples), self.config.tolerance)
 
-    def _eliminate(self) -> None:
-        """Drop the candidates whose fastest sample loses to the leader's median by the margin."""
-        measured = [arm for arm in self.alive if arm.samples]
+    def _losing(self, arm: Arm, leader: Arm) -> bool:
+        """Whether ``arm``'s fastest sample loses to ``leader``'s median by the margin."""
+        return arm is not leader and min(arm.samples) > median(leader.samples) * (1 + self._margin(arm))
+
+    async def _eliminate(self) -> None:
+        """Drop the candidates whose fastest sample loses to the leader's median by the margin.
+        One that would leave on a single sample is sampled once more first: one reading may be a
+        stalled one (the host descheduled while it encoded the pass), and with it a group's probes
+        would prune the group."""
         for arm in [arm for arm in self.alive if not arm.samples]:
             self._leave(arm, "no valid sample")
-        if not measured:
+        if not self.alive:
+            return
+        leader = self._leader()
+        for arm in [arm for arm in self.alive if len(arm.samples) == 1 and self._losing(arm, leader)]:
+            await self._sample(arm)
+        if not self.alive:
             return
         leader = self._leader()
         best = median(leader.samples)
         for arm in list(self.alive):
-            if self._losing(arm):
-                margin = elimination_margin(len(arm.samples), self.config.tolerance)
-                self._leave(arm, f"fastest {min(arm.samples):.3g}s > {1 + margin:.3g} x leader {best:.3g}s",
+            if self._losing(arm, leader):
+                self._leave(arm, f"fastest {min(arm.samples):.3g}s > {1 + self._margin(arm):.3g} x leader {best:.3g}s",
                             eliminated=True)
 
     def _settle(self) -> None:
@@ -262,12 +268,10 @@ class AdaptiveSampler:
             self.alive.append(prepared)
             if not prepared.samples and not await self._sample(prepared):
                 continue
-            if len(prepared.samples) == 1 and self._losing(prepared) and not await self._sample(prepared):
-                continue  # one stalled reading would rule it out, and with its group's probes the group
             if await self._short_circuits(prepared):
                 self.sampled.short_circuit = index
                 return True
-            self._eliminate()
+            await self._eliminate()
             group = self.tunables.candidates[index].group
             if group is not None:
                 probed[group.name] = probed.get(group.name, 0) + 1
@@ -293,7 +297,7 @@ class AdaptiveSampler:
                     self.sampled.short_circuit = arm.index
                     return
             rounds += 1
-            self._eliminate()
+            await self._eliminate()
             self._settle()
         self.step(f"{rounds} rounds in {time.perf_counter() - started:.3f}s; {len(self.alive)} left")
 
