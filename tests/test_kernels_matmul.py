@@ -260,6 +260,25 @@ def test_kgrid_tiles_split_k_into_bounded_chunks_after_zeroing_c(float_atomics):
     assert zero.grid(Args((), (9, 20, 1100))) == (1, 1, 1)
 
 
+def test_wave_tiles_take_the_fewest_k_chunks_that_fill_whole_waves():
+    tile = next(TILE_OF[name] for name in MATMUL.index_of if "_w132" in name)
+    assert tile.kgrid and tile.wave == 132 and tile.float_atomics
+    # 105 blocks of 128x128 (341x4374): 80% of 132 SMs busy unsplit and in 2 to 4 chunks, 99% in 5
+    # (525 workgroups: 4 waves of 132, 3 idle); 88 blocks (5615x256): 3 chunks are 2 full waves.
+    assert tile.chunks(341, 4374, 3085) == 5
+    assert tile.chunks(5615, 256, 4068) == 3
+    # Blocks that fill their waves already: unsplit (259 of 264: one chunk), as the kgrid target's
+    # cap would have it anyway for 600 blocks.
+    assert tile.chunks(795, 4687, 1480) == 1 and tile.chunks(1862, 5070, 3023) == 1
+    # No count fills WAVE_FILL within the cap (9 blocks, K of 7 chunks): the one that fills best.
+    assert matmul_wgsl.wave_chunks(9, 132, 7) == 7
+    assert matmul_wgsl.wave_chunks(9, 132, 0) == 1  # a cap under one: one chunk
+    # Never past the chunks the kgrid target and K allow (here K's: ceil(700 / MIN_K_CHUNK)).
+    assert tile.chunks(100, 100, 700) == 3
+    with pytest.raises(ValueError, match="wave must be >= 0, and needs kgrid"):
+        MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, wave=132)
+
+
 def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c():
     kernel = next(k for k in MATMUL.candidates if k.name.endswith("_2p"))
     chunks, total = kernel.stages
@@ -333,8 +352,8 @@ def test_sets_are_big_distinct_and_start_naive():
     # with 6 split kernels of a few rows and a 36-row kgrid tile, which keys of many rows or a short K skip;
     # 84 with a kgrid 64x64 tile for hundreds of outputs a side, 86 with two medium 64x64 and 96x64 tiles,
     # 89 with three kgrid forms of them, which keys of a short K skip; 91 with a single-buffered 64x64
-    # tile for a short K and a ninth flat kernel).
-    assert 40 <= len(MATMUL) <= 91
+    # tile for a short K and a ninth flat kernel; 92 with a 128x128 kgrid tile whose chunks fill waves).
+    assert 40 <= len(MATMUL) <= 92
     assert len(MATMUL_F16) >= 12
     for tunables, dtype in ((MATMUL, "f32"), (MATMUL_F16, "f16")):
         assert tunables.candidates[0].name == "naive_wg16x16"
@@ -346,7 +365,7 @@ def test_sets_are_big_distinct_and_start_naive():
         # (the same code on a grid of more K chunks).
         for names in by_source.values():
             assert len(names) == 1 or (all("_kg" in name for name in names)
-                                       and len({re.sub(r"_kg\d+", "", name) for name in names}) == 1), names
+                                       and len({re.sub(r"_kg\d+(_w\d+)?", "", name) for name in names}) == 1), names
         assert all((dtype == "f16") == ("shader-f16" in kernel.features) for kernel in tunables.candidates)
     names = list(MATMUL.index_of)
     for needle in ("_v4", "_pad", "_db", "_sw", "_kg", "_st8", "_s2", "reg8x16", "256x128", "128x256", "rows",

@@ -126,6 +126,12 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # flat probes of the group, which the adaptive policy screens first): 370x1978x2696 62.8 ->
         # 80.8% (77.6% in h200-probe-copies-general.txt); there kgrid=256 or 1024, or copies, did no better.
         *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, kgrid=512, float_atomics=True)),
+        # The 128x128 tile split into the fewest K chunks that fill whole waves of an H200's 132 SMs
+        # (it runs one workgroup an SM): on shapes whose 128x128 blocks make a wave or two, the best
+        # kgrid target was the one whose chunks filled the waves best, shape by shape (2026-12-04, H200,
+        # bench/results/h200-probe-large-kgrid.txt, against the set's best): 341x4374x3085 +10%
+        # (105 blocks: 5 chunks), 5615x256x4068 +17% (88 blocks: 3 chunks).
+        *_flat(T(128, 128, 16, 8, 8, double=True, kgrid=1056, wave=132, float_atomics=True)),
         # kgrid forms of the medium group's flat leaders on a fresh draw's few-block long-K shapes (same
         # day, h200-probe-kgrid-few-blocks.txt; against the set's best): 386x1916x7705 +18% (96x64,
         # 1024), 29x1572x7999 +17% (64x64 K12, 256), 214x1782x2772 +9% (K8, 1024). A kgrid target

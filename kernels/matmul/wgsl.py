@@ -46,6 +46,7 @@ __all__ = [
     "k_chunks",
     "naive_wgsl",
     "scalar_wgsl",
+    "wave_chunks",
     "zero_wgsl",
 ]
 
@@ -126,6 +127,23 @@ def k_chunks(target: int, blocks: int, k: int, most: int = MAX_K_CHUNKS) -> int:
     return max(1, min(target // max(1, blocks), ceil_div(k, MIN_K_CHUNK), most))
 
 
+# How full the last wave of workgroups must be, on average over the waves, for ``wave_chunks``
+# to take a number of K chunks (an H200's measured best chunks for a 128x128 tile filled 0.93-1.0).
+WAVE_FILL = 0.92
+
+
+def wave_chunks(blocks: int, wave: int, most: int) -> int:
+    """The fewest K chunks (1 to ``most``) whose ``blocks * chunks`` workgroups keep waves of
+    ``wave`` workgroups at least WAVE_FILL busy, else the chunks that fill them best: a grid of
+    105 blocks on 132 SMs is 80% busy unsplit and in 2 to 4 chunks, 99% in 5."""
+    def fill(chunks: int) -> float:
+        workgroups = blocks * chunks
+        return workgroups / (ceil_div(workgroups, wave) * wave)
+
+    choices = range(1, max(1, most) + 1)
+    return next((chunks for chunks in choices if fill(chunks) >= WAVE_FILL), max(choices, key=fill))
+
+
 # -- the tiles -----------------------------------------------------------------------------------
 
 
@@ -151,6 +169,10 @@ class MatmulTile:
     they would all queue on the same address of C at once. ``partials`` (kgrid tiles): the
     chunks write their sums into scratch and a second stage adds them into C
     (:mod:`wgtune.kernels.matmul.partials`), instead of zeroing C and adding with atomics.
+    ``wave`` (kgrid tiles): the chunks are the fewest that keep whole waves of ``wave``
+    workgroups busy (:func:`wave_chunks`), up to what the ``kgrid`` target allows, rather than
+    as many as it allows: for a tile that runs one workgroup an SM, the SMs of the device
+    (132 on an H200; elsewhere the same kernel on another grid, which the tune weighs as any other).
     ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
     second set of prefetch registers, for loads whose latency one step's arithmetic does not hide).
     ``copy`` (vec4 tiles): ``"a"``, ``"b"`` or ``"ab"``, the operands a first stage copies into
@@ -177,6 +199,7 @@ class MatmulTile:
     partials: bool = False
     ahead: int = 1
     copy: str = ""
+    wave: int = 0
 
     def __post_init__(self) -> None:
         if self.copy not in ("", "a", "b", "ab", "bc", "abc") or (self.copy and (
@@ -204,6 +227,8 @@ class MatmulTile:
             raise ValueError(f"{self}: swizzle must be >= 0 and needs the vector layout")
         if self.kgrid < 0 or (self.kgrid and not self.vector):
             raise ValueError(f"{self}: kgrid must be >= 0 and needs the vector layout")
+        if self.wave < 0 or (self.wave and not self.kgrid):
+            raise ValueError(f"{self}: wave must be >= 0, and needs kgrid")
         if self.stagger and (self.stagger < 2 or not self.kgrid):
             raise ValueError(f"{self}: stagger must be 0 or >= 2, and needs kgrid")
         if self.slices < 1 or (self.slices > 1 and (not self.vector or self.subgroup)):
@@ -267,6 +292,8 @@ class MatmulTile:
             name += f"_s{self.slices}"
         if self.kgrid:
             name += f"_kg{self.kgrid}"
+        if self.wave:
+            name += f"_w{self.wave}"
         if self.stagger:
             name += f"_st{self.stagger}"
         if self.float_atomics:
@@ -281,7 +308,8 @@ class MatmulTile:
         """K chunks (the grid's z) for an ``m x n x k`` call: 1 unless ``kgrid``."""
         blocks = ceil_div(n, self.bn) * ceil_div(m, self.bm)
         most = MAX_FLOAT_K_CHUNKS if self.float_atomics or self.partials else MAX_K_CHUNKS
-        return k_chunks(self.kgrid, blocks, k, most)
+        chunks = k_chunks(self.kgrid, blocks, k, most)
+        return wave_chunks(blocks, self.wave, chunks) if self.wave else chunks
 
 
 # -- pieces every kernel shares (the vector layout too) ------------------------------------------
