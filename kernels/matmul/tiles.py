@@ -127,10 +127,11 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # 80.8% (77.6% in h200-probe-copies-general.txt); there kgrid=256 or 1024, or copies, did no better.
         *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, kgrid=512, float_atomics=True)),
         # The 128x128 tile split into the fewest K chunks that fill whole waves of an H200's 132 SMs
-        # (it runs one workgroup an SM): on shapes whose 128x128 blocks make a wave or two, the best
-        # kgrid target was the one whose chunks filled the waves best, shape by shape (2026-12-04, H200,
-        # bench/results/h200-probe-large-kgrid.txt, against the set's best): 341x4374x3085 +10%
-        # (105 blocks: 5 chunks), 5615x256x4068 +17% (88 blocks: 3 chunks).
+        # (it runs one workgroup an SM): on 17 general shapes, the best of five kgrid targets was, shape
+        # by shape, the one whose chunks filled the waves best (2026-12-04, H200, against the set's best,
+        # bench/results/h200-probe-large-kgrid.txt, then in this form h200-probe-wave.txt): 5615x256x4068
+        # +17% and +13% (88 blocks: 3 chunks), 202x1308x1744 +2% and +5%; 341x4374x3085 +10% in the first
+        # run only (the leaders' figure rose 7% between them); it loses where the medium tiles' kgrid forms lead.
         *_flat(T(128, 128, 16, 8, 8, double=True, kgrid=1056, wave=132, float_atomics=True)),
         # kgrid forms of the medium group's flat leaders on a fresh draw's few-block long-K shapes (same
         # day, h200-probe-kgrid-few-blocks.txt; against the set's best): 386x1916x7705 +18% (96x64,
