@@ -24,6 +24,7 @@ from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.gpu.device import check_grid, check_limits
 from wgtune.kernels import demo, matmul
+from wgtune.kernels.matmul import chunks as matmul_chunks
 from wgtune.kernels.matmul import wgsl as matmul_wgsl
 from wgtune.kernels.matmul.flat import FlatTile
 from wgtune.kernels.matmul.skinny import SkinnyTile
@@ -254,7 +255,7 @@ def test_kgrid_tiles_split_k_into_bounded_chunks_after_zeroing_c(float_atomics):
     # Float atomics are a device feature (natively): a device without it skips the candidate.
     assert (matmul_wgsl.FLOAT_ATOMICS in kernel.features) == float_atomics
     assert add.grid(Args((), (9, 20, 1100)))[2] == 5  # ceil(1100 / MIN_K_CHUNK)
-    most = matmul_wgsl.MAX_FLOAT_K_CHUNKS if float_atomics else matmul.MAX_K_CHUNKS
+    most = matmul_chunks.MAX_FLOAT_K_CHUNKS if float_atomics else matmul.MAX_K_CHUNKS
     assert add.grid(Args((), (9, 20, 10**7)))[2] == min(most, TILE_OF[kernel.name].kgrid)  # one block of C
     assert add.grid(Args((), (4096, 4096, 10**7)))[2] == 1  # enough blocks of C already
     assert zero.grid(Args((), (9, 20, 1100))) == (1, 1, 1)
@@ -271,8 +272,8 @@ def test_wave_tiles_take_the_fewest_k_chunks_that_fill_whole_waves():
     # cap would have it anyway for 600 blocks.
     assert tile.chunks(795, 4687, 1480) == 1 and tile.chunks(1862, 5070, 3023) == 1
     # No count fills WAVE_FILL within the cap (9 blocks, K of 7 chunks): the one that fills best.
-    assert matmul_wgsl.wave_chunks(9, 132, 7) == 7
-    assert matmul_wgsl.wave_chunks(9, 132, 0) == 1  # a cap under one: one chunk
+    assert matmul_chunks.wave_chunks(9, 132, 7) == 7
+    assert matmul_chunks.wave_chunks(9, 132, 0) == 1  # a cap under one: one chunk
     # Never past the chunks the kgrid target and K allow (here K's: ceil(700 / MIN_K_CHUNK)).
     assert tile.chunks(100, 100, 700) == 3
     with pytest.raises(ValueError, match="wave must be >= 0, and needs kgrid"):
@@ -294,7 +295,7 @@ def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c
     for m, n, k in [(9, 20, 1100), (64, 64, 65536), (3, 5, 16500)]:
         call = Args((), (m, n, k))
         z = kernel.grid(call)[2]
-        assert z == tile.chunks(m, n, k) and 1 <= z <= matmul_wgsl.MAX_FLOAT_K_CHUNKS
+        assert z == tile.chunks(m, n, k) and 1 <= z <= matmul_chunks.MAX_FLOAT_K_CHUNKS
         assert kernel.scratch["part"](call) == 4 * z * (-(-m * n // 4) * 4)
         assert total.params(call) == (m, n, z)
     plan = binding_plan(kernel)
@@ -321,7 +322,7 @@ def test_skinny_kernels_that_split_k_are_planned_on_long_k_only_and_add_into_zer
     tile = TILE_OF["rows4_c64_wg256_u4_v4_kg1024"]
     assert tile.grid(16, 1024, 16384) == (16, 4, 16)  # 64 blocks of 4x64: 1024 / 64 chunks
     assert tile.grid(1, 64, 10**6)[2] == matmul.MAX_K_CHUNKS  # one block: 1024 chunks, capped
-    assert replace(tile, float_atomics=True).grid(1, 64, 10**6)[2] == matmul_wgsl.MAX_FLOAT_K_CHUNKS
+    assert replace(tile, float_atomics=True).grid(1, 64, 10**6)[2] == matmul_chunks.MAX_FLOAT_K_CHUNKS
     assert tile.grid(16, 1024, 300) == (16, 4, 2)  # K over MIN_K_CHUNK: two chunks
 
 

@@ -93,6 +93,7 @@ from wgtune import Args, Group, Kernel, TunableSet
 from ..common import F32_BYTES, ceil_div, with_runtime_checks, wrapped_grid
 from ..family import Family, Size
 from ..inputs import random_floats
+from .chunks import MAX_K_CHUNKS, MIN_K_CHUNK
 from .flat import FlatTile, flat_matmul_kernel
 from .keys import (
     DEEP_MIN_K,
@@ -120,8 +121,6 @@ from .vector import vector_wgsl
 from .wgsl import (
     DTYPES,
     FLOAT_ATOMICS,
-    MAX_K_CHUNKS,
-    MIN_K_CHUNK,
     ZERO_WORKGROUP,
     MatmulTile,
     scalar_wgsl,

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from wgtune import Args, Group, anchor
 from wgtune.key import Key
 
+from .chunks import MIN_K_CHUNK
 from .tiles import COLS, DEEP, FLAT, GROUP_NAMES, LARGE, MEDIUM, ROWS, SMALL
-from .wgsl import MIN_K_CHUNK, MatmulTile
+from .wgsl import MatmulTile
 
 __all__ = [
     "DEEP_MIN_K",

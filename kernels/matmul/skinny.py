@@ -37,7 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..common import F32_BYTES, ceil_div
-from .wgsl import DTYPES, MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, adds_into_c, header, indent, k_chunks, narrow, widen
+from .chunks import MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, k_chunks
+from .wgsl import DTYPES, adds_into_c, header, indent, narrow, widen
 
 __all__ = ["REDUCE_STORAGE", "SkinnyTile", "skinny_wgsl"]
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..common import F32_BYTES, SUBGROUPS_DIRECTIVE, ceil_div
+from .chunks import MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, k_chunks, wave_chunks
 
 __all__ = [
     "ADD_TO_C",
@@ -37,16 +38,11 @@ __all__ = [
     "FLOAT_ATOMICS",
     "HARD_MAX_INVOCATIONS",
     "HARD_MAX_STORAGE",
-    "MAX_FLOAT_K_CHUNKS",
-    "MAX_K_CHUNKS",
-    "MIN_K_CHUNK",
     "ZERO_WORKGROUP",
     "MatmulTile",
     "adds_into_c",
-    "k_chunks",
     "naive_wgsl",
     "scalar_wgsl",
-    "wave_chunks",
     "zero_wgsl",
 ]
 
@@ -61,15 +57,6 @@ DTYPES = {"f32": 4, "f16": 2}
 
 LANES = "xyzw"  # the components of a vec4, by index
 
-# The shortest K chunk a candidate that splits K over workgroups (kgrid tiles, split skinny
-# kernels) gives one workgroup: shorter, zeroing C and the atomic adds would cost more than the
-# K loop they split.
-MIN_K_CHUNK = 256
-# The most K chunks of such a candidate: each output of C takes
-# one atomic add per chunk, and adds to one address wait on one another (on an H200, 256 chunks
-# of a 64x64 output spent most of their time there).
-MAX_K_CHUNKS = 64
-
 # Adds an f32 into C, bound as atomic words: a compare-exchange loop (WGSL has no float atomics).
 ADD_TO_C = """
 fn add_to_c(index: u32, value: f32) {
@@ -82,14 +69,13 @@ fn add_to_c(index: u32, value: f32) {
 }
 """
 # The same with the device's float atomics (``FLOAT_ATOMICS``; natively, not in browsers): one
-# hardware add, so adds to one address wait far less, and more chunks pay (MAX_FLOAT_K_CHUNKS).
+# hardware add, so adds to one address wait far less, and more chunks pay (chunks.MAX_FLOAT_K_CHUNKS).
 ADD_TO_C_FLOAT = """
 fn add_to_c(index: u32, value: f32) {
   atomicAdd(&c[index], value);
 }
 """
 FLOAT_ATOMICS = "shader-float32-atomic"
-MAX_FLOAT_K_CHUNKS = 256
 
 
 def adds_into_c(float_atomics: bool) -> tuple[str, str]:
@@ -118,32 +104,6 @@ def zero_wgsl() -> str:
     )
 
 
-def k_chunks(target: int, blocks: int, k: int, most: int = MAX_K_CHUNKS) -> int:
-    """K chunks (workgroups along the grid's z) of a candidate that splits K over about
-    ``target`` workgroups, for ``blocks`` blocks of C and a K of ``k``: none under MIN_K_CHUNK,
-    at most ``most``, and 1 for a candidate that does not split (``target`` 0)."""
-    if not target:
-        return 1
-    return max(1, min(target // max(1, blocks), ceil_div(k, MIN_K_CHUNK), most))
-
-
-# How full the last wave of workgroups must be, on average over the waves, for ``wave_chunks``
-# to take a number of K chunks (an H200's measured best chunks for a 128x128 tile filled 0.93-1.0).
-WAVE_FILL = 0.92
-
-
-def wave_chunks(blocks: int, wave: int, most: int) -> int:
-    """The fewest K chunks (1 to ``most``) whose ``blocks * chunks`` workgroups keep waves of
-    ``wave`` workgroups at least WAVE_FILL busy, else the chunks that fill them best: a grid of
-    105 blocks on 132 SMs is 80% busy unsplit and in 2 to 4 chunks, 99% in 5."""
-    def fill(chunks: int) -> float:
-        workgroups = blocks * chunks
-        return workgroups / (ceil_div(workgroups, wave) * wave)
-
-    choices = range(1, max(1, most) + 1)
-    return next((chunks for chunks in choices if fill(chunks) >= WAVE_FILL), max(choices, key=fill))
-
-
 # -- the tiles -----------------------------------------------------------------------------------
 
 
@@ -170,9 +130,10 @@ class MatmulTile:
     chunks write their sums into scratch and a second stage adds them into C
     (:mod:`wgtune.kernels.matmul.partials`), instead of zeroing C and adding with atomics.
     ``wave`` (kgrid tiles): the chunks are the fewest that keep whole waves of ``wave``
-    workgroups busy (:func:`wave_chunks`), up to what the ``kgrid`` target allows, rather than
-    as many as it allows: for a tile that runs one workgroup an SM, the SMs of the device
-    (132 on an H200; elsewhere the same kernel on another grid, which the tune weighs as any other).
+    workgroups busy (:func:`~wgtune.kernels.matmul.chunks.wave_chunks`), up to what the
+    ``kgrid`` target allows, rather than as many as it allows: for a tile that runs one
+    workgroup an SM, the SMs of the device (132 on an H200; elsewhere the same kernel on another
+    grid, which the tune weighs as any other).
     ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
     second set of prefetch registers, for loads whose latency one step's arithmetic does not hide).
     ``copy`` (vec4 tiles): ``"a"``, ``"b"`` or ``"ab"``, the operands a first stage copies into

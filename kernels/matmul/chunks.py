@@ -1,0 +1,52 @@
+"""How candidates that split K over workgroups (kgrid tiles, split skinny kernels) cut it: how
+many K chunks, one workgroup each along the grid's z, a call of a given size gets.
+
+Each chunk adds its sums into C (atomics after a stage that zeroed C, or partial sums a second
+stage adds), so chunks cost adds and a stage; they pay where the blocks of C alone leave the GPU
+idle. :func:`k_chunks` aims at a number of workgroups; :func:`wave_chunks` at whole waves of them.
+"""
+
+from __future__ import annotations
+
+from ..common import ceil_div
+
+__all__ = ["MAX_FLOAT_K_CHUNKS", "MAX_K_CHUNKS", "MIN_K_CHUNK", "WAVE_FILL", "k_chunks", "wave_chunks"]
+
+# The shortest K chunk a candidate that splits K over workgroups (kgrid tiles, split skinny
+# kernels) gives one workgroup: shorter, zeroing C and the atomic adds would cost more than the
+# K loop they split.
+MIN_K_CHUNK = 256
+# The most K chunks of such a candidate: each output of C takes
+# one atomic add per chunk, and adds to one address wait on one another (on an H200, 256 chunks
+# of a 64x64 output spent most of their time there).
+MAX_K_CHUNKS = 64
+
+# The most K chunks with the device's float atomics (one hardware add each: adds to one address
+# wait far less than compare-exchange loops, so more chunks pay) or with partial sums (no atomics).
+MAX_FLOAT_K_CHUNKS = 256
+
+
+def k_chunks(target: int, blocks: int, k: int, most: int = MAX_K_CHUNKS) -> int:
+    """K chunks (workgroups along the grid's z) of a candidate that splits K over about
+    ``target`` workgroups, for ``blocks`` blocks of C and a K of ``k``: none under MIN_K_CHUNK,
+    at most ``most``, and 1 for a candidate that does not split (``target`` 0)."""
+    if not target:
+        return 1
+    return max(1, min(target // max(1, blocks), ceil_div(k, MIN_K_CHUNK), most))
+
+
+# How full the last wave of workgroups must be, on average over the waves, for ``wave_chunks``
+# to take a number of K chunks (an H200's measured best chunks for a 128x128 tile filled 0.93-1.0).
+WAVE_FILL = 0.92
+
+
+def wave_chunks(blocks: int, wave: int, most: int) -> int:
+    """The fewest K chunks (1 to ``most``) whose ``blocks * chunks`` workgroups keep waves of
+    ``wave`` workgroups at least WAVE_FILL busy, else the chunks that fill them best: a grid of
+    105 blocks on 132 SMs is 80% busy unsplit and in 2 to 4 chunks, 99% in 5."""
+    def fill(chunks: int) -> float:
+        workgroups = blocks * chunks
+        return workgroups / (ceil_div(workgroups, wave) * wave)
+
+    choices = range(1, max(1, most) + 1)
+    return next((chunks for chunks in choices if fill(chunks) >= WAVE_FILL), max(choices, key=fill))
