@@ -35,8 +35,9 @@ def k_chunks(target: int, blocks: int, k: int, most: int = MAX_K_CHUNKS) -> int:
     return max(1, min(target // max(1, blocks), ceil_div(k, MIN_K_CHUNK), most))
 
 
-# How full the last wave of workgroups must be, on average over the waves, for ``wave_chunks``
-# to take a number of K chunks (an H200's measured best chunks for a 128x128 tile filled 0.93-1.0).
+# The share of its waves' workgroup slots (workgroups over waves x wave) a grid must keep busy
+# for ``wave_chunks`` to take its number of K chunks (on an H200 the best chunks a 128x128 tile
+# was probed with filled 91-100%).
 WAVE_FILL = 0.92
 
 
