@@ -255,7 +255,7 @@ def test_kgrid_tiles_split_k_into_bounded_chunks_after_zeroing_c(float_atomics):
     # Float atomics are a device feature (natively): a device without it skips the candidate.
     assert (matmul_wgsl.FLOAT_ATOMICS in kernel.features) == float_atomics
     assert add.grid(Args((), (9, 20, 1100)))[2] == 5  # ceil(1100 / MIN_K_CHUNK)
-    most = matmul_chunks.MAX_FLOAT_K_CHUNKS if float_atomics else matmul.MAX_K_CHUNKS
+    most = matmul_chunks.MAX_FLOAT_K_CHUNKS if float_atomics else matmul_chunks.MAX_K_CHUNKS
     assert add.grid(Args((), (9, 20, 10**7)))[2] == min(most, TILE_OF[kernel.name].kgrid)  # one block of C
     assert add.grid(Args((), (4096, 4096, 10**7)))[2] == 1  # enough blocks of C already
     assert zero.grid(Args((), (9, 20, 1100))) == (1, 1, 1)
@@ -321,7 +321,7 @@ def test_skinny_kernels_that_split_k_are_planned_on_long_k_only_and_add_into_zer
         assert set(split) <= set(Plan(MATMUL.candidates, MATMUL.key(Args((), size))).skipped), size
     tile = TILE_OF["rows4_c64_wg256_u4_v4_kg1024"]
     assert tile.grid(16, 1024, 16384) == (16, 4, 16)  # 64 blocks of 4x64: 1024 / 64 chunks
-    assert tile.grid(1, 64, 10**6)[2] == matmul.MAX_K_CHUNKS  # one block: 1024 chunks, capped
+    assert tile.grid(1, 64, 10**6)[2] == matmul_chunks.MAX_K_CHUNKS  # one block: 1024 chunks, capped
     assert replace(tile, float_atomics=True).grid(1, 64, 10**6)[2] == matmul_chunks.MAX_FLOAT_K_CHUNKS
     assert tile.grid(16, 1024, 300) == (16, 4, 2)  # K over MIN_K_CHUNK: two chunks
 
