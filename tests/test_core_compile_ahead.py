@@ -143,7 +143,7 @@ class BeginningDevice(FakeDevice):
         self.begun.append([kernel.name for kernel in kernels])
 
 
-def test_on_a_gpu_the_coming_candidates_are_begun_in_the_background_once_the_first_batch_is_compiled():
+def test_on_a_gpu_the_first_batch_is_begun_as_the_tune_starts_and_the_coming_ones_once_it_is_compiled():
     device = BeginningDevice()
     times = {"a0": 1e-3, "a1": 1.1e-3, "b0": 5e-3, "b1": 5e-3, "b2": 0.5e-3, "b3": 0.5e-3}
     for name, seconds in times.items():
@@ -151,7 +151,9 @@ def test_on_a_gpu_the_coming_candidates_are_begun_in_the_background_once_the_fir
     groups = {"a": Group("likely", 2), "b": Group("unlikely", 1)}
     tune(device, make_set(*(kernel(name, group=groups[name[0]]) for name in times)))
     assert device.compiled_together[0] == ["a0", "a1"]
-    assert device.begun == [["b0", "b1", "b2"]]  # in the plan's order, as many as the device takes, once
+    # The first batch while the tune sets up (clock, copies, checks); then the coming ones in the
+    # plan's order, as many as the device takes, once.
+    assert device.begun == [["a0", "a1"], ["b0", "b1", "b2"]]
 
 
 def test_a_device_that_takes_no_background_compiles_gets_none():
@@ -162,3 +164,12 @@ def test_a_device_that_takes_no_background_compiles_gets_none():
     groups = {"a": Group("likely", 2), "b": Group("unlikely", 1)}
     tune(device, make_set(*(kernel(name, group=groups[name[0]]) for name in ("a0", "a1", "b0"))))
     assert device.begun == []
+
+
+def test_the_bar_is_begun_with_the_first_batch_though_its_group_comes_later():
+    device = BeginningDevice()
+    likely, later = Group("likely", 2), Group("later", 1)
+    for name in ("bar", "x", "y"):
+        device.script(name, duration=1e-3)
+    tune(device, make_set(kernel("bar", group=later), kernel("x", group=likely), kernel("y", group=likely)))
+    assert device.begun[0] == ["bar", "x", "y"]  # the set's default is screened first: it sets the bar

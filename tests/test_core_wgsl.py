@@ -731,3 +731,30 @@ def test_tokens_and_arithmetic():
     assert evaluate("-7 % 2", values.__getitem__, "x") == -1  # WGSL's remainder keeps the dividend's sign
     assert evaluate("T / 3.0", values.__getitem__, "x") == pytest.approx(8 / 3)
     assert "cannot evaluate 'T << 1'" in error(evaluate, "T << 1", values.__getitem__, "x")
+
+
+BODIES = """struct S { a: f32 }
+fn helper(x: f32) -> f32 {
+    // a brace in a comment: }
+    /* and one in a block: { /* nested } */ */
+    if (x > 0.0) { return x; }
+    return -x;
+}
+@compute @workgroup_size(8) fn main() { var s: S; { s.a = helper(1.0); } }
+const after = 2u;"""
+
+
+def test_tokens_without_bodies_keep_every_declaration_and_line():
+    """Reflection skips function bodies (a tune reflects every candidate before its first is
+    measured): what is left is the same declarations, with the same lines, as the full tokens."""
+    full, skimmed = tokenize(BODIES), tokenize(BODIES, bodies=False)
+    texts = [t.text for t in skimmed]
+    assert texts[texts.index("helper"):texts.index("helper") + 10] == ["helper", "(", "x", ":", "f32", ")", "->",
+                                                                         "f32", "{", "}"]
+    assert texts[-4:] == ["after", "=", "2u", ";"]
+    assert "return" not in texts and texts.count("helper") == 1 and "return" in [t.text for t in full]
+    outside = [t for t in full if t.text in ("struct", "fn", "const", "after", "main")]
+    assert [t for t in skimmed if t.text in ("struct", "fn", "const", "after", "main")] == outside
+    assert [t.line for t in skimmed if t.text == "}"] == [1, 7, 8]
+    with pytest.raises(WgslError, match="line 2: a /\\* comment is never closed"):
+        tokenize("fn f() {\n /* open", bodies=False)

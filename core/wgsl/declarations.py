@@ -334,7 +334,7 @@ class _Reader:
 
 def reflect(source: str) -> ShaderModule:
     """The module-scope declarations of ``source`` (see the module's docstring for what is read)."""
-    found = _Reader(tokenize(source)).module()
+    found = _Reader(tokenize(source, bodies=False)).module()
     # Consts first, then overrides (their @id), struct members (@align, @size), then the rest.
     scope = Scope((), tuple(found.aliases), _constants(found.consts), (), tuple(found.enables), tuple(found.requires))
     overrides = tuple(Override(name.text, t, d, _attribute(scope, a, "id", f"override {name.text}"), name.line)

@@ -59,29 +59,72 @@ _LEX = re.compile(r"""
       | (?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fh]? | [0-9]+[eE][+-]?[0-9]+[fh]? | [0-9]+[iufh]?)
   | (?P<ident>[^\W\d]\w*) | (?P<punct>->|.)""", re.VERBOSE | re.DOTALL)
 _BLOCK = re.compile(r"/\*|\*/")
+# What a function body's end depends on: its braces, and comments that may hold braces.
+_BODY = re.compile(r"[{}]|//[^\n]*|/\*")
 
 
-def tokenize(source: str) -> list[Token]:
-    """WGSL's tokens with their lines. Block comments nest, as WGSL says they do."""
+def tokenize(source: str, bodies: bool = True) -> list[Token]:
+    """WGSL's tokens with their lines. Block comments nest, as WGSL says they do.
+
+    ``bodies=False``: the body of each module-scope ``fn`` comes as its two braces alone. Reading
+    declarations needs nothing inside a body, and bodies are most of a kernel's tokens: a tune
+    reflects every candidate of its set before the first is measured (issue 29: 1.6-2 s of a
+    first tune on an H200's host went to reflecting 92 matmul candidates)."""
     tokens: list[Token] = []
     pos, line = 0, 1
+    depth, header = 0, False  # braces open; an `fn` seen at module scope whose body is still to come
     while pos < len(source):
         match = _LEX.match(source, pos)
         assert match is not None  # the last alternative matches any character
         kind, end = match.lastgroup, match.end()
         if kind == "block":
-            depth = 1
-            while depth:
-                mark = _BLOCK.search(source, end)
-                if mark is None:
-                    raise WgslError(f"line {line}: a /* comment is never closed")
-                depth += 1 if mark.group() == "/*" else -1
-                end = mark.end()
+            end = _block_end(source, end, line)
         elif kind in ("number", "ident", "punct"):
-            tokens.append(Token(kind, match.group(), line))
+            text = match.group()
+            tokens.append(Token(kind, text, line))
+            if not bodies:
+                if text == "fn" and depth == 0:
+                    header = True
+                elif text == "{" and header and depth == 0:
+                    header, end = False, _body_end(source, end, line)
+                    if end < 0:  # never closed: the reader says where the source ends
+                        return tokens
+                    line += source.count("\n", pos, end)
+                    tokens.append(Token("punct", "}", line))
+                    pos = end
+                    continue
+                elif text in ("{", "}"):
+                    depth += 1 if text == "{" else -1
         line += source.count("\n", pos, end)
         pos = end
     return tokens
+
+
+def _block_end(source: str, end: int, line: int) -> int:
+    """Where the block comment opened just before ``end`` closes (after its ``*/``)."""
+    depth = 1
+    while depth:
+        mark = _BLOCK.search(source, end)
+        if mark is None:
+            raise WgslError(f"line {line}: a /* comment is never closed")
+        depth += 1 if mark.group() == "/*" else -1
+        end = mark.end()
+    return end
+
+
+def _body_end(source: str, end: int, line: int) -> int:
+    """Where the body opened just before ``end`` closes (after its ``}``), or -1 if it never does."""
+    depth, start = 1, end
+    while depth:
+        mark = _BODY.search(source, end)
+        if mark is None:
+            return -1
+        text, end = mark.group(), mark.end()
+        if text == "/*":
+            end = _block_end(source, end, line + source.count("\n", start, mark.start()))
+        elif text in ("{", "}"):
+            depth += 1 if text == "{" else -1
+    return end
 
 
 def join(tokens: list[Token]) -> str:
