@@ -14,7 +14,10 @@ returned on every launch the tune made. A winner from elsewhere (a bundle's, a c
 checked there too before it serves (``verify.py``): one that runs away is not used.
 
 The process starts at the first tune and serves every later one of the tuner (its compiled
-candidates too): a start took 2 s on lavapipe here (``bench/isolation_cost.py``). It ends with the
+candidates too): a start took 2 s on lavapipe here, 1.7 s on an H200's host
+(``bench/isolation_cost.py``). Where every key will tune (nothing stored yet, or the cache off),
+``open_tuner`` begins it at once (:func:`begin_tuning_process`), so that it starts while the
+tuner's own device opens and the caller sets up, not in the first tune. It ends with the
 tuner (or :meth:`WorkerGuard.close`, or at exit), and by itself when its parent is gone. Off with
 ``isolate=False`` (``WGTUNE_ISOLATE=0``), for kernels trusted to return; a dry run compiles in
 process, and a process that cannot start (or opens another GPU than the tuner's) is said once and
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from wgtune.errors import DeviceLost, Launch, Mismatch, Timeout, TuneFailed
@@ -45,25 +48,60 @@ from .isolated_worker import OpenSpec
 from .remote_device import ProcessStopped, RemoteDevice
 from .worker_link import WorkerLink
 
-__all__ = ["ProcessStopped", "WorkerGuard"]
+__all__ = ["EarlyStart", "ProcessStopped", "WorkerGuard", "begin_tuning_process", "spec_for"]
+
+
+def spec_for(device: Any | None) -> OpenSpec:
+    """Which adapter a tuning process opens to tune for ``device``: the same one, opened alike;
+    for None, the default adapter as ``NativeDevice.open()`` opens it."""
+    if device is None:
+        return OpenSpec(None, None)
+    return OpenSpec(getattr(device, "adapter_index", None),
+                    None if getattr(device, "power_preference", None) else device.identity.as_dict(),
+                    getattr(device, "power_preference", None) or "high-performance",
+                    getattr(device, "timestamps", True), getattr(device, "api", "wgpu"),
+                    getattr(device, "runtime_checks", True))
+
+
+@dataclass(frozen=True)
+class EarlyStart:
+    """A tuning process begun ahead of its tuner's first tune, already told to open ``spec``."""
+
+    spec: OpenSpec
+    link: WorkerLink
+
+
+def begin_tuning_process(spec: OpenSpec, python: str = sys.executable) -> EarlyStart | None:
+    """Start a tuning process now and have it open ``spec``'s adapter while the caller goes on
+    (a start is Python, wgpu and a device: 1.7 s on an H200's host); None when it cannot be
+    started (the first tune then tries, and says why)."""
+    try:
+        link = WorkerLink(python)
+    except Exception:
+        return None
+    if not link.send(("open", spec)):
+        link.close()
+        return None
+    return EarlyStart(spec, link)
 
 
 class WorkerGuard:
     """Runs each tune of a tuner on ``device`` in its tuning process (see the module doc).
     ``starts`` counts the processes started, ``kills`` those stopped at a deadline or found dead."""
 
-    def __init__(self, device: Any, *, time_limit: float | None = None, python: str = sys.executable) -> None:
+    def __init__(self, device: Any, *, time_limit: float | None = None, python: str = sys.executable,
+                 early: EarlyStart | None = None) -> None:
+        """``early``: a process begun ahead (:func:`begin_tuning_process`), which the first tune
+        takes if it opens what this guard's would (``spec``); else it is stopped and another
+        started."""
         self.device = device
         self.time_limit = time_limit
         """The limit of a check of a winner from elsewhere (``Config.time_limit``; a tune takes its own config's)."""
         self.python = python
         self.unavailable: str | None = None
         """Why the tuning process could not start, once it could not: tunes then run in process."""
-        self.spec = OpenSpec(getattr(device, "adapter_index", None),
-                             None if getattr(device, "power_preference", None) else device.identity.as_dict(),
-                             getattr(device, "power_preference", None) or "high-performance",
-                             getattr(device, "timestamps", True), getattr(device, "api", "wgpu"),
-                             getattr(device, "runtime_checks", True))
+        self.spec = spec_for(device)
+        self._early = early
         self.starts = 0
         self.kills = 0
         self._remote: RemoteDevice | None = None
@@ -73,8 +111,10 @@ class WorkerGuard:
 
     @property
     def pid(self) -> int | None:
-        """The tuning process's id, while one runs."""
-        return self._remote.pid if self._remote is not None else None
+        """The tuning process's id, while one runs (begun early, or started by a tune)."""
+        if self._remote is not None:
+            return self._remote.pid
+        return self._early.link.pid if self._early is not None else None
 
     async def measure(self, request: TuneRequest) -> TuneOutcome:
         """``measure_key(request)`` with its launches in the tuning process; a candidate whose
@@ -161,7 +201,9 @@ class WorkerGuard:
         """Stop the tuning process, if one runs; the next tune starts another."""
         if self._remote is not None:
             self._remote.close()
-        self._remote = self._pipelines = None
+        if self._early is not None:
+            self._early.link.close()
+        self._remote = self._pipelines = self._early = None
         self._checksums.clear()
 
     def _started(self) -> tuple[RemoteDevice, PipelineCache] | None:
@@ -169,8 +211,13 @@ class WorkerGuard:
         if self.unavailable is not None:
             return None
         if self._remote is None or self._remote.broken is not None:
+            early, self._early = self._early, None
+            if early is not None and early.spec != self.spec:  # begun for another adapter than the tuner's
+                early.link.close()
+                early = None
             try:
-                self._remote = RemoteDevice(self.device, self.spec, WorkerLink(self.python))
+                link = early.link if early is not None else WorkerLink(self.python)
+                self._remote = RemoteDevice(self.device, self.spec, link, opened=early is not None)
             except (ProcessStopped, Exception) as error:
                 self.unavailable = str(error)
                 logger.warning("the tuning process did not start (%s): tuning in this process, where a kernel "

@@ -20,7 +20,7 @@ from wgtune.tune.log import logger
 from wgtune.tuner import Tuner
 
 from .cache_transfer import SqliteDatabase
-from .isolation import WorkerGuard
+from .isolation import WorkerGuard, begin_tuning_process, spec_for
 from .native import NativeDevice, is_wgpu_native
 from .records import JsonlRecords
 
@@ -45,8 +45,10 @@ def open_tuner(
     is a warning on the ``wgtune`` logger, and the tuner keeps winners in this process only. Records
     of every tune go to ``config.records`` when set. ``isolate`` (default ``config.isolate``, on;
     ``WGTUNE_ISOLATE=0`` turns it off) runs every tune's launches in a tuning process of the
-    tuner's, started at its first tune, where a launch past the time limit is killed and its
-    candidate is a Timeout (``isolation.py``); ``tuner.guard.close()`` stops that process.
+    tuner's, where a launch past the time limit is killed and its candidate is a Timeout
+    (``isolation.py``); ``tuner.guard.close()`` stops that process. It starts at the first tune,
+    or here, beside the device's opening, when every key will tune: the cache off, or nothing
+    stored in it yet, and no bundle.
 
     ``bundle`` (a bundle file's path, or the bundle itself: ``wgtune bundle``) seeds the tuner's
     cache with the bundle's winners for this device and tuner name: a known GPU gets Hits at
@@ -58,22 +60,44 @@ def open_tuner(
     config = config if config is not None else Config.from_env()
     bundle = bundle if bundle is not None else config.bundle
     documents = load_bundle(bundle) if bundle is not None else None
+    isolate = config.isolate if isolate is None else isolate
+    # Where every key will tune, the tuning process starts now: beside this device's opening.
+    begin_early = isolate and documents is None and _nothing_stored(config)
+    early = None
     if device is None:
-        device = NativeDevice.open()
+        early = begin_tuning_process(spec_for(None)) if begin_early else None
+        try:
+            device = NativeDevice.open()
+        except BaseException:
+            if early is not None:
+                early.link.close()
+            raise
     elif not isinstance(device, NativeDevice):
         device = NativeDevice(device) if is_wgpu_native(device) else _other_device(device)
+    if begin_early and early is None:
+        early = begin_tuning_process(spec_for(device))
     store = None
     if config.cache:
         store = open_store(config.cache_dir, namespace_for(device.identity, name))
     records = JsonlRecords(config.records) if config.records else None
-    isolate = config.isolate if isolate is None else isolate
-    guard = WorkerGuard(device, time_limit=config.time_limit) if isolate else None
+    guard = WorkerGuard(device, time_limit=config.time_limit, early=early) if isolate else None
     tuner = Tuner(device, store=store, records=records, config=config, observer=observer, guard=guard)
     if documents is not None:
         seeds = entries_for(documents, namespace_for(device.identity, name))
         tuner.cache.seed(seeds)
         logger.info("seeded %d winners for this device from the bundle", len(seeds))
     return tuner
+
+
+def _nothing_stored(config: Config) -> bool:
+    """Whether every key will tune: the cache is off, or nothing is stored in its directory."""
+    if not config.cache:
+        return True
+    try:
+        with SqliteDatabase(config.cache_dir) as database:
+            return database.is_empty_cache()
+    except (OSError, StoreError):
+        return False  # opening the store says what is wrong
 
 
 def _other_device(device: object) -> NativeDevice:

@@ -98,7 +98,9 @@ class RemoteDevice(Device):
     is the tuner's own device: its identity, limits and features are this one's (a candidate
     must fit where the winner will run), and buffers of it handed here are copied over."""
 
-    def __init__(self, home: Any, spec: OpenSpec, link: WorkerLink | None = None) -> None:
+    def __init__(self, home: Any, spec: OpenSpec, link: WorkerLink | None = None, *, opened: bool = False) -> None:
+        """``opened``: ``link``'s process was already told to open ``spec`` (a process begun early:
+        ``isolation.begin_tuning_process``); its answer is what is waited for here."""
         self.home = home
         self.identity = home.identity
         self.limits: DeviceLimits = home.limits
@@ -116,7 +118,8 @@ class RemoteDevice(Device):
         self._background: set[int] = set()  # kernels whose compiles were begun there and not yet taken
         self._posted = 0  # calls sent whose answers are still to be read
         try:
-            self.link.send(("open", spec))
+            if not opened:
+                self.link.send(("open", spec))
             info: DeviceInfo = self._answer(self.link.receive(START_SECONDS), "starting", START_SECONDS)
         except BaseException:
             self.link.close()

@@ -9,12 +9,15 @@ Two measurements, each side by side in one run, on the adapter in hand:
    call and times ``tuner.execute`` (cache off: a tune) with the compile threads at 1 (one pipeline
    after another, as before) and at the default (``wgtune.backends.native.COMPILE_THREADS``), and
    then a second tune of another key in the same process (pipelines already compiled).
+   ``--isolate`` adds a tuner made as users make one (``open_tuner``: the default adapter, and the
+   tuning process of ``backends/isolation.py``, whose start the first tune includes).
 
 The driver's own disk cache of compiled shaders is turned off in the children
 (``__GL_SHADER_DISK_CACHE=0`` for NVIDIA, ``MESA_SHADER_CACHE_DISABLE=true`` for Mesa), so every
 compile is cold; ``--warm`` leaves it on (what a user's second run of the day sees).
 
-Usage: ``python bench/first_tune.py`` (small sizes, for lavapipe) or ``--full`` (the H200 sizes).
+Usage: ``python bench/first_tune.py`` (small sizes, for lavapipe) or ``--full`` (the H200 sizes);
+``--isolate``, ``--tunes-only``, ``--rounds N``.
 A benchmark, not a test.
 """
 
@@ -40,7 +43,13 @@ from wgtune.runner import run_inline
 job = json.loads(sys.argv[1])
 if job["threads"]:
     native.COMPILE_THREADS = job["threads"]
-device = NativeDevice.open()
+if job.get("isolate"):  # as a user opens one: the default adapter, the tuning process (isolation.py)
+    from wgtune.backends.local import open_tuner
+    tuner = open_tuner(config=Config(cache=False, log_level="disabled"), isolate=True)
+    device = tuner.device
+else:
+    device = NativeDevice.open()
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled"))
 opened = time.perf_counter()
 tunables = matmul_set()
 out = {"open": opened - started, "threads": native.COMPILE_THREADS}
@@ -63,7 +72,6 @@ else:
         b = device.create_buffer(size=4 * k * n)
         c = device.create_buffer(size=4 * m * n)
         return Args((a, b, c), (m, n, k))
-    tuner = Tuner(device, config=Config(cache=False, log_level="disabled"))
     tunes = []
     for shape in job["shapes"]:
         args = call(*shape)
@@ -71,7 +79,7 @@ else:
         kernel = tuner.execute(tunables, args)
         device.read_buffer_sync(args.buffers[2])
         tunes.append({"shape": shape, "seconds": time.perf_counter() - begin, "winner": kernel.name})
-    out.update(tunes=tunes, compiled=len(tuner.pipelines.compiled))
+    out.update(tunes=tunes, compiled=len((tuner.guard._pipelines if tuner.guard else tuner.pipelines).compiled))
 print("RESULT " + json.dumps(out))
 """
 
@@ -97,25 +105,31 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="the H200 sizes")
     parser.add_argument("--warm", action="store_true", help="leave the driver's shader disk cache on")
     parser.add_argument("--rounds", type=int, default=2, help="fresh processes per configuration")
+    parser.add_argument("--isolate", action="store_true",
+                        help="also tune as open_tuner does by default: in the tuning process (isolation.py)")
+    parser.add_argument("--tunes-only", action="store_true", help="skip the compile measurements")
     options = parser.parse_args()
     shapes = [[4096, 4096, 4096], [2048, 2048, 2048]] if options.full else [[256, 256, 256], [128, 128, 128]]
 
     print(f"# python bench/first_tune.py{' --full' if options.full else ''}{' --warm' if options.warm else ''}: "
           f"driver shader cache {'on' if options.warm else 'off'}")
-    print("compiling every matmul candidate that fits, in a fresh process:")
-    for together in (False, True):
+    if not options.tunes_only:
+        print("compiling every matmul candidate that fits, in a fresh process:")
+    for together in (False, True) * (not options.tunes_only):
         for _ in range(options.rounds):
             r = child({"what": "compile", "together": together, "threads": None}, options.warm)
             how = f"all at once ({r['threads']} threads)" if together else "one by one"
             print(f"  {how:<24} {r['pipelines']} pipelines ({r['failed']} failed) in {r['seconds']:.2f} s")
     print(f"first tune in a fresh process (matmul {shapes[0]}), then a second key {shapes[1]} in the same process:")
-    for threads in (1, None):
+    ways = [(1, False), (None, False)] + [(None, True)] * options.isolate
+    for threads, isolate in ways:
         for _ in range(options.rounds):
-            r = child({"what": "tune", "shapes": shapes, "threads": threads}, options.warm)
+            r = child({"what": "tune", "shapes": shapes, "threads": threads, "isolate": isolate}, options.warm)
             first, second = r["tunes"]
-            print(f"  compile threads {r['threads']:>2}: first tune {first['seconds']:.2f} s ({first['winner']}), "
+            how = f"compile threads {r['threads']:>2}" + (", tuning process" if isolate else "")
+            print(f"  {how}: first tune {first['seconds']:.2f} s ({first['winner']}), "
                   f"second {second['seconds']:.2f} s ({second['winner']}); {r['compiled']} pipelines compiled; "
-                  f"device open {r['open']:.2f} s, process {r['process']:.2f} s")
+                  f"{'open_tuner' if isolate else 'device open'} {r['open']:.2f} s, process {r['process']:.2f} s")
 
 
 if __name__ == "__main__":

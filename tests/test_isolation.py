@@ -37,7 +37,7 @@ from wgtune import (
 )
 from wgtune.backends.cache_transfer import SqliteDatabase
 from wgtune.backends.isolated_worker import OpenSpec
-from wgtune.backends.isolation import WorkerGuard
+from wgtune.backends.isolation import WorkerGuard, begin_tuning_process
 from wgtune.backends.local import open_tuner
 from wgtune.backends.native import NativeDevice
 from wgtune.backends.remote_device import RemoteDevice
@@ -223,7 +223,10 @@ def test_a_sets_input_gen_makes_its_inputs_on_the_tuning_processs_device(device)
 
 def test_open_tuner_tunes_in_a_tuning_process_unless_told_not_to(device, monkeypatch):
     isolated = open_tuner(device, config=Config(cache=False))
-    assert isinstance(isolated.guard, WorkerGuard) and isolated.guard.pid is None  # started at the first tune
+    # With the cache off every key tunes: the process is begun at once (begin_tuning_process).
+    assert isinstance(isolated.guard, WorkerGuard) and isolated.guard.pid is not None
+    isolated.guard.close()
+    assert isolated.guard.pid is None
     assert open_tuner(device, config=Config(cache=False), isolate=False).guard is None
     monkeypatch.setenv("WGTUNE_ISOLATE", "0")
     assert open_tuner(device, config=Config.from_env(cache=False)).guard is None
@@ -231,6 +234,35 @@ def test_open_tuner_tunes_in_a_tuning_process_unless_told_not_to(device, monkeyp
     args, _ = call(device)
     dry.execute(counted_set("dry", steady("a"), steady("b")), args)
     assert dry.guard.starts == 0  # a dry run launches nothing: it compiles in process
+
+
+def test_with_nothing_stored_the_tuning_process_begins_with_the_tuner_and_the_first_tune_takes_it(tmp_path):
+    tuner = open_tuner(config=Config(cache_dir=str(tmp_path), log_level="disabled"))  # the default adapter
+    begun = tuner.guard.pid
+    assert begun is not None  # begun beside the device's opening, before any tune
+    try:
+        args, x = call(tuner.device)
+        assert tuner.execute(counted_set("early", steady("a"), steady("b")), args).name in ("a", "b")
+        np.testing.assert_array_equal(doubled(tuner.device, args), 2 * x)
+        assert tuner.guard.starts == 1 and tuner.guard.pid == begun  # that process, not another
+    finally:
+        tuner.guard.close()
+    # A winner is stored now: a later tuner may only hit it, and starts its process at its first tune.
+    later = open_tuner(tuner.device, config=Config(cache_dir=str(tmp_path), log_level="disabled"))
+    assert later.guard.pid is None
+
+
+def test_a_process_begun_for_another_adapter_than_the_tuners_is_stopped_and_another_started(device):
+    early = begin_tuning_process(OpenSpec(None, None, power_preference="low-power"))
+    assert early is not None and device.power_preference == "high-performance"
+    guard = WorkerGuard(device, early=early)
+    tuner = Tuner(device, config=quiet(), guard=guard)
+    try:
+        args, _ = call(device)
+        tuner.execute(counted_set("early_other", steady("a"), steady("b")), args)
+        assert early.link.closed and guard.starts == 1 and guard.pid != early.link.pid
+    finally:
+        guard.close()
 
 
 def test_a_tuner_whose_tuning_process_cannot_start_says_so_and_tunes_in_process(device, caplog):
