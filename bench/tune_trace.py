@@ -9,7 +9,8 @@ screening, candidate by candidate. The phases are the tuner's own functions, so 
 what a user's first ``execute`` spends; the wrappers cost microseconds.
 
 Usage: ``python bench/tune_trace.py`` (256^3, for lavapipe) or ``--shape 4096x4096x4096``; ``--warm``
-leaves the driver's shader cache on. A benchmark, not a test.
+leaves the driver's shader cache on; ``--isolate`` tunes as ``open_tuner`` does, in the tuning process
+(its start, the inputs' copies and the round trips timed too). A benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -69,19 +70,31 @@ timed(adaptive.AdaptiveSampler, "screen", "screening")
 timed(adaptive.AdaptiveSampler, "rounds", "rounds")
 
 job = json.loads(sys.argv[1])
-device = NativeDevice.open()
+config = Config(cache=False, log_level="disabled")
+if job["isolate"]:  # as open_tuner makes a tuner: its launches in the tuning process
+    from wgtune.backends.local import open_tuner
+    from wgtune.backends.remote_device import RemoteDevice
+    timed(RemoteDevice, "__init__", "tuning process: start (what is left)")
+    timed(RemoteDevice, "adopt", "tuning process: inputs copied")
+    timed(RemoteDevice, "_call", "tuning process: round trips")
+    tuner = open_tuner(config=config, isolate=True)
+    device = tuner.device
+else:
+    device = NativeDevice.open()
+    tuner = Tuner(device, config=config)
 opened = time.perf_counter()
 for label in ("clone_buffer", "compare_buffers", "sync", "read_buffer_sync"):
-    if hasattr(type(device), label):
-        timed(type(device), label, "device." + label)
+    for kind in [type(device)] + ([RemoteDevice] if job["isolate"] else []):
+        if hasattr(kind, label):
+            timed(kind, label, f"{kind.__name__}.{label}")
 m, n, k = job["shape"]
 buffers = tuple(device.create_buffer(size=4 * count) for count in (m * k, k * n, m * n))
-tuner = Tuner(device, config=Config(cache=False, log_level="disabled"))
 begin = time.perf_counter()
 kernel = tuner.execute(matmul_set(), Args(buffers, (m, n, k)))
 device.read_buffer_sync(buffers[2])
 out = {"open": opened - started, "tune": time.perf_counter() - begin, "winner": kernel.name,
-       "compiled": len(tuner.pipelines.compiled), "totals": totals, "timeline": timeline, "start": begin - started}
+       "compiled": len((tuner.guard._pipelines if tuner.guard else tuner.pipelines).compiled),
+       "totals": totals, "timeline": timeline, "start": begin - started}
 print("RESULT " + json.dumps(out))
 """
 
@@ -90,20 +103,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="256x256x256", help="MxNxK of the matmul key")
     parser.add_argument("--warm", action="store_true", help="leave the driver's shader disk cache on")
+    parser.add_argument("--isolate", action="store_true", help="tune as open_tuner does: in the tuning process")
     options = parser.parse_args()
     shape = [int(part) for part in options.shape.split("x")]
     env = dict(os.environ)
     if not options.warm:
         env.update(__GL_SHADER_DISK_CACHE="0", MESA_SHADER_CACHE_DISABLE="true")
-    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps({"shape": shape})], env=env,
-                          capture_output=True, text=True, timeout=900)
+    job = json.dumps({"shape": shape, "isolate": options.isolate})
+    done = subprocess.run([sys.executable, "-c", CHILD, job], env=env, capture_output=True, text=True, timeout=900)
     line = next((line for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
     if line is None:
         raise SystemExit(f"the child failed ({done.returncode}):\n{done.stderr[-3000:]}")
     r = json.loads(line[len("RESULT "):])
-    print(f"# python bench/tune_trace.py --shape {options.shape}{' --warm' if options.warm else ''}")
+    print(f"# python bench/tune_trace.py --shape {options.shape}{' --warm' if options.warm else ''}"
+          f"{' --isolate' if options.isolate else ''}")
     print(f"first tune of matmul {shape}: {r['tune']:.3f} s, {r['compiled']} pipelines compiled, winner "
-          f"{r['winner']} (device open {r['open']:.2f} s before it, not counted)")
+          f"{r['winner']} ({'open_tuner' if options.isolate else 'device open'} {r['open']:.2f} s before it, "
+          "not counted)")
     print("phase (inclusive; nested phases are inside their parents):")
     for label, (calls, seconds) in sorted(r["totals"].items(), key=lambda item: -item[1][1]):
         print(f"  {label:<28} {calls:>5} calls {seconds:8.3f} s")
