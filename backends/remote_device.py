@@ -117,6 +117,7 @@ class RemoteDevice(Device):
         self._imported: dict[int, tuple[Any, RemoteBuffer]] = {}
         self._background: set[int] = set()  # kernels whose compiles were begun there and not yet taken
         self._posted = 0  # calls sent whose answers are still to be read
+        self._posted_bytes = 0  # bytes of buffers posted to the process since the last answer read
         try:
             if not opened:
                 self.link.send(("open", spec))
@@ -215,9 +216,13 @@ class RemoteDevice(Device):
         if known is not None and known[0] is buffer:
             return known[1]
         data = run_inline(self.home.read_buffer(buffer))
-        number = next(self._numbers)
-        size, usage = self._call("create", (number, data, len(data), int(buffer.usage)), self._wait(len(data)))
-        remote = self._handle(RemoteBuffer(self.serial, number, size, usage), "buffer")
+        # Posted, not waited for: the process writes it to its GPU while this one reads the next
+        # buffer from its own (a call's inputs at 4096^3 are 192 MB). The size and usage are what
+        # the process makes (whole words; the call's usage, copyable).
+        usage = int(buffer.usage) | COPY_BOTH_WAYS
+        self._posted_bytes += len(data)  # the next call's wait covers moving them
+        remote = self._posted_buffer("create", (data, len(data), int(buffer.usage)), max(4, (len(data) + 3) // 4 * 4),
+                                     usage)
         self._imported[id(buffer)] = (buffer, remote)
         return remote
 
@@ -311,6 +316,7 @@ class RemoteDevice(Device):
 
     def _wait(self, nbytes: int) -> float:
         """How long a call may take: the budget of the launches in hand, else :data:`OP_SECONDS`."""
+        nbytes += self._posted_bytes
         if self.ledger.in_hand:
             return deadline(self.ledger.budget(), nbytes)
         return deadline(0.0, nbytes, base=OP_SECONDS)
@@ -357,6 +363,7 @@ class RemoteDevice(Device):
                 self._posted -= 1
                 if answer[0] == "error" and failed is None:
                     failed = answer
+            self._posted_bytes = 0
         except BaseException:  # Ctrl-C while the process works: its state is unknown, so it goes
             self._stop(ProcessStopped("the tune was interrupted"))
             raise
