@@ -330,3 +330,7 @@ class BrowserDevice(WebGPUDevice):
         self.clock_grain = max(float(clock_grain), 1e-6)
         timestamps = bool(use_timestamps and gpu_device.features.has("timestamp-query"))
         super().__init__(BrowserShim(gpu_device), timestamps=timestamps)
+
+    async def pause(self) -> None:
+        """The rest in a later task of the page (``slices.py`` says why ``sleep(0)`` is one)."""
+        await asyncio.sleep(0)

@@ -236,6 +236,11 @@ class Device(ABC):
     async def sync(self) -> None:
         """Wait until all submitted work is done; raise what the device reported, if anything."""
 
+    async def pause(self) -> None:  # noqa: B027 (empty on purpose: natively nothing else waits)
+        """Let the host run something else before the tune's host-side work goes on: in a page,
+        whose main thread runs the tune, the rest comes in a later task (no input, no frame while
+        Python works); natively there is nothing to let run, and this returns at once."""
+
     @abstractmethod
     def create_buffer(self, data: bytes | bytearray | memoryview | None = None, *, size: int = 0) -> Any:
         """A new storage buffer that kernels read and write and that can be copied both ways:

@@ -12,12 +12,14 @@ business.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from ..config import Policy
 from ..errors import Mismatch, NoValidKernelFound
 from ..gpu.clock import clock_grain
+from ..sets.shaders import shader_of
 from ..store.results import Measured, Result
 from .adaptive import sample_adaptively
 from .checks import OutputCheck
@@ -36,6 +38,8 @@ from .time_limit import TimeLimit
 __all__ = ["POLICIES", "measure_key"]
 
 POLICIES: dict[Policy, SamplingPolicy] = {Policy.ADAPTIVE: sample_adaptively, Policy.FIXED: sample_fixed}
+# Seconds of reflecting candidates' WGSL between two of the device's pauses (a page's task).
+REFLECT_SLICE = 0.01
 
 
 async def measure_key(request: TuneRequest) -> TuneOutcome:
@@ -55,7 +59,9 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     check = None
     if config.checks and not config.dry_run:
         if tunables.outputs:
-            check = OutputCheck(device, tunables, bench_args, pipelines)
+            among = _may_run(request, plan)
+            await _reflect(request, among)
+            check = OutputCheck(device, tunables, bench_args, pipelines, among=among)
         elif not tunables.outputs_given:
             _say_once(tunables.name, "tunable set %s has no outputs to compare: its first candidate declares no "
                       "var<storage, read_write> wgtune can read, so its winners are not checked; give outputs= (or "
@@ -97,6 +103,30 @@ def _begin_first_compiles(request: TuneRequest, plan: Plan) -> None:
     first = [0, *batches[0]] if batches else [0]
     request.pipelines.start_compiles(request.tunables, [
         index for index in first if index not in plan.skipped and index not in request.ruled_out])
+
+
+async def _reflect(request: TuneRequest, among: frozenset[int] | None) -> None:
+    """Reflect the WGSL of the candidates the checks read (``among``; None: all) ahead of them, a
+    slice at a time with ``Device.pause`` between slices: in a page the reflection of a set's
+    candidates is Python work of 0.1-0.3 s on the main thread, one long task unbroken."""
+    since = time.perf_counter()
+    for index, kernel in enumerate(request.tunables.candidates):
+        if among is not None and index not in among:
+            continue
+        for stage in kernel.stages:
+            shader_of(stage)
+        if time.perf_counter() - since >= REFLECT_SLICE:
+            await request.device.pause()
+            since = time.perf_counter()
+
+
+def _may_run(request: TuneRequest, plan: Plan) -> frozenset[int] | None:
+    """The candidates this tune may run: those the plan does not skip, less those ruled out;
+    None (any) where a search proposes them."""
+    if request.tunables.search is not None:
+        return None
+    left_out = set(plan.skipped) | set(request.ruled_out)
+    return frozenset(index for index in range(len(request.tunables)) if index not in left_out)
 
 
 _SAID: set[tuple[str, str]] = set()

@@ -77,14 +77,15 @@ async def verify_winner(
     if not tunables.outputs:
         return None
     bench_args = tunables.input_gen(device, key, args) if tunables.input_gen else clone_args(device, args)
-    check = OutputCheck(device, tunables, bench_args, pipelines)
+    skipped = set(Plan(tunables.candidates, key).skipped)  # once, not per candidate of the panel
+    check = OutputCheck(device, tunables, bench_args, pipelines,
+                        among=frozenset(range(len(tunables))) - skipped | {winner})
     try:
         mismatch = await check.mismatch(winner)
     except KernelError as error:
         return f"{name} failed to launch here: {error}"
     if tunables.reference is not None:
         return mismatch.reason if mismatch is not None else None
-    skipped = set(Plan(tunables.candidates, key).skipped)  # once, not per candidate of the panel
     panel = 0
     for index in range(len(tunables)):
         if panel == PANEL:
