@@ -105,6 +105,14 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_flat(C(4, 4, 4, threads=128)),  # 4096x1x4096 78% (K odd: no a4)
         replace(C(2, 4, 1, threads=128), a_vec4=True),  # 4096x1x4096 97%
         replace(C(2, 8, 1), a_vec4=True),  # 4096x1x4096 95%
+        # More loads in flight for a GEMV (N = 1) whose K is no multiple of 4, where no a4 kernel
+        # serves, and for N of 2 to 4 (2026-12-04, H200, bench/results/h200-probe-gemv-2.txt: the
+        # set's best before -> these): 3675x1x7897 59.5 -> 89.7%, 4096x1x4095 73 -> 98.5%,
+        # 2048x1x8191 43 -> 80%, 4096x1x4096 84 -> 92%; split for few rows of a long K, 1500x1x12001
+        # 30 -> 76%, 1000x1x20003 23 -> 74%; two columns, 3172x2x6771 111 -> 147%, 4096x4x4097 188 -> 225%.
+        *_flat(C(4, 4, 1, threads=512, unroll=8)),
+        *_flat(C(4, 4, 1, threads=256, unroll=8, split=1024, float_atomics=True)),
+        *_flat(C(4, 4, 2, threads=256, unroll=8)),
     ),
     # Few outputs, long K: tiles whose grid splits K (about `kgrid` workgroups): in two passes
     # (``partials``: no atomics, so browsers have them too; vec4 tiles write their partial sums
