@@ -1,9 +1,11 @@
 """One tune of one key, from the call to its :class:`~wgtune.tune.outcome.TuneOutcome`.
 
-What a tune does, in order: wait for work submitted before it (its errors are not the
-candidates'), learn the clock's grain (``clock.py``), make the benchmark's inputs (copies of the
-call's buffers, or the set's ``input_gen``), plan the key's candidates (``plan.py``), set up the
-output checks (``checks.py``, on unless turned off), sample with the configured policy
+What a tune does, in order: plan the key's candidates (``plan.py``) and begin compiling the
+first ones where the device compiles in the background, wait for work submitted before it (its
+errors are not the candidates'), learn the clock's grain (``clock.py``), make the benchmark's
+inputs (copies of the call's buffers, or the set's ``input_gen``), set up the output checks
+(``checks.py``, on unless turned off: the WGSL of the candidates the plan may run is reflected
+first, a slice at a time between ``Device.pause``), sample with the configured policy
 (``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``, over the adaptive
 sampling), give the checks' verdicts, and rank what was measured (``ranking.py``). What the
 tune's answer then changes (the tune cache, the store, the record, the events) is the tuner's
