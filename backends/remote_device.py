@@ -172,7 +172,7 @@ class RemoteDevice(Device):
         raw = bytes(memoryview(data).cast("B")) if data is not None else None
         nbytes = len(raw) if raw is not None else size
         # As WebGPUDevice.create_buffer makes it there: whole words, at least one; storage, copyable.
-        return self._posted_buffer("create", (raw, nbytes, None), max(4, (nbytes + 3) // 4 * 4), STORAGE_USAGE)
+        return self._posted_buffer("create", (raw, nbytes, None), _whole_words(nbytes), STORAGE_USAGE)
 
     def clone_buffer(self, buffer: Any) -> RemoteBuffer:
         source = self._import(buffer)
@@ -219,10 +219,9 @@ class RemoteDevice(Device):
         # Posted, not waited for: the process writes it to its GPU while this one reads the next
         # buffer from its own (a call's inputs at 4096^3 are 192 MB). The size and usage are what
         # the process makes (whole words; the call's usage, copyable).
-        usage = int(buffer.usage) | COPY_BOTH_WAYS
-        self._posted_bytes += len(data)  # the next call's wait covers moving them
-        remote = self._posted_buffer("create", (data, len(data), int(buffer.usage)), max(4, (len(data) + 3) // 4 * 4),
-                                     usage)
+        usage, nbytes = int(buffer.usage), len(data)
+        self._posted_bytes += nbytes  # the next call's wait covers moving them
+        remote = self._posted_buffer("create", (data, nbytes, usage), _whole_words(nbytes), usage | COPY_BOTH_WAYS)
         self._imported[id(buffer)] = (buffer, remote)
         return remote
 
@@ -393,6 +392,11 @@ class RemoteDevice(Device):
         self.broken = why
         self.ledger.reset()
         self.link.close()
+
+
+def _whole_words(nbytes: int) -> int:
+    """The size of the buffer the process makes for ``nbytes``: whole words, at least one."""
+    return max(4, (nbytes + 3) // 4 * 4)
 
 
 def _raised(kind: str, message: str, reason: str | None = None) -> BaseException:

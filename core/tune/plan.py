@@ -53,6 +53,8 @@ class Plan:
                 self._batches[0] = ungrouped + self._batches[0]
             else:
                 self._batches = [ungrouped]
+        self.planned: frozenset[int] = frozenset(index for batch in self._batches for index in batch)
+        """Every candidate some batch holds (the rest are ``skipped``), however many are taken."""
 
     def next(self) -> list[int]:
         """The next batch of candidate indices, or ``[]`` once the plan is exhausted."""

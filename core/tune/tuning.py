@@ -51,7 +51,9 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     device, config, tunables, key, pipelines = (request.device, request.config, request.tunables, request.key,
                                                 request.pipelines)
     plan = Plan(tunables.candidates, key)
-    _begin_first_compiles(request, plan)
+    # The set's default (its first candidate) is screened first where the plan has it: it sets the bar.
+    default = 0 if 0 in plan.planned and 0 not in request.ruled_out else None
+    _begin_first_compiles(request, plan, default)
     await device.sync()
     floor = sample_floor(await clock_grain(device), config)
     if tunables.input_gen is not None:
@@ -61,7 +63,7 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     check = None
     if config.checks and not config.dry_run:
         if tunables.outputs:
-            among = _may_run(request, plan)
+            among = None if tunables.search is not None else plan.planned - set(request.ruled_out)
             await _reflect(request, among)
             check = OutputCheck(device, tunables, bench_args, pipelines, among=among)
         elif not tunables.outputs_given:
@@ -74,8 +76,6 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     def on_trial(index: int, result: Result, wall: float) -> None:
         request.emit(TrialFinished(tunables.name, key, index, result, wall))
 
-    # The set's default (its first candidate) is screened first where the plan has it: it sets the bar.
-    default = 0 if 0 not in plan.skipped and 0 not in request.ruled_out else None
     bench = Bench(request, bench_args, floor, check, TimeLimit(config.time_limit), bar=default)
     limit = short_circuit_limit(tunables, key)
     if tunables.search is not None:
@@ -94,23 +94,23 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
                    judge=check.judge if check is not None else "", warning=warning)
 
 
-def _begin_first_compiles(request: TuneRequest, plan: Plan) -> None:
-    """Begin compiling the candidates screened first (the bar and the plan's first batch) where
-    the device compiles in the background: they compile on the host's free cores while the tune
-    waits for the queue, reads the clock, copies the inputs and sets up the checks (a cold first
-    tune on an H200 waited 0.48 s for them after its setup; begun here, 0.10-0.20 s)."""
+def _begin_first_compiles(request: TuneRequest, plan: Plan, default: int | None) -> None:
+    """Begin compiling the candidates screened first (the set's ``default`` and the plan's first
+    batch) where the device compiles in the background: they compile on the host's free cores
+    while the tune waits for the queue, reads the clock, copies the inputs and sets up the checks
+    (a cold first tune on an H200 waited 0.48 s for them after its setup; begun here, 0.10-0.20 s)."""
     if not request.device.background_compiles or request.tunables.search is not None:
         return
     batches = plan.remaining()
-    first = [0, *batches[0]] if batches else [0]
-    request.pipelines.start_compiles(request.tunables, [
-        index for index in first if index not in plan.skipped and index not in request.ruled_out])
+    first = ([] if default is None else [default]) + (batches[0] if batches else [])
+    request.pipelines.start_compiles(request.tunables, [index for index in first if index not in request.ruled_out])
 
 
 async def _reflect(request: TuneRequest, among: frozenset[int] | None) -> None:
-    """Reflect the WGSL of the candidates the checks read (``among``; None: all) ahead of them, a
-    slice at a time with ``Device.pause`` between slices: in a page the reflection of a set's
-    candidates is Python work of 0.1-0.3 s on the main thread, one long task unbroken."""
+    """Reflect the WGSL of the candidates the checks read (``among``; None: all, where a search
+    proposes them) ahead of them, a slice at a time with ``Device.pause`` between slices: in a
+    page the reflection of a set's candidates is Python work of 0.1-0.3 s on the main thread,
+    one long task unbroken."""
     since = time.perf_counter()
     for index, kernel in enumerate(request.tunables.candidates):
         if among is not None and index not in among:
@@ -120,15 +120,6 @@ async def _reflect(request: TuneRequest, among: frozenset[int] | None) -> None:
         if time.perf_counter() - since >= REFLECT_SLICE:
             await request.device.pause()
             since = time.perf_counter()
-
-
-def _may_run(request: TuneRequest, plan: Plan) -> frozenset[int] | None:
-    """The candidates this tune may run: those the plan does not skip, less those ruled out;
-    None (any) where a search proposes them."""
-    if request.tunables.search is not None:
-        return None
-    left_out = set(plan.skipped) | set(request.ruled_out)
-    return frozenset(index for index in range(len(request.tunables)) if index not in left_out)
 
 
 _SAID: set[tuple[str, str]] = set()

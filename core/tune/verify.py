@@ -67,7 +67,9 @@ async def verify_winner(
     """Why candidate ``winner``, chosen elsewhere, must not serve ``key`` here (see the module
     doc); None when it may. Failures of the whole device propagate."""
     name = tunables.candidates[winner].name
-    problem = misfit(tunables, key, winner, device, args)
+    plan = Plan(tunables.candidates, key)  # once, not per candidate of the panel
+    skipped = set(plan.skipped)
+    problem = misfit(tunables, key, winner, device, args, skipped)
     if problem:
         return problem
     try:
@@ -77,9 +79,7 @@ async def verify_winner(
     if not tunables.outputs:
         return None
     bench_args = tunables.input_gen(device, key, args) if tunables.input_gen else clone_args(device, args)
-    skipped = set(Plan(tunables.candidates, key).skipped)  # once, not per candidate of the panel
-    check = OutputCheck(device, tunables, bench_args, pipelines,
-                        among=frozenset(range(len(tunables))) - skipped | {winner})
+    check = OutputCheck(device, tunables, bench_args, pipelines, among=plan.planned)  # the winner is planned
     try:
         mismatch = await check.mismatch(winner)
     except KernelError as error:

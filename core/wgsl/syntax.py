@@ -67,9 +67,9 @@ def tokenize(source: str, bodies: bool = True) -> list[Token]:
     """WGSL's tokens with their lines. Block comments nest, as WGSL says they do.
 
     ``bodies=False``: the body of each module-scope ``fn`` comes as its two braces alone. Reading
-    declarations needs nothing inside a body, and bodies are most of a kernel's tokens: a tune
-    reflects every candidate of its set before the first is measured (issue 29: 1.6-2 s of a
-    first tune on an H200's host went to reflecting 92 matmul candidates)."""
+    declarations needs nothing inside a body, and bodies are most of a kernel's tokens (of the 92
+    matmul candidates' 282,671 tokens, 15,289 are outside them): a tune reflects its candidates
+    before the first is measured, which took 0.75 s of a first tune here with the bodies read."""
     tokens: list[Token] = []
     pos, line = 0, 1
     depth, header = 0, False  # braces open; an `fn` seen at module scope whose body is still to come
