@@ -19,7 +19,7 @@ from wgtune.errors import WgtuneError
 from wgtune.gpu.device import CompiledKernel
 from wgtune.sets.args import Args, Grid
 
-__all__ = ["LAUNCHES_PER_SUBMISSION", "BatchRecorder"]
+__all__ = ["LAUNCHES_PER_SUBMISSION", "NOTHING_BOUND", "BatchRecorder", "encode_launches"]
 
 NOTHING_BOUND = (None, None)  # a pass's (pipeline, first bind group) before it has set any
 # Launches a batch records before it submits them and goes on in a new command buffer, so that
@@ -82,7 +82,7 @@ class BatchRecorder:
             compute = self.compute = device._begin_compute_pass(self.encoder)
             self.bound = NOTHING_BOUND
         try:
-            self.bound = self._encode(compute, steps, repeats, self.bound)
+            self.bound = encode_launches(device._pass_commands, compute, steps, repeats, self.bound)
         except BaseException:
             self.bound = NOTHING_BOUND  # what the pass has set is unknown now: set all again
             raise
@@ -90,28 +90,35 @@ class BatchRecorder:
         if self.launches >= LAUNCHES_PER_SUBMISSION:
             self.flush()
 
-    def _encode(
-        self, compute: Any, steps: Sequence[tuple[Any, Any, Grid]], repeats: int, bound: tuple[Any, Any]
-    ) -> tuple[Any, Any]:
-        """Encode ``repeats`` launches of ``steps`` (``CompiledKernel.steps``) into ``compute``,
-        whose pipeline and first bind group are ``bound`` now; what they are after.
 
-        Within a pass a bind group stays set across dispatches, and the same bind group object
-        means the same stage (``args.cache`` keeps one per stage and call), so the same pipeline
-        and the same further groups. (A timed pass, ``WebGPUDevice._encode``, sets them in every
-        launch, as the tune has always measured.)"""
-        set_pipeline, set_bind_group, dispatch_workgroups = self.device._pass_commands
-        current_pipeline, current_group = bound
-        for _ in range(repeats):
-            for pipeline, (index, group, more), (x, y, z) in steps:
-                if group is not current_group:
-                    if pipeline is not current_pipeline:
-                        set_pipeline(compute, pipeline)
-                        current_pipeline = pipeline
-                    set_bind_group(compute, index, group)
-                    if more:  # the groups past the first, for a stage that binds several
-                        for more_index, more_group in more:
-                            set_bind_group(compute, more_index, more_group)
-                    current_group = group
-                dispatch_workgroups(compute, x, y, z)
-        return current_pipeline, current_group
+def encode_launches(
+    commands: tuple[Any, Any, Any], compute: Any, steps: Sequence[tuple[Any, Any, Grid]], repeats: int,
+    bound: tuple[Any, Any],
+) -> tuple[Any, Any]:
+    """Encode ``repeats`` launches of ``steps`` (``CompiledKernel.steps``) into the pass
+    ``compute`` with ``commands`` (the device's ``set_pipeline``, ``set_bind_group`` and
+    ``dispatch_workgroups``), where the pass's pipeline and first bind group are ``bound`` now
+    (``NOTHING_BOUND`` in a new pass); answers what they are after.
+
+    Within a pass a bind group stays set across dispatches, and the same bind group object means
+    the same stage (``args.cache`` keeps one per stage and call), so the same pipeline and the
+    same further groups: they are set only where they change. A batch records its launches so,
+    and a timed pass too, so that a candidate is charged what a launch costs in a batch: a
+    kernel of one stage one dispatch a launch, one of two stages both stages' pipelines and
+    groups as well (on an H200 that is 4-10 us a launch, as long as a short kernel:
+    ``bench/launch_parts.py``)."""
+    set_pipeline, set_bind_group, dispatch_workgroups = commands
+    current_pipeline, current_group = bound
+    for _ in range(repeats):
+        for pipeline, (index, group, more), (x, y, z) in steps:
+            if group is not current_group:
+                if pipeline is not current_pipeline:
+                    set_pipeline(compute, pipeline)
+                    current_pipeline = pipeline
+                set_bind_group(compute, index, group)
+                if more:  # the groups past the first, for a stage that binds several
+                    for more_index, more_group in more:
+                        set_bind_group(compute, more_index, more_group)
+                current_group = group
+            dispatch_workgroups(compute, x, y, z)
+    return current_pipeline, current_group

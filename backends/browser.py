@@ -269,12 +269,16 @@ class BrowserShim:
     ) -> None:
         encoder.resolveQuerySet(query_set, first_query, query_count, destination, destination_offset)
 
-    def submit(self, encoder: Any) -> None:
+    def submit(self, encoder: Any) -> float:
         self._push_scope()
         try:
-            self.queue.submit(to_js([encoder.finish()]))
+            started = self.now()
+            command_buffer = encoder.finish()
+            finishing = self.now() - started
+            self.queue.submit(to_js([command_buffer]))
         finally:
             self._pop_scope()
+        return finishing
 
     # -- waiting ----------------------------------------------------------------------------
 

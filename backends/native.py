@@ -245,11 +245,15 @@ class WgpuShim:
     ) -> None:
         encoder.resolve_query_set(query_set, first_query, query_count, destination, destination_offset)
 
-    def submit(self, encoder: Any) -> None:
+    def submit(self, encoder: Any) -> float:
         try:
-            self.queue.submit([encoder.finish()])
+            started = time.perf_counter()
+            command_buffer = encoder.finish()
+            finishing = time.perf_counter() - started
+            self.queue.submit([command_buffer])
         except Exception as error:
             raise KernelError(_clean(error)) from None
+        return finishing
 
     # -- waiting ----------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from wgtune.sets.bindings import PARAMS, Scratch, binding_plan, params_of, stage
 from wgtune.sets.kernel import Kernel
 from wgtune.sets.uniforms import uniform_bytes
 
-from .batch_recorder import BatchRecorder
+from .batch_recorder import NOTHING_BOUND, BatchRecorder, encode_launches
 from .call_launches import CallLaunches
 from .compare_pass import COMPARE, GPU_KINDS, compare_on_gpu
 from .gpu_shim import GPUShim
@@ -262,15 +262,7 @@ class WebGPUDevice(CallLaunches, Device):
             compute = self._begin_compute_pass(encoder)
         else:
             compute = self._begin_compute_pass(encoder, timestamp_writes=timestamp_writes)
-        set_pipeline, set_bind_group, dispatch_workgroups = self._pass_commands
-        for _ in range(repeats):
-            for pipeline, (index, group, more), (x, y, z) in steps:
-                set_pipeline(compute, pipeline)
-                set_bind_group(compute, index, group)
-                if more:  # the groups past the first, for a stage that binds several
-                    for more_index, more_group in more:
-                        set_bind_group(compute, more_index, more_group)
-                dispatch_workgroups(compute, x, y, z)
+        encode_launches(self._pass_commands, compute, steps, repeats, NOTHING_BOUND)
         self._end_pass(compute)
         return encoder
 
@@ -346,12 +338,12 @@ class WebGPUDevice(CallLaunches, Device):
         shim = self.shim
         started = shim.now()
         encoder = self._encode(kernel, args, grid, repeats, self._timestamp_writes)
-        host = shim.now() - started
+        recorded = shim.now() - started
         readback = shim.create_buffer(TIMESTAMPS_BYTES, shim.COPY_DST | shim.MAP_READ)
         shim.resolve_query_set(encoder, self._queries, 0, 2, self._resolve_buffer, 0)
         shim.copy_buffer_to_buffer(encoder, self._resolve_buffer, 0, readback, 0, TIMESTAMPS_BYTES)
-        self._submit(encoder)
-        return TimedPass(readback=readback, host=host)
+        finishing = self._submit(encoder)
+        return TimedPass(readback=readback, host=recorded + finishing)
 
     async def _timestamps(self, timed: TimedPass) -> tuple[int, int]:
         """The pass's begin and end timestamps (ns), once its submission is done; the readback

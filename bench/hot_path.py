@@ -120,7 +120,7 @@ class NullShim:
         return None
 
     def submit(self, encoder):
-        return None
+        return 0.0
 
     def buffer_problem(self, buffer):
         return None
