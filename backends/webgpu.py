@@ -19,7 +19,6 @@ Pure Python (the standard library and ``wgtune`` only): it imports in CPython an
 
 from __future__ import annotations
 
-import statistics
 import struct
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -40,8 +39,6 @@ from .gpu_shim import GPUShim
 __all__ = ["TimedPass", "WebGPUDevice", "as_value"]
 
 TIMESTAMPS_BYTES = 16  # the two u64 timestamps written at the beginning and the end of a pass
-# Empty timed passes finished, once a device, to learn what finishing any timed pass costs.
-FLOOR_PASSES = 8
 NO_GRID: Grid = (0, 0, 0)
 
 
@@ -83,7 +80,6 @@ class WebGPUDevice(CallLaunches, Device):
         self._batch = BatchRecorder(self)  # the open batch's launches (``wgtune.batch``)
         self._init_call_launches(shim)
         self._compare: CompiledKernel | None = None  # the output checks' comparison pass, once compiled
-        self._finish_floor: float | None = None  # what finishing any timed pass costs, once measured
         if timestamps:
             self._queries = shim.create_query_set(2)
             self._resolve_buffer = shim.create_buffer(TIMESTAMPS_BYTES, shim.QUERY_RESOLVE | shim.COPY_SRC)
@@ -344,33 +340,10 @@ class WebGPUDevice(CallLaunches, Device):
         encoder = self._encode(kernel, args, grid, repeats, self._timestamp_writes)
         recorded = shim.now() - started
         readback = shim.create_buffer(TIMESTAMPS_BYTES, shim.COPY_DST | shim.MAP_READ)
-        finishing = self._finish_timed(encoder, readback)
-        if kernel is None:  # an empty pass: only its timestamps are read
-            return TimedPass(readback=readback)
-        return TimedPass(readback=readback, host=recorded + max(0.0, finishing - self._finishing_floor()))
-
-    def _finish_timed(self, encoder: Any, readback: Any) -> float:
-        """Copy the timed pass's timestamps into ``readback``, finish and submit ``encoder``:
-        the seconds finishing took."""
-        shim = self.shim
         shim.resolve_query_set(encoder, self._queries, 0, 2, self._resolve_buffer, 0)
         shim.copy_buffer_to_buffer(encoder, self._resolve_buffer, 0, readback, 0, TIMESTAMPS_BYTES)
-        return self._submit(encoder)
-
-    def _finishing_floor(self) -> float:
-        """What finishing a timed pass costs the host whatever its launches hold: the median of
-        :data:`FLOOR_PASSES` empty ones, measured once. A timed pass counts only its finishing past
-        this, the part its launches add (about 2 us a dispatch on an H200's host; a stage that
-        alternates with another adds its barriers' too). The floor itself is paid once a
-        submission: a batch's of 128 launches, and once a sample (on an H200 it took 5-20% of a
-        2 ms sample off the rates when it was counted, `bench/launch_parts.py`)."""
-        if self._finish_floor is None:
-            shim = self.shim
-            sink = shim.create_buffer(TIMESTAMPS_BYTES, shim.COPY_DST | shim.MAP_READ)  # never read
-            finishes = [self._finish_timed(self._encode(None, None, NO_GRID, 0, self._timestamp_writes), sink)
-                        for _ in range(FLOOR_PASSES)]
-            self._finish_floor = statistics.median(finishes)
-        return self._finish_floor
+        finishing = self._submit(encoder)
+        return TimedPass(readback=readback, host=recorded + finishing)
 
     async def _timestamps(self, timed: TimedPass) -> tuple[int, int]:
         """The pass's begin and end timestamps (ns), once its submission is done; the readback
