@@ -19,7 +19,7 @@ from wgtune.errors import WgtuneError
 from wgtune.gpu.device import CompiledKernel
 from wgtune.sets.args import Args, Grid
 
-__all__ = ["LAUNCHES_PER_SUBMISSION", "NOTHING_BOUND", "BatchRecorder", "encode_launches"]
+__all__ = ["LAUNCHES_PER_SUBMISSION", "NOTHING_BOUND", "BatchRecorder", "encode_launches", "launch_steps"]
 
 NOTHING_BOUND = (None, None)  # a pass's (pipeline, first bind group) before it has set any
 # Launches a batch records before it submits them and goes on in a new command buffer, so that
@@ -73,9 +73,7 @@ class BatchRecorder:
         """Encode the launches into the pass, begun by the first launch after a flush; submit
         them once there are ``LAUNCHES_PER_SUBMISSION``."""
         device = self.device
-        # The bind groups first: a call that cannot bind fails unrecorded. One stage needs no list.
-        steps = (((kernel.pipeline, device._bind_groups(kernel, args), grid),) if not kernel.then
-                 else kernel.steps(args, grid, device._bind_groups))
+        steps = launch_steps(device, kernel, args, grid)  # first: a call that cannot bind fails unrecorded
         compute = self.compute
         if compute is None:
             self.encoder = device._create_command_encoder()
@@ -91,6 +89,16 @@ class BatchRecorder:
             self.flush()
 
 
+def launch_steps(device: Any, kernel: CompiledKernel, args: Args, grid: Grid) -> Sequence[tuple[Any, Any, Grid]]:
+    """What one launch of ``kernel`` on ``args`` dispatches (``CompiledKernel.steps``) on
+    ``device`` (its WebGPUDevice), worked out as each launch of a batch works it out: the bind
+    groups looked up, and the grid of every stage past the first computed again. One stage
+    needs no list."""
+    if not kernel.then:
+        return ((kernel.pipeline, device._bind_groups(kernel, args), grid),)
+    return kernel.steps(args, grid, device._bind_groups)
+
+
 def encode_launches(
     commands: tuple[Any, Any, Any], compute: Any, steps: Sequence[tuple[Any, Any, Grid]], repeats: int,
     bound: tuple[Any, Any],
@@ -104,9 +112,9 @@ def encode_launches(
     the same stage (``args.cache`` keeps one per stage and call), so the same pipeline and the
     same further groups: they are set only where they change. A batch records its launches so,
     and a timed pass too, so that a candidate is charged what a launch costs in a batch: a
-    kernel of one stage one dispatch a launch, one of two stages both stages' pipelines and
-    groups as well (on an H200 that is 4-10 us a launch, as long as a short kernel:
-    ``bench/launch_parts.py``)."""
+    kernel of one stage a dispatch a launch, one of two stages both stages' pipelines and
+    groups as well (on an H200's host 1.4 us against 3-5 us a launch, as long as a short
+    kernel: ``bench/launch_parts.py``)."""
     set_pipeline, set_bind_group, dispatch_workgroups = commands
     current_pipeline, current_group = bound
     for _ in range(repeats):

@@ -269,16 +269,12 @@ class BrowserShim:
     ) -> None:
         encoder.resolveQuerySet(query_set, first_query, query_count, destination, destination_offset)
 
-    def submit(self, encoder: Any) -> float:
+    def submit(self, encoder: Any) -> None:
         self._push_scope()
         try:
-            started = self.now()
-            command_buffer = encoder.finish()
-            finishing = self.now() - started
-            self.queue.submit(to_js([command_buffer]))
+            self.queue.submit(to_js([encoder.finish()]))
         finally:
             self._pop_scope()
-        return finishing
 
     # -- waiting ----------------------------------------------------------------------------
 

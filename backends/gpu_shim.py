@@ -106,10 +106,8 @@ class GPUShim(Protocol):
     ) -> None:
         """Encode the copy of query results (u64 each) into ``destination``."""
 
-    def submit(self, encoder: Any) -> float:
-        """Finish ``encoder`` and submit its command buffer to the queue; answers the seconds
-        finishing it took on the host (where the recorded commands become the driver's: a timed
-        pass counts them as its launches', as a batch pays them)."""
+    def submit(self, encoder: Any) -> None:
+        """Finish ``encoder`` and submit its command buffer to the queue."""
 
     async def on_submitted_work_done(self) -> None:
         """Wait until the GPU has done all work submitted so far."""

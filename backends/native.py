@@ -245,15 +245,11 @@ class WgpuShim:
     ) -> None:
         encoder.resolve_query_set(query_set, first_query, query_count, destination, destination_offset)
 
-    def submit(self, encoder: Any) -> float:
+    def submit(self, encoder: Any) -> None:
         try:
-            started = time.perf_counter()
-            command_buffer = encoder.finish()
-            finishing = time.perf_counter() - started
-            self.queue.submit([command_buffer])
+            self.queue.submit([encoder.finish()])
         except Exception as error:
             raise KernelError(_clean(error)) from None
-        return finishing
 
     # -- waiting ----------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from wgtune.sets.bindings import PARAMS, Scratch, binding_plan, params_of, stage
 from wgtune.sets.kernel import Kernel
 from wgtune.sets.uniforms import uniform_bytes
 
-from .batch_recorder import NOTHING_BOUND, BatchRecorder, encode_launches
+from .batch_recorder import NOTHING_BOUND, BatchRecorder, encode_launches, launch_steps
 from .call_launches import CallLaunches
 from .compare_pass import COMPARE, GPU_KINDS, compare_on_gpu
 from .gpu_shim import GPUShim
@@ -255,14 +255,20 @@ class WebGPUDevice(CallLaunches, Device):
     ) -> Any:
         """An encoder holding one compute pass of ``repeats`` launches of ``kernel`` (each launch
         every stage in order, each seeing the previous one's writes: dispatches in a pass are
-        ordered); with no ``kernel``, the same pass empty (what :meth:`time_empty_pass` times)."""
-        steps = kernel.steps(args, grid, self._bind_groups) if kernel is not None else ()
+        ordered), recorded launch by launch as a batch records as many calls (``launch_steps``,
+        then ``encode_launches``: a stage's pipeline and groups set only where they change, the
+        grids of the stages past the first worked out again), so that the host's time to record
+        it is what those launches cost a batch; with no ``kernel``, the same pass empty (what
+        :meth:`time_empty_pass` times)."""
         encoder = self._create_command_encoder()
         if timestamp_writes is None:
             compute = self._begin_compute_pass(encoder)
         else:
             compute = self._begin_compute_pass(encoder, timestamp_writes=timestamp_writes)
-        encode_launches(self._pass_commands, compute, steps, repeats, NOTHING_BOUND)
+        if kernel is not None:
+            bound, commands = NOTHING_BOUND, self._pass_commands
+            for _ in range(repeats):
+                bound = encode_launches(commands, compute, launch_steps(self, kernel, args, grid), 1, bound)
         self._end_pass(compute)
         return encoder
 
@@ -297,13 +303,15 @@ class WebGPUDevice(CallLaunches, Device):
 
     async def resolve(self, profile: TimedPass) -> float:
         """Seconds the pass took: its span between the GPU's timestamps plus the host's time to
-        encode it. A launch in a batch costs both, one after the other (a batch is encoded, then
-        submitted): for a kernel of a few microseconds the encoding of each stage's dispatch
-        (~2-7 us on an H200 through wgpu-native) is as long as the kernel, and timestamps alone
-        ranked two-stage candidates first that run slower in every way calls run
-        (``bench/results/h200-short-kernels.txt``). The wall clock (no timestamps) counts both
-        already. A pass whose end timestamp is not after its begin (a zero duration, or a clock
-        that went backwards) is not a valid sample: NaN, which the core discards."""
+        record it (:meth:`_encode`: as a batch records its launches). A launch in a batch costs
+        both, one after the other (a batch is recorded, then submitted): for a kernel of a few
+        microseconds the recording of each stage's dispatch is as long as the kernel, and
+        timestamps alone ranked two-stage candidates first that run slower in every way calls
+        run (``bench/results/h200-short-kernels.txt``). On an H200's host a launch of one stage
+        records in about 1.5 us, one of two stages in 3-5 us (``bench/launch_parts.py``). The
+        wall clock (no timestamps) counts both already. A pass whose end timestamp is not after
+        its begin (a zero duration, or a clock that went backwards) is not a valid sample: NaN,
+        which the core discards."""
         if profile.seconds is not None:
             return profile.seconds
         begin, end = await self._timestamps(profile)
@@ -338,12 +346,12 @@ class WebGPUDevice(CallLaunches, Device):
         shim = self.shim
         started = shim.now()
         encoder = self._encode(kernel, args, grid, repeats, self._timestamp_writes)
-        recorded = shim.now() - started
+        host = shim.now() - started
         readback = shim.create_buffer(TIMESTAMPS_BYTES, shim.COPY_DST | shim.MAP_READ)
         shim.resolve_query_set(encoder, self._queries, 0, 2, self._resolve_buffer, 0)
         shim.copy_buffer_to_buffer(encoder, self._resolve_buffer, 0, readback, 0, TIMESTAMPS_BYTES)
-        finishing = self._submit(encoder)
-        return TimedPass(readback=readback, host=recorded + finishing)
+        self._submit(encoder)
+        return TimedPass(readback=readback, host=host)
 
     async def _timestamps(self, timed: TimedPass) -> tuple[int, int]:
         """The pass's begin and end timestamps (ns), once its submission is done; the readback

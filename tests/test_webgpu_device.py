@@ -51,7 +51,6 @@ class RecordingShim:
         self.passes: list[list[tuple]] = []  # each submitted pass's commands
         self.timestamps = list(timestamps)
         self.clock = list(clock)
-        self.finishing = 0.0  # what submit answers: the seconds finishing the encoder took
         self.error = error
         self.fail = fail
         self.lost_reason: str | None = None
@@ -135,12 +134,8 @@ class RecordingShim:
     def resolve_query_set(self, encoder, query_set, first_query, query_count, destination, destination_offset):
         encoder.commands.append(("resolve", query_set, first_query, query_count, destination, destination_offset))
 
-    def submit(self, encoder: Encoder) -> float:
+    def submit(self, encoder: Encoder) -> None:
         self._call("submit")
-        self._run(encoder)
-        return self.finishing
-
-    def _run(self, encoder: Encoder) -> None:
         for command in encoder.commands:
             if command[0] == "pass":
                 _, writes, commands = command
@@ -240,20 +235,43 @@ def test_later_stages_are_compiled_and_dispatched_in_order_with_their_own_grids_
     assert shim.names().count("submit") == 1
 
 
+def test_a_timed_pass_is_recorded_launch_by_launch_as_a_batch_records_as_many_calls():
+    """Its host time is the tune's charge for recording a launch in a batch: each launch works out
+    its later stages' grids again, as each call of a batch does, and sets what changed only."""
+    shim = RecordingShim(timestamps=[(0, 1_000)] * 2)
+    device = device_on(shim)
+    grids = []
+
+    def second_grid(args):
+        grids.append(args)
+        return (7, 1, 1)
+
+    two_stage = Kernel("first", "// first", grid=lambda args: (3, 1, 1),
+                       then=(Kernel("second", "// second", grid=second_grid),))
+    one_stage = run_inline(device.compile(stage("one", 5)))
+    kernel = run_inline(device.compile(two_stage))
+    args = Args((device.create_buffer(size=4),))
+    run_inline(device.resolve(run_inline(device.profile(kernel, args, (3, 1, 1), 4))))
+    assert len(grids) == 4  # once a launch
+    assert len(shim.passes[0]) == 4 * 6 + 1  # both stages' pipeline, group and dispatch, each launch
+    run_inline(device.resolve(run_inline(device.profile(one_stage, args, (5, 1, 1), 4))))
+    (_, group, _) = args.cache[one_stage]
+    assert shim.passes[1] == [("set_pipeline", "pipeline:one"), ("set_bind_group", 0, group),
+                              *[("dispatch_workgroups", 5, 1, 1)] * 4, ("end",)]
+
+
 def test_a_timed_pass_reads_its_begin_and_end_timestamps_and_converts_ns_to_seconds():
     shim = RecordingShim(timestamps=[(5_000_000_000, 5_002_500_000)])
     device = device_on(shim)
     assert device.timing == Timing.GPU_TIMESTAMP
     kernel = run_inline(device.compile(stage("a", 2)))
     shim.clock = [10.0, 10.0 + 4e-6]  # the host's reading before and after it encodes the pass
-    shim.finishing = 3e-6
     timed = run_inline(device.profile(kernel, Args((device.create_buffer(size=4),)), (2, 1, 1), 1))
     names = shim.names()
     first, second = (index for index, name in enumerate(names) if name == "now")
     assert first < names.index("create_command_encoder") < second < names.index("submit")  # around the encoding
-    # The timestamps' span, and the host's recording and finishing of the pass: what a launch in a
-    # batch costs.
-    assert run_inline(device.resolve(timed)) == pytest.approx(2.5e-3 + 4e-6 + 3e-6)
+    # The timestamps' span, and the host's encoding of the pass: what a launch in a batch costs.
+    assert run_inline(device.resolve(timed)) == pytest.approx(2.5e-3 + 4e-6)
     assert timed.readback.destroyed  # one readback a sample, freed once read
     assert shim.names()[-3:] == ["reported_error", "map_read", "destroy_buffer"]
 
