@@ -136,11 +136,6 @@ OTHER_TILES = [
     # Loads two K steps ahead, in chunks of K that end mid-way through the unrolled pair.
     MatmulTile(64, 64, 16, 8, 8, vec4=True, double=True, kgrid=256, partials=True, ahead=2),
     MatmulTile(32, 64, 8, 4, 8, double=True, kgrid=1024, float_atomics=True, ahead=2),
-    # The block of C staged in workgroup memory on its way out: stores, with slices, and atomic adds.
-    MatmulTile(64, 64, 16, 8, 4, pad=4, stage_c=True),
-    MatmulTile(64, 64, 8, 8, 8, double=True, slices=2, ahead=2, stage_c=True),
-    MatmulTile(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, kgrid=512, float_atomics=True, stage_c=True),
-    MatmulTile(32, 48, 16, 4, 4, kgrid=1024, stage_c=True),
 ]
 
 

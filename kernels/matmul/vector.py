@@ -257,8 +257,6 @@ class _VectorKernel:
         exchange loses more races.)"""
         if self.tile.stagger:
             return self.staggered_adds()
-        if self.tile.stage_c:
-            return self.stage_block()
         tile, out = self.tile, []
         for i in range(tile.tm):
             out.append(f"let row_{i} = row0 + {self._row(i)};\nif (row_{i} < p.m) {{\n")
@@ -277,32 +275,6 @@ class _VectorKernel:
                     write = f"add_to_c({index}, {value})" if tile.kgrid else f"c[{index}] = {narrow(self.dtype, value)}"
                     out.append(f"  if (col_{i}_{j} + {lane}u < p.n) {{ {write}; }}\n")
             out.append("}\n")
-        return "".join(out)
-
-    def stage_block(self) -> str:
-        """``stage_c``: each invocation's sums into the block's copy in workgroup memory (as they
-        sit in registers, four columns a vec4)."""
-        tile = self.tile
-        return "".join(f"tile_c[{self._row(i)}][bx_{j}] = acc_{i}_{j};\n"
-                       for i in range(tile.tm) for j in range(tile.tn // 4))
-
-    def write_block(self) -> str:
-        """``stage_c``, after a barrier: every invocation of the workgroup (slices too) takes
-        elements of the staged block in turn, consecutive invocations consecutive columns, and
-        stores (or with kgrid adds) each that lies inside C."""
-        tile, out = self.tile, []
-        elements = tile.bm * tile.bn
-        for s in range(ceil_div(elements, self.threads)):
-            first = s * self.threads
-            out.append("{\n" if elements - first >= self.threads else f"if (li + {first}u < {elements}u) {{\n")
-            out.append(f"  let e = li + {first}u;\n  let r = e / {tile.bn}u;\n  let cc = e % {tile.bn}u;\n")
-            out.append("  let row = row0 + r;\n  let col = col0 + cc;\n")
-            value = "tile_c[r][cc >> 2u][cc & 3u]"
-            if tile.kgrid:
-                write = f"add_to_c(row * p.n + col, {value})"
-            else:
-                write = f"c[row * p.n + col] = {narrow(self.dtype, value)}"
-            out.append(f"  if (row < p.m && col < p.n) {{ {write}; }}\n}}\n")
         return "".join(out)
 
     def staggered_adds(self) -> str:
@@ -366,8 +338,6 @@ class _VectorKernel:
                 if tile.double:
                     array = f"array<{array}, {buffers}>"
                 lines.append(f"var<workgroup> {name}: {array};\n")
-        if tile.stage_c:
-            lines.append(f"var<workgroup> tile_c: array<array<vec4<f32>, {tile.bn // 4}>, {tile.bm}>;\n")
         lane = ",\n        @builtin(subgroup_invocation_id) lane: u32" if tile.subgroup else ""
         size_x, size_y, size_z = tile.workgroup_size
         groups = "        @builtin(num_workgroups) groups: vec3<u32>,\n" if tile.swizzle or tile.kgrid else ""
@@ -419,8 +389,6 @@ class _VectorKernel:
             lines.append("  if (lid.z == 0u) {\n" + indent(self.store(), "    ") + "  }\n")
         else:
             lines.append(indent(self.store()))
-        if tile.stage_c:
-            lines.append("  workgroupBarrier();  // the block is staged\n" + indent(self.write_block()))
         lines.append("}\n")
         return "".join(lines)
 

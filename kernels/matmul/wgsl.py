@@ -161,11 +161,8 @@ class MatmulTile:
     ahead: int = 1
     copy: str = ""
     wave: int = 0
-    stage_c: bool = False
 
     def __post_init__(self) -> None:
-        if self.stage_c and (self.vec4 or not self.vector or self.partials or self.stagger or self.subgroup):
-            raise ValueError(f"{self}: stage_c is for flat tiles of the vector layout (no partials, stagger, subgroup)")
         if self.copy not in ("", "a", "b", "ab", "bc", "abc") or (self.copy and (
                 not self.vec4 or self.subgroup or (self.kgrid and ("c" in self.copy or not self.float_atomics)))):
             raise ValueError(f"{self}: copy is '', 'a', 'b', 'ab', 'bc' or 'abc', for vec4 tiles without subgroup "
@@ -240,8 +237,7 @@ class MatmulTile:
         """Bytes of the staged tiles: A is ``k_step x (bm + pad)`` (none with subgroup), B
         ``k_step x bn``; twice that when double buffered. Always f32, whatever the buffers' type."""
         a_tile = 0 if self.subgroup else self.k_step * (self.bm + self.pad)
-        c_tile = self.bm * self.bn if self.stage_c else 0
-        return F32_BYTES * ((2 if self.double else 1) * (a_tile + self.k_step * self.bn) + c_tile)
+        return F32_BYTES * (2 if self.double else 1) * (a_tile + self.k_step * self.bn)
 
 
     @property
@@ -267,8 +263,6 @@ class MatmulTile:
             name += "_2p"
         if self.copy:
             name += f"_c{self.copy}"
-        if self.stage_c:
-            name += "_sc"
         return name
 
     def chunks(self, m: int, n: int, k: int) -> int:
