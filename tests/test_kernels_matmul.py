@@ -355,7 +355,7 @@ def test_sets_are_big_distinct_and_start_naive():
     # 89 with three kgrid forms of them, which keys of a short K skip; 91 with a single-buffered 64x64
     # tile for a short K and a ninth flat kernel; 92 with a 128x128 kgrid tile whose chunks fill waves;
     # 95 with three columns kernels for a GEMV, which keys of many columns skip).
-    assert 40 <= len(MATMUL) <= 95
+    assert 40 <= len(MATMUL) <= 98
     assert len(MATMUL_F16) >= 12
     for tunables, dtype in ((MATMUL, "f32"), (MATMUL_F16, "f16")):
         assert tunables.candidates[0].name == "naive_wg16x16"

@@ -166,6 +166,16 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # A few dozen rows, K long and odd (same probes): 28x2961x3502 61 -> 76%, 33x999x8191 59 -> 69%
         # (kgrid=1024, the same WGSL on a larger grid, 74%).
         *_flat(T(36, 128, 16, 4, 8, double=True, kgrid=256, float_atomics=True)),
+        # Blocks as narrow as the narrow side where it is 9-20 and K long: the 32- and 36-wide tiles above
+        # do up to 2.3 times the multiply-adds such a product needs (2026-12-04, H200,
+        # bench/results/h200-probe-narrow.txt, two runs, % of torch against the set's best): 128x16, N of
+        # 10-16, 4206x14x7801 80 against 69, 8192x16x1024 133 against 112, 4000x12x3000 87 against 74,
+        # 1500x10x9000 104 against 99; 20x128, M of 17-20, 17x5794x2066 87 against 73, 19x2048x2048 75
+        # against 61; 16x128, M of 9-16, 12x3000x3000 87 against 72 (the rows kernels keep 9x1135x4811).
+        # At N of 19-25 the 20-wide block lost to the 32-wide one.
+        *_flat(T(128, 16, 8, 8, 4, double=True, slices=2, kgrid=256, float_atomics=True)),
+        *_flat(T(20, 128, 16, 4, 8, double=True, kgrid=256, float_atomics=True)),
+        *_flat(T(16, 128, 16, 4, 8, double=True, kgrid=256, float_atomics=True)),
     ),
     # Few outputs: small blocks keep every core busy; cheap to compile.
     SMALL: (
