@@ -13,7 +13,7 @@ Two sets:
   figures that put each there):
 
   - tiles (:class:`MatmulTile`, WGSL from :mod:`wgtune.kernels.matmul.wgsl` and
-    :mod:`wgtune.kernels.matmul.vector`): block tiles from 32x32 to 256x128, K steps of 8 and
+    :mod:`wgtune.kernels.matmul.vector`): block tiles from 16x128 and 128x16 to 256x128, K steps of 8 and
     16, register tiles of 4x4 to 16x8, double buffering, a swizzled workgroup order, K *slices*
     (several sets of invocations share a block, each a part of every K step, summed in
     workgroup memory at the end), and *kgrid* tiles that split K over workgroups, for few
