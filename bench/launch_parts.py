@@ -46,15 +46,9 @@ def parts_of(device: NativeDevice, pipeline, args, grid, launches: int, elided: 
     compute = shim.begin_compute_pass(encoder, timestamp_writes=device._timestamp_writes)
     if elided:
         encode_launches(device._pass_commands, compute, steps, launches, NOTHING_BOUND)
-    else:
-        set_pipeline, set_bind_group, dispatch = device._pass_commands
+    else:  # as if nothing were set: every stage's pipeline and groups set again each launch
         for _ in range(launches):
-            for stage, (index, group, more), (x, y, z) in steps:
-                set_pipeline(compute, stage)
-                set_bind_group(compute, index, group)
-                for more_index, more_group in more or ():
-                    set_bind_group(compute, more_index, more_group)
-                dispatch(compute, x, y, z)
+            encode_launches(device._pass_commands, compute, steps, 1, NOTHING_BOUND)
     times.append(time.perf_counter())
     shim.end(compute)
     times.append(time.perf_counter())

@@ -354,7 +354,8 @@ def test_sets_are_big_distinct_and_start_naive():
     # 84 with a kgrid 64x64 tile for hundreds of outputs a side, 86 with two medium 64x64 and 96x64 tiles,
     # 89 with three kgrid forms of them, which keys of a short K skip; 91 with a single-buffered 64x64
     # tile for a short K and a ninth flat kernel; 92 with a 128x128 kgrid tile whose chunks fill waves;
-    # 95 with three columns kernels for a GEMV, which keys of many columns skip).
+    # 95 with three columns kernels for a GEMV, which keys of many columns skip; 98 with three kgrid tiles
+    # 16 or 20 wide for a narrow side of 9-20, which keys of a short K skip).
     assert 40 <= len(MATMUL) <= 98
     assert len(MATMUL_F16) >= 12
     for tunables, dtype in ((MATMUL, "f32"), (MATMUL_F16, "f16")):
