@@ -146,11 +146,11 @@ def test_f32_tiles_outside_the_set_match_numpy(device, pipelines, tile):
     _check_f32(device, pipelines, build(tile))
 
 
-def _check_f32(device, pipelines, kernel: wgtune.Kernel) -> None:
-    """``kernel`` on every size of SIZES it may be given: right, and nothing written past C."""
+def _check_f32(device, pipelines, kernel: wgtune.Kernel, sizes=SIZES) -> None:
+    """``kernel`` on every size of ``sizes`` it may be given: right, and nothing written past C."""
     name = kernel.name
     _runnable(device, kernel)
-    for m, n, k in _sizes_for(kernel, SIZES):
+    for m, n, k in _sizes_for(kernel, sizes):
         rng = np.random.default_rng(m * 10007 + n * 101 + k)
         a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
@@ -278,6 +278,22 @@ def test_wave_tiles_take_the_fewest_k_chunks_that_fill_whole_waves():
     assert tile.chunks(100, 100, 700) == 3
     with pytest.raises(ValueError, match="wave must be >= 0, and needs kgrid"):
         MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, wave=132)
+
+
+@pytest.mark.parametrize("vec4", [False, True])
+def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chunks(device, pipelines, vec4):
+    tile = MatmulTile(16, 16, 8, 4, 4, vec4=vec4, double=True, ahead=2, kgrid=1, tail=4, float_atomics=True)
+    assert tile.name.endswith("_t4_fa")
+    # 15 blocks of 16x16 (70x40): 12 fill three waves of 4 whole; the last 3 fill the fourth in 4 chunks each.
+    assert tile.chunks(70, 40, 1000) == 4 and tile.grid(70, 40, 1000) == (6, 1, 4)  # 12 + 3 * 4 = 24 workgroups
+    # No chunk under MIN_K_CHUNK: K of 600 allows 3, which fill the tail's waves no better than 1 (9 of 12 slots).
+    assert tile.chunks(70, 40, 600) == 1 and tile.grid(70, 40, 600) == (15, 1, 1)
+    assert tile.chunks(64, 64, 1000) == 1 and tile.grid(64, 64, 1000) == (16, 1, 1)  # 16 blocks: whole waves
+    TILE_OF[tile.name] = tile
+    _check_f32(device, pipelines, matmul.tiled_matmul_kernel(tile),
+               [(70, 40, 1000), (70, 40, 600), (64, 64, 1000), (9, 20, 1100), (130, 70, 65), (1, 37, 300)])
+    with pytest.raises(ValueError, match="tail must be >= 0, and needs kgrid"):
+        MatmulTile(16, 16, 8, 4, 4, tail=4)
 
 
 def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c():

@@ -210,8 +210,7 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
     priority rule by default."""
 
     def grid(args: Args) -> tuple[int, int, int]:
-        m, n, k = matmul_sizes(args)
-        return (ceil_div(n, tile.bn), ceil_div(m, tile.bm), tile.chunks(m, n, k))
+        return tile.grid(*matmul_sizes(args))
 
     def scratch_bytes(args: Args) -> int:
         m, n, k = matmul_sizes(args)

@@ -101,7 +101,7 @@ class _VectorKernel:
                 f"  let row0 = (wg_first + wg_within % wg_rows) * {tile.bm}u;\n"
                 f"  let col0 = (wg_within / wg_rows) * {tile.bn}u;\n"
             )
-        else:
+        elif not tile.tail:  # a tail tile's block is placed with its K range (tail_range)
             out.append(f"  let row0 = wid.y * {tile.bm}u;\n  let col0 = wid.x * {tile.bn}u;\n")
         if tile.subgroup:
             out.append("  let quad_k = (lane & 3u) * 4u;\n")
@@ -306,6 +306,8 @@ class _VectorKernel:
         tile = self.tile
         if not tile.kgrid:
             return "  let k_begin = 0u;\n  let k_end = p.k;\n"
+        if tile.tail:
+            return self.tail_range()
         if tile.partials:  # an empty chunk still writes its (zero) partial sums: the reduce reads them all
             return (
                 partials_base()
@@ -319,6 +321,26 @@ class _VectorKernel:
             "  let k_begin = wid.z * k_chunk;\n"
             "  let k_end = min(p.k, k_begin + k_chunk);\n"
             "  if (k_begin >= k_end) { return; }  // uniform across the workgroup\n"
+        )
+
+    def tail_range(self) -> str:
+        """A ``tail`` tile's block and K range: workgroup ``w`` of the run takes block ``w`` whole
+        while ``w`` is within the blocks that fill whole waves, and chunks of the last wave's blocks
+        after them, ``groups.z`` a block (one chunk: every block whole)."""
+        tile = self.tile
+        return (
+            f"  let cols = (p.n + {tile.bn - 1}u) / {tile.bn}u;\n"
+            f"  let blocks = cols * ((p.m + {tile.bm - 1}u) / {tile.bm}u);\n"
+            f"  let whole = select(blocks, blocks - blocks % {tile.tail}u, groups.z > 1u);\n"
+            "  let w = (wid.z * groups.y + wid.y) * groups.x + wid.x;\n"
+            "  if (w >= whole + (blocks - whole) * groups.z) { return; }  // past the run: uniform\n"
+            f"  let k_chunk = ((p.k + {self.kt - 1}u) / {self.kt}u + groups.z - 1u) / groups.z * {self.kt}u;\n"
+            "  let cut = w >= whole;\n"
+            "  let block = select(w, whole + (w - whole) / groups.z, cut);\n"
+            "  let k_begin = select(0u, (w - whole) % groups.z * k_chunk, cut);\n"
+            "  let k_end = select(p.k, min(p.k, k_begin + k_chunk), cut);\n"
+            "  if (k_begin >= k_end) { return; }  // uniform across the workgroup\n"
+            f"  let row0 = block / cols * {tile.bm}u;\n  let col0 = block % cols * {tile.bn}u;\n"
         )
 
     def wgsl(self) -> str:

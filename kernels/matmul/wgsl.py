@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..common import F32_BYTES, SUBGROUPS_DIRECTIVE, ceil_div
-from .chunks import MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, k_chunks, wave_chunks
+from ..common import F32_BYTES, SUBGROUPS_DIRECTIVE, ceil_div, wrapped_grid
+from .chunks import MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, MIN_K_CHUNK, k_chunks, wave_chunks
 
 __all__ = [
     "ADD_TO_C",
@@ -134,6 +134,11 @@ class MatmulTile:
     ``kgrid`` target allows, rather than as many as it allows: for a tile that runs one
     workgroup an SM, the SMs of the device (132 on an H200; elsewhere the same kernel on another
     grid, which the tune weighs as any other).
+    ``tail`` (kgrid tiles): the blocks of C that fill whole waves of ``tail`` workgroups each take
+    all of K, and only the blocks of the last, partial wave are cut into K chunks (as ``wave``
+    cuts them), so that the launch ends in about a full wave where the blocks alone would leave
+    most of its last wave idle; a data-parallel grid with a split-K tail, the simplest form of
+    stream-K. Its grid is one run of workgroups (wrapped onto y, the chunks on z).
     ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
     second set of prefetch registers, for loads whose latency one step's arithmetic does not hide).
     ``copy`` (vec4 tiles): ``"a"``, ``"b"`` or ``"ab"``, the operands a first stage copies into
@@ -161,6 +166,7 @@ class MatmulTile:
     ahead: int = 1
     copy: str = ""
     wave: int = 0
+    tail: int = 0
 
     def __post_init__(self) -> None:
         if self.copy not in ("", "a", "b", "ab", "bc", "abc") or (self.copy and (
@@ -190,6 +196,10 @@ class MatmulTile:
             raise ValueError(f"{self}: kgrid must be >= 0 and needs the vector layout")
         if self.wave < 0 or (self.wave and not self.kgrid):
             raise ValueError(f"{self}: wave must be >= 0, and needs kgrid")
+        if self.tail < 0 or (self.tail and (not self.kgrid or self.partials or self.stagger or self.wave
+                                            or self.copy or self.swizzle)):
+            raise ValueError(f"{self}: tail must be >= 0, and needs kgrid without partials, stagger, wave, copy "
+                             "or swizzle")
         if self.stagger and (self.stagger < 2 or not self.kgrid):
             raise ValueError(f"{self}: stagger must be 0 or >= 2, and needs kgrid")
         if self.slices < 1 or (self.slices > 1 and (not self.vector or self.subgroup)):
@@ -255,6 +265,8 @@ class MatmulTile:
             name += f"_kg{self.kgrid}"
         if self.wave:
             name += f"_w{self.wave}"
+        if self.tail:
+            name += f"_t{self.tail}"
         if self.stagger:
             name += f"_st{self.stagger}"
         if self.float_atomics:
@@ -269,8 +281,23 @@ class MatmulTile:
         """K chunks (the grid's z) for an ``m x n x k`` call: 1 unless ``kgrid``."""
         blocks = ceil_div(n, self.bn) * ceil_div(m, self.bm)
         most = MAX_FLOAT_K_CHUNKS if self.float_atomics or self.partials else MAX_K_CHUNKS
+        if self.tail:  # only the last wave's blocks are cut, as many chunks as fill it
+            left = blocks % self.tail
+            return wave_chunks(left, self.tail, min(most, ceil_div(k, MIN_K_CHUNK))) if left else 1
         chunks = k_chunks(self.kgrid, blocks, k, most)
         return wave_chunks(blocks, self.wave, chunks) if self.wave else chunks
+
+    def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+        """The grid of an ``m x n x k`` call: ``(ceil(N / bn), ceil(M / bm), K chunks)``; with
+        ``tail``, the blocks that take all of K then the last wave's chunks, one run of workgroups
+        numbered ``(wid.z * groups.y + wid.y) * groups.x + wid.x`` with the chunks on z."""
+        cols, rows, chunks = ceil_div(n, self.bn), ceil_div(m, self.bm), self.chunks(m, n, k)
+        if not self.tail:
+            return (cols, rows, chunks)
+        blocks = cols * rows
+        left = blocks % self.tail if chunks > 1 else 0
+        across, down, _ = wrapped_grid(ceil_div(blocks - left + left * chunks, chunks))
+        return (across, down, chunks)
 
 
 # -- pieces every kernel shares (the vector layout too) ------------------------------------------
