@@ -280,10 +280,11 @@ def test_wave_tiles_take_the_fewest_k_chunks_that_fill_whole_waves():
         MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, wave=132)
 
 
-@pytest.mark.parametrize("vec4", [False, True])
-def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chunks(device, pipelines, vec4):
-    tile = MatmulTile(16, 16, 8, 4, 4, vec4=vec4, double=True, ahead=2, kgrid=1, tail=4, float_atomics=True)
-    assert tile.name.endswith("_t4_fa")
+@pytest.mark.parametrize(("vec4", "float_atomics"), [(False, True), (True, True), (False, False)])
+def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chunks(
+        device, pipelines, vec4, float_atomics):
+    tile = MatmulTile(16, 16, 8, 4, 4, vec4=vec4, double=True, ahead=2, kgrid=1, tail=4, float_atomics=float_atomics)
+    assert "_t4" in tile.name
     # 15 blocks of 16x16 (70x40): 12 fill three waves of 4 whole; the last 3 fill the fourth in 4 chunks each.
     assert tile.chunks(70, 40, 1000) == 4 and tile.grid(70, 40, 1000) == (6, 1, 4)  # 12 + 3 * 4 = 24 workgroups
     # No chunk under MIN_K_CHUNK: K of 600 allows 3, which fill the tail's waves no better than 1 (9 of 12 slots).

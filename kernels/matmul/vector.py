@@ -272,7 +272,12 @@ class _VectorKernel:
                     continue
                 for lane in range(4):
                     index, value = f"row_{i} * p.n + col_{i}_{j} + {lane}u", f"acc_{i}_{j}.{LANES[lane]}"
-                    write = f"add_to_c({index}, {value})" if tile.kgrid else f"c[{index}] = {narrow(self.dtype, value)}"
+                    if tile.tail:
+                        write = f"put_c({index}, {value}, cut)"
+                    elif tile.kgrid:
+                        write = f"add_to_c({index}, {value})"
+                    else:
+                        write = f"c[{index}] = {narrow(self.dtype, value)}"
                     out.append(f"  if (col_{i}_{j} + {lane}u < p.n) {{ {write}; }}\n")
             out.append("}\n")
         return "".join(out)
@@ -351,6 +356,10 @@ class _VectorKernel:
                         with_c=not tile.partials)]
         if tile.kgrid:
             lines.append(partials_header(vector=not self.flat) if tile.partials else add_to_c)
+        if tile.tail:  # a block that takes all of K is C's only writer there: it stores, with no add to wait on
+            bits = "value" if tile.float_atomics else "bitcast<u32>(value)"
+            lines.append("fn put_c(index: u32, value: f32, add: bool) {\n"
+                         f"  if (add) {{ add_to_c(index, value); }} else {{ atomicStore(&c[index], {bits}); }}\n}}\n")
         for name, width, rows, needed in (
             ("tile_a", self.a_stride, self.kt, not tile.subgroup),
             ("tile_b", tile.bn // 4, self.kt, True),
