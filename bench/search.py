@@ -60,7 +60,7 @@ import numpy as np
 from wgtune import Args, Config, Search, Space, TunableSet, Tuner, clock_grain, run_inline
 from wgtune.gpu.device import Device
 from wgtune.kernels.matmul import matmul_key, tiled_matmul_wgsl
-from wgtune.kernels.matmul.wgsl import MatmulTile
+from wgtune.kernels.matmul.tile import MatmulTile
 from wgtune.search import registered_strategies
 from wgtune.search.run import replay as run_replay
 

@@ -8,9 +8,10 @@
   iterate. A new family is a module declaring its ``Family`` and one line there.
 - :mod:`wgtune.kernels.demo`: the suite ``wgtune tune`` and the page run, with input builders.
 
-The bigger families are packages: :mod:`wgtune.kernels.matmul` (the sets; the WGSL generators in
-``matmul.wgsl``, ``matmul.vector`` and ``matmul.skinny``, split-K partials in ``matmul.partials``,
-the candidate lists in ``matmul.tiles``, keys and groups in ``matmul.keys``) and
+The bigger families are packages: :mod:`wgtune.kernels.matmul` (the sets; tile shapes in
+``matmul.tile``, the WGSL generators in ``matmul.wgsl``, ``matmul.vector`` and ``matmul.skinny``,
+split-K partials in ``matmul.partials``, the candidate lists in ``matmul.tiles``, keys and groups
+in ``matmul.keys``) and
 :mod:`wgtune.kernels.reduction` (the sets; WGSL in ``reduction.wgsl`` and ``reduction.masked``).
 Shared helpers: :mod:`~wgtune.kernels.common` (ceiling division, the 2-D grid) and
 :mod:`~wgtune.kernels.inputs` (deterministic pseudo-random inputs).

@@ -28,7 +28,7 @@ from wgtune.kernels.matmul import chunks as matmul_chunks
 from wgtune.kernels.matmul import wgsl as matmul_wgsl
 from wgtune.kernels.matmul.flat import FlatTile
 from wgtune.kernels.matmul.skinny import SkinnyTile
-from wgtune.kernels.matmul.wgsl import HARD_MAX_STORAGE, MatmulTile
+from wgtune.kernels.matmul.tile import HARD_MAX_STORAGE, MatmulTile
 from wgtune.sets.bindings import binding_plan
 from wgtune.sets.shaders import workgroup_shape
 from wgtune.tune.plan import Plan

@@ -20,7 +20,7 @@ from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.kernels import matmul
 from wgtune.kernels.matmul.padded import copied_bytes
-from wgtune.kernels.matmul.wgsl import MatmulTile
+from wgtune.kernels.matmul.tile import MatmulTile
 from wgtune.sets.bindings import binding_plan
 from wgtune.tune.plan import Plan
 

@@ -12,7 +12,7 @@ Two sets:
   the output checks. The others (:mod:`wgtune.kernels.matmul.tiles` lists them, with the H200
   figures that put each there):
 
-  - tiles (:class:`MatmulTile`, WGSL from :mod:`wgtune.kernels.matmul.wgsl` and
+  - tiles (:class:`MatmulTile` in :mod:`wgtune.kernels.matmul.tile`, WGSL from :mod:`wgtune.kernels.matmul.wgsl` and
     :mod:`wgtune.kernels.matmul.vector`): block tiles from 16x128 and 128x16 to 256x128, K steps of 8 and
     16, register tiles of 4x4 to 16x8, double buffering, a swizzled workgroup order, K *slices*
     (several sets of invocations share a block, each a part of every K step, summed in
@@ -115,6 +115,7 @@ from .padded import padded_kernel
 from .partials import PARTIALS, partials_bytes, reduce_stage
 from .skinny import SkinnyTile, skinny_wgsl
 from .subgroup_matrix import SubgroupMatrixTile, subgroup_matrix_kernel
+from .tile import MatmulTile
 from .tiles import CHECKED, GROUP_NAMES, MATMUL_GROUPS, SMALL, Tile, with_subgroup_matrices
 from .tiles import MATMUL_F16_GROUPS as _F16_GROUPS
 from .vector import vector_wgsl
@@ -122,7 +123,6 @@ from .wgsl import (
     DTYPES,
     FLOAT_ATOMICS,
     ZERO_WORKGROUP,
-    MatmulTile,
     scalar_wgsl,
     zero_wgsl,
 )

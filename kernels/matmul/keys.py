@@ -19,8 +19,8 @@ from wgtune import Args, Group, anchor
 from wgtune.key import Key
 
 from .chunks import MIN_K_CHUNK
+from .tile import MatmulTile
 from .tiles import COLS, DEEP, FLAT, GROUP_NAMES, LARGE, MEDIUM, ROWS, SMALL
-from .wgsl import MatmulTile
 
 __all__ = [
     "DEEP_MIN_K",

@@ -7,7 +7,7 @@ are skipped (``keys.needs_vec4``) and only the flat tiles are left, which load o
 time: on an H200 those reached 55-76% of torch on shapes of that kind where the vec4 tiles of the
 same size reached 88-95% on aligned ones (``bench/results/h200-shapes-matmul-771203.txt``).
 
-A tile with ``copy`` (:class:`~wgtune.kernels.matmul.wgsl.MatmulTile`) is a candidate of two
+A tile with ``copy`` (:class:`~wgtune.kernels.matmul.tile.MatmulTile`) is a candidate of two
 stages (a kgrid tile's stage that zeroes C comes between them; ``"c"`` adds a last one):
 
 1. the copy: ``"a"`` copies A (``M x K``) into ``a_pad`` (``M x K4``, K4 = K rounded up to 4, the
@@ -39,8 +39,9 @@ from __future__ import annotations
 from wgtune import Args, Kernel
 
 from ..common import F32_BYTES, ceil_div, wrapped_grid
+from .tile import MatmulTile
 from .vector import _VectorKernel
-from .wgsl import ZERO_WORKGROUP, MatmulTile, zero_wgsl
+from .wgsl import ZERO_WORKGROUP, zero_wgsl
 
 __all__ = ["COPY_WORKGROUP", "copied_bytes", "copy_wgsl", "padded_kernel", "padded_tile_wgsl"]
 

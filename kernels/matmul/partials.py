@@ -1,7 +1,7 @@
 """Split-K in two passes: each K chunk writes its partial sums into scratch, a second stage adds
 them into C.
 
-A kgrid tile (:class:`~wgtune.kernels.matmul.wgsl.MatmulTile`) with ``partials`` splits K over
+A kgrid tile (:class:`~wgtune.kernels.matmul.tile.MatmulTile`) with ``partials`` splits K over
 workgroups like the others, but instead of adding into C with atomics (after a stage that zeroes
 C) its chunk ``z`` writes its sums to ``part[z * stride + row * N + col]``, a scratch buffer the
 device makes (``Kernel(scratch=...)``, sized from the call), and a reduce stage sums the chunks

@@ -1,7 +1,7 @@
 """The matmul family's candidates, by group (see :mod:`wgtune.kernels.matmul` for what the
 groups are and how a key picks them).
 
-Each entry is a tile (:class:`~wgtune.kernels.matmul.wgsl.MatmulTile`, a
+Each entry is a tile (:class:`~wgtune.kernels.matmul.tile.MatmulTile`, a
 :class:`~wgtune.kernels.matmul.skinny.SkinnyTile` or a
 :class:`~wgtune.kernels.matmul.flat.FlatTile`) in the forms worth having: with vec4 global loads
 (``_v4``, for K and N multiples of 4), flat ones (any sizes), or both. The comments give what each
@@ -21,7 +21,7 @@ from dataclasses import replace
 from .flat import FlatTile
 from .skinny import SkinnyTile
 from .subgroup_matrix import SubgroupMatrixTile
-from .wgsl import MatmulTile
+from .tile import MatmulTile
 
 __all__ = [
     "CHECKED", "COLS", "DEEP", "FLAT", "GROUP_NAMES", "LARGE", "MATMUL_F16_GROUPS", "MATMUL_GROUPS", "MEDIUM", "ROWS",

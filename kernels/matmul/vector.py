@@ -40,8 +40,10 @@ into local arrays spill on some compilers.
 from __future__ import annotations
 
 from ..common import ceil_div
-from .partials import partials_base, partials_header
-from .wgsl import LANES, MatmulTile, adds_into_c, header, indent, narrow, widen
+from .partials import partials_header
+from .placement import placement
+from .tile import MatmulTile
+from .wgsl import LANES, adds_into_c, header, indent, narrow, widen
 
 __all__ = ["vector_wgsl"]
 
@@ -89,20 +91,6 @@ class _VectorKernel:
     def setup(self) -> str:
         """Per-invocation values that stay the same along K."""
         tile, out = self.tile, []
-        if tile.swizzle:
-            # Workgroups in launch order walk down groups of `swizzle` block rows, column by
-            # column, so that neighbours in time share rows of A and columns of B in the cache.
-            out.append(
-                "  let wg_linear = wid.y * groups.x + wid.x;\n"
-                f"  let wg_span = {tile.swizzle}u * groups.x;\n"
-                f"  let wg_first = (wg_linear / wg_span) * {tile.swizzle}u;\n"
-                f"  let wg_rows = min(groups.y - wg_first, {tile.swizzle}u);\n"
-                "  let wg_within = wg_linear % wg_span;\n"
-                f"  let row0 = (wg_first + wg_within % wg_rows) * {tile.bm}u;\n"
-                f"  let col0 = (wg_within / wg_rows) * {tile.bn}u;\n"
-            )
-        elif not tile.tail:  # a tail tile's block is placed with its K range (tail_range)
-            out.append(f"  let row0 = wid.y * {tile.bm}u;\n  let col0 = wid.x * {tile.bn}u;\n")
         if tile.subgroup:
             out.append("  let quad_k = (lane & 3u) * 4u;\n")
             for i in range(tile.tm):
@@ -306,48 +294,6 @@ class _VectorKernel:
         out.append("  }\n}\n")
         return "".join(out)
 
-    def k_range(self) -> str:
-        """The K range of this workgroup: all of K, or with kgrid its chunk (whole K steps)."""
-        tile = self.tile
-        if not tile.kgrid:
-            return "  let k_begin = 0u;\n  let k_end = p.k;\n"
-        if tile.tail:
-            return self.tail_range()
-        if tile.partials:  # an empty chunk still writes its (zero) partial sums: the reduce reads them all
-            return (
-                partials_base()
-                + f"  let k_chunk = ((p.k + {self.kt - 1}u) / {self.kt}u + groups.z - 1u) / groups.z * {self.kt}u;\n"
-                "  let k_begin = wid.z * k_chunk;\n"
-                "  let k_end = min(p.k, k_begin + k_chunk);\n"
-            )
-        return (
-            "  // chunk wid.z of groups.z, in whole K steps; a workgroup past the last K step adds nothing\n"
-            f"  let k_chunk = ((p.k + {self.kt - 1}u) / {self.kt}u + groups.z - 1u) / groups.z * {self.kt}u;\n"
-            "  let k_begin = wid.z * k_chunk;\n"
-            "  let k_end = min(p.k, k_begin + k_chunk);\n"
-            "  if (k_begin >= k_end) { return; }  // uniform across the workgroup\n"
-        )
-
-    def tail_range(self) -> str:
-        """A ``tail`` tile's block and K range: workgroup ``w`` of the run takes block ``w`` whole
-        while ``w`` is within the blocks that fill whole waves, and chunks of the last wave's blocks
-        after them, ``groups.z`` a block (one chunk: every block whole)."""
-        tile = self.tile
-        return (
-            f"  let cols = (p.n + {tile.bn - 1}u) / {tile.bn}u;\n"
-            f"  let blocks = cols * ((p.m + {tile.bm - 1}u) / {tile.bm}u);\n"
-            f"  let whole = select(blocks, blocks - blocks % {tile.tail}u, groups.z > 1u);\n"
-            "  let w = (wid.z * groups.y + wid.y) * groups.x + wid.x;\n"
-            "  if (w >= whole + (blocks - whole) * groups.z) { return; }  // past the run: uniform\n"
-            f"  let k_chunk = ((p.k + {self.kt - 1}u) / {self.kt}u + groups.z - 1u) / groups.z * {self.kt}u;\n"
-            "  let cut = w >= whole;\n"
-            "  let block = select(w, whole + (w - whole) / groups.z, cut);\n"
-            "  let k_begin = select(0u, (w - whole) % groups.z * k_chunk, cut);\n"
-            "  let k_end = select(p.k, min(p.k, k_begin + k_chunk), cut);\n"
-            "  if (k_begin >= k_end) { return; }  // uniform across the workgroup\n"
-            f"  let row0 = block / cols * {tile.bm}u;\n  let col0 = block % cols * {tile.bn}u;\n"
-        )
-
     def wgsl(self) -> str:
         tile = self.tile
         buffers = 2 if tile.double else 1
@@ -385,7 +331,7 @@ class _VectorKernel:
             lines.append("  let tx = lid.x;\n  let ty = lid.y;\n")
             if tile.slices > 1:
                 lines.append(f"  let kz = lid.z * {tile.bk}u;  // this slice's first row of each staged step\n")
-        lines.append(self.k_range())
+        lines.append(placement(tile))
         lines.append(self.setup())
         if not tile.subgroup:
             lines += [f"  let ax_{chunk} = ty + {chunk * self.wy}u;\n" for chunk in range(tile.tm // 4)]
