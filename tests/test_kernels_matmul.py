@@ -283,7 +283,7 @@ def test_wave_tiles_take_the_fewest_k_chunks_that_fill_whole_waves():
 @pytest.mark.parametrize(("vec4", "float_atomics"), [(False, True), (True, True), (False, False)])
 def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chunks(
         device, pipelines, vec4, float_atomics):
-    tile = MatmulTile(16, 16, 8, 4, 4, vec4=vec4, double=True, ahead=2, kgrid=1, tail=4, float_atomics=float_atomics)
+    tile = MatmulTile(16, 16, 8, 4, 4, vec4=vec4, double=True, ahead=2, tail=4, float_atomics=float_atomics)
     assert "_t4" in tile.name
     # 15 blocks of 16x16 (70x40): 12 fill three waves of 4 whole; the last 3 fill the fourth in 4 chunks each.
     assert tile.chunks(70, 40, 1000) == 4 and tile.grid(70, 40, 1000) == (6, 1, 4)  # 12 + 3 * 4 = 24 workgroups
@@ -293,8 +293,8 @@ def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chun
     TILE_OF[tile.name] = tile
     _check_f32(device, pipelines, matmul.tiled_matmul_kernel(tile),
                [(70, 40, 1000), (70, 40, 600), (64, 64, 1000), (9, 20, 1100), (130, 70, 65), (1, 37, 300)])
-    with pytest.raises(ValueError, match="tail must be >= 0, and needs kgrid"):
-        MatmulTile(16, 16, 8, 4, 4, tail=4)
+    with pytest.raises(ValueError, match="tail must be >= 0, and needs the vector layout without kgrid"):
+        MatmulTile(16, 16, 8, 4, 4, kgrid=256, tail=4)
 
 
 def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c():

@@ -219,7 +219,7 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
     options.setdefault("priority", tile_priority(tile))
     if tile.copy:
         return padded_kernel(tile, dtype, _features(dtype, float_atomics=tile.float_atomics), **options)
-    adds_into_c = tile.kgrid and not tile.partials
+    adds_into_c = tile.splits_k and not tile.partials
     if tile.partials:
         if dtype != "f32":
             raise ValueError(f"{tile.name}: partials are f32 (the reduce stage writes f32 C)")

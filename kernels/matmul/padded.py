@@ -154,7 +154,7 @@ class _CopiedOperands(_VectorKernel):
              f"@binding(4) var<storage, read> {A_PAD}: array<vec4<f32>>;"),
             ("b" in copy, "@binding(1) var<storage, read> b: array<vec4<f32>>;",
              f"@binding(5) var<storage, read> {B_PAD}: array<vec4<f32>>;"),
-            ("b" in copy and not self.tile.kgrid, "@binding(2) var<storage, read_write> c: array<vec4<f32>>;",
+            ("b" in copy and not self.tile.splits_k, "@binding(2) var<storage, read_write> c: array<vec4<f32>>;",
              f"@binding(6) var<storage, read_write> {C_PAD}: array<vec4<f32>>;" if "c" in copy
              else "@binding(2) var<storage, read_write> c: array<f32>;"),
         ):
@@ -195,7 +195,7 @@ def padded_kernel(tile: MatmulTile, dtype: str, features: tuple[str, ...], **opt
     }
     stages = [Kernel(f"{tile.name}_tile", padded_tile_wgsl(tile), grid=tile_grid, workgroup_size=tile.workgroup_size,
                      workgroup_storage=tile.workgroup_storage, features=features)]
-    if tile.kgrid:  # its chunks add into C
+    if tile.splits_k:  # its chunks add into C
         def zero_grid(args: Args) -> tuple[int, int, int]:
             return wrapped_grid(ceil_div(args.params[0] * args.params[1], ZERO_WORKGROUP))
 

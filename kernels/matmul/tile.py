@@ -49,11 +49,14 @@ class MatmulTile:
     ``kgrid`` target allows, rather than as many as it allows: for a tile that runs one
     workgroup an SM, the SMs of the device (132 on an H200; elsewhere the same kernel on another
     grid, which the tune weighs as any other).
-    ``tail`` (kgrid tiles): the blocks of C that fill whole waves of ``tail`` workgroups each take
+    ``tail``: the blocks of C that fill whole waves of ``tail`` workgroups each take
     all of K, and only the blocks of the last, partial wave are cut into K chunks (as ``wave``
     cuts them), so that the launch ends in about a full wave where the blocks alone would leave
     most of its last wave idle; a data-parallel grid with a split-K tail, the simplest form of
-    stream-K. Its grid is one run of workgroups (wrapped onto y, the chunks on z).
+    stream-K (f32: after a stage that zeroed C the cut blocks add their sums into it, with
+    ``float_atomics`` or compare-exchange, and the whole ones store theirs). Its grid is one run of
+    workgroups (wrapped onto y, the chunks on z); ``tail`` is the device's concurrent workgroups of
+    the tile, which WebGPU does not report: candidates carry guesses and the tune weighs them.
     ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
     second set of prefetch registers, for loads whose latency one step's arithmetic does not hide).
     ``copy`` (vec4 tiles): ``"a"``, ``"b"`` or ``"ab"``, the operands a first stage copies into
@@ -85,11 +88,11 @@ class MatmulTile:
 
     def __post_init__(self) -> None:
         if self.copy not in ("", "a", "b", "ab", "bc", "abc") or (self.copy and (
-                not self.vec4 or self.subgroup or (self.kgrid and ("c" in self.copy or not self.float_atomics)))):
+                not self.vec4 or self.subgroup or (self.splits_k and ("c" in self.copy or not self.float_atomics)))):
             raise ValueError(f"{self}: copy is '', 'a', 'b', 'ab', 'bc' or 'abc', for vec4 tiles without subgroup "
                              "(with kgrid: float_atomics, no 'c')")
-        if self.float_atomics and not self.kgrid:
-            raise ValueError(f"{self}: float_atomics are for the adds of kgrid")
+        if self.float_atomics and not self.splits_k:
+            raise ValueError(f"{self}: float_atomics are for the adds of kgrid or tail")
         if self.ahead not in (1, 2) or (self.ahead == 2 and (not self.double or self.subgroup)):
             raise ValueError(f"{self}: ahead is 1 or 2 K steps, and 2 needs double buffering without subgroup")
         if self.partials and (not self.kgrid or self.float_atomics or self.stagger):
@@ -111,10 +114,10 @@ class MatmulTile:
             raise ValueError(f"{self}: kgrid must be >= 0 and needs the vector layout")
         if self.wave < 0 or (self.wave and not self.kgrid):
             raise ValueError(f"{self}: wave must be >= 0, and needs kgrid")
-        if self.tail < 0 or (self.tail and (not self.kgrid or self.partials or self.stagger or self.wave
-                                            or self.copy or self.swizzle)):
-            raise ValueError(f"{self}: tail must be >= 0, and needs kgrid without partials, stagger, wave, copy "
-                             "or swizzle")
+        if self.tail < 0 or (self.tail and (self.kgrid or self.partials or self.stagger or self.copy or self.swizzle
+                                            or not self.vector)):
+            raise ValueError(f"{self}: tail must be >= 0, and needs the vector layout without kgrid (it splits K its "
+                             "own way), partials, stagger, copy or swizzle")
         if self.stagger and (self.stagger < 2 or not self.kgrid):
             raise ValueError(f"{self}: stagger must be 0 or >= 2, and needs kgrid")
         if self.slices < 1 or (self.slices > 1 and (not self.vector or self.subgroup)):
@@ -135,6 +138,13 @@ class MatmulTile:
     def vector(self) -> bool:
         """Whether the register tile is made of vec4 (both sides multiples of 4)."""
         return self.tm % 4 == 0 and self.tn % 4 == 0
+
+    @property
+    def splits_k(self) -> bool:
+        """Whether workgroups share blocks of C, each summing a chunk of K (``kgrid`` or
+        ``tail``): the sums are added into C after a stage that zeroed it (or, with
+        ``partials``, summed by a last stage)."""
+        return bool(self.kgrid or self.tail)
 
     @property
     def workgroup_shape(self) -> tuple[int, int]:

@@ -57,8 +57,8 @@ class _VectorKernel:
     """
 
     def __init__(self, tile: MatmulTile, dtype: str) -> None:
-        if tile.kgrid and dtype != "f32":
-            raise ValueError(f"{tile.name}: kgrid adds into C with u32 atomics, so it needs f32 buffers")
+        if tile.splits_k and dtype != "f32":
+            raise ValueError(f"{tile.name}: kgrid and tail add into C with u32 atomics, so they need f32 buffers")
         self.tile = tile
         self.dtype = dtype
         self.wx, self.wy = tile.workgroup_shape
@@ -250,7 +250,7 @@ class _VectorKernel:
             out.append(f"let row_{i} = row0 + {self._row(i)};\nif (row_{i} < p.m) {{\n")
             for j in range(tile.tn // 4):
                 out.append(f"  let col_{i}_{j} = col0 + (tx + {j * self.wx}u) * 4u;\n")
-                if self.c_vec4 and not tile.kgrid:
+                if self.c_vec4 and not tile.splits_k:
                     value = narrow(self.dtype, f"acc_{i}_{j}", vector=True)
                     at = f"(row_{i} * {self.ldc} + col_{i}_{j}) >> 2u"
                     out.append(f"  if (col_{i}_{j} < p.n) {{ {self.c_name}[{at}] = {value}; }}\n")
@@ -262,7 +262,7 @@ class _VectorKernel:
                     index, value = f"row_{i} * p.n + col_{i}_{j} + {lane}u", f"acc_{i}_{j}.{LANES[lane]}"
                     if tile.tail:
                         write = f"put_c({index}, {value}, cut)"
-                    elif tile.kgrid:
+                    elif tile.splits_k:
                         write = f"add_to_c({index}, {value})"
                     else:
                         write = f"c[{index}] = {narrow(self.dtype, value)}"
@@ -298,9 +298,9 @@ class _VectorKernel:
         tile = self.tile
         buffers = 2 if tile.double else 1
         c_element, add_to_c = adds_into_c(tile.float_atomics)
-        lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element if tile.kgrid else None,
+        lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element if tile.splits_k else None,
                         with_c=not tile.partials)]
-        if tile.kgrid:
+        if tile.splits_k:
             lines.append(partials_header(vector=not self.flat) if tile.partials else add_to_c)
         if tile.tail:  # a block that takes all of K is C's only writer there: it stores, with no add to wait on
             bits = "value" if tile.float_atomics else "bitcast<u32>(value)"
@@ -317,7 +317,7 @@ class _VectorKernel:
                 lines.append(f"var<workgroup> {name}: {array};\n")
         lane = ",\n        @builtin(subgroup_invocation_id) lane: u32" if tile.subgroup else ""
         size_x, size_y, size_z = tile.workgroup_size
-        groups = "        @builtin(num_workgroups) groups: vec3<u32>,\n" if tile.swizzle or tile.kgrid else ""
+        groups = "        @builtin(num_workgroups) groups: vec3<u32>,\n" if tile.swizzle or tile.splits_k else ""
         lines.append(
             f"\n@compute @workgroup_size({size_x}, {size_y}, {size_z})\n"
             "fn main(@builtin(workgroup_id) wid: vec3<u32>,\n"
