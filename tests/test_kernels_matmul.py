@@ -293,6 +293,12 @@ def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chun
     TILE_OF[tile.name] = tile
     _check_f32(device, pipelines, matmul.tiled_matmul_kernel(tile),
                [(70, 40, 1000), (70, 40, 600), (64, 64, 1000), (9, 20, 1100), (130, 70, 65), (1, 37, 300)])
+    # 16 blocks in waves of 5: 15 whole, the last in 4 chunks (no count up to K's 4 fills 92%: the best);
+    # 19 workgroups on a grid of 5 x 4, so one past the run, which returns.
+    odd = replace(tile, tail=5)
+    assert odd.grid(64, 64, 1000) == (5, 1, 4)
+    TILE_OF[odd.name] = odd
+    _check_f32(device, pipelines, matmul.tiled_matmul_kernel(odd), [(64, 64, 1000), (70, 40, 1000)])
     with pytest.raises(ValueError, match="tail must be >= 0, and needs the vector layout without kgrid"):
         MatmulTile(16, 16, 8, 4, 4, kgrid=256, tail=4)
 
