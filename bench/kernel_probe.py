@@ -29,7 +29,9 @@ as in ``kernels/matmul/tiles.py``, and ``replace`` at hand, or ``@FILE``: one su
 a line (``#`` starts a comment); the set probed is then those
 tiles, ungrouped, after the naive kernel (every one planned where its vec4 loads can serve).
 ``--shape MxNxK`` (repeatable) probes those matmul shapes instead of the lists'. ``--each`` also
-prints a line per candidate probed (its status, rate and ratio to torch) after each shape's line.
+prints a line per candidate probed (its status, rate and ratio to torch, and ``wg`` the workgroups
+of each of its stages, ``+`` between them: how many blocks, chunks and waves it ran) after each
+shape's line.
 
 Flat matmuls (issue 29: a short K, many outputs; the set plans its ``flat*`` candidates first
 where K <= 64 on medium and large keys)::
@@ -212,7 +214,9 @@ def measure(device: NativeDevice, problem: Problem, compiled: dict, index: int, 
     if problem_limits:
         return record | {"status": "limit", "why": problem_limits}
     grid = tuple(kernel.grid(problem.args))
-    if any(check_grid(tuple(stage.grid(problem.args)), device.limits) for stage in kernel.stages):
+    grids = [tuple(stage.grid(problem.args)) for stage in kernel.stages]
+    record["workgroups"] = [math.prod(stage_grid) for stage_grid in grids]  # a stage's, in order
+    if any(check_grid(stage_grid, device.limits) for stage_grid in grids):
         return record | {"status": "grid"}
     slot = (problem.tunables.name, index)
     if slot not in compiled:
@@ -278,7 +282,8 @@ def probe(device: NativeDevice, problem: Problem, compiled: dict, samples: int, 
           + (f" WRONG {wrong}" if wrong else ""), flush=True)
     for result in results if each else ():
         rate = f"{figure(result)}" if result["status"] == "ok" else f"{result['candidate']} {result['status']}"
-        print(f"    {'*' if result['first_batch'] else ' '} {rate}", flush=True)
+        stages = "+".join(map(str, result.get("workgroups", ())))
+        print(f"    {'*' if result['first_batch'] else ' '} {rate}" + (f" wg {stages}" if stages else ""), flush=True)
     if sink:
         sink.write(json.dumps({"family": problem.family, "shape": problem.label, "torch_rate": torch_rate,
                                "regime": problem.regime}) + "\n")

@@ -233,4 +233,9 @@ def test_the_probe_takes_flat_tiles_and_prints_each_planned_candidate(device, ca
     assert "WRONG" not in shape and "best flat" in shape
     each = {line.split()[1]: line for line in lines if line.startswith("    * ")}
     assert set(each) == {name for name in FLAT_NAMES if not TILE_OF[name].vec4}
-    assert all(len(line.split()) == 3 for line in each.values())  # name and rate: timed, not wrong or slow
+    # Name, rate (timed, not wrong or slow) and the workgroups of its one stage: 301x517 in its blocks.
+    for name, line in each.items():
+        rows, cols = TILE_OF[name].block
+        _, _, rate, wg, workgroups = line.split()
+        assert float(rate.replace(",", "")) >= 0 and wg == "wg", line  # GFLOP/s to one decimal: 0.0 on a slow CPU
+        assert int(workgroups) == -(-517 // cols) * -(-301 // rows), line
