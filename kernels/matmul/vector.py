@@ -22,7 +22,9 @@ step are issued before this step's arithmetic and stored after it, one barrier a
 ``kgrid`` (K cut into as many chunks as the grid's z says, whole K steps each, one workgroup
 a chunk, each adding its sums into C with an atomic compare-exchange loop on C's bits after the
 candidate's first stage (``matmul_wgsl.zero_wgsl``) zeroed C: for problems with few outputs and a long
-K, where the blocks of C alone cannot fill the GPU), and ``subgroup``: the A tile is not staged at all; each lane of a
+K, where the blocks of C alone cannot fill the GPU), ``tail`` (only the last wave's blocks cut
+so, the others storing their sums: :mod:`wgtune.kernels.matmul.placement` places each
+workgroup), and ``subgroup``: the A tile is not staged at all; each lane of a
 quad loads a quarter of the K step of its rows from global memory and the quad shares them with
 ``quadBroadcast``. That assumes what every driver seen does (NVIDIA, lavapipe): subgroups are
 runs of consecutive ``local_invocation_index``, so a quad is four neighbours along a row of the
