@@ -219,7 +219,6 @@ class MatmulTile:
         cols, rows, chunks = ceil_div(n, self.bn), ceil_div(m, self.bm), self.chunks(m, n, k)
         if not self.tail:
             return (cols, rows, chunks)
-        blocks = cols * rows
-        left = blocks % self.tail if chunks > 1 else 0
-        across, down, _ = wrapped_grid(ceil_div(blocks - left + left * chunks, chunks))
+        blocks = cols * rows  # and each of the last wave's takes chunks - 1 more workgroups
+        across, down, _ = wrapped_grid(ceil_div(blocks + blocks % self.tail * (chunks - 1), chunks))
         return (across, down, chunks)
