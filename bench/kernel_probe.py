@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernels import CUDA, cuda_seconds, torch  # bench/kernels.py: torch timed with CUDA events
+from kernels import CUDA, cuda_seconds, matmul_shape, torch  # bench/kernels.py: torch timed with CUDA events
 from wgtune import Args, TunableSet, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.gpu.device import check_grid, check_limits
@@ -321,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--each", action="store_true",
                         help="a line per candidate (* in the plan's first batch): rate and ratio to torch")
     parser.add_argument("--tiles", action="append", help="matmul tiles to probe instead of the set's (repeatable)")
-    parser.add_argument("--shape", action="append", help="a matmul shape MxNxK instead of the lists' (repeatable)")
+    parser.add_argument("--shape", action="append", type=matmul_shape, metavar="MxNxK",
+                        help="a matmul shape instead of the lists' (repeatable)")
     parser.add_argument("--runtime-checks", choices=("set", "on", "off"), default="set",
                         help="compile every candidate with (on) or without (off) WebGPU's runtime checks, "
                              "or as the set says (Kernel.runtime_checks)")
@@ -342,8 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs: list[Callable[[], Problem]] = []
     if "matmul" in only:
         tunables = matmul_set(trial_tiles(options.tiles)) if options.tiles else matmul_set()
-        shapes = ([tuple(int(x) for x in text.split("x")) for text in options.shape] if options.shape
-                  else (MATMUL_FULL if options.full else MATMUL_SMALL)[part])
+        shapes = (options.shape if options.shape else (MATMUL_FULL if options.full else MATMUL_SMALL)[part])
         tunables = forced_runtime_checks(tunables, options.runtime_checks)
         jobs += [lambda s=s: matmul_problem(device, tunables, *s) for s in shapes]
     for op in ("sum", "max"):

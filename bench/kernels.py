@@ -166,6 +166,17 @@ def torch_seconds(run: Callable[[], Any]) -> TorchSeconds:
 # -- the workloads -------------------------------------------------------------------------------
 
 
+def matmul_shape(text: str) -> tuple[int, int, int]:
+    """``MxNxK`` as three sizes of at least 1 (an argparse type: a bad one is a usage error naming it)."""
+    try:
+        m, n, k = (int(side) for side in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a matmul shape is MxNxK, got {text!r}") from None
+    if min(m, n, k) < 1:
+        raise argparse.ArgumentTypeError(f"a matmul shape's sizes are at least 1, got {text!r}")
+    return m, n, k
+
+
 def matmul_workload(m: int, n: int, k: int) -> Workload:
     def make(device: NativeDevice) -> tuple[Args, dict]:
         a, b = seeded((m, k), 1), seeded((k, n), 2)

@@ -55,13 +55,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from checked_oracle import checked_oracle  # bench/checked_oracle.py
-from held_out import draw_suite, fresh_seed  # bench/held_out.py
+from held_out import draw_suite, fresh_seed, matmul_class  # bench/held_out.py
 from regret import ORACLE_ROUNDS  # bench/regret.py
 from run_info import Report  # bench/run_info.py
 
 from kernels import (  # bench/kernels.py: workloads, torch timing, numpy checks
     CUDA,
     Workload,
+    matmul_shape,
     matmul_workload,
     reduction_workload,
     scaled,
@@ -125,10 +126,11 @@ class Target:
 
 TARGETS = {"matmul": Target(0.90, 0.80), "row_sum": Target(1.00, 0.90), "row_max": Target(1.00, 0.90)}
 HELD_OUT = "held:"  # the tag's prefix of a drawn shape (its class follows)
+GIVEN = "given:"  # of a shape named with --shape
 # Issue 29's targets for the held-out draw: matmul's median and floor, and its thin and flat classes'
 # medians (the reductions keep issue 14's).
 HELD_TARGETS = {**TARGETS, "matmul": Target(0.95, 0.80)}
-CLASS_TARGETS = {"matmul": {HELD_OUT + "thin": 0.90, HELD_OUT + "flat": 0.90}}
+CLASS_TARGETS = {"matmul": {"thin": 0.90, "flat": 0.90}}  # of shapes off the suite (drawn or given), by class
 HEADLINE = {"matmul": ("4096x4096x4096", 0.95)}  # a shape's ratio the issue wants "toward" a figure
 REGRET_LIMIT, REGRET_SHARE = 0.02, 0.95  # regret <= 2% on >= 95% of the suite's shapes
 
@@ -163,14 +165,19 @@ class Row:
 
     @property
     def held_out(self) -> bool:
-        return self.tag.startswith(HELD_OUT)
+        """Whether the shape is off the fixed suite (drawn, or given with ``--shape``)."""
+        return self.tag.startswith((HELD_OUT, GIVEN))
 
 
 def suite(full: bool, only: Sequence[str] = FAMILIES, part: slice = slice(None), draw: int = 0,
-          seed: int = 0) -> list[tuple[Workload, str]]:
+          seed: int = 0, given: Sequence[tuple[int, int, int]] = ()) -> list[tuple[Workload, str]]:
     """The workloads to run with their class tags: each family's shapes, sliced by ``part``, then
-    ``draw`` shapes of each family drawn from ``seed`` (held out: tagged ``held:CLASS``)."""
+    ``draw`` shapes of each family drawn from ``seed`` (held out: tagged ``held:CLASS``). ``given``
+    matmul shapes (tagged ``given:CLASS``) replace the matmul lists and draw."""
     matmul, reductions = (MATMUL_FULL, REDUCTION_FULL) if full else (MATMUL_SMALL, REDUCTION_SMALL)
+    if given:
+        return [(matmul_workload(m, n, k), GIVEN + matmul_class(m, n, k, small=not full))
+                for m, n, k in given] if "matmul" in only else []
     if draw:
         matmul = (*matmul[part], *((m, n, k, HELD_OUT + tag) for (m, n, k), tag
                                    in draw_suite("matmul", draw, seed, small=not full)))
@@ -243,6 +250,8 @@ def summary(rows: list[Row], failed: Sequence[str] = ()) -> list[str]:
         mine = [row for row in rows if row.held_out == part]
         if not mine:
             continue
+        if part and all(row.tag.startswith(GIVEN) for row in mine):
+            title = "the given shapes against issue 29's targets"
         lines += ["", f"{title} (rates in {', '.join(sorted({r.unit for r in mine}))}):"]
         for family in FAMILIES:
             of_family = [row for row in mine if row.family == family]
@@ -296,7 +305,7 @@ def family_summary(family: str, rows: list[Row], target: Target) -> list[str]:
         members = [row for row in rows if row.tag == tag]
         versus = _median([row.versus for row in members])
         misses = sum(1 for row in members if row.regret > REGRET_LIMIT)
-        wanted = CLASS_TARGETS.get(family, {}).get(tag)
+        wanted = CLASS_TARGETS.get(family, {}).get(tag.split(":", 1)[1]) if tag.startswith((HELD_OUT, GIVEN)) else None
         verdict = "" if wanted is None or versus is None else \
             f" (target >= {wanted:.0%}: {'met' if versus >= wanted else 'MISSED'})"
         by_class.append(f"{tag} {percent(versus)}{verdict} / {misses} of {len(members)}")
@@ -333,13 +342,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="held-out shapes drawn afresh per family, besides the fixed ones (default: 30 with "
                              "--full, 6 without; 0: none)")
     parser.add_argument("--seed", type=int, help="the draw's seed (default: a fresh one, printed)")
+    parser.add_argument("--shape", action="append", type=matmul_shape, default=[], metavar="MxNxK",
+                        help="a matmul shape to run instead of the lists and the draw (repeatable; matmul only)")
     parser.add_argument("--out", type=Path, help="also write the table and the summary to this file")
     options = parser.parse_args(argv)
-    draw = options.draw if options.draw is not None else (30 if options.full else 6)
+    draw = 0 if options.shape else options.draw if options.draw is not None else (30 if options.full else 6)
     seed = options.seed if options.seed is not None else fresh_seed()
     if options.rounds < 2:
         parser.error("--rounds needs at least 2 (the noise compares even and odd rounds)")
-    workloads = suite(options.full, options.only or FAMILIES, options.shapes, draw, seed)
+    workloads = suite(options.full, options.only or FAMILIES, options.shapes, draw, seed, options.shape)
     if not workloads:
         parser.error("no shapes selected")
     device = NativeDevice.open()

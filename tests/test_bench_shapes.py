@@ -140,3 +140,22 @@ def test_the_summary_holds_the_held_out_draw_to_issue_29s_targets_apart_from_the
     assert "issue 29's targets" in held and "median 93.0% (target >= 95%: MISSED)" in held
     assert "held:thin 85.0% (target >= 90%: MISSED)" in held and "held:flat 93.0% (target >= 90%: met)" in held
     assert "vs torch's CUDA graph median 186.0%" in held  # twice: the graph rate is half
+
+
+def test_given_shapes_replace_the_lists_and_are_held_to_issue_29s_targets_by_class():
+    given = [shapes.matmul_shape("1668x189x1090"), shapes.matmul_shape("17X5794x2066")]
+    assert given == [(1668, 189, 1090), (17, 5794, 2066)]
+    picked = shapes.suite(True, shapes.FAMILIES, slice(None), draw=30, seed=1, given=given)
+    assert [(w.label, tag) for w, tag in picked] == [("1668x189x1090", "given:general"), ("17x5794x2066", "given:thin")]
+    assert shapes.suite(True, ("row_sum",), given=given) == [], "given shapes are matmul's"
+    for bad in ("3x4", "0x5x6", "axbxc"):
+        with pytest.raises(Exception, match="matmul shape"):
+            shapes.matmul_shape(bad)
+
+    def row(tag: str, versus: float) -> shapes.Row:
+        return shapes.Row("matmul", "17x5794x2066", tag, "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0, "w",
+                          0.0, 0.0, 3, 3, {})
+
+    summary = "\n".join(shapes.summary([row("given:thin", 0.85), row("given:general", 0.97)]))
+    assert "the given shapes against issue 29's targets" in summary and "fixed suite" not in summary
+    assert "given:thin 85.0% (target >= 90%: MISSED)" in summary and "given:general 97.0% /" in summary
