@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The probes that wait for a device session (docs/development.md, sessions 12-13), by part, each
+# writing its table to $OUT/PART.txt. Run from the device command after the line that
+# ../shared/device/prepare.sh prints (wgtune on PYTHONPATH), with R the repository root:
+#
+#   bash $R/bench/probes/device.sh tail staircase        # about 5 minutes
+#   bash $R/bench/probes/device.sh hundreds narrow draw  # about 5 minutes
+#
+# GENERAL, HUNDREDS and NARROW, if set, replace those parts' shapes (a smoke test on a small adapter).
+#
+# Parts:
+#   tail       the general class's leaders plain and with split-K tails (tail.txt), 14 shapes
+#   staircase  three leaders with M stepped by one block row (staircase.txt): where each wave ends
+#   hundreds   one side of 55-400, the other in the thousands (hundreds.txt), 13 shapes
+#   narrow     session 11's narrow kgrid tiles in a tune: bench/shapes.py on their shapes with
+#              this wheel and with .whl/pre-narrow's (8997445^, the set without them), side by side
+#   draw       a fresh held-out draw of 30 matmul shapes (seed printed), the tune against torch
+set -u
+R=${R:?set R to the repository root}
+OUT=${OUT:?set OUT to the folder the tables go to}
+P="python3 $R/bench/kernel_probe.py --full --only matmul --each"
+GENERAL=${GENERAL:-"927x1095x7028 706x7203x2905 870x2083x4302 2550x1412x7257 1147x406x1007 1668x189x1090 753x124x831
+  685x223x944 2961x205x271 3423x289x1402 1579x789x1529 689x216x2025 5391x7196x390 2559x803x206"}
+# The draws' shapes of the class under 80%, then eight fresh ones (seed 20261205).
+HUNDREDS=${HUNDREDS:-"1668x189x1090 133x3326x279 753x124x831 1147x406x1007 5235x55x551 397x2597x2132 2093x219x823
+  202x1961x793 3837x159x1544 161x4091x386 2432x143x1565 373x2769x1612 323x2918x858"}
+NARROW=${NARROW:-"4206x14x7801 8192x16x1024 4000x12x3000 1500x10x9000 17x5794x2066 19x2048x2048 12x3000x3000 9x1135x4811
+  2594x19x5983 4726x25x626"}
+
+shapes() { for s in "$@"; do echo --shape "$s"; done; }
+
+for part in "$@"; do
+  echo "== $part ($(date -u +%H:%M:%S))"
+  case $part in
+    tail) $P --tiles @"$R"/bench/probes/tail.txt $(shapes $GENERAL) ;;
+    staircase) $P --tiles @"$R"/bench/probes/staircase.txt $(for r in $(seq 4 2 48); do echo --shape $((96 * r))x1408x2048; done) ;;
+    hundreds) $P --tiles @"$R"/bench/probes/hundreds.txt $(shapes $HUNDREDS) ;;
+    narrow)
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/pre_narrow \
+        "$R"/.whl/pre-narrow/*.whl || exit 1
+      for round in 1 2; do
+        echo "-- round $round: this wheel"
+        python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
+        echo "-- round $round: without the narrow tiles (8997445^)"
+        PYTHONPATH=/tmp/pre_narrow:$PYTHONPATH python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
+      done ;;
+    draw) python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --shapes 0:0 ;;
+    *) echo "unknown part $part (tail, staircase, hundreds, narrow, draw)"; exit 2 ;;
+  esac > "$OUT/$part.txt" 2>&1
+  tail -n 25 "$OUT/$part.txt"
+done

@@ -1,0 +1,42 @@
+"""The probe files in bench/probes/ (tiles waiting for a device session) stay valid as the tile
+generators change: each line a tile the set's rules accept, no tile twice, every one's WGSL
+generated, and the device script names only files that exist."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from wgtune.kernels.matmul import matmul_set
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))  # bench/ is no package
+import kernel_probe  # noqa: E402
+
+PROBES = sorted((BENCH / "probes").glob("*.txt"))
+
+
+def test_there_are_probe_files():
+    assert {path.name for path in PROBES} >= {"tail.txt", "staircase.txt", "hundreds.txt"}
+
+
+@pytest.mark.parametrize("path", PROBES, ids=lambda path: path.name)
+def test_each_probe_file_names_distinct_valid_tiles_whose_wgsl_generates(path):
+    tiles = kernel_probe.trial_tiles([f"@{path}"])
+    assert tiles, f"{path.name} names no tile"
+    names = [tile.name for tile in tiles]
+    assert len(set(names)) == len(names), f"{path.name} names a tile twice"
+    candidates = matmul_set(tiles).candidates
+    assert [kernel.name for kernel in candidates[1:]] == names  # after the naive kernel, as the probe runs them
+    assert all(stage.wgsl.strip() for kernel in candidates for stage in kernel.stages)
+
+
+def test_the_device_script_names_existing_probe_files_and_parts():
+    script = (BENCH / "probes" / "device.sh").read_text()
+    named = set(re.findall(r"bench/probes/([\w-]+\.txt)", script))
+    assert named and named <= {path.name for path in PROBES}
+    parts = set(re.findall(r"^    (\w+)\)", script, re.MULTILINE))
+    assert parts == {"tail", "staircase", "hundreds", "narrow", "draw"}
