@@ -20,7 +20,7 @@ PROBES = sorted((BENCH / "probes").glob("*.txt"))
 
 
 def test_there_are_probe_files():
-    assert {path.name for path in PROBES} >= {"tail.txt", "staircase.txt", "hundreds.txt"}
+    assert {path.name for path in PROBES} >= {"tail.txt", "staircase.txt", "hundreds.txt", "short-k.txt"}
 
 
 @pytest.mark.parametrize("path", PROBES, ids=lambda path: path.name)
@@ -38,5 +38,5 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     script = (BENCH / "probes" / "device.sh").read_text()
     named = set(re.findall(r"bench/probes/([\w-]+\.txt)", script))
     assert named and named <= {path.name for path in PROBES}
-    parts = set(re.findall(r"^    (\w+)\)", script, re.MULTILINE))
-    assert parts == {"tail", "staircase", "hundreds", "narrow", "draw"}
+    parts = set(re.findall(r"^    ([\w-]+)\)", script, re.MULTILINE))
+    assert parts == {"tail", "staircase", "hundreds", "short-k", "narrow", "draw"}

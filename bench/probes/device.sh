@@ -3,15 +3,17 @@
 # writing its table to $OUT/PART.txt. Run from the device command after the line that
 # ../shared/device/prepare.sh prints (wgtune on PYTHONPATH), with R the repository root:
 #
-#   bash $R/bench/probes/device.sh tail staircase        # about 5 minutes
-#   bash $R/bench/probes/device.sh hundreds narrow draw  # about 5 minutes
+#   bash $R/bench/probes/device.sh tail staircase    # about 5 minutes
+#   bash $R/bench/probes/device.sh hundreds short-k  # about 5 minutes
+#   bash $R/bench/probes/device.sh narrow draw       # about 3 minutes
 #
-# GENERAL, HUNDREDS and NARROW, if set, replace those parts' shapes (a smoke test on a small adapter).
+# GENERAL, HUNDREDS, SHORT_K and NARROW, if set, replace those parts' shapes (a smoke test on a small adapter).
 #
 # Parts:
 #   tail       the general class's leaders plain and with split-K tails (tail.txt), 14 shapes
 #   staircase  three leaders with M stepped by one block row (staircase.txt): where each wave ends
 #   hundreds   one side of 55-400, the other in the thousands (hundreds.txt), 13 shapes
+#   short-k    K of 129-256, M and N in the hundreds to thousands (short-k.txt), 13 shapes
 #   narrow     session 11's narrow kgrid tiles in a tune: bench/shapes.py on their shapes with
 #              this wheel and with .whl/pre-narrow's (8997445^, the set without them), side by side
 #   draw       a fresh held-out draw of 30 matmul shapes (seed printed), the tune against torch
@@ -24,6 +26,9 @@ GENERAL=${GENERAL:-"927x1095x7028 706x7203x2905 870x2083x4302 2550x1412x7257 114
 # The draws' shapes of the class under 80%, then eight fresh ones (seed 20261205).
 HUNDREDS=${HUNDREDS:-"1668x189x1090 133x3326x279 753x124x831 1147x406x1007 5235x55x551 397x2597x2132 2093x219x823
   202x1961x793 3837x159x1544 161x4091x386 2432x143x1565 373x2769x1612 323x2918x858"}
+# The draws' shapes of K 129-256 under 75%, then six fresh ones (seed 202612051).
+SHORT_K=${SHORT_K:-"2694x1325x222 1146x2550x199 2231x2153x197 2236x709x144 1706x1765x160 2204x1885x145 1099x4973x174
+  5112x5787x159 3169x502x248 1322x5050x226 3024x3387x239 1826x3672x241 5576x1132x252"}
 NARROW=${NARROW:-"4206x14x7801 8192x16x1024 4000x12x3000 1500x10x9000 17x5794x2066 19x2048x2048 12x3000x3000 9x1135x4811
   2594x19x5983 4726x25x626"}
 
@@ -35,6 +40,7 @@ for part in "$@"; do
     tail) $P --tiles @"$R"/bench/probes/tail.txt $(shapes $GENERAL) ;;
     staircase) $P --tiles @"$R"/bench/probes/staircase.txt $(for r in $(seq 4 2 48); do echo --shape $((96 * r))x1408x2048; done) ;;
     hundreds) $P --tiles @"$R"/bench/probes/hundreds.txt $(shapes $HUNDREDS) ;;
+    short-k) $P --tiles @"$R"/bench/probes/short-k.txt $(shapes $SHORT_K) ;;
     narrow)
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/pre_narrow \
         "$R"/.whl/pre-narrow/*.whl || exit 1
@@ -45,7 +51,7 @@ for part in "$@"; do
         PYTHONPATH=/tmp/pre_narrow:$PYTHONPATH python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
       done ;;
     draw) python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --shapes 0:0 ;;
-    *) echo "unknown part $part (tail, staircase, hundreds, narrow, draw)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, hundreds, short-k, narrow, draw)"; exit 2 ;;
   esac > "$OUT/$part.txt" 2>&1
   tail -n 25 "$OUT/$part.txt"
 done
