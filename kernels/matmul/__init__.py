@@ -83,7 +83,7 @@ add partial sums, so outputs agree to rounding, far inside the sets' tolerances.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from wgtune import Args, Group, Kernel, TunableSet
@@ -231,16 +231,23 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
         features=_features(dtype, tile.subgroup, tile.float_atomics),
         **({} if adds_into_c else options),
     )
-    return _zeroing_c_first(kernel, options) if adds_into_c else kernel
+    return _zeroing_c_first(kernel, options, tile.zeroed if tile.tail else None) if adds_into_c else kernel
 
 
-def _zeroing_c_first(kernel: Kernel, options: dict) -> Kernel:
-    """A candidate that adds into C (K split over workgroups): a first stage that zeroes C, then
-    ``kernel`` as the stage ``<name>_add``; ``options`` (group, priority) go to the candidate."""
+def _zeroing_c_first(kernel: Kernel, options: dict,
+                     zeroed: Callable[[int, int, int], int] | None = None) -> Kernel:
+    """A candidate that adds into C (K split over workgroups): a first stage that zeroes C (or,
+    given ``zeroed``, that many of its last elements for a call's M, N, K), then ``kernel`` as the
+    stage ``<name>_add``; ``options`` (group, priority) go to the candidate."""
+
+    def grid(args: Args) -> tuple[int, int, int]:
+        elements = zeroed(*matmul_sizes(args)) if zeroed else args.params[0] * args.params[1]
+        return wrapped_grid(ceil_div(elements, ZERO_WORKGROUP))
+
     return Kernel(
         kernel.name,
-        zero_wgsl(),
-        grid=lambda args: wrapped_grid(ceil_div(args.params[0] * args.params[1], ZERO_WORKGROUP)),
+        zero_wgsl(from_end=zeroed is not None),
+        grid=grid,
         workgroup_size=(ZERO_WORKGROUP, 1, 1),
         workgroup_storage=0,
         features=kernel.features,

@@ -53,8 +53,9 @@ class MatmulTile:
     all of K, and only the blocks of the last, partial wave are cut into K chunks (as ``wave``
     cuts them), so that the launch ends in about a full wave where the blocks alone would leave
     most of its last wave idle; a data-parallel grid with a split-K tail, the simplest form of
-    stream-K (f32: after a stage that zeroed C the cut blocks add their sums into it, with
-    ``float_atomics`` or compare-exchange, and the whole ones store theirs). Its grid is one run of
+    stream-K (f32: after a stage that zeroed the cut blocks' rows of C (:meth:`zeroed`; none where
+    no block is cut) they add their sums into it, with ``float_atomics`` or compare-exchange, and
+    the whole ones store theirs). Its grid is one run of
     workgroups (wrapped onto y, the chunks on z); ``tail`` is the device's concurrent workgroups of
     the tile, which WebGPU does not report: candidates carry guesses and the tune weighs them.
     ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
@@ -211,6 +212,19 @@ class MatmulTile:
             return wave_chunks(left, self.tail, min(most, ceil_div(k, MIN_K_CHUNK))) if left else 1
         chunks = k_chunks(self.kgrid, blocks, k, most)
         return wave_chunks(blocks, self.wave, chunks) if self.wave else chunks
+
+    def zeroed(self, m: int, n: int, k: int) -> int:
+        """How many elements of C, counted back from its end, the stage before a tile that adds
+        into C zeroes for an ``m x n x k`` call: all of C, but with ``tail`` only the rows from the
+        first cut block's down (none where no block is cut): the whole blocks store their sums."""
+        if not self.tail:
+            return m * n
+        if self.chunks(m, n, k) == 1:
+            return 0
+        cols = ceil_div(n, self.bn)
+        blocks = cols * ceil_div(m, self.bm)
+        first_cut = blocks - blocks % self.tail
+        return (m - first_cut // cols * self.bm) * n
 
     def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
         """The grid of an ``m x n x k`` call: ``(ceil(N / bn), ceil(M / bm), K chunks)``; with
