@@ -214,6 +214,9 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
         m, n, k = matmul_sizes(args)
         return partials_bytes(m, n, tile.chunks(m, n, k))
 
+    def wave_params(args: Args) -> tuple[int, int, int, int]:  # a tail's wave: a param, so its tails share a WGSL
+        return (*matmul_sizes(args), tile.tail)
+
     options.setdefault("priority", tile_priority(tile))
     if tile.copy:
         return padded_kernel(tile, dtype, _features(dtype, float_atomics=tile.float_atomics), **options)
@@ -226,6 +229,7 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
         tile.name,
         tiled_matmul_wgsl(tile, dtype),
         grid=grid,
+        params=wave_params if tile.tail else None,
         workgroup_size=tile.workgroup_size,
         workgroup_storage=tile.workgroup_storage,
         features=_features(dtype, tile.subgroup, tile.float_atomics),

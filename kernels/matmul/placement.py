@@ -68,12 +68,12 @@ def _k_range(tile: MatmulTile) -> str:
 
 def _tail(tile: MatmulTile) -> str:
     """Workgroup ``w`` of the run takes block ``w`` whole while ``w`` is within the blocks that
-    fill whole waves of ``tail``, and chunks of the last wave's blocks after them, ``groups.z`` a
-    block (one chunk: every block whole)."""
+    fill whole waves of ``tail`` (``p.wave``: the stage's own params carry it), and chunks of the
+    last wave's blocks after them, ``groups.z`` a block (one chunk: every block whole)."""
     return (
         f"  let cols = (p.n + {tile.bn - 1}u) / {tile.bn}u;\n"
         f"  let blocks = cols * ((p.m + {tile.bm - 1}u) / {tile.bm}u);\n"
-        f"  let whole = select(blocks, blocks - blocks % {tile.tail}u, groups.z > 1u);\n"
+        "  let whole = select(blocks, blocks - blocks % p.wave, groups.z > 1u);\n"
         "  let w = (wid.z * groups.y + wid.y) * groups.x + wid.x;\n"
         "  if (w >= whole + (blocks - whole) * groups.z) { return; }  // past the run: uniform\n"
         + _chunk(tile)
