@@ -314,7 +314,7 @@ def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chun
     # the second block row: zeroed from row 16 down.
     assert odd.chunks(48, 48, 1300) == 5 and odd.zeroed(48, 48, 1300) == 32 * 48
     TILE_OF[odd.name] = odd
-    # The wave is the tile stage's own param, not in its WGSL: a tile's tails are one compile.
+    # The wave is the tile stage's own param, not in its WGSL: a tile's tails share one WGSL.
     odd_kernel = matmul.tiled_matmul_kernel(odd)
     assert [stage.wgsl for stage in odd_kernel.stages] == [stage.wgsl for stage in kernel.stages]
     assert "p.wave" in kernel.stages[1].wgsl and kernel.stages[1].params(Args((), (48, 48, 1300))) == (48, 48, 1300, 4)

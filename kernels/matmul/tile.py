@@ -58,7 +58,7 @@ class MatmulTile:
     the whole ones store theirs). Its grid is one run of
     workgroups (wrapped onto y, the chunks on z); ``tail`` is the device's concurrent workgroups of
     the tile, which WebGPU does not report: candidates carry guesses and the tune weighs them
-    (the tile stage reads it from its own params, so a tile's guesses are one WGSL, one compile).
+    (the tile stage reads it from its own params, so a tile's guesses share one WGSL).
     ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
     second set of prefetch registers, for loads whose latency one step's arithmetic does not hide).
     ``copy`` (vec4 tiles): ``"a"``, ``"b"`` or ``"ab"``, the operands a first stage copies into
