@@ -288,15 +288,18 @@ def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chun
     assert "_t4" in tile.name
     # 15 blocks of 16x16 (70x40): 12 fill three waves of 4 whole; the last 3 fill the fourth in 4 chunks each.
     assert tile.chunks(70, 40, 1000) == 4 and tile.grid(70, 40, 1000) == (6, 1, 4)  # 12 + 3 * 4 = 24 workgroups
-    # No chunk under MIN_K_CHUNK: K of 600 allows 3, which fill the tail's waves no better than 1 (9 of 12 slots).
-    assert tile.chunks(70, 40, 600) == 1 and tile.grid(70, 40, 600) == (15, 1, 1)
+    # No chunk under TAIL_MIN_K_CHUNK: K of 100 allows 2, which fill the tail's waves no better than 1 (6 of 8
+    # slots); K of 600 allows 9, and 4 fill them.
+    assert tile.chunks(70, 40, 100) == 1 and tile.grid(70, 40, 100) == (15, 1, 1)
+    assert tile.chunks(70, 40, 600) == 4 and tile.grid(70, 40, 600) == (6, 1, 4)
     assert tile.chunks(64, 64, 1000) == 1 and tile.grid(64, 64, 1000) == (16, 1, 1)  # 16 blocks: whole waves
     # The first stage zeroes only the cut blocks' rows, from C's end: 70x40 in 16x16 blocks of 3 columns, the 3 cut
     # blocks (12-14) the last block row, rows 64-69; none where no block is cut (the whole blocks store their sums).
     kernel = matmul.tiled_matmul_kernel(tile)
     zero = kernel.stages[0]
     assert "c[count - 1u - index] = 0.0" in zero.wgsl
-    assert tile.zeroed(70, 40, 1000) == 6 * 40 and tile.zeroed(70, 40, 600) == tile.zeroed(64, 64, 1000) == 0
+    assert tile.zeroed(70, 40, 1000) == tile.zeroed(70, 40, 600) == 6 * 40
+    assert tile.zeroed(70, 40, 100) == tile.zeroed(64, 64, 1000) == 0
     assert zero.grid(Args((), (70, 40, 1000))) == wrapped_grid(-(-240 // matmul_wgsl.ZERO_WORKGROUP))
     assert zero.grid(Args((), (64, 64, 1000)))[0] == 0
     # 20x100: 7 blocks across, 2 down, in waves of 4: 12 whole, blocks 12 and 13 (the second row's last two) cut;
@@ -304,12 +307,12 @@ def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chun
     assert tile.chunks(20, 100, 1000) == 2 and tile.zeroed(20, 100, 1000) == 4 * 100
     TILE_OF[tile.name] = tile
     _check_f32(device, pipelines, kernel,
-               [(70, 40, 1000), (70, 40, 600), (64, 64, 1000), (9, 20, 1100), (130, 70, 65), (1, 37, 300),
-                (20, 100, 1000)])
-    # 16 blocks in waves of 5: 15 whole, the last in 4 chunks (no count up to K's 4 fills 92%: the best);
-    # 19 workgroups on a grid of 5 x 4, so one past the run, which returns.
+               [(70, 40, 1000), (70, 40, 600), (70, 40, 100), (64, 64, 1000), (9, 20, 1100), (130, 70, 65),
+                (1, 37, 300), (20, 100, 1000)])
+    # 16 blocks in waves of 5: 15 whole, the last in 4 chunks at K 250 (no count up to K's 4 fills 92%: the
+    # best); 19 workgroups on a grid of 5 x 4, so one past the run, which returns. At K 1000, 5 fill the wave.
     odd = replace(tile, tail=5)
-    assert odd.grid(64, 64, 1000) == (5, 1, 4)
+    assert odd.grid(64, 64, 250) == (5, 1, 4) and odd.grid(64, 64, 1000) == (4, 1, 5)
     # 48x48: 9 blocks, 5 whole, 4 cut in 5 chunks each (20 workgroups fill 4 waves), the first cut one (5) in
     # the second block row: zeroed from row 16 down.
     assert odd.chunks(48, 48, 1300) == 5 and odd.zeroed(48, 48, 1300) == 32 * 48
@@ -318,7 +321,7 @@ def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chun
     odd_kernel = matmul.tiled_matmul_kernel(odd)
     assert [stage.wgsl for stage in odd_kernel.stages] == [stage.wgsl for stage in kernel.stages]
     assert "p.wave" in kernel.stages[1].wgsl and kernel.stages[1].params(Args((), (48, 48, 1300))) == (48, 48, 1300, 4)
-    _check_f32(device, pipelines, odd_kernel, [(64, 64, 1000), (70, 40, 1000), (48, 48, 1300)])
+    _check_f32(device, pipelines, odd_kernel, [(64, 64, 250), (64, 64, 1000), (70, 40, 1000), (48, 48, 1300)])
     with pytest.raises(ValueError, match="tail must be >= 0, and needs the vector layout without kgrid"):
         MatmulTile(16, 16, 8, 4, 4, kgrid=256, tail=4)
 

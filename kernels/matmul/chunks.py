@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from ..common import ceil_div
 
-__all__ = ["MAX_FLOAT_K_CHUNKS", "MAX_K_CHUNKS", "MIN_K_CHUNK", "WAVE_FILL", "k_chunks", "wave_chunks"]
+__all__ = [
+    "MAX_FLOAT_K_CHUNKS", "MAX_K_CHUNKS", "MIN_K_CHUNK", "TAIL_MIN_K_CHUNK", "WAVE_FILL", "k_chunks", "wave_chunks",
+]
 
 # The shortest K chunk a candidate that splits K over workgroups (kgrid tiles, split skinny
 # kernels) gives one workgroup: shorter, zeroing C and the atomic adds would cost more than the
 # K loop they split.
 MIN_K_CHUNK = 256
+# The shortest K chunk of a tail tile's cut blocks (``MatmulTile.tail``): only the last wave's
+# blocks are cut and only their rows of C zeroed, so shorter chunks cost less than they do to a
+# kgrid tile, and at a K of 129-256 (many blocks, a last wave mostly idle) chunks of 256 would cut
+# nothing. A hypothesis for the probes (bench/probes/short-k.txt), not yet measured.
+TAIL_MIN_K_CHUNK = 64
 # The most K chunks of such a candidate: each output of C takes
 # one atomic add per chunk, and adds to one address wait on one another (on an H200, 256 chunks
 # of a 64x64 output spent most of their time there).

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..common import F32_BYTES, ceil_div, wrapped_grid
-from .chunks import MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, MIN_K_CHUNK, k_chunks, wave_chunks
+from .chunks import MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, TAIL_MIN_K_CHUNK, k_chunks, wave_chunks
 
 __all__ = ["HARD_MAX_INVOCATIONS", "HARD_MAX_STORAGE", "MatmulTile"]
 
@@ -51,14 +51,15 @@ class MatmulTile:
     grid, which the tune weighs as any other).
     ``tail``: the blocks of C that fill whole waves of ``tail`` workgroups each take
     all of K, and only the blocks of the last, partial wave are cut into K chunks (as ``wave``
-    cuts them), so that the launch ends in about a full wave where the blocks alone would leave
-    most of its last wave idle; a data-parallel grid with a split-K tail, the simplest form of
-    stream-K (f32: after a stage that zeroed the cut blocks' rows of C (:meth:`zeroed`; none where
-    no block is cut) they add their sums into it, with ``float_atomics`` or compare-exchange, and
-    the whole ones store theirs). Its grid is one run of
-    workgroups (wrapped onto y, the chunks on z); ``tail`` is the device's concurrent workgroups of
-    the tile, which WebGPU does not report: candidates carry guesses and the tune weighs them
-    (the tile stage reads it from its own params, so a tile's guesses share one WGSL).
+    cuts them, in chunks of at least ``chunks.TAIL_MIN_K_CHUNK``), so that the launch ends in
+    about a full wave where the blocks alone would leave most of its last wave idle; a
+    data-parallel grid with a split-K tail, the simplest form of stream-K (f32: after a stage
+    that zeroed the cut blocks' rows of C (:meth:`zeroed`; none where no block is cut) they add
+    their sums into it, with ``float_atomics`` or compare-exchange, and the whole ones store
+    theirs). Its grid is one run of workgroups (wrapped onto y, the chunks on z); ``tail`` is the
+    device's concurrent workgroups of the tile, which WebGPU does not report: candidates carry
+    guesses and the tune weighs them (the tile stage reads it from its own params, so a tile's
+    guesses share one WGSL).
     ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
     second set of prefetch registers, for loads whose latency one step's arithmetic does not hide).
     ``copy`` (vec4 tiles): ``"a"``, ``"b"`` or ``"ab"``, the operands a first stage copies into
@@ -210,7 +211,7 @@ class MatmulTile:
         most = MAX_FLOAT_K_CHUNKS if self.float_atomics or self.partials else MAX_K_CHUNKS
         if self.tail:  # only the last wave's blocks are cut, as many chunks as fill it
             left = blocks % self.tail
-            return wave_chunks(left, self.tail, min(most, ceil_div(k, MIN_K_CHUNK))) if left else 1
+            return wave_chunks(left, self.tail, min(most, ceil_div(k, TAIL_MIN_K_CHUNK))) if left else 1
         chunks = k_chunks(self.kgrid, blocks, k, most)
         return wave_chunks(blocks, self.wave, chunks) if self.wave else chunks
 
