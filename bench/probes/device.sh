@@ -11,7 +11,8 @@
 #
 # Parts:
 #   tail       the general class's leaders plain and with split-K tails (tail.txt), 14 shapes
-#   staircase  three leaders with M stepped by one block row (staircase.txt): where each wave ends
+#   staircase  leaders with M stepped by two 96-row block rows (staircase.txt): where each wave ends, and
+#              bench/waves.py's fit of how many workgroups of each run at once (W, for tail=W)
 #   hundreds   one side of 55-400, the other in the thousands (hundreds.txt), 13 shapes
 #   short-k    K of 129-256, M and N in the hundreds to thousands (short-k.txt), 13 shapes
 #   narrow     session 11's narrow kgrid tiles in a tune: bench/shapes.py on their shapes with
@@ -38,7 +39,10 @@ for part in "$@"; do
   echo "== $part ($(date -u +%H:%M:%S))"
   case $part in
     tail) $P --tiles @"$R"/bench/probes/tail.txt $(shapes $GENERAL) ;;
-    staircase) $P --tiles @"$R"/bench/probes/staircase.txt $(for r in $(seq 4 2 48); do echo --shape $((96 * r))x1408x2048; done) ;;
+    staircase)
+      $P --out "$OUT"/staircase --tiles @"$R"/bench/probes/staircase.txt \
+        $(for r in $(seq 4 2 48); do echo --shape $((96 * r))x1408x2048; done)
+      python3 "$R"/bench/waves.py "$OUT"/staircase/probe.jsonl ;;
     hundreds) $P --tiles @"$R"/bench/probes/hundreds.txt $(shapes $HUNDREDS) ;;
     short-k) $P --tiles @"$R"/bench/probes/short-k.txt $(shapes $SHORT_K) ;;
     narrow)
