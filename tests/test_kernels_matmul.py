@@ -30,6 +30,7 @@ from wgtune.kernels.matmul import wgsl as matmul_wgsl
 from wgtune.kernels.matmul.flat import FlatTile
 from wgtune.kernels.matmul.skinny import SkinnyTile
 from wgtune.kernels.matmul.tile import HARD_MAX_STORAGE, MatmulTile
+from wgtune.kernels.matmul.zeroing import ZERO_WORKGROUP
 from wgtune.sets.bindings import binding_plan
 from wgtune.sets.shaders import workgroup_shape
 from wgtune.tune.plan import Plan
@@ -300,7 +301,7 @@ def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chun
     assert "c[count - 1u - index] = 0.0" in zero.wgsl
     assert tile.zeroed(70, 40, 1000) == tile.zeroed(70, 40, 600) == 6 * 40
     assert tile.zeroed(70, 40, 100) == tile.zeroed(64, 64, 1000) == 0
-    assert zero.grid(Args((), (70, 40, 1000))) == wrapped_grid(-(-240 // matmul_wgsl.ZERO_WORKGROUP))
+    assert zero.grid(Args((), (70, 40, 1000))) == wrapped_grid(-(-240 // ZERO_WORKGROUP))
     assert zero.grid(Args((), (64, 64, 1000)))[0] == 0
     # 20x100: 7 blocks across, 2 down, in waves of 4: 12 whole, blocks 12 and 13 (the second row's last two) cut;
     # the whole blocks 7-11 of that row are zeroed too, and store over it.

@@ -83,12 +83,11 @@ add partial sums, so outputs agree to rounding, far inside the sets' tolerances.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 
 from wgtune import Args, Group, Kernel, TunableSet
 
-from ..common import ceil_div, with_runtime_checks, wrapped_grid
+from ..common import ceil_div, with_runtime_checks
 from ..family import Family
 from .chunks import MAX_K_CHUNKS, MIN_K_CHUNK
 from .flat import FlatTile, flat_matmul_kernel
@@ -120,11 +119,10 @@ from .vector import vector_wgsl
 from .wgsl import (
     DTYPES,
     FLOAT_ATOMICS,
-    ZERO_WORKGROUP,
     scalar_wgsl,
-    zero_wgsl,
 )
 from .wgsl import naive_wgsl as naive_matmul_wgsl
+from .zeroing import zeroing_c_first
 
 __all__ = [
     "DEEP_MIN_K",
@@ -235,29 +233,7 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
         features=_features(dtype, tile.subgroup, tile.float_atomics),
         **({} if adds_into_c else options),
     )
-    return _zeroing_c_first(kernel, options, tile.zeroed if tile.tail else None) if adds_into_c else kernel
-
-
-def _zeroing_c_first(kernel: Kernel, options: dict,
-                     zeroed: Callable[[int, int, int], int] | None = None) -> Kernel:
-    """A candidate that adds into C (K split over workgroups): a first stage that zeroes C (or,
-    given ``zeroed``, that many of its last elements for a call's M, N, K), then ``kernel`` as the
-    stage ``<name>_add``; ``options`` (group, priority) go to the candidate."""
-
-    def grid(args: Args) -> tuple[int, int, int]:
-        elements = zeroed(*matmul_sizes(args)) if zeroed else args.params[0] * args.params[1]
-        return wrapped_grid(ceil_div(elements, ZERO_WORKGROUP))
-
-    return Kernel(
-        kernel.name,
-        zero_wgsl(from_end=zeroed is not None),
-        grid=grid,
-        workgroup_size=(ZERO_WORKGROUP, 1, 1),
-        workgroup_storage=0,
-        features=kernel.features,
-        then=(replace(kernel, name=f"{kernel.name}_add"),),
-        **options,
-    )
+    return zeroing_c_first(kernel, options, tile.zeroed if tile.tail else None) if adds_into_c else kernel
 
 
 def skinny_matmul_kernel(tile: SkinnyTile, dtype: str = "f32", **options) -> Kernel:
@@ -276,7 +252,7 @@ def skinny_matmul_kernel(tile: SkinnyTile, dtype: str = "f32", **options) -> Ker
         features=_features(dtype, float_atomics=tile.float_atomics),
         **({} if tile.split else options),
     )
-    return _zeroing_c_first(kernel, options) if tile.split else kernel
+    return zeroing_c_first(kernel, options) if tile.split else kernel
 
 
 # The f16 set and the f32 set of f16 products take the tiles on subgroup matrices too (planned first

@@ -41,7 +41,7 @@ from wgtune import Args, Kernel
 from ..common import F32_BYTES, ceil_div, wrapped_grid
 from .tile import MatmulTile
 from .vector import _VectorKernel
-from .wgsl import ZERO_WORKGROUP, zero_wgsl
+from .zeroing import zero_stage
 
 __all__ = ["COPY_WORKGROUP", "copied_bytes", "copy_wgsl", "padded_kernel", "padded_tile_wgsl"]
 
@@ -196,11 +196,7 @@ def padded_kernel(tile: MatmulTile, dtype: str, features: tuple[str, ...], **opt
     stages = [Kernel(f"{tile.name}_tile", padded_tile_wgsl(tile), grid=tile_grid, workgroup_size=tile.workgroup_size,
                      workgroup_storage=tile.workgroup_storage, features=features)]
     if tile.splits_k:  # its chunks add into C
-        def zero_grid(args: Args) -> tuple[int, int, int]:
-            return wrapped_grid(ceil_div(args.params[0] * args.params[1], ZERO_WORKGROUP))
-
-        stages.insert(0, Kernel(f"{tile.name}_zero", zero_wgsl(), grid=zero_grid, workgroup_size=(ZERO_WORKGROUP, 1, 1),
-                                workgroup_storage=0, features=features))
+        stages.insert(0, zero_stage(f"{tile.name}_zero", features))
     if "c" in tile.copy:
         stages.append(Kernel(f"{tile.name}_out", copy_out_wgsl(), grid=out_grid, workgroup_size=(COPY_WORKGROUP, 1, 1),
                              workgroup_storage=0, features=features))

@@ -21,7 +21,7 @@ step are issued before this step's arithmetic and stored after it, one barrier a
 ``swizzle`` (workgroups walk groups of block rows, for caches smaller than the operands),
 ``kgrid`` (K cut into as many chunks as the grid's z says, whole K steps each, one workgroup
 a chunk, each adding its sums into C with an atomic compare-exchange loop on C's bits after the
-candidate's first stage (``matmul_wgsl.zero_wgsl``) zeroed C: for problems with few outputs and a long
+candidate's first stage (:mod:`wgtune.kernels.matmul.zeroing`) zeroed C: for problems with few outputs and a long
 K, where the blocks of C alone cannot fill the GPU), ``tail`` (only the last wave's blocks cut
 so, the others storing their sums: :mod:`wgtune.kernels.matmul.placement` places each
 workgroup), and ``subgroup``: the A tile is not staged at all; each lane of a

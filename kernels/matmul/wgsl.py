@@ -34,11 +34,9 @@ __all__ = [
     "ADD_TO_C_FLOAT",
     "DTYPES",
     "FLOAT_ATOMICS",
-    "ZERO_WORKGROUP",
     "adds_into_c",
     "naive_wgsl",
     "scalar_wgsl",
-    "zero_wgsl",
 ]
 
 
@@ -71,30 +69,6 @@ FLOAT_ATOMICS = "shader-float32-atomic"
 def adds_into_c(float_atomics: bool) -> tuple[str, str]:
     """C's element type and the ``add_to_c`` function of a candidate that adds into C."""
     return ("atomic<f32>", ADD_TO_C_FLOAT) if float_atomics else ("atomic<u32>", ADD_TO_C)
-
-
-# Invocations of the stage that zeroes C before a candidate that splits K adds into it.
-ZERO_WORKGROUP = 256
-
-
-def zero_wgsl(from_end: bool = False) -> str:
-    """The first stage of a candidate that splits K (kgrid tiles, split skinny kernels): C (f32,
-    ``M x N``) set to zero, or with ``from_end`` as many of its last elements as the grid has
-    invocations (a tail tile's cut blocks are its last rows). It declares only
-    C and the params, which it uses (the other buffers stay unbound in this stage)."""
-    store = ("  let count = p.m * p.n;\n  if (index < count) { c[count - 1u - index] = 0.0; }\n" if from_end
-             else "  if (index < p.m * p.n) { c[index] = 0.0; }\n")
-    return (
-        "@group(0) @binding(2) var<storage, read_write> c: array<f32>;\n"
-        "struct Params { m: u32, n: u32, k: u32 }\n"
-        "@group(0) @binding(3) var<uniform> p: Params;\n\n"
-        f"@compute @workgroup_size({ZERO_WORKGROUP}, 1, 1)\n"
-        "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,\n"
-        "        @builtin(local_invocation_index) li: u32) {\n"
-        f"  let index = (wid.y * groups.x + wid.x) * {ZERO_WORKGROUP}u + li;\n"
-        + store
-        + "}\n"
-    )
 
 
 # -- pieces every kernel shares (the vector layout too) ------------------------------------------
