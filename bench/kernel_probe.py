@@ -31,7 +31,8 @@ tiles, ungrouped, after the naive kernel (every one planned where its vec4 loads
 ``--shape MxNxK`` (repeatable) probes those matmul shapes instead of the lists'. ``--each`` also
 prints a line per candidate probed (its status, rate and ratio to torch, and ``wg`` the workgroups
 of each of its stages, ``+`` between them: how many blocks, chunks and waves it ran) after each
-shape's line.
+shape's line, and at the end, over two or more shapes, each candidate's standing: the shapes it
+led, and the median and least of its rate over each shape's best.
 
 Flat matmuls (issue 29: a short K, many outputs; the set plans its ``flat*`` candidates first
 where K <= 64 on medium and large keys)::
@@ -242,9 +243,11 @@ def measure(device: NativeDevice, problem: Problem, compiled: dict, index: int, 
 
 
 def probe(device: NativeDevice, problem: Problem, compiled: dict, samples: int, min_sample: float,
-          sink, every: bool = False, first_only: bool = False, each: bool = False) -> float | None:
+          sink, every: bool = False, first_only: bool = False, each: bool = False,
+          standings: dict[str, list[float]] | None = None) -> float | None:
     """Probe every candidate on ``problem``; print a line (and one per candidate with ``each``);
-    answer the best one's ratio to torch."""
+    answer the best one's ratio to torch. ``standings`` gains each timed candidate's rate over the
+    shape's best (1.0 for the best)."""
     started = time.perf_counter()
     key = problem.tunables.key(problem.args)
     plan = Plan(problem.tunables.candidates, key)
@@ -267,6 +270,9 @@ def probe(device: NativeDevice, problem: Problem, compiled: dict, samples: int, 
     torch_rate = problem.work / problem.torch_seconds / 1e9 if problem.torch_seconds else None
     timed = sorted((r for r in results if r["status"] == "ok"), key=lambda r: -r["rate"])
     wrong = [r["candidate"] for r in results if r["status"] == "wrong"]
+    if standings is not None:
+        for result in timed:
+            standings.setdefault(result["candidate"], []).append(result["rate"] / timed[0]["rate"])
 
     def figure(result: dict | None) -> str:
         if result is None:
@@ -289,6 +295,18 @@ def probe(device: NativeDevice, problem: Problem, compiled: dict, samples: int, 
                                "regime": problem.regime}) + "\n")
         sink.flush()  # a run cut short keeps the shapes it finished
     return timed[0]["rate"] / torch_rate if timed and torch_rate else None
+
+
+def standing_lines(standings: dict[str, list[float]]) -> list[str]:
+    """Each candidate over the shapes it was timed on, best first: how many it led, and the median
+    and least of its rate over each shape's best (which tiles to keep, read in one table)."""
+    if not standings or max(len(shares) for shares in standings.values()) < 2:
+        return []
+    lines = [f"{'candidate over the shapes':46} {'shapes':>6} {'led':>4} {'median':>7} {'least':>6}"]
+    for name, shares in sorted(standings.items(), key=lambda item: -statistics.median(item[1])):
+        led = sum(share == 1.0 for share in shares)
+        lines.append(f"{name:46} {len(shares):>6} {led:>4} {statistics.median(shares):>7.3f} {min(shares):>6.3f}")
+    return lines
 
 
 def trial_tiles(expressions: list[str]) -> tuple:
@@ -356,13 +374,14 @@ def main(argv: list[str] | None = None) -> int:
         jobs += [lambda n=n: fma_problem(device, tunables_fma, n)
                  for n in (FMA_FULL if options.full else FMA_SMALL)[part]]
     ratios: dict[str, list[float]] = {}
+    standings: dict[str, list[float]] = {}
     for job in jobs:
         if time.perf_counter() - began > options.deadline:
             print("deadline reached: the remaining shapes are not probed", flush=True)
             break
         problem = job()
         ratio = probe(device, problem, compiled, options.samples, options.min_sample, sink, options.every,
-                      options.first_batch, options.each)
+                      options.first_batch, options.each, standings)
         if ratio is not None:
             ratios.setdefault(problem.family, []).append(ratio)
         for buffer in problem.args.buffers:
@@ -371,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{family}: the best candidate vs torch over {len(found)} shapes: median "
               f"{100 * statistics.median(found):.1f}%, min {100 * min(found):.1f}%, "
               f"{sum(r < 0.8 for r in found)} under 80%, {sum(r < 0.9 for r in found)} under 90%")
+    if options.each:
+        for line in standing_lines(standings):
+            print(line)
     print(f"probed in {time.perf_counter() - began:.0f} s", flush=True)
     if sink:
         sink.close()

@@ -40,3 +40,12 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w-]+)\)", script, re.MULTILINE))
     assert parts == {"tail", "staircase", "hundreds", "short-k", "narrow", "draw"}
+
+
+def test_the_probe_ranks_candidates_over_the_shapes_by_their_share_of_each_best():
+    standings = {"b": [0.8, 1.0, 0.9], "a": [1.0, 0.5, 1.0], "c": [0.4]}
+    header, *rows = kernel_probe.standing_lines(standings)
+    assert "led" in header and "median" in header
+    assert [row.split() for row in rows] == [["a", "3", "2", "1.000", "0.500"], ["b", "3", "1", "0.900", "0.800"],
+                                             ["c", "1", "0", "0.400", "0.400"]]
+    assert kernel_probe.standing_lines({"a": [1.0], "b": [0.7]}) == []  # one shape: nothing to rank over
