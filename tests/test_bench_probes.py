@@ -39,7 +39,7 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     named = set(re.findall(r"bench/probes/([\w-]+\.txt)", script))
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w-]+)\)", script, re.MULTILINE))
-    assert parts == {"tail", "staircase", "hundreds", "short-k", "narrow", "draw"}
+    assert parts == {"tail", "staircase", "hundreds", "short-k", "narrow", "draw", "tails-ab"}
 
 
 def test_the_probe_ranks_candidates_over_the_shapes_by_their_share_of_each_best():
