@@ -1,10 +1,11 @@
 """The probe files in bench/probes/ (tiles waiting for a device session) stay valid as the tile
 generators change: each line a tile the set's rules accept, no tile twice, every one's WGSL
-generated, and the device script names only files that exist."""
+generated, the device script names only files that exist, and each variant patch applies."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,8 +39,17 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     script = (BENCH / "probes" / "device.sh").read_text()
     named = set(re.findall(r"bench/probes/([\w-]+\.txt)", script))
     assert named and named <= {path.name for path in PROBES}
-    parts = set(re.findall(r"^    ([\w-]+)\)", script, re.MULTILINE))
-    assert parts == {"tail", "staircase", "hundreds", "short-k", "narrow", "draw", "tails-ab"}
+    parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
+    assert parts - {"*"} == {"tail", "staircase", "hundreds", "short-k", "narrow", "draw", "ab:*"}
+
+
+@pytest.mark.parametrize("patch", sorted((BENCH / "probes").glob("*.patch")), ids=lambda path: path.name)
+def test_each_variant_patch_still_applies_to_this_tree(patch):
+    """A variant for ``device.sh ab:NAME`` is a patch on this tree (its wheel is built from it): one
+    that no longer applies after a change to the files it touches must be made again or deleted."""
+    found = subprocess.run(["git", "apply", "--check", str(patch)], cwd=BENCH.parent, capture_output=True, text=True)
+    assert found.returncode == 0, f"{patch.name} no longer applies: {found.stderr}"
+    assert "VARIANT FOR AN A/B RUN, NOT MAIN" in patch.read_text()
 
 
 def test_the_probe_ranks_candidates_over_the_shapes_by_their_share_of_each_best():

@@ -5,7 +5,7 @@
 #
 #   bash $R/bench/probes/device.sh tail staircase    # about 5 minutes
 #   bash $R/bench/probes/device.sh hundreds short-k  # about 5 minutes
-#   bash $R/bench/probes/device.sh narrow tails-ab   # about 5 minutes
+#   bash $R/bench/probes/device.sh narrow ab:tails-in-set   # about 5 minutes
 #
 # GENERAL, HUNDREDS, SHORT_K and NARROW, if set, replace those parts' shapes (a smoke test on a small adapter).
 #
@@ -18,9 +18,10 @@
 #   narrow     session 11's narrow kgrid tiles in a tune: bench/shapes.py on their shapes with
 #              this wheel and with .whl/pre-narrow's (8997445^, the set without them), side by side
 #   draw       a fresh held-out draw of 30 matmul shapes (seed printed), the tune against torch
-#   tails-ab   one fresh draw of 30 (SEED, if set, else a fresh one) tuned with this wheel, then with
-#              .whl/tails-in-set's (this set plus the tails of bench/probes/tails-in-set.patch): whether
-#              tails in the set move the draw, tune time and regret included, before they are committed
+#   ab:NAME    one fresh draw of 30 (SEED, if set, else a fresh one) tuned with this wheel, then with
+#              .whl/NAME's: a wheel built here from this tree with bench/probes/NAME.patch applied (the set
+#              with the candidates a probe found, say), so whether they move the draw in a tune, tune time
+#              and regret included, is known before they are committed (docs/development.md, session 13)
 set -u
 R=${R:?set R to the repository root}
 OUT=${OUT:?set OUT to the folder the tables go to}
@@ -58,16 +59,17 @@ for part in "$@"; do
         PYTHONPATH=/tmp/pre_narrow:$PYTHONPATH python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
       done ;;
     draw) python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --shapes 0:0 ;;
-    tails-ab)
-      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/tails_in_set \
-        "$R"/.whl/tails-in-set/*.whl || exit 1
+    ab:*)
+      name=${part#ab:}
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "/tmp/ab_$name" \
+        "$R/.whl/$name"/*.whl || exit 1
       seed=${SEED:-$(python3 -c 'import secrets; print(secrets.randbelow(1000000))')}
       echo "-- this wheel, seed $seed"
       python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --seed "$seed" --shapes 0:0
-      echo "-- with the tails in the set (bench/probes/tails-in-set.patch), seed $seed"
-      PYTHONPATH=/tmp/tails_in_set:$PYTHONPATH python3 "$R"/bench/shapes.py --full --only matmul --draw 30 \
+      echo "-- with bench/probes/$name.patch, seed $seed"
+      PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul --draw 30 \
         --seed "$seed" --shapes 0:0 ;;
-    *) echo "unknown part $part (tail, staircase, hundreds, short-k, narrow, draw, tails-ab)"; exit 2 ;;
-  esac > "$OUT/$part.txt" 2>&1
-  tail -n 25 "$OUT/$part.txt"
+    *) echo "unknown part $part (tail, staircase, hundreds, short-k, narrow, draw, ab:NAME)"; exit 2 ;;
+  esac > "$OUT/${part/:/-}.txt" 2>&1
+  tail -n 25 "$OUT/${part/:/-}.txt"
 done
