@@ -71,5 +71,9 @@ for part in "$@"; do
         --seed "$seed" --shapes 0:0 ;;
     *) echo "unknown part $part (tail, staircase, hundreds, short-k, narrow, draw, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
+  case $part in  # the pairs of tables side by side, shape by shape
+    narrow | ab:*) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
+      tail -n 8 "$OUT/${part/:/-}-compared.txt" ;;
+  esac
   tail -n 25 "$OUT/${part/:/-}.txt"
 done

@@ -1,0 +1,49 @@
+"""bench/ab_tables.py: two bench/shapes.py tables of one file compared shape by shape."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
+import ab_tables
+import shapes
+
+
+def table(label: str, rows: list[tuple[str, str, float, float | None, float]]) -> list[str]:
+    """A labelled table as bench/shapes.py prints it: (shape, winner, GFLOP/s, torch's, regret) rows."""
+    lines = [f"-- {label}", "adapter: ...", shapes.HEADER, "-" * len(shapes.HEADER)]
+    for shape, winner, rate, torch_rate, regret in rows:
+        torch_flops = torch_rate * 1e9 if torch_rate else None  # rows hold FLOP/s; tables print GFLOP/s
+        row = shapes.Row("matmul", shape, "held:general", "GFLOP/s", winner, 0.5, rate * 1e9, torch_flops,
+                         torch_flops and torch_flops * 2, winner, regret, 0.01, 30, 30, {})
+        lines.append(shapes.row_line(row))
+    return [*lines, "", "the held-out draw against issue 29's targets (rates in GFLOP/s):", "run: ..."]
+
+
+def test_two_tables_are_read_and_compared_shape_by_shape(tmp_path, capsys):
+    a = table("this wheel, seed 5", [("100x2000x300", "t1", 10_000.0, 20_000.0, 0.0),
+                                     ("2000x100x300", "t2", 8_000.0, 8_000.0, 0.05),
+                                     ("300x300x3000", "t3", 5_000.0, None, 0.0)])
+    b = table("with bench/probes/x.patch, seed 5", [("100x2000x300", "t1_tail", 15_000.0, 20_000.0, 0.0),
+                                                    ("2000x100x300", "t2", 8_400.0, 8_000.0, math.inf),
+                                                    ("300x300x3000", "t3", 4_900.0, None, 0.01)])
+    tables = ab_tables.read_tables(a + b)
+    assert [label for label, _ in tables] == ["this wheel, seed 5", "with bench/probes/x.patch, seed 5"]
+    first = tables[0][1]
+    assert [row.shape for row in first] == ["100x2000x300", "2000x100x300", "300x300x3000"]
+    assert first[0].rate == 10_000.0 and first[0].versus == 0.5 and first[2].versus is None
+    assert tables[1][1][1].regret is None  # a wrong pick: no regret to read
+    lines = ab_tables.compare(*tables)
+    assert any(line.startswith("100x2000x300") and line.split()[-1] == "1.500" for line in lines)
+    assert "winner changed 1.500 (1), winner the same 1.015 (2)" in "\n".join(lines)
+    assert "under 80% of torch: A 1, B 1; regret over 2% (or wrong): A 1, B 1" in "\n".join(lines)
+    slow = ab_tables.compare(("a", [ab_tables.TableRow("1x1x1", "w", 0.1, 0.0, None, 0.0)]),
+                             ("b", [ab_tables.TableRow("1x1x1", "w", 0.1, 0.1, None, 0.0)]))
+    assert slow[3].split()[-1] == "-" and "winner the same - (0)" in slow[4]  # a rate printed as 0.0: no ratio
+    path = tmp_path / "ab.txt"
+    path.write_text("\n".join(a + b) + "\n")
+    assert ab_tables.main([str(path)]) == 0 and "B/A" in capsys.readouterr().out
+    path.write_text("\n".join(a) + "\n")
+    assert ab_tables.main([str(path)]) == 1 and "needs two" in capsys.readouterr().err
