@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from regret import candidates_of  # bench/regret.py
 
-from kernels import matmul_workload  # bench/kernels.py
+from kernels import matmul_shape, matmul_workload  # bench/kernels.py
 from wgtune import run_inline
 from wgtune.backends.batch_recorder import NOTHING_BOUND, encode_launches
 from wgtune.backends.native import NativeDevice
@@ -78,14 +78,15 @@ def batch_wall(device: NativeDevice, pipeline, args, grid, launches: int) -> flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--key", action="append", required=True, help="a matmul shape MxNxK (repeatable)")
+    parser.add_argument("--key", action="append", required=True, type=matmul_shape, metavar="MxNxK",
+                        help="a matmul shape (repeatable)")
     parser.add_argument("--launches", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=7)
     options = parser.parse_args(argv)
     device = NativeDevice.open()
     compiled: dict = {}
     for key in options.key:
-        workload = matmul_workload(*(int(x) for x in key.split("x")))
+        workload = matmul_workload(*key)
         args, _ = workload.make(device)
         pipelines = candidates_of(device, workload, args, compiled)
         names = [kernel.name for kernel in workload.tunables.candidates]
@@ -97,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                         figures[index].setdefault(f"{'el' if elided else 'ea'}_{part}", []).append(value)
                 wall = batch_wall(device, pipeline, args, grid, options.launches)
                 figures[index].setdefault("batch", []).append(wall)
-        print(f"matmul {key}: us a launch (ea_: sets in every launch; el_: sets elided), R = {options.launches}")
+        print(f"matmul {workload.label}: us a launch (ea_: sets in every launch; el_: sets elided), "
+              f"R = {options.launches}")
         columns = [f"{e}_{p}" for e in ("ea", "el") for p in PARTS] + ["batch"]
         print(f"  {'candidate':44} " + " ".join(f"{c:>9}" for c in columns))
         medians = {index: {c: statistics.median(v) * 1e6 for c, v in f.items()} for index, f in figures.items()}

@@ -67,8 +67,7 @@ def fit_waves(candidate: str, points: Iterable[tuple[int, float]], least: int, m
     errors = {waves: _squared_error([math.ceil(count / waves) for count in counts], times)
               for waves in range(max(1, least), most + 1)}
     best = min(errors, key=lambda waves: (errors[waves], waves))
-    floor = errors[best] + within * max(errors[best], 1e-30) + 1e-30
-    tied = [waves for waves, error in errors.items() if error <= floor]
+    tied = [waves for waves, error in errors.items() if error <= errors[best] * (1 + within) + 1e-30]
     line = _squared_error([float(count) for count in counts], times)
     return WaveFit(candidate, len(counts), best, (min(tied), max(tied)), errors[best] / line if line else 0.0)
 

@@ -186,8 +186,7 @@ def padded_kernel(tile: MatmulTile, dtype: str, features: tuple[str, ...], **opt
         return wrapped_grid(ceil_div(args.params[0] * args.params[1], COPY_WORKGROUP))
 
     def tile_grid(args: Args) -> tuple[int, int, int]:
-        m, n, k = args.params[:3]
-        return (ceil_div(n, tile.bn), ceil_div(m, tile.bm), tile.chunks(m, n, k))
+        return tile.grid(*args.params[:3])
 
     scratch = {
         name: (lambda args, matrix=matrix: copied_bytes(matrix, *args.params[:3]))

@@ -205,9 +205,14 @@ class MatmulTile:
             name += f"_c{self.copy}"
         return name
 
+    def blocks(self, m: int, n: int) -> tuple[int, int]:
+        """The blocks of C of an ``m x n`` call: ``(across, down)``."""
+        return ceil_div(n, self.bn), ceil_div(m, self.bm)
+
     def chunks(self, m: int, n: int, k: int) -> int:
-        """K chunks (the grid's z) for an ``m x n x k`` call: 1 unless ``kgrid``."""
-        blocks = ceil_div(n, self.bn) * ceil_div(m, self.bm)
+        """K chunks (the grid's z) for an ``m x n x k`` call: 1 unless ``kgrid`` or ``tail``."""
+        cols, rows = self.blocks(m, n)
+        blocks = cols * rows
         most = MAX_FLOAT_K_CHUNKS if self.float_atomics or self.partials else MAX_K_CHUNKS
         if self.tail:  # only the last wave's blocks are cut, as many chunks as fill it
             left = blocks % self.tail
@@ -223,16 +228,15 @@ class MatmulTile:
             return m * n
         if self.chunks(m, n, k) == 1:
             return 0
-        cols = ceil_div(n, self.bn)
-        blocks = cols * ceil_div(m, self.bm)
-        first_cut = blocks - blocks % self.tail
+        cols, rows = self.blocks(m, n)
+        first_cut = cols * rows - cols * rows % self.tail
         return (m - first_cut // cols * self.bm) * n
 
     def grid(self, m: int, n: int, k: int) -> tuple[int, int, int]:
         """The grid of an ``m x n x k`` call: ``(ceil(N / bn), ceil(M / bm), K chunks)``; with
         ``tail``, the blocks that take all of K then the last wave's chunks, one run of workgroups
         numbered ``(wid.z * groups.y + wid.y) * groups.x + wid.x`` with the chunks on z."""
-        cols, rows, chunks = ceil_div(n, self.bn), ceil_div(m, self.bm), self.chunks(m, n, k)
+        (cols, rows), chunks = self.blocks(m, n), self.chunks(m, n, k)
         if not self.tail:
             return (cols, rows, chunks)
         blocks = cols * rows  # and each of the last wave's takes chunks - 1 more workgroups
