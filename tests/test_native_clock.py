@@ -3,7 +3,9 @@ GPU timestamps and with the wall clock: empty passes time to something small and
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 import struct
 
 import pytest
@@ -12,19 +14,24 @@ from test_native import scale_kernel
 from wgtune import Args, Timing, clock_grain, measure_clock_grain, run_inline
 from wgtune.backends.native import NativeDevice
 
+SANE = 0.1  # seconds: an empty pass's median time, far above any seen, far below a unit error
+
 
 @pytest.mark.parametrize("use_timestamps", [True, False], ids=["timestamps", "wall-clock"])
 def test_the_native_clock_grain_is_measured_and_small(use_timestamps):
     device = NativeDevice.open(use_timestamps=use_timestamps)
     if use_timestamps and device.timing != Timing.GPU_TIMESTAMP:
         pytest.skip("this adapter has no timestamp-query")
-    begin, end = run_inline(device.time_empty_pass())  # never suspends: the core drives it inline
-    assert math.isfinite(begin) and math.isfinite(end) and 0 <= end - begin < 10e-3
-    later, _ = run_inline(device.time_empty_pass())
-    assert later >= end  # raw readings of one clock that runs on
+    # Each pass never suspends (the core drives it inline). Their median, as the grain takes it, is
+    # bounded generously: on a loaded CPU one empty pass read 16 ms of wall clock, while a reading
+    # in the wrong unit (milliseconds taken for seconds) would be a thousand times off.
+    readings = [run_inline(device.time_empty_pass()) for _ in range(5)]
+    assert all(math.isfinite(begin) and math.isfinite(end) and end >= begin for begin, end in readings)
+    assert statistics.median(end - begin for begin, end in readings) < SANE
+    assert all(later >= end for (_, end), (later, _) in itertools.pairwise(readings))  # one clock that runs on
     grain = run_inline(clock_grain(device))
     assert run_inline(clock_grain(device)) == grain  # measured once, then kept for the device
-    assert math.isfinite(grain) and 0 <= grain < 10e-3
+    assert math.isfinite(grain) and 0 <= grain < SANE
 
 
 @pytest.mark.parametrize("use_timestamps", [True, False], ids=["timestamps", "wall-clock"])
