@@ -274,14 +274,20 @@ def run_farm(
     orphaned: dict[str, str] = {}  # key -> why: no worker of its device type is left
     watch = _OrphanWatch(client, futures, orphaned)
 
+    def lost() -> SchedulerLost:
+        return SchedulerLost(f"lost the Dask scheduler ({_scheduler_address(client)}) with "
+                             f"{len(futures) - len(handled) + 1} job(s) not finished; "
+                             f"{len(report.done)} winner(s) kept in {merger.path}")
+
     def take(future: Any) -> None:
         handled.add(future.key)
         job, target = futures[future]
         if future.status == "cancelled" and future.key not in orphaned:
-            raise SchedulerLost(f"lost the Dask scheduler ({_scheduler_address(client)}) with "
-                                f"{len(futures) - len(handled) + 1} job(s) not finished; "
-                                f"{len(report.done)} winner(s) kept in {merger.path}")
-        result = _result_of(future, job, target, merger, orphaned.get(future.key))
+            raise lost()
+        try:
+            result = _result_of(future, job, target, merger, orphaned.get(future.key))
+        except OSError as error:  # its answer lost on the way (distributed's CommClosedError is one)
+            raise lost() from error
         report.results.append(result)
         if on_result is not None:
             on_result(result)

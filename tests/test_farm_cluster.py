@@ -85,3 +85,30 @@ def test_a_scheduler_lost_mid_run_is_one_clear_error(cluster, tmp_path):
     merger.close()
     assert str(lost.value).startswith("lost the Dask scheduler (tcp://127.0.0.1:")
     assert "winner(s) kept in" in str(lost.value) and "NoneType" not in str(lost.value)
+
+
+def test_a_connection_to_the_scheduler_lost_while_an_answer_comes_is_one_clear_error(cluster, tmp_path, monkeypatch):
+    """The other side of the race above, as a loaded machine met it: a job finished, and the
+    connection to the scheduler reset while the farm fetched its answer (distributed raises
+    CommClosedError from ``Future.result``). Made certain here: after the first answer, every
+    fetch fails so, while the jobs stay finished."""
+    from distributed.comm.core import CommClosedError
+
+    file, _ = cluster
+    jobs = parse_catalogue({"fma": [[4096], [16384], [65536]]})
+
+    def reset(*_args, **_kwargs):
+        raise CommClosedError("in <TCP (closed) ConnectionPool.gather>: ConnectionResetError: [Errno 104]")
+
+    def reset_after_the_first_answer(result) -> None:
+        distributed.wait(list(client.futures.values()))  # the others finished too: only their answers fail
+        monkeypatch.setattr(distributed.Future, "result", reset)
+
+    merger = WinnerMerger(tmp_path)
+    with distributed.Client(scheduler_file=str(file), timeout="10s") as client, \
+            pytest.raises(SchedulerLost) as lost:
+        run_farm(client, jobs, merger, QUICK, on_result=reset_after_the_first_answer)
+    merger.close()
+    assert str(lost.value).startswith("lost the Dask scheduler (tcp://127.0.0.1:")
+    assert "2 job(s) not finished; 1 winner(s) kept in" in str(lost.value)
+    assert isinstance(lost.value.__cause__, CommClosedError)
