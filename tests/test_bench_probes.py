@@ -21,7 +21,7 @@ PROBES = sorted((BENCH / "probes").glob("*.txt"))
 
 
 def test_there_are_probe_files():
-    assert {path.name for path in PROBES} >= {"tail.txt", "staircase.txt", "hundreds.txt", "short-k.txt"}
+    assert {path.name for path in PROBES} >= {"tail.txt", "staircase.txt", "k-sweep.txt", "hundreds.txt", "short-k.txt"}
 
 
 @pytest.mark.parametrize("path", PROBES, ids=lambda path: path.name)
@@ -40,7 +40,7 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     named = set(re.findall(r"bench/probes/([\w-]+\.txt)", script))
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
-    assert parts - {"*"} == {"tail", "staircase", "hundreds", "short-k", "narrow", "draw", "ab:*"}
+    assert parts - {"*"} == {"tail", "staircase", "k-sweep", "hundreds", "short-k", "narrow", "draw", "ab:*"}
 
 
 @pytest.mark.parametrize("patch", sorted((BENCH / "probes").glob("*.patch")), ids=lambda path: path.name)

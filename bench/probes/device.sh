@@ -11,6 +11,8 @@
 #
 # Parts:
 #   tail       the general class's leaders plain and with split-K tails (tail.txt), 14 shapes
+#   k-sweep    the leaders at M x N fixed and K stepped (k-sweep.txt): bench/k_sweep.py splits time into a
+#              fixed cost and a steady rate along K, beside torch's
 #   staircase  leaders with M stepped by two 96-row block rows (staircase.txt): where each wave ends, and
 #              bench/waves.py's fit of how many workgroups of each run at once (W, for tail=W)
 #   hundreds   one side of 55-400, the other in the thousands (hundreds.txt), 13 shapes
@@ -47,6 +49,11 @@ for part in "$@"; do
       $P --out "$OUT"/staircase --tiles @"$R"/bench/probes/staircase.txt \
         $(for r in $(seq 4 2 48); do echo --shape $((96 * r))x1408x2048; done)
       python3 "$R"/bench/waves.py "$OUT"/staircase/probe.jsonl ;;
+    k-sweep)
+      $P --out "$OUT"/k-sweep --tiles @"$R"/bench/probes/k-sweep.txt \
+        $(for k in 64 128 192 256 384 512 768 1024 1536 2048 3072 4096; do echo --shape 2048x2048x$k; done) \
+        $(for k in 128 256 512 1024 2048 4096 8192; do echo --shape 1024x1024x$k; done)
+      python3 "$R"/bench/k_sweep.py "$OUT"/k-sweep/probe.jsonl ;;
     hundreds) $P --tiles @"$R"/bench/probes/hundreds.txt $(shapes $HUNDREDS) ;;
     short-k) $P --tiles @"$R"/bench/probes/short-k.txt $(shapes $SHORT_K) ;;
     narrow)
@@ -69,7 +76,7 @@ for part in "$@"; do
       echo "-- with bench/probes/$name.patch, seed $seed"
       PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul --draw 30 \
         --seed "$seed" --shapes 0:0 ;;
-    *) echo "unknown part $part (tail, staircase, hundreds, short-k, narrow, draw, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
     narrow | ab:*) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1

@@ -1,0 +1,121 @@
+"""Where a matmul's time goes, read off a K sweep: a fixed cost and a steady rate, against torch's.
+
+At fixed M and N a tile's time grows along K as ``seconds ~ a + b * K``: ``a`` is what a launch
+costs whatever K (the launch, each block's first loads and its stores of C, the last wave's idle
+SMs), ``b`` the cost of each step along K once the blocks run (``2 M N / b`` is the steady rate).
+``bench/probes/k-sweep.txt`` times the leading tiles at M x N fixed and K stepped
+(``bench/probes/device.sh k-sweep`` writes its ``probe.jsonl``, torch's rates included); this
+fits the line for every candidate and torch, per M x N, and prints them side by side. A tile
+whose steady rate is torch's but whose fixed cost is larger loses on short K and few blocks to
+its start and end (what a persistent or stream-K kernel would remove); one whose steady rate is
+lower loses everywhere to its inner loop.
+
+Usage::
+
+    python bench/k_sweep.py OUT/k-sweep/probe.jsonl
+
+A benchmark's analysis: it reads a file and touches no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+TORCH = "torch"
+
+
+@dataclass(frozen=True)
+class LineFit:
+    """``seconds ~ fixed + per_k * K`` over ``points`` K values, for one candidate at one M x N."""
+
+    candidate: str
+    points: int
+    fixed: float
+    per_k: float
+
+    def steady_rate(self, m: int, n: int) -> float:
+        """GFLOP/s along K once the blocks run (no rate where the fit's slope is not positive)."""
+        return 2 * m * n / self.per_k / 1e9 if self.per_k > 0 else float("nan")
+
+
+def fit_line(candidate: str, points: Iterable[tuple[int, float]]) -> LineFit | None:
+    """The least-squares line through (K, seconds), the least of repeats at each K; None with
+    fewer than 3 distinct K (nothing to fit)."""
+    by_k: dict[int, float] = {}
+    for k, seconds in points:
+        by_k[k] = min(seconds, by_k.get(k, seconds))
+    if len(by_k) < 3:
+        return None
+    ks, times = list(by_k), list(by_k.values())
+    mean_k, mean_t = sum(ks) / len(ks), sum(times) / len(times)
+    skk = sum((k - mean_k) ** 2 for k in ks)
+    slope = sum((k - mean_k) * (t - mean_t) for k, t in zip(ks, times, strict=True)) / skk
+    return LineFit(candidate, len(ks), mean_t - slope * mean_k, slope)
+
+
+def _mnk(shape: str) -> tuple[int, int, int]:
+    m, n, k = (int(part) for part in shape.lower().split("x"))
+    return m, n, k
+
+
+def read_sweep(lines: Iterable[str]) -> dict[tuple[int, int], dict[str, list[tuple[int, float]]]]:
+    """Per (M, N), each candidate's (K, seconds) from ``probe.jsonl`` lines, torch's (from its
+    rate) under ``"torch"``: the timed ones only (a slow, wrong or failed candidate has no time)."""
+    found: dict[tuple[int, int], dict[str, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+    for line in lines:
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if record.get("family") != "matmul" or "shape" not in record:
+            continue
+        m, n, k = _mnk(record["shape"])
+        if "torch_rate" in record:
+            if record["torch_rate"]:
+                found[m, n][TORCH].append((k, 2 * m * n * k / (record["torch_rate"] * 1e9)))
+        elif record.get("status") == "ok" and record.get("seconds"):
+            found[m, n][record["candidate"]].append((k, float(record["seconds"])))
+    return found
+
+
+def table(m: int, n: int, points: dict[str, list[tuple[int, float]]], at_k: Sequence[int] = (256, 2048)) -> list[str]:
+    """The lines printed for one M x N: each candidate's fixed cost, steady rate, and both against
+    torch's, and the fixed cost's share of the time at the K values ``at_k``."""
+    fits = {candidate: fit_line(candidate, found) for candidate, found in points.items()}
+    torch = fits.get(TORCH)
+    shares = " ".join(f"{'fixed@' + str(k):>10}" for k in at_k)
+    lines = [f"M x N {m}x{n}", f"  {'candidate':46} {'K':>3} {'fixed us':>9} {'GFLOP/s':>9} "
+             f"{'rate/torch':>10} {'fixed-torch':>11} {shares}"]
+    for candidate, fit in sorted(fits.items(), key=lambda item: (item[0] != TORCH, item[0])):
+        if fit is None:
+            lines.append(f"  {candidate:46} {len({k for k, _ in points[candidate]}):>3} (fewer than 3 K: no fit)")
+            continue
+        rate = fit.steady_rate(m, n)
+        versus = f"{rate / torch.steady_rate(m, n):>10.3f}" if torch else f"{'-':>10}"
+        extra = f"{(fit.fixed - torch.fixed) * 1e6:>+11.1f}" if torch else f"{'-':>11}"
+        at = " ".join(f"{fit.fixed / (fit.fixed + fit.per_k * k):>10.1%}" for k in at_k)
+        lines.append(f"  {candidate:46} {fit.points:>3} {fit.fixed * 1e6:>9.1f} {rate:>9,.0f} {versus} {extra} {at}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("probe", type=Path, help="a probe.jsonl (bench/kernel_probe.py --out DIR) of a K sweep")
+    options = parser.parse_args(argv)
+    try:
+        found = read_sweep(options.probe.read_text().splitlines())
+    except (OSError, ValueError) as error:
+        print(f"k_sweep.py: cannot read {options.probe}: {error}", file=sys.stderr)
+        return 1
+    for (m, n), points in sorted(found.items()):
+        print("\n".join(table(m, n, points)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

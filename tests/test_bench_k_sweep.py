@@ -1,0 +1,46 @@
+"""bench/k_sweep.py: a tile's time split into a fixed cost and a steady rate along K, beside torch's."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
+import k_sweep
+
+KS = [64, 128, 256, 512, 1024, 2048]
+
+
+def test_the_line_recovers_a_fixed_cost_and_a_rate_and_keeps_the_least_of_repeats():
+    points = [(k, 20e-6 + 1e-8 * k) for k in KS] + [(256, 1.0)]  # a stalled repeat at 256
+    fit = k_sweep.fit_line("t", points)
+    assert fit is not None and fit.points == len(KS)
+    assert fit.fixed == pytest.approx(20e-6) and fit.per_k == pytest.approx(1e-8)
+    assert fit.steady_rate(1000, 1000) == pytest.approx(2e6 / 1e-8 / 1e9)  # 200,000 GFLOP/s
+    assert k_sweep.fit_line("t", [(64, 1.0), (128, 2.0), (128, 2.5)]) is None  # two K: no line
+
+
+def test_the_probe_file_gives_each_candidate_and_torch_per_m_x_n_and_the_table_compares_them(tmp_path, capsys):
+    m = n = 1000
+    records = [{"family": "matmul", "shape": f"{m}x{n}x{k}", "torch_rate": 2 * m * n * k / (10e-6 + 1e-8 * k) / 1e9}
+               for k in KS]
+    records += [{"family": "matmul", "shape": f"{m}x{n}x{k}", "candidate": "slow_start", "status": "ok",
+                 "seconds": 30e-6 + 1e-8 * k, "workgroups": [256]} for k in KS]
+    records += [{"family": "matmul", "shape": f"{m}x{n}x{k}", "candidate": "slow_loop", "status": "ok",
+                 "seconds": 10e-6 + 2e-8 * k, "workgroups": [256]} for k in KS]
+    records += [{"family": "matmul", "shape": f"{m}x{n}x64", "candidate": "wrong", "status": "wrong", "seconds": None},
+                {"family": "row_sum", "shape": "10x10", "torch_rate": 1.0}]
+    path = tmp_path / "probe.jsonl"
+    path.write_text("\n".join(json.dumps(record) for record in records) + "\n")
+    found = k_sweep.read_sweep(path.read_text().splitlines())
+    assert set(found) == {(m, n)} and set(found[m, n]) == {"torch", "slow_start", "slow_loop"}
+    assert k_sweep.main([str(path)]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    # columns: candidate, K, fixed us, GFLOP/s, rate/torch, fixed-torch, fixed@256, fixed@2048
+    assert rows["slow_start"][4] == "1.000" and rows["slow_start"][5] == "+20.0"  # torch's loop, a later start
+    assert rows["slow_loop"][4] == "0.500" and rows["slow_loop"][5] == "+0.0"  # torch's start, half its rate
+    assert rows["torch"][2] == "10.0"
+    assert k_sweep.main([str(tmp_path / "missing.jsonl")]) == 1
