@@ -7,7 +7,7 @@
 #   bash $R/bench/probes/device.sh hundreds short-k  # about 5 minutes
 #   bash $R/bench/probes/device.sh narrow ab:tails-in-set   # about 5 minutes
 #
-# GENERAL, HUNDREDS, SHORT_K and NARROW, if set, replace those parts' shapes (a smoke test on a small adapter).
+# GENERAL, HUNDREDS, SHORT_K, NARROW and SWEEP_*, if set, replace those parts' shapes (a smoke test on a small adapter).
 #
 # Parts:
 #   tail       the general class's leaders plain and with split-K tails (tail.txt), 14 shapes
@@ -20,6 +20,9 @@
 #   narrow     session 11's narrow kgrid tiles in a tune: bench/shapes.py on their shapes with
 #              this wheel and with .whl/pre-narrow's (8997445^, the set without them), side by side
 #   draw       a fresh held-out draw of 30 matmul shapes (seed printed), the tune against torch
+#   sweep-ab:NAME  the K sweep's tiles on 2048x2048xK (SWEEP_MN, SWEEP_K) and four mid-size shapes (SWEEP_AB), this wheel
+#              and .whl/NAME's (as ab:NAME) in turn, twice: whether a change to the tiles' WGSL moves
+#              their fixed cost or their steady rate (bench/k_sweep.py on each)
 #   ab:NAME    one fresh draw of 30 (SEED, if set, else a fresh one) tuned with this wheel, then with
 #              .whl/NAME's: a wheel built here from this tree with bench/probes/NAME.patch applied (the set
 #              with the candidates a probe found, say), so whether they move the draw in a tune, tune time
@@ -36,6 +39,10 @@ HUNDREDS=${HUNDREDS:-"1668x189x1090 133x3326x279 753x124x831 1147x406x1007 5235x
 # The draws' shapes of K 129-256 under 75%, then six fresh ones (seed 202612051).
 SHORT_K=${SHORT_K:-"2694x1325x222 1146x2550x199 2231x2153x197 2236x709x144 1706x1765x160 2204x1885x145 1099x4973x174
   5112x5787x159 3169x502x248 1322x5050x226 3024x3387x239 1826x3672x241 5576x1132x252"}
+# The mid-size shapes beside the K sweep in sweep-ab: one each of the general, short-K and hundreds classes.
+SWEEP_AB=${SWEEP_AB:-"1984x907x688 2231x2153x197 397x2597x2132 1147x406x1007"}
+SWEEP_MN=${SWEEP_MN:-2048x2048}
+SWEEP_K=${SWEEP_K:-"64 128 256 512 1024 2048 4096"}
 NARROW=${NARROW:-"4206x14x7801 8192x16x1024 4000x12x3000 1500x10x9000 17x5794x2066 19x2048x2048 12x3000x3000 9x1135x4811
   2594x19x5983 4726x25x626"}
 
@@ -66,6 +73,19 @@ for part in "$@"; do
         PYTHONPATH=/tmp/pre_narrow:$PYTHONPATH python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
       done ;;
     draw) python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --shapes 0:0 ;;
+    sweep-ab:*)
+      name=${part#sweep-ab:}
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "/tmp/ab_$name" \
+        "$R/.whl/$name"/*.whl || exit 1
+      for round in 1 2; do
+        for wheel in this "$name"; do
+          path=$PYTHONPATH; [ "$wheel" = this ] || path="/tmp/ab_$name:$PYTHONPATH"
+          echo "-- round $round: $wheel wheel"
+          PYTHONPATH=$path $P --out "$OUT/sweep-ab-$name/$wheel$round" --tiles @"$R"/bench/probes/k-sweep.txt \
+            $(for k in $SWEEP_K; do echo --shape "$SWEEP_MN"x$k; done) $(shapes $SWEEP_AB)
+          python3 "$R"/bench/k_sweep.py "$OUT/sweep-ab-$name/$wheel$round"/probe.jsonl
+        done
+      done ;;
     ab:*)
       name=${part#ab:}
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "/tmp/ab_$name" \
@@ -76,7 +96,7 @@ for part in "$@"; do
       echo "-- with bench/probes/$name.patch, seed $seed"
       PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul --draw 30 \
         --seed "$seed" --shapes 0:0 ;;
-    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
     narrow | ab:*) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
