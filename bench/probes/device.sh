@@ -20,6 +20,7 @@
 #   narrow     session 11's narrow kgrid tiles in a tune: bench/shapes.py on their shapes with
 #              this wheel and with .whl/pre-narrow's (8997445^, the set without them), side by side
 #   draw       a fresh held-out draw of 30 matmul shapes (seed printed), the tune against torch
+#   sweep:NAME the tiles of bench/probes/<NAME>.txt on sweep-ab's shapes, with bench/k_sweep.py
 #   sweep-ab:NAME  the K sweep's tiles on 2048x2048xK (SWEEP_MN, SWEEP_K) and four mid-size shapes (SWEEP_AB), this wheel
 #              and .whl/NAME's (as ab:NAME) in turn, twice: whether a change to the tiles' WGSL moves
 #              their fixed cost or their steady rate (bench/k_sweep.py on each)
@@ -73,6 +74,11 @@ for part in "$@"; do
         PYTHONPATH=/tmp/pre_narrow:$PYTHONPATH python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
       done ;;
     draw) python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --shapes 0:0 ;;
+    sweep:*)
+      name=${part#sweep:}
+      $P --out "$OUT/sweep-$name" --tiles @"$R/bench/probes/$name.txt" \
+        $(for k in $SWEEP_K; do echo --shape "$SWEEP_MN"x$k; done) $(shapes $SWEEP_AB)
+      python3 "$R"/bench/k_sweep.py "$OUT/sweep-$name"/probe.jsonl ;;
     sweep-ab:*)
       name=${part#sweep-ab:}
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "/tmp/ab_$name" \
@@ -96,7 +102,7 @@ for part in "$@"; do
       echo "-- with bench/probes/$name.patch, seed $seed"
       PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul --draw 30 \
         --seed "$seed" --shapes 0:0 ;;
-    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
     narrow | ab:*) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
