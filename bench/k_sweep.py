@@ -13,6 +13,7 @@ lower loses everywhere to its inner loop.
 Usage::
 
     python bench/k_sweep.py OUT/k-sweep/probe.jsonl
+    python bench/k_sweep.py A/probe.jsonl --versus B/probe.jsonl   # two sweeps side by side
 
 A benchmark's analysis: it reads a file and touches no GPU.
 """
@@ -44,12 +45,18 @@ class LineFit:
         return 2 * m * n / self.per_k / 1e9 if self.per_k > 0 else float("nan")
 
 
-def fit_line(candidate: str, points: Iterable[tuple[int, float]]) -> LineFit | None:
-    """The least-squares line through (K, seconds), the least of repeats at each K; None with
-    fewer than 3 distinct K (nothing to fit)."""
+def least_by_k(points: Iterable[tuple[int, float]]) -> dict[int, float]:
+    """The least of the repeats at each K (the least disturbed)."""
     by_k: dict[int, float] = {}
     for k, seconds in points:
         by_k[k] = min(seconds, by_k.get(k, seconds))
+    return by_k
+
+
+def fit_line(candidate: str, points: Iterable[tuple[int, float]]) -> LineFit | None:
+    """The least-squares line through (K, seconds), the least of repeats at each K; None with
+    fewer than 3 distinct K (nothing to fit)."""
+    by_k = least_by_k(points)
     if len(by_k) < 3:
         return None
     ks, times = list(by_k), list(by_k.values())
@@ -103,15 +110,44 @@ def table(m: int, n: int, points: dict[str, list[tuple[int, float]]], at_k: Sequ
     return lines
 
 
+def versus_table(before: dict[tuple[int, int], dict[str, list[tuple[int, float]]]],
+                 after: dict[tuple[int, int], dict[str, list[tuple[int, float]]]]) -> list[str]:
+    """Two sweeps' candidates side by side (a wheel and a variant of it, say): per M x N of three or
+    more K, the steady rate of each and their ratio and the fixed cost of each; per M x N of one or
+    two K, the time at each K and the ratio. Only candidates both sweeps timed."""
+    lines = [f"  {'M x N':11} {'candidate':46} {'A':>10} {'B':>10} {'B/A':>6}  fixed us A -> B (or K)"]
+    for m, n in sorted(set(before) & set(after)):
+        for candidate in sorted(set(before[m, n]) & set(after[m, n])):
+            a, b = fit_line(candidate, before[m, n][candidate]), fit_line(candidate, after[m, n][candidate])
+            if a and b:
+                rate_a, rate_b = a.steady_rate(m, n), b.steady_rate(m, n)
+                lines.append(f"  {f'{m}x{n}':11} {candidate:46} {rate_a:>10,.0f} {rate_b:>10,.0f} "
+                             f"{rate_b / rate_a:>6.3f}  {a.fixed * 1e6:.1f} -> {b.fixed * 1e6:.1f}")
+                continue
+            least_a, least_b = least_by_k(before[m, n][candidate]), least_by_k(after[m, n][candidate])
+            for k in sorted(set(least_a) & set(least_b)):
+                flops = 2 * m * n * k / 1e9
+                lines.append(f"  {f'{m}x{n}':11} {candidate:46} {flops / least_a[k]:>10,.0f} "
+                             f"{flops / least_b[k]:>10,.0f} {least_a[k] / least_b[k]:>6.3f}  (K {k})")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("probe", type=Path, help="a probe.jsonl (bench/kernel_probe.py --out DIR) of a K sweep")
+    parser.add_argument("--versus", type=Path, metavar="PROBE",
+                        help="a second sweep's probe.jsonl: both side by side (rates in GFLOP/s, B/A over 1 is faster)")
     options = parser.parse_args(argv)
     try:
         found = read_sweep(options.probe.read_text().splitlines())
+        other = read_sweep(options.versus.read_text().splitlines()) if options.versus else None
     except (OSError, ValueError) as error:
-        print(f"k_sweep.py: cannot read {options.probe}: {error}", file=sys.stderr)
+        print(f"k_sweep.py: cannot read a probe: {error}", file=sys.stderr)
         return 1
+    if other is not None:
+        print(f"A: {options.probe}\nB: {options.versus}")
+        print("\n".join(versus_table(found, other)))
+        return 0
     for (m, n), points in sorted(found.items()):
         print("\n".join(table(m, n, points)))
     return 0

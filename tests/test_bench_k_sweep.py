@@ -44,3 +44,24 @@ def test_the_probe_file_gives_each_candidate_and_torch_per_m_x_n_and_the_table_c
     assert rows["slow_loop"][4] == "0.500" and rows["slow_loop"][5] == "+0.0"  # torch's start, half its rate
     assert rows["torch"][2] == "10.0"
     assert k_sweep.main([str(tmp_path / "missing.jsonl")]) == 1
+
+
+def test_two_sweeps_side_by_side_compare_rates_along_k_and_times_of_single_shapes(tmp_path, capsys):
+    def probe(name: str, per_k: float, single: float) -> Path:
+        records = [{"family": "matmul", "shape": f"1000x1000x{k}", "candidate": "t", "status": "ok",
+                    "seconds": 10e-6 + per_k * k} for k in KS]
+        records += [{"family": "matmul", "shape": "300x200x100", "candidate": "t", "status": "ok", "seconds": single}]
+        if name == "a":
+            records.append({"family": "matmul", "shape": "300x200x100", "candidate": "only_in_a", "status": "ok",
+                            "seconds": single})
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(record) for record in records) + "\n")
+        return path
+
+    before, after = probe("a", 2e-8, 4e-6), probe("b", 1e-8, 2e-6)
+    assert k_sweep.main([str(before), "--versus", str(after)]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("  ")][1:]
+    by_shape = {row[0]: row for row in rows}
+    assert by_shape["1000x1000"][4] == "2.000" and by_shape["1000x1000"][5:] == ["10.0", "->", "10.0"]
+    assert by_shape["300x200"][4] == "2.000" and by_shape["300x200"][5:] == ["(K", "100)"]
+    assert len(rows) == 2  # a candidate only one sweep timed has nothing to compare

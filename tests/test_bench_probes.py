@@ -40,7 +40,8 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     named = set(re.findall(r"bench/probes/([\w-]+\.txt)", script))
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
-    assert parts - {"*"} == {"tail", "staircase", "k-sweep", "hundreds", "short-k", "narrow", "draw", "sweep:*", "sweep-ab:*", "ab:*"}
+    assert parts - {"*"} == {"tail", "staircase", "k-sweep", "hundreds", "short-k", "narrow", "draw", "sweep:*",
+                             "sweep-ab:*", "ab:*"}
 
 
 @pytest.mark.parametrize("patch", sorted((BENCH / "probes").glob("*.patch")), ids=lambda path: path.name)

@@ -91,6 +91,9 @@ for part in "$@"; do
             $(for k in $SWEEP_K; do echo --shape "$SWEEP_MN"x$k; done) $(shapes $SWEEP_AB)
           python3 "$R"/bench/k_sweep.py "$OUT/sweep-ab-$name/$wheel$round"/probe.jsonl
         done
+        echo "-- round $round side by side"
+        python3 "$R"/bench/k_sweep.py "$OUT/sweep-ab-$name/this$round"/probe.jsonl \
+          --versus "$OUT/sweep-ab-$name/$name$round"/probe.jsonl
       done ;;
     ab:*)
       name=${part#ab:}
