@@ -11,7 +11,7 @@ tuning seconds, in each run.
 
 Usage::
 
-    python bench/ab_tables.py OUT/ab-tails-in-set.txt
+    python bench/ab_tables.py OUT/ab-NAME.txt
 
 A benchmark's analysis: it reads a file and touches no GPU.
 """

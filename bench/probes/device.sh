@@ -5,7 +5,7 @@
 #
 #   bash $R/bench/probes/device.sh tail staircase    # about 5 minutes
 #   bash $R/bench/probes/device.sh hundreds short-k  # about 5 minutes
-#   bash $R/bench/probes/device.sh narrow ab:tails-in-set   # about 5 minutes
+#   bash $R/bench/probes/device.sh narrow ab:NAME           # about 5 minutes (NAME: a bench/probes/NAME.patch)
 #
 # GENERAL, HUNDREDS, SHORT_K, NARROW and SWEEP_*, if set, replace those parts' shapes (a smoke test on a small adapter).
 #
