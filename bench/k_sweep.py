@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernels import matmul_shape  # bench/kernels.py: the benchmarks' one MxNxK parser
+
 TORCH = "torch"
 
 
@@ -66,11 +68,6 @@ def fit_line(candidate: str, points: Iterable[tuple[int, float]]) -> LineFit | N
     return LineFit(candidate, len(ks), mean_t - slope * mean_k, slope)
 
 
-def _mnk(shape: str) -> tuple[int, int, int]:
-    m, n, k = (int(part) for part in shape.lower().split("x"))
-    return m, n, k
-
-
 def read_sweep(lines: Iterable[str]) -> dict[tuple[int, int], dict[str, list[tuple[int, float]]]]:
     """Per (M, N), each candidate's (K, seconds) from ``probe.jsonl`` lines, torch's (from its
     rate) under ``"torch"``: the timed ones only (a slow, wrong or failed candidate has no time)."""
@@ -81,7 +78,7 @@ def read_sweep(lines: Iterable[str]) -> dict[tuple[int, int], dict[str, list[tup
         record = json.loads(line)
         if record.get("family") != "matmul" or "shape" not in record:
             continue
-        m, n, k = _mnk(record["shape"])
+        m, n, k = matmul_shape(record["shape"])
         if "torch_rate" in record:
             if record["torch_rate"]:
                 found[m, n][TORCH].append((k, 2 * m * n * k / (record["torch_rate"] * 1e9)))
@@ -141,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         found = read_sweep(options.probe.read_text().splitlines())
         other = read_sweep(options.versus.read_text().splitlines()) if options.versus else None
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, argparse.ArgumentTypeError) as error:  # a missing file, bad JSON, a bad shape
         print(f"k_sweep.py: cannot read a probe: {error}", file=sys.stderr)
         return 1
     if other is not None:

@@ -44,6 +44,10 @@ def test_the_probe_file_gives_each_candidate_and_torch_per_m_x_n_and_the_table_c
     assert rows["slow_loop"][4] == "0.500" and rows["slow_loop"][5] == "+0.0"  # torch's start, half its rate
     assert rows["torch"][2] == "10.0"
     assert k_sweep.main([str(tmp_path / "missing.jsonl")]) == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"family": "matmul", "shape": "10x0x5", "torch_rate": 1.0}) + "\n")
+    assert k_sweep.main([str(bad)]) == 1  # a shape no matmul has: named, not a traceback
+    assert "10x0x5" in capsys.readouterr().err
 
 
 def test_two_sweeps_side_by_side_compare_rates_along_k_and_times_of_single_shapes(tmp_path, capsys):

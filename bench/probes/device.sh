@@ -48,6 +48,11 @@ NARROW=${NARROW:-"4206x14x7801 8192x16x1024 4000x12x3000 1500x10x9000 17x5794x20
   2594x19x5983 4726x25x626"}
 
 shapes() { for s in "$@"; do echo --shape "$s"; done; }
+sweep_shapes() { for k in $SWEEP_K; do echo --shape "$SWEEP_MN"x$k; done; shapes $SWEEP_AB; }
+# The wheel in .whl/$1/ (a variant's, or pre-narrow's), installed in /tmp/ab_$1 for PYTHONPATH to put first.
+install_variant() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "/tmp/ab_$1" "$R/.whl/$1"/*.whl
+}
 
 for part in "$@"; do
   echo "== $part ($(date -u +%H:%M:%S))"
@@ -65,30 +70,27 @@ for part in "$@"; do
     hundreds) $P --tiles @"$R"/bench/probes/hundreds.txt $(shapes $HUNDREDS) ;;
     short-k) $P --tiles @"$R"/bench/probes/short-k.txt $(shapes $SHORT_K) ;;
     narrow)
-      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/pre_narrow \
-        "$R"/.whl/pre-narrow/*.whl || exit 1
+      install_variant pre-narrow || exit 1
       for round in 1 2; do
         echo "-- round $round: this wheel"
         python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
         echo "-- round $round: without the narrow tiles (8997445^)"
-        PYTHONPATH=/tmp/pre_narrow:$PYTHONPATH python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
+        PYTHONPATH=/tmp/ab_pre-narrow:$PYTHONPATH python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
       done ;;
     draw) python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --shapes 0:0 ;;
     sweep:*)
       name=${part#sweep:}
-      $P --out "$OUT/sweep-$name" --tiles @"$R/bench/probes/$name.txt" \
-        $(for k in $SWEEP_K; do echo --shape "$SWEEP_MN"x$k; done) $(shapes $SWEEP_AB)
+      $P --out "$OUT/sweep-$name" --tiles @"$R/bench/probes/$name.txt" $(sweep_shapes)
       python3 "$R"/bench/k_sweep.py "$OUT/sweep-$name"/probe.jsonl ;;
     sweep-ab:*)
       name=${part#sweep-ab:}
-      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "/tmp/ab_$name" \
-        "$R/.whl/$name"/*.whl || exit 1
+      install_variant "$name" || exit 1
       for round in 1 2; do
         for wheel in this "$name"; do
           path=$PYTHONPATH; [ "$wheel" = this ] || path="/tmp/ab_$name:$PYTHONPATH"
           echo "-- round $round: $wheel wheel"
           PYTHONPATH=$path $P --out "$OUT/sweep-ab-$name/$wheel$round" --tiles @"$R"/bench/probes/k-sweep.txt \
-            $(for k in $SWEEP_K; do echo --shape "$SWEEP_MN"x$k; done) $(shapes $SWEEP_AB)
+            $(sweep_shapes)
           python3 "$R"/bench/k_sweep.py "$OUT/sweep-ab-$name/$wheel$round"/probe.jsonl
         done
         echo "-- round $round side by side"
@@ -97,8 +99,7 @@ for part in "$@"; do
       done ;;
     ab:*)
       name=${part#ab:}
-      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "/tmp/ab_$name" \
-        "$R/.whl/$name"/*.whl || exit 1
+      install_variant "$name" || exit 1
       seed=${SEED:-$(python3 -c 'import secrets; print(secrets.randbelow(1000000))')}
       echo "-- this wheel, seed $seed"
       python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --seed "$seed" --shapes 0:0
