@@ -35,6 +35,7 @@ from .batch_recorder import NOTHING_BOUND, BatchRecorder, encode_launches, launc
 from .call_launches import CallLaunches
 from .compare_pass import COMPARE, GPU_KINDS, compare_on_gpu
 from .gpu_shim import GPUShim
+from .shared_modules import SharedModules
 
 __all__ = ["TimedPass", "WebGPUDevice", "as_value"]
 
@@ -79,6 +80,7 @@ class WebGPUDevice(CallLaunches, Device):
         self._timestamp_writes: Any = None
         self._batch = BatchRecorder(self)  # the open batch's launches (``wgtune.batch``)
         self._init_call_launches(shim)
+        self._modules = SharedModules(shim)  # compiled stages, one pipeline per distinct code
         self._compare: CompiledKernel | None = None  # the output checks' comparison pass, once compiled
         if timestamps:
             self._queries = shim.create_query_set(2)
@@ -158,14 +160,15 @@ class WebGPUDevice(CallLaunches, Device):
         """``kernel`` and each stage of its ``then``, compiled, each with what it binds
         (``bindings.binding_plan``); KernelError with the compiler's message for the first that
         fails."""
-        return _assemble(kernel, [await self.shim.compile_module(stage) for stage in kernel.stages])
+        return _assemble(kernel, [await self._modules.compile(stage) for stage in kernel.stages])
 
     async def compile_many(self, kernels: Sequence[Kernel]) -> list[CompiledKernel | Exception]:
         """Every stage of every kernel compiled at once through the shim's
-        :meth:`GPUShim.compile_modules` (overlapped where the platform can); each kernel's
-        CompiledKernel, or the KernelError of its first stage that failed, in order."""
+        :meth:`GPUShim.compile_modules` (overlapped where the platform can; each distinct code
+        once: ``shared_modules.py``); each kernel's CompiledKernel, or the KernelError of its first
+        stage that failed, in order."""
         stages = [stage for kernel in kernels for stage in kernel.stages]
-        modules = iter(await self.shim.compile_modules(stages))
+        modules = iter(await self._modules.compile_many(stages))
         compiled: list[CompiledKernel | Exception] = []
         for kernel in kernels:
             mine = [next(modules) for _ in kernel.stages]
@@ -176,7 +179,7 @@ class WebGPUDevice(CallLaunches, Device):
     def start_compiles(self, kernels: Sequence[Kernel]) -> None:
         """Begin compiling every stage of ``kernels`` where the shim can
         (:meth:`GPUShim.start_compiles`); a later compile takes the answers."""
-        self.shim.start_compiles([stage for kernel in kernels for stage in kernel.stages])
+        self._modules.start([stage for kernel in kernels for stage in kernel.stages])
 
     def _bind_groups(self, stage: CompiledKernel, args: Args) -> tuple[int, Any, tuple[tuple[int, Any], ...]]:
         """``stage``'s bind groups for ``args``, made on first use and kept in ``args.cache``: the

@@ -22,7 +22,9 @@ def device() -> NativeDevice:
 
 
 def broken(name: str) -> Kernel:
-    return Kernel(name, "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }", grid=lambda args: (1, 1, 1))
+    """A kernel that does not compile, its code its own (the device compiles each code once)."""
+    return Kernel(name, f"// {name}\n@compute @workgroup_size(1) fn main() {{ let x: u32 = 1.5; }}",
+                  grid=lambda args: (1, 1, 1))
 
 
 def test_compile_many_answers_each_kernel_in_order_with_the_failures_as_values(device, monkeypatch):
@@ -52,14 +54,14 @@ def test_a_tune_on_pipelines_compiled_by_threads_picks_a_right_winner(device, mo
 
 
 def test_compiles_begun_ahead_are_taken_by_the_later_compile_with_their_errors(device):
-    kernels = [scale_kernel("ahead32", 32), broken("ahead_bad"), scale_kernel("ahead64", 64)]
+    kernels = [scale_kernel("ahead8", 8), broken("ahead_bad"), scale_kernel("ahead16", 16)]
     device.start_compiles(kernels)
     assert len(device.shim._started) == 3  # on worker threads; nothing waited for them
-    assert run_inline(device.compile(kernels[0])).kernel.name == "ahead32"
+    assert run_inline(device.compile(kernels[0])).kernel.name == "ahead8"
     with pytest.raises(KernelError):
         run_inline(device.compile(kernels[1]))
     [taken] = run_inline(device.compile_many([kernels[2]]))
-    assert isinstance(taken, CompiledKernel) and taken.kernel.name == "ahead64"
+    assert isinstance(taken, CompiledKernel) and taken.kernel.name == "ahead16"
     assert device.shim._started == {}  # each taken once: a later compile of them compiles anew
 
 
@@ -85,3 +87,65 @@ def test_closing_a_device_stops_its_compile_threads_and_it_still_compiles_after(
     assert [c.kernel.name for c in compiled] == ["after32", "after64"]  # threads again, on demand
     device.close()
     device.close()  # twice is harmless
+
+
+def counting(device: NativeDevice, monkeypatch) -> list[str]:
+    """The names of the stages the driver is asked to compile from now on (from any thread)."""
+    sent: list[str] = []
+    create = device.shim._create_pipeline
+
+    async def create_pipeline(kernel):
+        sent.append(kernel.name)
+        return await create(kernel)
+
+    monkeypatch.setattr(device.shim, "_create_pipeline", create_pipeline)
+    return sent
+
+
+def test_stages_of_the_same_code_share_one_compiled_pipeline_and_each_runs_right(monkeypatch):
+    with NativeDevice.open() as device:
+        sent = counting(device, monkeypatch)
+        # "twice" runs the same code as "once" as its second stage; "unchecked" differs only in its checks.
+        once, again = scale_kernel("once", 32), scale_kernel("again", 32)
+        twice = scale_kernel("twice", 64, "2.0", then=(scale_kernel("twice_second", 32),))
+        unchecked = scale_kernel("unchecked", 32, runtime_checks=False)
+        compiled = run_inline(device.compile_many([once, again, twice, unchecked]))
+        assert sorted(sent) == ["once", "twice", "unchecked"]
+        assert compiled[0].pipeline is compiled[1].pipeline is compiled[2].then[0].pipeline
+        assert compiled[3].pipeline is not compiled[0].pipeline
+        assert [c.kernel.name for c in compiled] == ["once", "again", "twice", "unchecked"]
+        assert run_inline(device.compile(scale_kernel("later", 32))).pipeline is compiled[0].pipeline
+        assert len(sent) == 3  # nothing new compiled
+        # Each stage binds its own call's buffers: "again" alone, and "twice", whose second stage
+        # (the shared code, times 3) overwrites what its first (times 2) wrote.
+        for candidate in (compiled[1], compiled[2]):
+            x = device.create_buffer(struct.pack("5f", *range(5)))
+            y = device.create_buffer(struct.pack("5f", *[float("nan")] * 5))
+            args = Args((x, y), (5,))
+            device.dispatch(candidate, args, candidate.kernel.grid(args))
+            assert struct.unpack("5f", device.read_buffer_sync(y)) == (0.0, 3.0, 6.0, 9.0, 12.0)
+
+
+def test_stages_of_one_code_that_fails_all_get_its_error_and_a_later_compile_asks_again(monkeypatch):
+    with NativeDevice.open() as device:
+        sent = counting(device, monkeypatch)
+        bad = broken("shared_bad")
+        same = Kernel("same_bad", bad.wgsl, grid=bad.grid)
+        compiled = run_inline(device.compile_many([bad, scale_kernel("fine", 32), same]))
+        assert sorted(sent) == ["fine", "shared_bad"]
+        assert isinstance(compiled[0], KernelError) and compiled[2] is compiled[0]
+        assert isinstance(compiled[1], CompiledKernel)
+        with pytest.raises(KernelError):
+            run_inline(device.compile(same))
+        assert sent[2:] == ["shared_bad"]  # failures are not kept: the driver is asked again
+
+
+def test_compiles_begun_ahead_start_each_code_once_and_the_later_compile_takes_them(monkeypatch):
+    with NativeDevice.open() as device:
+        first, second = scale_kernel("begun", 128), scale_kernel("begun_too", 128)
+        device.start_compiles([first, second])
+        assert [kernel.name for kernel, _future in device.shim._started.values()] == ["begun"]
+        sent = counting(device, monkeypatch)
+        compiled = run_inline(device.compile_many([second]))
+        assert sent == [] and device.shim._started == {}  # the begun compile, taken
+        assert compiled[0].kernel.name == "begun_too"

@@ -1,0 +1,92 @@
+"""One compile per distinct stage code: stages of any candidates that run the same WGSL share a pipeline.
+
+Candidates of a set often have a stage in common: every kgrid tile's first stage zeroes C with
+the same code, every tile that reads a copy of A has the same copy stage, and two tiles that
+differ only in their grid or params (a kgrid tile at 256 and at 512 chunks) have one WGSL. Of
+the f32 matmul set's 139 stages, 104 are distinct. Compiling the others again costs the driver's
+whole compile each time (the largest shared one is 25 KB of WGSL) and keeps a second copy of the
+same machine code on the device.
+
+A pipeline binds nothing itself: bind groups are made per stage and call (``WebGPUDevice``), so
+stages with the same code, entry point, constants, runtime checks and features can run one
+pipeline. Its label is the first such stage's name. A failed compile is not kept here: the
+tuner keeps each candidate's failure itself (``PipelineCache.failed``), and a later compile of
+the same code asks the driver again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from wgtune.sets.kernel import Kernel
+
+from .gpu_shim import GPUShim
+
+__all__ = ["SharedModules", "module_key"]
+
+
+def module_key(stage: Kernel) -> Hashable:
+    """What decides a stage's compiled pipeline: equal keys compile to interchangeable pipelines."""
+    return (stage.wgsl, stage.entry_point, tuple(sorted(stage.constants.items())), stage.runtime_checks,
+            stage.features)
+
+
+class SharedModules:
+    """The pipelines compiled through ``shim``, one per :func:`module_key`.
+
+    Each key is always compiled from the first stage seen with it (its *representative*), so a
+    compile begun ahead (:meth:`start`) is the one a later :meth:`compile_many` takes, whichever
+    candidate asks for it.
+    """
+
+    def __init__(self, shim: GPUShim) -> None:
+        self._shim = shim
+        self._compiled: dict[Hashable, tuple[Any, Any]] = {}
+        self._representatives: dict[Hashable, Kernel] = {}
+
+    @property
+    def distinct(self) -> int:
+        """How many distinct stage codes have been compiled."""
+        return len(self._compiled)
+
+    def _representative(self, key: Hashable, stage: Kernel) -> Kernel:
+        return self._representatives.setdefault(key, stage)
+
+    async def compile(self, stage: Kernel) -> tuple[Any, Any]:
+        """``stage``'s ``(pipeline, bind group layout 0)``, compiled unless a stage of the same
+        code was. Raises the shim's KernelError."""
+        key = module_key(stage)
+        module = self._compiled.get(key)
+        if module is None:
+            module = self._compiled[key] = await self._shim.compile_module(self._representative(key, stage))
+        return module
+
+    async def compile_many(self, stages: Sequence[Kernel]) -> list[tuple[Any, Any] | Exception]:
+        """Each of ``stages`` compiled, the codes not compiled yet once each, all at once through
+        the shim (``GPUShim.compile_modules``): each stage's module, or its code's KernelError,
+        in order."""
+        keys = [module_key(stage) for stage in stages]
+        wanted: dict[Hashable, Kernel] = {}
+        for key, stage in zip(keys, stages, strict=True):
+            if key not in self._compiled and key not in wanted:
+                wanted[key] = self._representative(key, stage)
+        failed: dict[Hashable, Exception] = {}
+        if wanted:
+            for key, module in zip(wanted, await self._shim.compile_modules(list(wanted.values())), strict=True):
+                if isinstance(module, Exception):
+                    failed[key] = module
+                else:
+                    self._compiled[key] = module
+        return [failed[key] if key in failed else self._compiled[key] for key in keys]
+
+    def start(self, stages: Sequence[Kernel]) -> None:
+        """Begin compiling, in the background where the shim can (``GPUShim.start_compiles``),
+        the codes of ``stages`` that are neither compiled nor begun by an earlier stage of this call."""
+        begun: dict[Hashable, Kernel] = {}
+        for stage in stages:
+            key = module_key(stage)
+            if key not in self._compiled and key not in begun:
+                begun[key] = self._representative(key, stage)
+        if begun:
+            self._shim.start_compiles(list(begun.values()))
