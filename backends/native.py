@@ -25,11 +25,12 @@ from typing import Any
 
 import wgpu
 
-from wgtune.errors import ConfigError, KernelError
-from wgtune.gpu.device import DeviceIdentity, DeviceLimits
+from wgtune.errors import KernelError
+from wgtune.gpu.device import DeviceIdentity
 from wgtune.runner import run_inline
 from wgtune.sets.kernel import Kernel
 
+from .native_adapters import adapter_at, device_identity, device_limits, indexed_adapters, is_wgpu_native
 from .unchecked import create_unchecked_module
 from .webgpu import WebGPUDevice, as_value
 
@@ -293,7 +294,7 @@ class NativeDevice(WebGPUDevice):
         info = dict(device.adapter_info) if getattr(device, "adapter_info", None) else {}
         self.identity = self.identity_of(info)
         self.adapter_info = info
-        self.limits = _limits(dict(device.limits))
+        self.limits = device_limits(dict(device.limits))
         self.compile_width = COMPILE_THREADS
         # A GPU leaves the host's cores free while it measures: the coming candidates compile meanwhile.
         self.background_compiles = 0 if info.get("adapter_type") == "CPU" else 4 * COMPILE_THREADS
@@ -314,7 +315,7 @@ class NativeDevice(WebGPUDevice):
         ``options`` go to :meth:`open_adapter` (a subclass's own: none here)."""
         gpu = cls.navigator_gpu()
         if adapter_index is not None:
-            adapter = _adapter_at(adapter_index, gpu)
+            adapter = adapter_at(adapter_index, gpu)
         else:
             adapter = gpu.request_adapter_sync(power_preference=power_preference)
         if adapter is None:
@@ -361,7 +362,7 @@ class NativeDevice(WebGPUDevice):
     @staticmethod
     def identity_of(adapter_info: dict) -> DeviceIdentity:
         """The identity of a device on the adapter whose info is ``adapter_info``."""
-        return _identity(adapter_info)
+        return device_identity(adapter_info)
 
     def close(self) -> None:
         """Release what wgtune holds for this device: its compile threads (up to 16, otherwise
@@ -413,57 +414,6 @@ def _pass_commands(pass_type: type) -> tuple[Callable[..., None], Callable[..., 
         dispatch_c(compute._internal, x, y, z)
 
     return set_pipeline, set_bind_group, dispatch_workgroups
-
-
-def indexed_adapters(gpu: Any = None) -> list:
-    """The adapters ``NativeDevice.open(adapter_index=)`` counts: wgpu-py's (or ``gpu``'s), less the
-    OpenGL ones where another backend has any (see :func:`_adapter_at`)."""
-    every = (gpu or wgpu.gpu).enumerate_adapters_sync()
-    native = [a for a in every if not str(a.info.get("backend_type", "")).startswith("OpenGL")]
-    return native or every
-
-
-def _adapter_at(index: int, gpu: Any = None) -> Any:
-    """The adapter at ``index`` of wgpu-py's list of adapters (in its order, which is stable for
-    one machine and driver), less those of the OpenGL backend where another backend has any: each
-    GPU shows up again through OpenGL (an H200's adapters were Vulkan, then the same GPU's
-    OpenGL), so the indices count GPUs. A ConfigError naming the adapters when there is none."""
-    adapters = indexed_adapters(gpu)
-    if not 0 <= index < len(adapters):
-        found = "; ".join(f"{i}: {a.info.get('device', '?')} ({a.info.get('backend_type', '?')})"
-                          for i, a in enumerate(adapters)) or "none"
-        raise ConfigError(f"no WebGPU adapter at index {index}; this machine has {len(adapters)}: {found}")
-    return adapters[index]
-
-
-def is_wgpu_native(device: Any) -> bool:
-    """Whether ``device`` is wgpu-py's own (wgpu-native), not another implementation of its API."""
-    return type(device).__module__.startswith("wgpu.backends.wgpu_native")
-
-
-def _identity(info: dict) -> DeviceIdentity:
-    vendor = info.get("vendor") or str(info.get("vendor_id", ""))
-    device = info.get("device") or str(info.get("device_id", ""))
-    return DeviceIdentity(
-        vendor=str(vendor),
-        device=str(device),
-        driver=str(info.get("description", "")),
-        backend=str(info.get("backend_type", "")),
-    )
-
-
-def _limits(limits: dict) -> DeviceLimits:
-    return DeviceLimits(
-        max_workgroup_storage=int(limits["max-compute-workgroup-storage-size"]),
-        max_invocations=int(limits["max-compute-invocations-per-workgroup"]),
-        max_workgroup_size=(
-            int(limits["max-compute-workgroup-size-x"]),
-            int(limits["max-compute-workgroup-size-y"]),
-            int(limits["max-compute-workgroup-size-z"]),
-        ),
-        max_workgroups_per_dimension=int(limits["max-compute-workgroups-per-dimension"]),
-        max_storage_binding=int(limits["max-storage-buffer-binding-size"]),
-    )
 
 
 def _for_naga(wgsl: str) -> str:
