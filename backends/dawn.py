@@ -29,7 +29,8 @@ from wgtune.errors import ConfigError
 from wgtune.gpu.device import DeviceIdentity
 from wgtune.kernels.matmul.subgroup_matrix import SUBGROUP_MATRIX
 
-from .native import WANTED_FEATURES, NativeDevice, _identity
+from .native import WANTED_FEATURES, NativeDevice
+from .native_adapters import device_identity
 
 __all__ = ["INSTANCE_TOGGLES", "SUBGROUP_MATRIX", "DawnDevice"]
 
@@ -136,6 +137,6 @@ class DawnDevice(NativeDevice):
     def identity_of(adapter_info: dict) -> DeviceIdentity:
         """The identity of a Dawn device on the adapter whose info is ``adapter_info``: its backend
         ``"Dawn <backend>"``."""
-        identity = _identity(adapter_info)
+        identity = device_identity(adapter_info)
         return DeviceIdentity(vendor=identity.vendor, device=identity.device, driver=identity.driver,
                               backend=BACKEND_PREFIX + identity.backend)

@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 ADAPTER_ENV = "WGTUNE_FARM_ADAPTER"
-"""The environment variable naming a worker's adapter: an index of ``native.indexed_adapters()``."""
+"""The environment variable naming a worker's adapter: an index of ``native_adapters.indexed_adapters()``."""
 
 # The sets of this process, by family, each built once (a worker's tuner keeps compiling into them).
 _sets: dict[Family, TunableSet] = {}

@@ -44,7 +44,7 @@ PARENT_CHECK_SECONDS = 0.5
 
 @dataclass(frozen=True)
 class OpenSpec:
-    """Which adapter to open: the parent's index among ``native.indexed_adapters()`` where it
+    """Which adapter to open: the parent's index among ``native_adapters.indexed_adapters()`` where it
     has one, else the adapter whose identity is ``identity`` (a dict of ``DeviceIdentity``), else
     the default adapter for ``power_preference``; with timestamps where the parent times with them."""
 

@@ -21,7 +21,8 @@ from wgtune.tuner import Tuner
 
 from .cache_transfer import SqliteDatabase
 from .isolation import WorkerGuard, begin_tuning_process, spec_for
-from .native import NativeDevice, is_wgpu_native
+from .native import NativeDevice
+from .native_adapters import is_wgpu_native
 from .records import JsonlRecords
 
 __all__ = ["load_bundle", "open_store", "open_tuner"]

@@ -34,7 +34,7 @@ from .native_adapters import adapter_at, device_identity, device_limits, indexed
 from .unchecked import create_unchecked_module
 from .webgpu import WebGPUDevice, as_value
 
-__all__ = ["NativeDevice", "WgpuShim", "indexed_adapters", "is_wgpu_native"]
+__all__ = ["NativeDevice", "WgpuShim"]
 
 FEATURE_NAMES = {"subgroup": "subgroups"}
 # Threads that compile pipelines at once: as many as the cores, up to 16 (past that the H200's

@@ -83,7 +83,7 @@ def main() -> int:
     say(f"wgtune farm bench: {len(jobs)} matmul keys ({jobs[0].label} .. {jobs[-1].label}), "
         f"policy {config.policy.value}, {config.samples} samples, __GL_SHADER_DISK_CACHE="
         f"{os.environ['__GL_SHADER_DISK_CACHE']}, {os.cpu_count()} CPUs")
-    from wgtune.backends.native import indexed_adapters
+    from wgtune.backends.native_adapters import indexed_adapters
 
     for index, adapter in enumerate(indexed_adapters()):
         say(f"  adapter {index}: {adapter.info.get('device')} ({adapter.info.get('backend_type')})")

@@ -234,7 +234,7 @@ def test_adapter_indices_count_gpus_not_their_opengl_twins(monkeypatch):
 
     import wgpu
 
-    from wgtune.backends import native, native_adapters
+    from wgtune.backends import native_adapters
 
     def adapter(name, backend):
         return SimpleNamespace(info={"device": name, "backend_type": backend})
@@ -242,8 +242,8 @@ def test_adapter_indices_count_gpus_not_their_opengl_twins(monkeypatch):
     # What an H200 node lists: each GPU through Vulkan, then again through OpenGL.
     listed = [adapter("gpu0", "Vulkan"), adapter("gpu0/PCIe", "OpenGL"), adapter("gpu1", "Vulkan")]
     monkeypatch.setattr(wgpu.gpu, "enumerate_adapters_sync", lambda: listed)
-    assert [a.info["device"] for a in native.indexed_adapters()] == ["gpu0", "gpu1"]
+    assert [a.info["device"] for a in native_adapters.indexed_adapters()] == ["gpu0", "gpu1"]
     with pytest.raises(ConfigError, match="index 2; this machine has 2"):
         native_adapters.adapter_at(2)
     listed[:] = [adapter("only-gl", "OpenGL")]  # no other backend: OpenGL it is
-    assert [a.info["device"] for a in native.indexed_adapters()] == ["only-gl"]
+    assert [a.info["device"] for a in native_adapters.indexed_adapters()] == ["only-gl"]
