@@ -7,9 +7,9 @@ reverse, with no conversion. A save writes its entries and nothing else, in one 
 tabs saving at once never lose each other's winners (a whole document per namespace, read,
 merged and written in separate transactions, did); an import is one transaction too.
 
-:class:`IndexedDBEntries` is every namespace (the page's stored-winners panel, export, import,
-clear, the migration of version 1's documents); :class:`IndexedDBStore` is the tuner's store
-protocol for one namespace on top. IndexedDB is asynchronous and that protocol is not:
+:class:`IndexedDBEntries` (``idb_entries.py``) is every namespace (the page's stored-winners panel,
+export, import, clear, the migration of version 1's documents); :class:`IndexedDBStore` is the
+tuner's store protocol for one namespace on top. IndexedDB is asynchronous and that protocol is not:
 :meth:`IndexedDBStore.open` reads the namespace before the tuner starts; :meth:`IndexedDBStore.save`
 updates memory at once and writes in the background, in order; :meth:`IndexedDBStore.read`
 reads one key's record (what a tab does once it holds the key's lock, ``tabs.py``).
@@ -30,7 +30,6 @@ the store is tested natively on a dict (``tests/test_indexeddb_store.py``).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -40,181 +39,22 @@ from typing import Any, BinaryIO, TextIO
 from wgtune.errors import StoreError
 from wgtune.key import Key
 from wgtune.store.contract import IMPORT_LIMIT, Cleared, Listing, NamespaceSummary, Store
-from wgtune.store.documents import DocumentStore
 from wgtune.store.format import (
     WRITE_PENDING,
     StoredEntry,
     canonical_namespace,
     check_namespace,
-    decode_document_leniently,
-    decode_export,
     namespace_of,
-    namespaces_matching,
 )
-from wgtune.store.validate import parse_json
 from wgtune.text import shown
 
+from .idb_entries import LOAD_SLICE, IndexedDBEntries, json_rows
 from .idb_records import decode_record, record_of, slot_text
-from .idb_transfer import ExportDocument, export_document, export_text
-from .slices import Slices
+from .idb_transfer import export_text
 
 __all__ = ["LOAD_SLICE", "IndexedDBDatabase", "IndexedDBEntries", "IndexedDBStore", "decode_record", "record_of"]
 
-LOAD_SLICE = 1000
-"""Records a namespace is read in at a time (one request, and its text through JSON)."""
-
 logger = logging.getLogger("wgtune")
-
-
-def _text(namespace: dict | str) -> str:
-    """A namespace's canonical text (given as a dict, checked; or already as its text)."""
-    return namespace if isinstance(namespace, str) else canonical_namespace(check_namespace(namespace))
-
-
-def _rows(text: object, width: int) -> list[list]:
-    """A helper's JSON list of rows, each of ``width`` items (a page bug otherwise: StoreError)."""
-    rows = json.loads(str(text))
-    if not isinstance(rows, list) or not all(isinstance(row, list) and len(row) == width for row in rows):
-        raise StoreError(f"IndexedDB answered rows that are not lists of {width}")
-    return rows
-
-
-class IndexedDBEntries:
-    """Every namespace's winners in IndexedDB, over ``idb`` (``web/idb.js``'s helpers)."""
-
-    check_import = staticmethod(DocumentStore.check_import)
-
-    def __init__(self, idb: Any) -> None:
-        self.idb = idb
-
-    def __repr__(self) -> str:
-        return f"IndexedDBEntries({getattr(self.idb, 'name', '?')!r})"
-
-    # -- one namespace ------------------------------------------------------------------------
-
-    async def load(self, namespace: dict | str) -> list[StoredEntry]:
-        """Every readable entry of ``namespace`` (or of its canonical text), read in slices of
-        :data:`LOAD_SLICE` records (a request each) and decoded a few tens of milliseconds at a
-        time (``slices.py``), so that a namespace of 100k entries is many short tasks of the page,
-        not one of seconds; damaged records are skipped, logged."""
-        entries, problems = [], []
-        slices = Slices()
-        for slot, value in (await self.load_texts(namespace)).items():
-            set_name, _, key_text = slot.rpartition("\0")
-            try:
-                entries.append(decode_record(set_name, key_text, value))
-            except StoreError as error:
-                problems.append(f"{shown(set_name)} [{shown(key_text)}]: {error}")
-            if slices.due():
-                await slices.pause()
-        if problems:
-            logger.warning("skipped %d damaged entr%s in IndexedDB: %s", len(problems),
-                           "y" if len(problems) == 1 else "ies", problems[0])
-        return entries
-
-    async def load_texts(self, namespace: dict | str) -> dict[str, str]:
-        """Every record of ``namespace`` (or of its canonical text) as it is stored, not decoded:
-        ``{slot_text(set, key's JSON): entry's text}``, read in slices of :data:`LOAD_SLICE` records."""
-        text = _text(namespace)
-        texts: dict[str, str] = {}
-        after: list | None = None
-        while True:
-            rows = _rows(await self.idb.namespaceSlice(text, *(after or (None, None)), LOAD_SLICE), 3)
-            texts.update((slot_text(set_name, key_text), value) for set_name, key_text, value in rows)
-            if len(rows) < LOAD_SLICE:
-                return texts
-            after = rows[-1][:2]
-
-    async def read(self, namespace: dict | str, set_name: str, key: Key) -> StoredEntry | None:
-        """One key's entry (one request), None when none is stored; a damaged one is None, logged."""
-        text = await self.idb.entry(_text(namespace), set_name, key.to_json())
-        if text is None:  # JS undefined arrives as None
-            return None
-        try:
-            return decode_record(set_name, key.to_json(), text)
-        except StoreError as error:
-            logger.warning("ignoring the damaged stored winner of %s [%s]: %s", set_name, key, error)
-            return None
-
-    async def put(self, namespace: dict, entries: Iterable[StoredEntry]) -> None:
-        """Write ``entries`` in one transaction, each replacing the stored entry of its set and
-        key; every other entry stays. Raises what IndexedDB raised (nothing written then)."""
-        text = canonical_namespace(check_namespace(namespace))
-        records = [record_of(text, entry) for entry in entries]
-        if records:
-            await self.idb.putEntries(json.dumps(records, ensure_ascii=False))
-
-    async def clear(self, namespace: dict | str) -> None:
-        """Forget every entry of ``namespace`` (or of its canonical text), in one transaction."""
-        await self.idb.clearNamespace(_text(namespace))
-
-    async def matching(self, namespace: dict) -> list[str]:
-        """The namespace texts IndexedDB holds records under that read as ``namespace`` but are
-        not its own (earlier namespace rules' texts of the same GPU and wgtune line), newest
-        release first (:func:`~wgtune.store.format.namespaces_matching`)."""
-        own = canonical_namespace(check_namespace(namespace))
-        stored = [str(text) for text, _count in _rows(await self.idb.namespaceCounts(), 2)]
-        return [text for text in namespaces_matching(namespace, stored) if text != own]
-
-    # -- every namespace ----------------------------------------------------------------------
-
-    async def export(self) -> dict:
-        """Every readable entry as one ``wgtune.export/1`` document, a ``wgtune.cache/1`` document
-        per namespace (what ``wgtune cache export`` writes and reads), read a slice at a time
-        (``idb_transfer.py``). Damaged records and namespaces are left out, logged."""
-        return await export_document(self.idb, ExportDocument())
-
-    async def import_document(self, obj: object) -> int:
-        """Merge an export (or one namespace document) into IndexedDB; the number of entries.
-
-        All of ``obj`` is checked first (a StoreError changes nothing), then written in one
-        transaction: each entry replaces the stored one of its namespace, set and key, every
-        other stored entry stays, and another tab importing at the same time loses nothing.
-        """
-        records = []
-        for namespace, entries in decode_export(obj):
-            text = canonical_namespace(check_namespace(namespace))
-            records.extend(record_of(text, entry) for entry in entries)
-        if records:
-            await self.idb.putEntries(json.dumps(records, ensure_ascii=False))
-        return len(records)
-
-    async def clear_all(self) -> int:
-        """Forget every namespace, in one transaction; how many namespaces had winners."""
-        return int(await self.idb.clearAll())
-
-    async def clear_namespaces(self, texts: Iterable[str]) -> int:
-        """Forget the entries of each namespace text of ``texts`` (a transaction each: a device's
-        own and its older texts, as a store reads them); how many entries they held."""
-        counts = {str(text): int(count) for text, count in _rows(await self.idb.namespaceCounts(), 2)}
-        wanted = list(dict.fromkeys(texts))
-        for text in wanted:
-            await self.clear(text)
-        return sum(counts.get(text, 0) for text in wanted)
-
-    async def migrate(self) -> int:
-        """Move the documents of version 1 (one per namespace) into records; how many entries.
-
-        Each document in one transaction: its entries are added where no entry is stored (a
-        winner another tab wrote since is newer), then the document is deleted. A document that
-        cannot be read, or has damaged entries, is kept where it is (logged) after its good
-        entries moved: nothing is lost, and a person can look at it.
-        """
-        moved = 0
-        for name, text in _rows(await self.idb.oldDocuments(), 2):
-            try:
-                namespace, entries, problems = decode_document_leniently(parse_json(str(text)))
-                namespace_text = canonical_namespace(check_namespace(namespace))
-            except StoreError as error:
-                logger.warning("kept the damaged cache document %s in IndexedDB: %s", name, error)
-                continue
-            records = [record_of(namespace_text, entry) for entry in entries]
-            if problems:
-                logger.warning("kept the cache document %s in IndexedDB: %d damaged entr%s: %s", name,
-                               len(problems), "y" if len(problems) == 1 else "ies", problems[0])
-            moved += int(await self.idb.migrateDocument(str(name), json.dumps(records, ensure_ascii=False),
-                                                        bool(problems)))
-        return moved
 
 
 class IndexedDBStore(Store):
@@ -410,7 +250,7 @@ class IndexedDBDatabase:
 
     async def namespaces(self) -> list[NamespaceSummary]:
         """Every namespace with records (damaged ones included: IndexedDB keeps them in place)."""
-        rows = _rows(await self.idb.namespaceCounts(), 2)
+        rows = json_rows(await self.idb.namespaceCounts(), 2)
         return [NamespaceSummary(namespace_of(str(text)), int(count)) for text, count in sorted(rows)]
 
     async def open(self, namespace: dict) -> IndexedDBStore:
@@ -418,7 +258,7 @@ class IndexedDBDatabase:
 
     async def entries(self) -> Listing:
         found, problems = [], []
-        for namespace_text, set_name, key_text, value in _rows(await self.idb.allEntries(), 4):
+        for namespace_text, set_name, key_text, value in json_rows(await self.idb.allEntries(), 4):
             try:
                 found.append((namespace_of(str(namespace_text)), decode_record(set_name, key_text, value)))
             except StoreError as error:
@@ -441,5 +281,5 @@ class IndexedDBDatabase:
         return await self.records.import_document(self.records.check_import(data))
 
     async def clear(self) -> Cleared:
-        entries = sum(int(count) for _text, count in _rows(await self.idb.namespaceCounts(), 2))
+        entries = sum(int(count) for _text, count in json_rows(await self.idb.namespaceCounts(), 2))
         return Cleared(await self.records.clear_all(), entries)
