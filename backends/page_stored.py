@@ -34,7 +34,7 @@ class StoredWinnersCalls:
     store: indexeddb.IndexedDBStore | None
     tuner: Tuner | None
     coordinator: TabCoordinator | None
-    namespace: str
+    namespace: dict
     seeds: list[StoredEntry]
     _label: Callable[[str, Key], str]
     reload: Callable[[], Awaitable[None]]
@@ -72,9 +72,7 @@ class StoredWinnersCalls:
         slice(start, end)}``, taken a piece at a time."""
         await self.store.flush()
         count = await idb_transfer.import_export(self.idb, text)
-        await self.reload()
-        if self.coordinator is not None:
-            self.coordinator.announce_replaced()
+        await self._replaced()
         return count
 
     async def clear_cache(self, device: str | None = None, every: bool = False) -> int:
@@ -92,9 +90,7 @@ class StoredWinnersCalls:
             count = await database.clear_namespaces([str(device)])
         else:
             raise ConfigError(f"clearCache: device must be a namespace as storedPage() lists them, got {device!r}")
-        await self.reload()
-        if self.coordinator is not None:
-            self.coordinator.announce_replaced()
+        await self._replaced()
         return count
 
     def load_bundle(self, text: str) -> str:
@@ -111,3 +107,9 @@ class StoredWinnersCalls:
         self.tuner.cache.seed(mine)
         total = sum(len(entries) for _namespace, entries in documents)
         return json.dumps({"seeded": len(mine), "entries": total, "namespaces": len(documents)})
+
+    async def _replaced(self) -> None:
+        """What IndexedDB holds was replaced: this page's keys and the other tabs' read it again."""
+        await self.reload()
+        if self.coordinator is not None:
+            self.coordinator.announce_replaced()

@@ -45,13 +45,14 @@ class SharedModules:
         self._compiled: dict[Hashable, tuple[Any, Any]] = {}
         self._representatives: dict[Hashable, Kernel] = {}
 
-    @property
-    def distinct(self) -> int:
-        """How many distinct stage codes have been compiled."""
-        return len(self._compiled)
-
-    def _representative(self, key: Hashable, stage: Kernel) -> Kernel:
-        return self._representatives.setdefault(key, stage)
+    def _not_compiled(self, stages: Sequence[Kernel]) -> dict[Hashable, Kernel]:
+        """Each code of ``stages`` that is not compiled yet, once, as its representative."""
+        wanted: dict[Hashable, Kernel] = {}
+        for stage in stages:
+            key = module_key(stage)
+            if key not in self._compiled and key not in wanted:
+                wanted[key] = self._representatives.setdefault(key, stage)
+        return wanted
 
     async def compile(self, stage: Kernel) -> tuple[Any, Any]:
         """``stage``'s ``(pipeline, bind group layout 0)``, compiled unless a stage of the same
@@ -59,18 +60,15 @@ class SharedModules:
         key = module_key(stage)
         module = self._compiled.get(key)
         if module is None:
-            module = self._compiled[key] = await self._shim.compile_module(self._representative(key, stage))
+            representative = self._representatives.setdefault(key, stage)
+            module = self._compiled[key] = await self._shim.compile_module(representative)
         return module
 
     async def compile_many(self, stages: Sequence[Kernel]) -> list[tuple[Any, Any] | Exception]:
         """Each of ``stages`` compiled, the codes not compiled yet once each, all at once through
         the shim (``GPUShim.compile_modules``): each stage's module, or its code's KernelError,
         in order."""
-        keys = [module_key(stage) for stage in stages]
-        wanted: dict[Hashable, Kernel] = {}
-        for key, stage in zip(keys, stages, strict=True):
-            if key not in self._compiled and key not in wanted:
-                wanted[key] = self._representative(key, stage)
+        wanted = self._not_compiled(stages)
         failed: dict[Hashable, Exception] = {}
         if wanted:
             for key, module in zip(wanted, await self._shim.compile_modules(list(wanted.values())), strict=True):
@@ -78,15 +76,11 @@ class SharedModules:
                     failed[key] = module
                 else:
                     self._compiled[key] = module
-        return [failed[key] if key in failed else self._compiled[key] for key in keys]
+        return [failed[key] if key in failed else self._compiled[key] for key in map(module_key, stages)]
 
     def start(self, stages: Sequence[Kernel]) -> None:
         """Begin compiling, in the background where the shim can (``GPUShim.start_compiles``),
-        the codes of ``stages`` that are neither compiled nor begun by an earlier stage of this call."""
-        begun: dict[Hashable, Kernel] = {}
-        for stage in stages:
-            key = module_key(stage)
-            if key not in self._compiled and key not in begun:
-                begun[key] = self._representative(key, stage)
+        the codes of ``stages`` that are not compiled yet, once each."""
+        begun = self._not_compiled(stages)
         if begun:
             self._shim.start_compiles(list(begun.values()))

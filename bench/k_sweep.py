@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -61,11 +62,8 @@ def fit_line(candidate: str, points: Iterable[tuple[int, float]]) -> LineFit | N
     by_k = least_by_k(points)
     if len(by_k) < 3:
         return None
-    ks, times = list(by_k), list(by_k.values())
-    mean_k, mean_t = sum(ks) / len(ks), sum(times) / len(times)
-    skk = sum((k - mean_k) ** 2 for k in ks)
-    slope = sum((k - mean_k) * (t - mean_t) for k, t in zip(ks, times, strict=True)) / skk
-    return LineFit(candidate, len(ks), mean_t - slope * mean_k, slope)
+    slope, intercept = statistics.linear_regression(list(by_k), list(by_k.values()))
+    return LineFit(candidate, len(by_k), intercept, slope)
 
 
 def read_sweep(lines: Iterable[str]) -> dict[tuple[int, int], dict[str, list[tuple[int, float]]]]:
