@@ -1,0 +1,98 @@
+"""bench/fresh_checks.py: its draws are seeded and bounded, and on lavapipe it tells right, wrong,
+failed and refused candidates apart (a wrong one fails the run; a refusal does not)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from wgtune import Kernel, TunableSet
+from wgtune.backends.native import NativeDevice
+from wgtune.kernels.matmul import matmul_key, naive_matmul_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
+import fresh_checks
+
+from kernels import matmul_workload
+
+
+@pytest.fixture(scope="module")
+def device() -> NativeDevice:
+    return NativeDevice.open()
+
+
+@pytest.mark.parametrize("family", list(fresh_checks.FAMILIES))
+def test_draws_are_seeded_distinct_and_within_the_work_and_the_binding_limit(family):
+    work, binding = 1e8, 1 << 22
+    shapes = fresh_checks.draw(family, 12, seed=5, work=work, binding=binding)
+    assert shapes == fresh_checks.draw(family, 12, seed=5, work=work, binding=binding)
+    assert shapes != fresh_checks.draw(family, 12, seed=6, work=work, binding=binding)
+    assert len(set(shapes)) == 12 and all(min(shape) >= 1 for shape in shapes)
+    for shape in shapes:
+        if family.startswith("matmul"):
+            m, n, k = shape
+            assert m * n * k <= work and max(m * k, k * n, m * n) * (2 if family == "matmul_f16" else 4) <= binding
+        else:
+            elements = shape[0] * (shape[1] if len(shape) > 1 else 1)
+            assert elements * fresh_checks.ELEMENT_WORK <= work and 4 * elements <= binding
+
+
+def test_too_tight_a_bound_says_how_many_it_drew():
+    with pytest.raises(RuntimeError, match="drew only 1 of 3 fma shapes"):
+        fresh_checks.draw("fma", 3, seed=1, work=fresh_checks.ELEMENT_WORK, binding=1 << 20)
+
+
+def _odd_k_skipper() -> Kernel:
+    """The naive kernel, but it writes nothing when K is odd: wrong on half the shapes."""
+    naive = naive_matmul_kernel(16, 16)
+    source = naive.wgsl.replace("  let col = gid.x;", "  if ((p.k & 1u) == 1u) { return; }\n  let col = gid.x;", 1)
+    assert source != naive.wgsl
+    return replace(naive, name="skips_odd_k", wgsl=source, group=None, priority=0)
+
+
+def _too_wide() -> Kernel:
+    """The naive kernel on a grid past every device's workgroups per dimension: refused at launch."""
+    naive = naive_matmul_kernel(16, 16)
+    return replace(naive, name="too_wide", grid=lambda args: (1 << 20, 1, 1), group=None, priority=0)
+
+
+def _raises() -> Kernel:
+    naive = naive_matmul_kernel(16, 16)
+
+    def grid(args):
+        raise ValueError("no grid for this call")
+
+    return replace(naive, name="raises", grid=grid, group=None, priority=0)
+
+
+def test_a_shape_sorts_its_candidates_into_right_wrong_failed_and_refused(device):
+    tunables = TunableSet("mixed", [naive_matmul_kernel(16, 16), _odd_k_skipper(), _too_wide(), _raises()],
+                          key=matmul_key, outputs=(2,), atol=1e-3, rtol=1e-3)
+    compiled: dict = {}
+    odd = fresh_checks.check_shape(device, replace(matmul_workload(9, 12, 13), tunables=tunables), compiled)
+    assert odd.right == [tunables.candidates[0].name]
+    assert list(odd.wrong) == ["skips_odd_k"] and "108 of 108 values off" in odd.wrong["skips_odd_k"]
+    assert list(odd.refused) == ["too_wide"] and "65535" in odd.refused["too_wide"]
+    assert list(odd.failed) == ["raises"] and "no grid for this call" in odd.failed["raises"]
+    even = fresh_checks.check_shape(device, replace(matmul_workload(9, 12, 14), tunables=tunables), compiled)
+    assert sorted(even.right) == sorted([tunables.candidates[0].name, "skips_odd_k"]) and not even.wrong
+    assert len(compiled) == 4, "each candidate compiled once for both shapes"
+
+
+def test_a_run_prints_every_shape_and_a_summary_and_fails_only_on_a_wrong_candidate(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "checks.txt"
+    assert fresh_checks.main(["--seed", "4", "--count", "2", "--only", "fma", "--work", "1e6", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("\nfma ") == 2 and "0 wrong, 0 failed" in printed and "seed 4" in printed
+    assert out.read_text().splitlines()[-1] == printed.splitlines()[-1]
+
+    def wrong_fma(n: int):
+        workload = fresh_checks.fma_workload(n)
+        return replace(workload, expected=lambda inputs: workload.expected(inputs) + 1.0)
+
+    monkeypatch.setitem(fresh_checks.FAMILIES, "fma", replace(fresh_checks.FAMILIES["fma"], workload=wrong_fma))
+    assert fresh_checks.main(["--seed", "4", "--count", "1", "--only", "fma", "--work", "1e6"]) == 1
+    assert "WRONG" in capsys.readouterr().out
