@@ -20,6 +20,8 @@
 #   narrow     session 11's narrow kgrid tiles in a tune: bench/shapes.py on their shapes with
 #              this wheel and with .whl/pre-narrow's (8997445^, the set without them), side by side
 #   draw       a fresh held-out draw of 30 matmul shapes (seed printed), the tune against torch
+#   checks     every candidate of every family on 15 fresh shapes a family at a GPU's sizes (bench/fresh_checks.py:
+#              outputs checked on NaN-filled buffers, within the H200's binding limit), a few minutes
 #   sweep:NAME the tiles of bench/probes/<NAME>.txt on sweep-ab's shapes, with bench/k_sweep.py
 #   sweep-ab:NAME  the K sweep's tiles on 2048x2048xK (SWEEP_MN, SWEEP_K) and four mid-size shapes (SWEEP_AB), this wheel
 #              and .whl/NAME's (as ab:NAME) in turn, twice: whether a change to the tiles' WGSL moves
@@ -97,6 +99,7 @@ for part in "$@"; do
         python3 "$R"/bench/k_sweep.py "$OUT/sweep-ab-$name/this$round"/probe.jsonl \
           --versus "$OUT/sweep-ab-$name/$name$round"/probe.jsonl
       done ;;
+    checks) python3 "$R"/bench/fresh_checks.py --count 15 --work 2e10 ;;
     ab:*)
       name=${part#ab:}
       install_variant "$name" || exit 1
@@ -106,7 +109,7 @@ for part in "$@"; do
       echo "-- with bench/probes/$name.patch, seed $seed"
       PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul --draw 30 \
         --seed "$seed" --shapes 0:0 ;;
-    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, checks, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
     narrow | ab:*) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
