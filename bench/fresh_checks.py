@@ -123,6 +123,7 @@ class Checked:
     failed: dict[str, str] = field(default_factory=dict)  # name -> the error it raised
     refused: dict[str, str] = field(default_factory=dict)  # name -> why WebGPU refused its launch
     skipped: int = 0  # candidates the key's plan does not serve, or the device does not fit
+    unfit: str | None = None  # why one candidate the plan serves does not fit the device
 
 
 def check_shape(device: NativeDevice, workload: Workload, compiled: dict[str, object]) -> Checked:
@@ -140,8 +141,10 @@ def check_shape(device: NativeDevice, workload: Workload, compiled: dict[str, ob
     poison = device.create_buffer(b"\xff" * args.buffers[out].size)  # every bit set: NaN in f32 and f16
     try:
         for index, kernel in enumerate(tunables.candidates):
-            if index in skipped or check_limits(kernel, device.limits, device.features):
+            unfit = None if index in skipped else check_limits(kernel, device.limits, device.features)
+            if index in skipped or unfit:
                 checked.skipped += 1
+                checked.unfit = checked.unfit or (unfit and f"{kernel.name}: {unfit}")
                 continue
             output = device.clone_buffer(poison)
             call = args.with_buffers([output if slot == out else buffer for slot, buffer in enumerate(args.buffers)])
@@ -181,6 +184,8 @@ def _shape_line(checked: Checked, seconds: float) -> str:
 
 def _report_shape(report: Report, checked: Checked, seconds: float) -> None:
     report.line(_shape_line(checked, seconds))
+    if not checked.right and not checked.wrong and not checked.failed and not checked.refused and checked.unfit:
+        report.line(f"  no candidate fits this device, e.g. {checked.unfit}")
     for kind, found in (("WRONG", checked.wrong), ("FAILED", checked.failed)):
         for name, why in found.items():
             report.line(f"  {kind} {name}: {why[:400]}")
