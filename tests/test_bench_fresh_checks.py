@@ -96,3 +96,27 @@ def test_a_run_prints_every_shape_and_a_summary_and_fails_only_on_a_wrong_candid
     monkeypatch.setitem(fresh_checks.FAMILIES, "fma", replace(fresh_checks.FAMILIES["fma"], workload=wrong_fma))
     assert fresh_checks.main(["--seed", "4", "--count", "1", "--only", "fma", "--work", "1e6"]) == 1
     assert "WRONG" in capsys.readouterr().out
+
+
+def test_the_page_checks_draw_medium_matmuls_within_the_work_and_compute_products_as_the_family_does():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+    import base64
+
+    import numpy as np
+    import page_checks
+
+    from wgtune.kernels.families import family_named
+
+    shapes = page_checks.medium_matmuls(10, seed=3, work=2e7)
+    assert shapes == page_checks.medium_matmuls(10, seed=3, work=2e7) and len(set(shapes)) == 10
+    assert all(257 <= m <= 2048 and 257 <= n <= 2048 and m * n * k <= 2e7 for m, n, k in shapes)
+    assert max(k for _, _, k in shapes) > 64, "long K as likely as short: some keys past the flat group"
+    with pytest.raises(RuntimeError, match="drew only 0 of 2"):
+        page_checks.medium_matmuls(2, seed=3, work=1000)
+    family = family_named("matmul")
+    recorder = page_checks._Recorder()
+    args = family.make_args(recorder, (7, 5, 9))
+    inputs = [np.frombuffer(recorder.data[args.buffers[slot]], np.float32).tolist() for slot in (0, 1)]
+    want = family.reference(inputs, args.params)  # the family's own pure-Python product
+    got = np.frombuffer(base64.b64decode(page_checks.matmul_expected("matmul", (7, 5, 9))), np.float32)
+    assert got.shape == (35,) and np.allclose(got, want, rtol=1e-6, atol=1e-6)
