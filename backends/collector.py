@@ -62,10 +62,11 @@ from datetime import UTC, datetime
 from wgtune.errors import StoreError
 from wgtune.gpu.device import DeviceIdentity
 from wgtune.key import Key
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.bundle import BundledEntry, build_bundle, bundle_text
 from wgtune.store.confidence import Confidence
 from wgtune.store.format import check_namespace, namespace_key
-from wgtune.store.validate import checked_entry, parse_json
+from wgtune.store.validate import checked_entry
 
 from .collector_db import Ballot, VoteDatabase, served_winners
 from .collector_sets import KeyDomain, KnownSet, known_sets

@@ -3,7 +3,7 @@
 An export of 100k winners is tens of megabytes: parsed whole it is one tree of Python objects and,
 in the page, one task of seconds. :func:`read_export` walks the document's structure by hand and
 parses each entry and namespace field with ``json`` as it comes, each checked as every import is
-(``validate.parse_json``, ``StoredEntry.from_json``), so a caller can stage entries as they come
+(``bounded_json.parse_json``, ``StoredEntry.from_json``), so a caller can stage entries as they come
 (``cache_transfer.py``: SQLite's temporary tables) or stop between two (``idb_transfer.py``: the
 page's main thread, a slice at a time).
 
@@ -20,8 +20,8 @@ import json
 from collections.abc import Callable, Iterator
 
 from wgtune.errors import StoreError
+from wgtune.store.bounded_json import CHECKED_JSON, check_bounds
 from wgtune.store.format import DOCUMENT_FORMAT, EXPORT_FORMAT, StoredEntry, as_imported, check_namespace
-from wgtune.store.validate import CHECKED_JSON, check_bounds
 
 __all__ = ["CHUNK", "ExportStream", "Unusual", "read_export"]
 
@@ -76,7 +76,7 @@ class ExportStream:
         self.pos += 1
 
     def value(self, *, checked: bool = True) -> object:
-        """The next JSON value; ``checked``: parsed as every import is (``validate.parse_json``: depth,
+        """The next JSON value; ``checked``: parsed as every import is (``bounded_json.parse_json``: depth,
         numbers, repeated keys). A value must end before the buffer does (a number cut at a chunk's
         end would read short), so the buffer grows (doubling) until it does, or the text ends."""
         self.peek()

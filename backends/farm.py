@@ -49,9 +49,9 @@ from wgtune import __version__ as wgtune_version
 from wgtune.config import Config
 from wgtune.errors import ConfigError, StoreError, WgtuneError
 from wgtune.runner import run_inline
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.contract import Store
 from wgtune.store.format import StoredEntry, canonical_namespace
-from wgtune.store.validate import parse_json
 
 from .cache_transfer import SqliteDatabase
 from .farm_catalogue import default_catalogue, load_catalogue, parse_catalogue, plan_jobs

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from wgtune.errors import ConfigError, StoreError
 from wgtune.kernels.families import family_named, family_names
-from wgtune.store.validate import parse_json
+from wgtune.store.bounded_json import parse_json
 
 from .farm_worker import FarmJob
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from wgtune.errors import StoreError
 from wgtune.key import Key
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.documents import DocumentStore
 from wgtune.store.format import (
     StoredEntry,
@@ -26,7 +27,6 @@ from wgtune.store.format import (
     decode_export,
     namespaces_matching,
 )
-from wgtune.store.validate import parse_json
 from wgtune.text import shown
 
 from .idb_records import decode_record, record_of, slot_text

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from wgtune.errors import StoreError
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.format import StoredEntry
-from wgtune.store.validate import parse_json
 from wgtune.text import shown
 
 __all__ = ["decode_record", "record_of", "slot_text"]

@@ -31,10 +31,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from wgtune.errors import StoreError
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.documents import DocumentStore
 from wgtune.store.format import DOCUMENT_FORMAT, EXPORT_FORMAT, StoredEntry, canonical_namespace, check_namespace
 from wgtune.store.format import decode_export as decode_whole
-from wgtune.store.validate import parse_json
 from wgtune.text import shown
 
 from .export_stream import ExportStream, Unusual, read_export

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Protocol
 
 from wgtune.errors import StoreError
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.format import StoredEntry, canonical_namespace, check_namespace, decode_document_leniently
-from wgtune.store.validate import parse_json
 from wgtune.tune.log import logger
 
 from .cache_files import file_lock, is_document_name
@@ -99,7 +99,7 @@ def _read(path: Path) -> tuple[dict, list[StoredEntry], list[tuple[object, str]]
 
 def _raw_text(raw: object) -> str:
     """A damaged entry as the ``damaged`` table keeps it: its JSON, with what the parser refused
-    (``validate.Unreadable``: a repeated key, a number too long) named in its place; never a crash
+    (``bounded_json.Unreadable``: a repeated key, a number too long) named in its place; never a crash
     (one did: the whole migration, and the database with it, failed on a repeated key)."""
     try:
         return json.dumps(raw, default=lambda value: {"unreadable": str(getattr(value, "reason", value))})

@@ -45,7 +45,7 @@ def decode_row(text: object, set_name: object = None, key_text: object = None) -
     key is damaged too: a row answers for its own slot only (the store contract's lookup).
 
     Rows are this store's own writes (``entry_text``), so the text is parsed with plain ``json``:
-    ``validate.parse_json``'s guards for outside text cost four times as much, and a load reads
+    ``bounded_json.parse_json``'s guards for outside text cost four times as much, and a load reads
     every row of the namespace. What they guard against still cannot crash a load: nesting too deep
     (RecursionError), a number too long (ValueError), a field of the wrong type or out of bounds
     (``from_json``'s checks) each make the row damaged, skipped and kept aside."""

@@ -110,8 +110,8 @@ def child(mode: str, path: str) -> None:
     """Parse ``path`` as ``mode`` says, then print one JSON line: peak RSS, seconds, outcome."""
     resource.setrlimit(resource.RLIMIT_AS, (GUARD, GUARD))
     from wgtune.errors import StoreError
+    from wgtune.store.bounded_json import parse_json
     from wgtune.store.bundle import parse_bundle
-    from wgtune.store.validate import parse_json
 
     if mode == "load":
         import wgtune.backends.local  # noqa: F401  (its imports are no part of the parse)
@@ -194,8 +194,8 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
+    from wgtune.store.bounded_json import MAX_DEPTH
     from wgtune.store.bundle import BUNDLE_LIMIT
-    from wgtune.store.validate import MAX_DEPTH
 
     lines = [f"# bench/parse_memory.py: {platform.python_implementation()} {platform.python_version()}, "
              f"{platform.machine()}, {os.cpu_count()} CPUs; each case in a fresh process, RLIMIT_AS "

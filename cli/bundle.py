@@ -21,6 +21,7 @@ from pathlib import Path
 from wgtune.config import Config
 from wgtune.errors import StoreError
 from wgtune.runner import run_inline
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.bundle import BUNDLE_FORMAT, build_bundle, bundle_text, read_bundle
 from wgtune.store.format import (
     DOCUMENT_FORMAT,
@@ -29,7 +30,6 @@ from wgtune.store.format import (
     canonical_namespace,
     decode_document_leniently,
 )
-from wgtune.store.validate import parse_json
 from wgtune.text import printable, shown
 
 __all__ = ["Gathered", "gather", "run_bundle"]

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 from wgtune.backends.collector import MAX_BODY, MIN_REPORTERS, Collector, RateLimiter, Rejected, Reply
 from wgtune.backends.collector_db import VoteDatabase
 from wgtune.errors import ConfigError, StoreError
-from wgtune.store.validate import parse_json
+from wgtune.store.bounded_json import parse_json
 
 from .http_cache import CachePolicy, Validators, not_modified
 from .pooled_server import Limits, PooledHTTPServer

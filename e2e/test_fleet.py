@@ -20,8 +20,8 @@ from harness import launch, open_page, run_winner
 from wgtune.backends.collector import REPORTS_FORMAT, Collector, RateLimiter
 from wgtune.backends.collector_db import VoteDatabase
 from wgtune.cli.collect import make_collector_server
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.bundle import read_bundle, reports_of
-from wgtune.store.validate import parse_json
 
 # An fma key: seconds to tune on SwiftShader. Its best candidates are near-tied there, so tunes of
 # it may name different winners: the fleet then needs more reports before two agree (see below).

@@ -1,7 +1,7 @@
 """Bounded parsing (issue 27 item 5): what is read from outside is parsed in memory proportional to
 its size, and a file over its stated limit is refused before it is read.
 
-The depth scan (``validate.nesting_depth``) once cost ~120 bytes a character of one string (a regex
+The depth scan (``bounded_json.nesting_depth``) once cost ~120 bytes a character of one string (a regex
 over the whole text); it now reads the text window by window. These check that it counts what the
 old scan counted, on random text and every window size, and that its memory no longer grows with a
 string's length. Pure core, except the file limits (a bundle read through ``backends.local``).
@@ -19,9 +19,9 @@ from itertools import accumulate
 import pytest
 
 from wgtune import StoreError
-from wgtune.store import validate
+from wgtune.store import bounded_json
+from wgtune.store.bounded_json import MAX_DEPTH, nesting_depth, parse_json
 from wgtune.store.bundle import BUNDLE_LIMIT, bundle_text, check_bundle_size, parse_bundle
-from wgtune.store.validate import MAX_DEPTH, nesting_depth, parse_json
 
 # The pure-core tests are marked core (they also run inside Pyodide); the file limits read through the
 # native backend (backends.local), which the page does not have.
@@ -61,8 +61,8 @@ def test_the_scan_counts_what_the_old_scan_counted_on_random_documents_at_every_
     for _ in range(400):
         text = json.dumps(random_value(rng, rng.randrange(8)), ensure_ascii=rng.random() < 0.5)
         expected = old_nesting_depth(text)
-        for window in (1, 2, 3, 7, validate.SCAN_WINDOW):
-            monkeypatch.setattr(validate, "SCAN_WINDOW", window)
+        for window in (1, 2, 3, 7, bounded_json.SCAN_WINDOW):
+            monkeypatch.setattr(bounded_json, "SCAN_WINDOW", window)
             assert nesting_depth(text) == expected, (text, window)
 
 
@@ -72,8 +72,8 @@ def test_the_scan_counts_what_the_old_scan_counted_on_random_text_that_is_not_js
     alphabet = ['[', ']', '{', '}', '"', '\\', 'a', ',', '\n', '😀']
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(30)))
-        for window in (1, 2, 5, validate.SCAN_WINDOW):
-            monkeypatch.setattr(validate, "SCAN_WINDOW", window)
+        for window in (1, 2, 5, bounded_json.SCAN_WINDOW):
+            monkeypatch.setattr(bounded_json, "SCAN_WINDOW", window)
             assert nesting_depth(text) == old_nesting_depth(text), (text, window)
 
 
@@ -84,8 +84,8 @@ def test_the_scan_counts_what_the_old_scan_counted_on_the_fuzz_corpus(monkeypatc
     texts = [write({"entries": [value], "x": value}) for value in HOSTILE_VALUES]
     texts += [text_mutation(rng, texts[rng.randrange(len(texts))])[0] for _ in range(60)]
     for text in texts:
-        for window in (3, 1000, validate.SCAN_WINDOW):
-            monkeypatch.setattr(validate, "SCAN_WINDOW", window)
+        for window in (3, 1000, bounded_json.SCAN_WINDOW):
+            monkeypatch.setattr(bounded_json, "SCAN_WINDOW", window)
             assert nesting_depth(text) == old_nesting_depth(text)
 
 
@@ -93,7 +93,7 @@ def test_the_scan_counts_what_the_old_scan_counted_on_the_fuzz_corpus(monkeypatc
 def test_a_string_cut_by_a_window_in_the_middle_of_an_escape_is_skipped_whole(monkeypatch):
     text = json.dumps({"a": 'x\\"[[[' * 50, "b": [[1]]})
     for window in range(1, 40):
-        monkeypatch.setattr(validate, "SCAN_WINDOW", window)
+        monkeypatch.setattr(bounded_json, "SCAN_WINDOW", window)
         assert nesting_depth(text) == 3
 
 
@@ -110,7 +110,7 @@ def test_a_string_of_4_mib_parses_in_well_under_10_times_its_size():
     finally:
         tracemalloc.stop()
     # the scan: about one window (a string cut by its end is copied once), not ~120 bytes a character
-    assert depth_peak < 2 * validate.SCAN_WINDOW < len(text) // 2
+    assert depth_peak < 2 * bounded_json.SCAN_WINDOW < len(text) // 2
     assert parse_peak < 10 * len(text)  # the parse: the string itself, and json's own copy while building it
 
 
@@ -123,13 +123,13 @@ def test_a_deep_document_is_still_refused_with_its_depth_named():
 
 @pytest.mark.core
 def test_text_dense_with_arrays_is_refused_before_json_builds_them_and_a_real_document_is_not():
-    dense = "[" + "[]," * validate.MAX_CONTAINERS + "[]]"
-    with pytest.raises(StoreError, match=f"{validate.MAX_CONTAINERS + 2} arrays and objects in {len(dense)} "
-                                         f"characters \\(at most {validate.MAX_CONTAINERS}, or one per 16"):
+    dense = "[" + "[]," * bounded_json.MAX_CONTAINERS + "[]]"
+    with pytest.raises(StoreError, match=f"{bounded_json.MAX_CONTAINERS + 2} arrays and objects in {len(dense)} "
+                                         f"characters \\(at most {bounded_json.MAX_CONTAINERS}, or one per 16"):
         parse_json(dense)
-    assert len(parse_json("[" + "[]," * (validate.MAX_CONTAINERS - 2) + "[]]")) == validate.MAX_CONTAINERS - 1
-    padded = "[" + '["0123456789abcd"],' * validate.MAX_CONTAINERS + "[]]"  # one per 19 characters
-    assert len(parse_json(padded)) == validate.MAX_CONTAINERS + 1
+    assert len(parse_json("[" + "[]," * (bounded_json.MAX_CONTAINERS - 2) + "[]]")) == bounded_json.MAX_CONTAINERS - 1
+    padded = "[" + '["0123456789abcd"],' * bounded_json.MAX_CONTAINERS + "[]]"  # one per 19 characters
+    assert len(parse_json(padded)) == bounded_json.MAX_CONTAINERS + 1
     entries = [{"table": "matmul", "key": {"n": i}, "checksum": "c0ffee", "winner": 0, "winner_name": "a",
                 "confidence": {"samples": [1, 2]}} for i in range(30_000)]
     assert len(parse_json(json.dumps({"entries": entries}, separators=(",", ":")))["entries"]) == 30_000

@@ -14,6 +14,7 @@ from fakes import FakeDevice, Script, call, make_set, make_tuner
 
 import wgtune
 from wgtune import Hit, Key, MemoryStore, StoredEntry, StoreError
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.bundle import (
     BUNDLE_FORMAT,
     BundledEntry,
@@ -25,7 +26,6 @@ from wgtune.store.bundle import (
 )
 from wgtune.store.confidence import Confidence
 from wgtune.store.format import reduced_version
-from wgtune.store.validate import parse_json
 from wgtune.tune.events import TrialFinished, TuneStarted
 
 BUILT = "2026-12-01T02:30:00Z"

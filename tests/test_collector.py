@@ -26,9 +26,9 @@ import pytest
 from wgtune.backends.collector import MAX_BODY, REPORTS_FORMAT, Collector, KnownSet, RateLimiter, known_sets
 from wgtune.backends.collector_db import TABLES, Tally, VoteDatabase, served_winners
 from wgtune.cli.collect import make_collector_server
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.bundle import read_bundle, reports_of
 from wgtune.store.format import reduced_namespace
-from wgtune.store.validate import parse_json
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = {"wgtune": "0.1.0", "device": {"vendor": "acme", "device": "gpu9", "driver": "1.2", "backend": "vulkan"},

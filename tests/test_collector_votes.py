@@ -13,8 +13,8 @@ from test_collector import FMA, KEY, NAMESPACE, OTHER_GPU, body, fresh_database,
 from wgtune.backends.collector import Collector, RateLimiter, Rejected, known_sets
 from wgtune.backends.collector_db import address_group
 from wgtune.kernels.families import FAMILIES
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.bundle import read_bundle, reports_of
-from wgtune.store.validate import parse_json
 
 PLENTY = RateLimiter(rate=1000.0, burst=1000)
 

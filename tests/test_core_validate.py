@@ -15,10 +15,10 @@ import pytest
 
 from wgtune import Key, StoredEntry, StoreError
 from wgtune.runner import run_inline
+from wgtune.store.bounded_json import MAX_DEPTH, Unreadable, nesting_depth, parse_json
 from wgtune.store.confidence import Confidence
 from wgtune.store.documents import DocumentStore
 from wgtune.store.format import canonical_namespace, decode_document_leniently, document_text, encode_document
-from wgtune.store.validate import MAX_DEPTH, Unreadable, nesting_depth, parse_json
 from wgtune.text import printable
 
 pytestmark = pytest.mark.core

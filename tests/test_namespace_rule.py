@@ -16,6 +16,7 @@ from fakes import FakeDevice, Script, call, make_set, make_tuner
 
 from wgtune import Hit, Key, StoredEntry
 from wgtune.gpu.device import DeviceIdentity
+from wgtune.store.bounded_json import parse_json
 from wgtune.store.bundle import build_bundle, bundle_text, entries_for, read_bundle
 from wgtune.store.format import (
     canonical_namespace,
@@ -26,7 +27,6 @@ from wgtune.store.format import (
     reduced_namespace,
     reduced_version,
 )
-from wgtune.store.validate import parse_json
 
 BUILT = "2026-12-01T02:30:00Z"
 N4 = Key({"n": 4})

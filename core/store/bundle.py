@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from ..errors import StoreError
 from ..text import shown
 from ..version import __version__
+from .bounded_json import Unreadable, json_text, parse_json
 from .format import (
     RESERVED_FIELDS,
     StoredEntry,
@@ -48,7 +49,7 @@ from .format import (
     namespaces_matching,
     reduced_namespace,
 )
-from .validate import MAX_WINNER, Unreadable, json_text, parse_json
+from .validate import MAX_WINNER
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -182,7 +183,7 @@ def check_bundle_size(size: int, max_bytes: int = BUNDLE_LIMIT) -> None:
 
 def parse_bundle(data: str | bytes, *, max_bytes: int = BUNDLE_LIMIT) -> list[tuple[dict, list[StoredEntry]]]:
     """A bundle's text (a file's bytes, or the text a page fetched) parsed with bounds
-    (:func:`~wgtune.store.validate.parse_json`) and read (:func:`read_bundle`); StoreError for text
+    (:func:`~wgtune.store.bounded_json.parse_json`) and read (:func:`read_bundle`); StoreError for text
     over ``max_bytes`` (characters, for a ``str``), before it is parsed."""
     check_bundle_size(len(data), max_bytes)
     data = json_text(data)  # the bytes dropped now (when the caller holds none), not after the parse
@@ -192,7 +193,7 @@ def parse_bundle(data: str | bytes, *, max_bytes: int = BUNDLE_LIMIT) -> list[tu
 
 
 def read_bundle(obj: object) -> list[tuple[dict, list[StoredEntry]]]:
-    """Every namespace of a bundle and its entries, ``obj`` as :func:`~wgtune.store.validate.parse_json`
+    """Every namespace of a bundle and its entries, ``obj`` as :func:`~wgtune.store.bounded_json.parse_json`
     parsed it; every field checked first. Raises StoreError naming the first thing wrong (its
     format or version, the built time, a namespace, an entry, a namespace or key given twice):
     a bundle is taken whole or not at all, as an import is."""

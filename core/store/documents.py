@@ -33,6 +33,7 @@ from typing import Protocol
 
 from ..errors import StoreError
 from ..runner import run_inline
+from .bounded_json import parse_json
 from .contract import Store
 from .format import (
     StoredEntry,
@@ -44,7 +45,6 @@ from .format import (
     encode_document,
     encode_export,
 )
-from .validate import parse_json
 
 # The package's logger by name: the tune wing's log module is above this one.
 logger = logging.getLogger("wgtune")
@@ -253,7 +253,7 @@ class DocumentStore:
     def check_import(text: str | bytes) -> object:
         """Parse an import's text and check all of it; StoreError naming what is wrong.
 
-        The text is parsed with bounds (:func:`~wgtune.store.validate.parse_json`: depth, numbers,
+        The text is parsed with bounds (:func:`~wgtune.store.bounded_json.parse_json`: depth, numbers,
         duplicated keys) and every namespace and entry checked: what comes back is what
         :meth:`import_document` takes.
         """

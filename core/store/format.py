@@ -15,8 +15,8 @@ The document format (JSON) is shared by the file store and the export/import of 
 SQLite and IndexedDB stores keep each entry as its own record, in the entry's JSON of this format.
 New fields get defaults, so older documents still decode. The logic
 that keeps documents (merging, damaged data, export and import) is in ``documents.py``; what is
-read is parsed and checked field by field by ``validate.py`` (parse with
-:func:`~wgtune.store.validate.parse_json`, then decode here), so nothing wrong is trusted.
+read is parsed with bounds and checked field by field (``bounded_json.py``, ``validate.py``: parse with
+:func:`~wgtune.store.bounded_json.parse_json`, then decode here), so nothing wrong is trusted.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from ..gpu.device import DeviceIdentity
 from ..key import Key
 from ..text import shown
 from ..version import __version__
+from .bounded_json import Unreadable, parse_json
 from .confidence import Confidence
 from .results import Result, result_from_json
-from .validate import Unreadable, check_namespace_fields, checked_entry, parse_json
+from .validate import check_namespace_fields, checked_entry
 
 __all__ = [
     "DOCUMENT_FORMAT",
@@ -156,7 +157,7 @@ def canonical_namespace(namespace: dict) -> str:
 
 def read_namespace(text: object) -> dict:
     """A namespace from its canonical text (:func:`canonical_namespace`) as a store keeps it,
-    checked as a document's namespace is: parsed with bounds (:func:`~wgtune.store.validate.parse_json`:
+    checked as a document's namespace is: parsed with bounds (:func:`~wgtune.store.bounded_json.parse_json`:
     no RecursionError, no huge integers), a JSON object of scalars or small objects of scalars
     (:func:`~wgtune.store.validate.check_namespace_fields`), no field named as the document's own.
     StoreError naming what is wrong."""
@@ -235,7 +236,7 @@ class StoredEntry:
 
     @classmethod
     def from_json(cls, obj: object) -> StoredEntry:
-        """An entry read back from its JSON (``obj`` as :func:`~wgtune.store.validate.parse_json` parsed
+        """An entry read back from its JSON (``obj`` as :func:`~wgtune.store.bounded_json.parse_json` parsed
         it), every field checked first (:func:`~wgtune.store.validate.checked_entry`): types, bounds, the
         winner in range and named as its result. Raises StoreError naming what is wrong."""
         try:
@@ -360,7 +361,7 @@ def encode_export(documents: Iterable[dict]) -> dict:
 def decode_export(obj: object) -> list[tuple[dict, list[StoredEntry]]]:
     """Read an export document, or a single namespace document, checking every entry first.
 
-    ``obj`` as :func:`~wgtune.store.validate.parse_json` parsed it. Raises StoreError for the first
+    ``obj`` as :func:`~wgtune.store.bounded_json.parse_json` parsed it. Raises StoreError for the first
     thing wrong: an import is taken whole or not at all. Every entry comes back as not checked
     (``checked=False``): a winner imported was checked, if at all, on another device, so its first
     use here checks it once (``verify.py``).
