@@ -22,6 +22,8 @@ Usage::
     python bench/fresh_checks.py                      # 20 shapes a family, minutes on lavapipe
     python bench/fresh_checks.py --seed 12 --count 5 --only matmul
     python bench/fresh_checks.py --work 5e10          # GPU sizes (the work bounds M*N*K)
+    python bench/fresh_checks.py --dawn               # on Dawn (Tint, as Chromium compiles): its f16 set
+                                                      # takes the subgroup-matrix tiles where the GPU has them
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from kernels import (  # bench/kernels.py: the workloads and their exact outputs
 )
 from wgtune import run_inline
 from wgtune.backends.native import NativeDevice
-from wgtune.errors import LaunchRefused
+from wgtune.errors import ConfigError, LaunchRefused
 from wgtune.gpu.device import check_limits
 from wgtune.tune.plan import Plan
 
@@ -201,12 +203,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", choices=list(FAMILIES), help="only this family (repeatable)")
     parser.add_argument("--work", type=float, default=WORK,
                         help=f"the most work a shape: M*N*K, or {ELEMENT_WORK} x the elements (default {WORK:g})")
+    parser.add_argument("--dawn", action="store_true",
+                        help="on Dawn's device (pip install 'wgtune[dawn]'), not wgpu-native's")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     options = parser.parse_args(argv)
     if options.count < 1 or options.work < 1:
         parser.error("--count and --work must be at least 1")
     seed = options.seed if options.seed is not None else fresh_seed()
-    device = NativeDevice.open()
+    try:
+        if options.dawn:
+            from wgtune.backends.dawn import DawnDevice
+
+            device: NativeDevice = DawnDevice.open()
+        else:
+            device = NativeDevice.open()
+    except ConfigError as error:
+        parser.exit(2, f"fresh_checks.py: {error}\n")
     binding = device.limits.max_storage_binding
     compiled: dict[str, object] = {}
     totals = {"shapes": 0, "run": 0, "right": 0, "wrong": 0, "failed": 0, "refused": 0}

@@ -120,3 +120,9 @@ def test_the_page_checks_draw_medium_matmuls_within_the_work_and_compute_product
     want = family.reference(inputs, args.params)  # the family's own pure-Python product
     got = np.frombuffer(base64.b64decode(page_checks.matmul_expected("matmul", (7, 5, 9))), np.float32)
     assert got.shape == (35,) and np.allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_dawn_without_a_gpu_adapter_is_a_clear_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:  # Dawn here has its Null backend only: it runs nothing
+        fresh_checks.main(["--dawn", "--count", "1", "--only", "fma"])
+    assert exit_info.value.code == 2 and "Dawn found no WebGPU adapter" in capsys.readouterr().err

@@ -99,7 +99,9 @@ for part in "$@"; do
         python3 "$R"/bench/k_sweep.py "$OUT/sweep-ab-$name/this$round"/probe.jsonl \
           --versus "$OUT/sweep-ab-$name/$name$round"/probe.jsonl
       done ;;
-    checks) python3 "$R"/bench/fresh_checks.py --count 15 --work 2e10 ;;
+    checks) python3 "$R"/bench/fresh_checks.py --count 15 --work 2e10
+      echo "-- on Dawn"
+      python3 "$R"/bench/fresh_checks.py --count 8 --work 2e10 --dawn --only matmul --only matmul_f16 ;;
     ab:*)
       name=${part#ab:}
       install_variant "$name" || exit 1
