@@ -7,7 +7,8 @@ declares ``scratch`` (``Kernel(scratch=...)``, :data:`SCRATCH`, at binding 3) of
 :func:`scratch_elements` ``(rows, cols, chunk)`` f32, which the device makes per call and keeps
 with its bind groups; the caller gives no buffer for it. (A call in order that still gives a
 third buffer, as this family once asked, binds as before: no candidate declares a third buffer
-of the call, so it is left alone.) :func:`make_reduction_args` builds a call with seeded inputs.
+of the call, so it is left alone.) :func:`make_reduction_args` builds a call with seeded inputs
+(:mod:`.references`, with the exact outputs).
 One set per operation: ``reduction_set("sum")`` is the set ``"row_sum"``,
 ``reduction_set("max")`` the set ``"row_max"``.
 
@@ -72,18 +73,23 @@ Pure Python, standard library only, like every kernel family: it also runs in Py
 
 from __future__ import annotations
 
-import math
-from array import array
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from wgtune import Args, Group, Kernel, TunableSet, anchor
 from wgtune.key import Key
 
 from ..common import F32_BYTES, ceil_div, with_runtime_checks, wrapped_grid
-from ..family import Family, Size
-from ..inputs import random_floats
+from ..family import Family
 from .masked import masked_pack_wgsl, masked_row_wgsl, masked_split_wgsl, tail_wgsl
+from .references import (
+    make_reduction_args,
+    make_row_max_args,
+    make_row_sum_args,
+    row_max_check,
+    row_max_reference,
+    row_sum_check,
+    row_sum_reference,
+)
 from .wgsl import (
     MIN_CHUNK,
     OPS,
@@ -341,72 +347,7 @@ def reduction_set(op: str, variants: Sequence[ReductionVariant] = REDUCTION_VARI
     )
 
 
-# -- inputs and references ---------------------------------------------------------------------
-
-INPUT_BLOCK = 1 << 22  # values of x made from one seed by make_reduction_args
-
-
-def make_reduction_args(device: Any, size: tuple[int, int], op: str, seed: int = 0) -> Args:
-    """Buffers ``(x, out)`` for ``x[rows, cols]`` with seeded inputs; params ``(rows, cols)``. No
-    scratch: the two-pass candidates' partials are the device's (``Kernel(scratch=...)``).
-
-    The values are those of :func:`wgtune.kernels.inputs.random_floats` (magnitudes in [0.5, 1),
-    random signs), made in blocks of ``INPUT_BLOCK`` values with a seed each: one call of it
-    cannot make 2**26 values or more (``random.randbytes`` takes at most 2**31 bits).
-    """
-    reduction_op(op)
-    rows, cols = size
-    count = rows * cols
-    x = array("f")
-    for block, begin in enumerate(range(0, count, INPUT_BLOCK)):
-        x.extend(random_floats(min(INPUT_BLOCK, count - begin), seed=f"reduce-{op}-{rows}x{cols}-{seed}-{block}"))
-    buffers = (device.create_buffer(x.tobytes()), device.create_buffer(size=F32_BYTES * rows))
-    return Args(buffers, (rows, cols))
-
-
-def _rows(x: Sequence[float], rows: int, cols: int) -> list[Sequence[float]]:
-    if len(x) < rows * cols:
-        raise ValueError(f"x has {len(x)} values, {rows} x {cols} needs {rows * cols}")
-    return [x[r * cols : (r + 1) * cols] for r in range(rows)]
-
-
-def row_sum_reference(x: Sequence[float], rows: int, cols: int) -> list[float]:
-    """Each row's sum, correctly rounded to a double (``math.fsum``); 0.0 for an empty row."""
-    return [math.fsum(row) for row in _rows(x, rows, cols)]
-
-
-def row_max_reference(x: Sequence[float], rows: int, cols: int) -> list[float]:
-    """Each row's maximum; ``-inf`` for an empty row; NaN where the row has one (the kernels
-    may or may not propagate it)."""
-    result = []
-    for row in _rows(x, rows, cols):
-        if any(math.isnan(value) for value in row):
-            result.append(math.nan)
-        else:
-            result.append(max(row, default=-math.inf))
-    return result
-
-
 # -- the families ----------------------------------------------------------------------------------
-
-
-def make_row_sum_args(device: Any, size: Size, seed: int = 0) -> Args:
-    """Buffers ``(x, out)`` for row sums of ``x[rows, cols]``, seeded; params ``(rows, cols)``
-    (the two-pass candidates' partials are scratch the device makes)."""
-    return make_reduction_args(device, size, "sum", seed)
-
-
-def make_row_max_args(device: Any, size: Size, seed: int = 0) -> Args:
-    """Buffers ``(x, out)`` for row maxima of ``x[rows, cols]``, seeded; params ``(rows, cols)``."""
-    return make_reduction_args(device, size, "max", seed)
-
-
-def _row_sum_check(inputs: Sequence[Sequence[float]], params: tuple) -> list[float]:
-    return row_sum_reference(inputs[0], *params[:2])
-
-
-def _row_max_check(inputs: Sequence[Sequence[float]], params: tuple) -> list[float]:
-    return row_max_reference(inputs[0], *params[:2])
 
 
 ROW_SUM_FAMILY = Family(
@@ -414,7 +355,7 @@ ROW_SUM_FAMILY = Family(
     build=lambda: reduction_set("sum"),
     dims=("rows", "cols"),
     make_args=make_row_sum_args,
-    reference=_row_sum_check,
+    reference=row_sum_check,
     demo_sizes=((512, 1024), (3, 20_001)),  # many short rows; a few long odd ones (two-pass, masked vec4)
 )
 """The ``row_sum`` set in the registry (:mod:`wgtune.kernels.families`)."""
@@ -424,7 +365,7 @@ ROW_MAX_FAMILY = Family(
     build=lambda: reduction_set("max"),
     dims=("rows", "cols"),
     make_args=make_row_max_args,
-    reference=_row_max_check,
+    reference=row_max_check,
     demo_sizes=((512, 1024),),
 )
 """The ``row_max`` set in the registry (:mod:`wgtune.kernels.families`)."""
