@@ -61,7 +61,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernels import CUDA, cuda_seconds, matmul_shape, torch  # bench/kernels.py: torch timed with CUDA events
+from torch_timing import CUDA, cuda_seconds, torch  # bench/torch_timing.py: CUDA events
+
+from kernels import matmul_shape  # bench/kernels.py
 from wgtune import Args, TunableSet, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.gpu.device import check_grid, check_limits

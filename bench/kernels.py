@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
+from torch_timing import CUDA, TorchSeconds, torch, torch_seconds  # bench/torch_timing.py
 
 from wgtune import Args, Config, Measured, TrialFinished, TunableSet, Tuner, run_inline
 from wgtune.backends.native import NativeDevice
@@ -44,13 +44,6 @@ from wgtune.tune.fixed import run_candidate
 from wgtune.tune.measure import Bench, sample_floor
 from wgtune.tune.pipelines import PipelineCache
 from wgtune.tune.request import TuneRequest
-
-try:  # torch is optional: the side-by-side column appears where it has a GPU
-    import torch
-except ImportError:  # pragma: no cover - depends on the machine
-    torch = None
-
-CUDA = torch is not None and torch.cuda.is_available()
 
 
 @dataclass
@@ -84,83 +77,6 @@ def seeded(shape: tuple[int, ...], seed: int) -> np.ndarray:
 def rel_error(got: np.ndarray, want: np.ndarray) -> float:
     scale = max(1e-30, float(np.max(np.abs(want)))) if want.size else 1.0
     return float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) / scale if want.size else 0.0
-
-
-def cuda_seconds(run: Callable[[], Any], samples: int = 10) -> float:
-    """Median seconds of ``run`` on the GPU: CUDA events around enough repeats for 1 ms."""
-
-    def timed(repeats: int) -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(repeats):
-            run()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / 1000
-
-    run()
-    torch.cuda.synchronize()
-    repeats = 1
-    while timed(repeats) < 1e-3 and repeats < 4096:
-        repeats *= 4
-    return statistics.median(timed(repeats) / repeats for _ in range(samples))
-
-
-def _replayed_seconds(graph: Any) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1000
-
-
-def _captured(run: Callable[[], Any], repeats: int) -> Any:
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        run()  # a warm-up on a side stream before capture, as torch's docs ask
-    torch.cuda.current_stream().wait_stream(stream)
-    with torch.cuda.graph(graph):
-        for _ in range(repeats):
-            run()
-    return graph
-
-
-def cuda_graph_seconds(run: Callable[[], Any], samples: int = 10) -> float:
-    """Median seconds of ``run`` captured in a CUDA graph of enough repeats for 1 ms, the graph
-    replayed between CUDA events: the GPU's own time, without a Python launch each (issue 29's
-    strongest baseline for short kernels)."""
-    repeats = 1
-    graph = _captured(run, repeats)
-    _replayed_seconds(graph)
-    while _replayed_seconds(graph) < 1e-3 and repeats < 4096:
-        repeats *= 4
-        graph = _captured(run, repeats)
-        _replayed_seconds(graph)
-    return statistics.median(_replayed_seconds(graph) / repeats for _ in range(samples))
-
-
-class TorchSeconds(NamedTuple):
-    """torch's seconds a run: ``plain`` (a Python loop of launches, :func:`cuda_seconds`) and
-    ``graph`` (:func:`cuda_graph_seconds`; None where a graph could not be captured)."""
-
-    plain: float
-    graph: float | None
-
-    def scaled(self, factor: float) -> TorchSeconds:
-        return TorchSeconds(self.plain * factor, self.graph * factor if self.graph is not None else None)
-
-
-def torch_seconds(run: Callable[[], Any]) -> TorchSeconds:
-    """``run`` timed both ways."""
-    plain = cuda_seconds(run)
-    try:
-        graph = cuda_graph_seconds(run)
-    except RuntimeError:  # an op that cannot be captured: the plain figure stands alone
-        graph = None
-    return TorchSeconds(plain, graph)
 
 
 # -- the workloads -------------------------------------------------------------------------------

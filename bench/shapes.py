@@ -58,16 +58,15 @@ from checked_oracle import checked_oracle  # bench/checked_oracle.py
 from held_out import draw_suite, fresh_seed, matmul_class  # bench/held_out.py
 from regret import ORACLE_ROUNDS  # bench/regret.py
 from run_info import Report  # bench/run_info.py
+from torch_timing import CUDA, torch  # bench/torch_timing.py
 
-from kernels import (  # bench/kernels.py: workloads, torch timing, numpy checks
-    CUDA,
+from kernels import (  # bench/kernels.py: workloads, numpy checks
     Workload,
     matmul_shape,
     matmul_workload,
     reduction_workload,
     scaled,
     time_candidate,
-    torch,
     tune,
 )
 from wgtune import Config
