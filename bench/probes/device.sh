@@ -23,6 +23,7 @@
 #   checks     every candidate of every family on 15 fresh shapes a family at a GPU's sizes (bench/fresh_checks.py:
 #              outputs checked on NaN-filled buffers, within the H200's binding limit), a few minutes
 #   sweep:NAME the tiles of bench/probes/<NAME>.txt on sweep-ab's shapes, with bench/k_sweep.py
+#   probe:NAME the tiles of bench/probes/<NAME>.txt on the general and hundreds classes' shapes (GENERAL, HUNDREDS)
 #   sweep-ab:NAME  the K sweep's tiles on 2048x2048xK (SWEEP_MN, SWEEP_K) and four mid-size shapes (SWEEP_AB), this wheel
 #              and .whl/NAME's (as ab:NAME) in turn, twice: whether a change to the tiles' WGSL moves
 #              their fixed cost or their steady rate (bench/k_sweep.py on each)
@@ -84,6 +85,7 @@ for part in "$@"; do
       name=${part#sweep:}
       $P --out "$OUT/sweep-$name" --tiles @"$R/bench/probes/$name.txt" $(sweep_shapes)
       python3 "$R"/bench/k_sweep.py "$OUT/sweep-$name"/probe.jsonl ;;
+    probe:*) $P --tiles @"$R/bench/probes/${part#probe:}.txt" $(shapes $GENERAL $HUNDREDS) ;;
     sweep-ab:*)
       name=${part#sweep-ab:}
       install_variant "$name" || exit 1
@@ -111,7 +113,7 @@ for part in "$@"; do
       echo "-- with bench/probes/$name.patch, seed $seed"
       PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul --draw 30 \
         --seed "$seed" --shapes 0:0 ;;
-    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, checks, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, checks, probe:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
     narrow | ab:*) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
