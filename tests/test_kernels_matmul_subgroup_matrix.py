@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dawn_null import dawn_null_report
 
 import wgtune
 from wgtune import Args, Hit, TrialFinished
@@ -274,13 +275,7 @@ print("REPORT " + json.dumps(report))
 
 @pytest.fixture(scope="module")
 def dawn_report() -> dict:
-    env = dict(os.environ, WGPU_BACKEND_TYPE="Null")
-    proc = subprocess.run([sys.executable, "-c", DAWN_SCRIPT], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
-    assert len(lines) == 1, proc.stdout[-2000:]
-    return json.loads(lines[0].removeprefix("REPORT "))
+    return dawn_null_report(DAWN_SCRIPT)
 
 
 def test_dawn_null_offers_subgroup_matrices(dawn_report):

@@ -14,17 +14,10 @@ is real.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from dawn_null import dawn_null_report
 
 from wgtune.kernels.families import FAMILIES
-
-ROOT = Path(__file__).resolve().parents[1]
 
 TINT_SCRIPT = r"""
 import json
@@ -74,13 +67,7 @@ print("REPORT " + json.dumps(report))
 
 @pytest.fixture(scope="module")
 def tint_report() -> dict:
-    env = dict(os.environ, WGPU_BACKEND_TYPE="Null")
-    proc = subprocess.run([sys.executable, "-c", TINT_SCRIPT], capture_output=True, text=True, timeout=300,
-                          cwd=ROOT, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
-    assert len(lines) == 1, proc.stdout[-2000:]
-    return json.loads(lines[0].removeprefix("REPORT "))
+    return dawn_null_report(TINT_SCRIPT)
 
 
 def test_tint_refuses_a_barrier_in_non_uniform_control_flow(tint_report):
