@@ -6,8 +6,8 @@ reads every table in the file (the rows under each ``family  shape ...`` header,
 ``-- ...`` line before it, if any), pairs them in order (first with second, third with fourth)
 and prints, per pair and shape, both winners and rates and the rate's ratio, then the pair's
 summary: the median ratio over the shapes whose winner changed and over those whose winner did
-not (what the runs' own spread is), the shapes under 80% of torch, the regrets over 2%, and the
-tuning seconds, in each run.
+not (what the runs' own spread is), the shapes under 80% of torch, the regrets over 2% (as the
+duels measured them again, where the tables have a duel column), and the tuning seconds, in each run.
 
 Usage::
 
@@ -35,6 +35,11 @@ class TableRow:
     rate: float
     versus: float | None  # the rate over torch's plain figure; None without torch
     regret: float | None  # None where the pick was wrong
+    duel: float | None = None  # the regret a duel measured again (tables since session 16), None without one
+
+    @property
+    def confirmed_regret(self) -> float | None:
+        return self.duel if self.duel is not None else self.regret
 
 
 def _number(text: str) -> float:
@@ -48,10 +53,12 @@ def _share(text: str) -> float | None:
 def parse_row(line: str) -> TableRow | None:
     """The row ``line`` is, or None for any other line (a header, a summary, a failed shape)."""
     parts = line.split()
-    if len(parts) != 13 or "FAILED" in line:
+    if len(parts) not in (13, 14) or "FAILED" in line:  # 14: with the duel's column
         return None
     try:
-        return TableRow(parts[1], parts[3], float(parts[4]), _number(parts[5]), _share(parts[7]), _share(parts[10]))
+        duel = _share(parts[13]) if len(parts) == 14 else None
+        return TableRow(parts[1], parts[3], float(parts[4]), _number(parts[5]), _share(parts[7]), _share(parts[10]),
+                        duel)
     except ValueError:
         return None
 
@@ -93,7 +100,7 @@ def compare(first: tuple[str, list[TableRow]], second: tuple[str, list[TableRow]
         return sum(1 for row in rows if row.versus is not None and row.versus < 0.8)
 
     def regrets(rows: list[TableRow]) -> int:
-        return sum(1 for row in rows if row.regret is None or row.regret > 0.02)
+        return sum(1 for row in rows if row.confirmed_regret is None or row.confirmed_regret > 0.02)
 
     mine_a, mine_b = [a for a, _ in pairs], [b for _, b in pairs]
     lines += [

@@ -15,12 +15,18 @@ The noise of the oracle: its rounds are split in two (even and odd), and a pick'
 computed against each half's medians; the difference between the two is printed. It measures
 half as many rounds as the oracle has, so it overstates the full oracle's noise (by about
 ``sqrt(2)``).
+
+A regret over the limit is then put to a duel (:func:`duel`): the pick and the oracle's winner
+alone, interleaved over :data:`DUEL_ROUNDS` rounds, four times the oracle's. The oracle's winner
+is the least of some forty noisy medians, so its time is biased low (the winner's curse) and
+every pick's regret high by as much; measured again, apart from the draw that made it the
+winner, the pair's ratio is the regret without that bias and with half the noise.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +39,10 @@ from kernels import Workload  # bench/kernels.py
 from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 
-__all__ = ["CheckedOracle", "allowance", "checked_candidates", "checked_oracle", "disagreement"]
+__all__ = ["DUEL_ROUNDS", "CheckedOracle", "allowance", "checked_candidates", "checked_oracle", "disagreement",
+           "duel"]
+
+DUEL_ROUNDS = 40  # the rounds of a duel between a pick and the oracle's winner
 
 
 def allowance(want: np.ndarray, atol: float, rtol: float) -> np.ndarray:
@@ -68,6 +77,7 @@ class CheckedOracle:
     fitting: int  # candidates that fit the device and the key, compiled and ran
     wrong: dict[int, str]  # index -> why its output is not the exact one (or why it failed to run)
     samples: dict[int, list[float]]  # each correct candidate's samples, seconds per dispatch
+    pipelines: dict[int, tuple] = field(default_factory=dict)  # each correct one's (pipeline, grid)
 
     @property
     def times(self) -> dict[int, float]:
@@ -139,4 +149,16 @@ def checked_oracle(
     pipelines, wrong = checked_candidates(device, workload, args, want, compiled)
     correct = {index: found for index, found in pipelines.items() if index not in wrong}
     samples = oracle(device, correct, args, rounds) if correct else {}
-    return CheckedOracle(len(pipelines), wrong, samples)
+    return CheckedOracle(len(pipelines), wrong, samples, correct)
+
+
+def duel(device: NativeDevice, found: CheckedOracle, pick: int, args: Args, rounds: int = DUEL_ROUNDS) -> float | None:
+    """``pick``'s regret measured again against the oracle's winner alone (see the module doc):
+    their medians over ``rounds`` interleaved rounds, the pick's over the winner's, minus one
+    (below zero where the pick proves the faster). None where there is no one to duel: the pick
+    is the winner, or is not among the correct candidates."""
+    best = found.best
+    if best is None or pick == best or pick not in found.pipelines:
+        return None
+    times = medians(oracle(device, {index: found.pipelines[index] for index in (pick, best)}, args, rounds))
+    return times[pick] / times[best] - 1

@@ -47,3 +47,15 @@ def test_two_tables_are_read_and_compared_shape_by_shape(tmp_path, capsys):
     assert ab_tables.main([str(path)]) == 0 and "B/A" in capsys.readouterr().out
     path.write_text("\n".join(a) + "\n")
     assert ab_tables.main([str(path)]) == 1 and "needs two" in capsys.readouterr().err
+
+
+def test_a_duel_replaces_the_oracles_regret_and_tables_from_before_the_duels_still_read():
+    dueled = table("duels", [("100x2000x300", "t1", 10_000.0, 20_000.0, 0.05)])
+    dueled[4] = dueled[4].rsplit(maxsplit=1)[0] + "   +1.0%"  # the duel found the pick within 1%
+    old = table("before the duels", [("100x2000x300", "t1", 10_000.0, 20_000.0, 0.05)])
+    old[4] = old[4].rsplit(maxsplit=1)[0]  # thirteen columns: no duel column yet
+    (_, [new_row]), (_, [old_row]) = ab_tables.read_tables(dueled + old)
+    assert (new_row.regret, new_row.duel, new_row.confirmed_regret) == (0.05, 0.01, 0.01)
+    assert (old_row.regret, old_row.duel, old_row.confirmed_regret) == (0.05, None, 0.05)
+    lines = "\n".join(ab_tables.compare(("a", [new_row]), ("b", [old_row])))
+    assert "regret over 2% (or wrong): A 0, B 1" in lines

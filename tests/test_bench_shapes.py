@@ -18,7 +18,7 @@ from wgtune.kernels.matmul import MatmulTile, matmul_key, naive_matmul_kernel, t
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
 import held_out
 import shapes
-from checked_oracle import allowance, checked_oracle, disagreement
+from checked_oracle import DUEL_ROUNDS, allowance, checked_oracle, disagreement, duel
 
 GIB = 1 << 30
 
@@ -105,10 +105,33 @@ def test_one_tiny_shape_runs_end_to_end(device):
     assert math.isinf(row.regret) == (row.winner == "skips_odd_k")
     assert row.rate > 0 and row.torch_rate is None and row.tune_s > 0
     line = shapes.row_line(row)
-    assert line.startswith("matmul  9x12x13") and line.rstrip().endswith("2/3")
+    assert line.startswith("matmul  9x12x13") and line.split()[-2:] == ["2/3", "-"]  # no duel: regret in limit
     summary = "\n".join(shapes.summary([row]))
     assert "matmul: vs torch - (torch has no CUDA GPU here)" in summary
     assert "1 wrong candidates on 1 shapes" in summary
+
+
+def test_a_pick_over_the_limit_is_dueled_against_the_oracles_winner_and_the_summary_counts_both(device):
+    workload = replace(shapes.matmul_workload(9, 12, 14), tunables=small_set())
+    args, inputs = workload.make(device)
+    found = checked_oracle(device, workload, args, workload.expected(inputs), 2, {})
+    assert set(found.pipelines) == {0, 1, 2} and found.best is not None
+    loser = next(index for index in (0, 1, 2) if index != found.best)
+    measured = duel(device, found, loser, args, rounds=3)
+    assert measured is not None and measured > -1 and math.isfinite(measured)
+    assert duel(device, found, found.best, args) is None  # the winner has no one to duel
+
+    def row(shape: str, regret: float, dueled: float | None) -> shapes.Row:
+        return shapes.Row("matmul", shape, "held:general", "GFLOP/s", "w", 1.0, 90.0, 100.0, 50.0, "v", regret,
+                          0.01, 3, 3, {}, dueled)
+
+    rows = [row("1x2x3", 0.0, None), row("4x5x6", 0.05, 0.01), row("7x8x9", 0.04, 0.03)]
+    assert shapes.row_line(rows[1]).split()[-1] == "+1.0%"
+    summary = "\n".join(shapes.summary(rows))
+    assert "run: regret <= 2% on 1/3 shapes (33%; target >= 95%: MISSED)" in summary
+    assert "run: after the duels <= 2% on 2/3 shapes (67%; target >= 95%: MISSED)" in summary
+    assert f"after the duels (2 picks over the limit, each against the oracle's winner over {DUEL_ROUNDS} rounds): " \
+           "regret <= 2% on 2/3 shapes (67%); the duels' regrets +1.0%, +3.0%" in summary
 
 
 def test_a_held_out_draw_is_added_to_the_fixed_shapes_seeded_and_in_every_class():
