@@ -7,7 +7,7 @@ Two measurements, each side by side in one run, on the adapter in hand:
    (``Device.compile_many``: worker threads natively), each in a fresh process.
 2. **The first tune in a fresh process**: a new Python process opens the device, makes one matmul
    call and times ``tuner.execute`` (cache off: a tune) with the compile threads at 1 (one pipeline
-   after another, as before) and at the default (``wgtune.backends.native.COMPILE_THREADS``), and
+   after another, as before) and at the default (``wgtune.backends.wgpu_shim.COMPILE_THREADS``), and
    then a second tune of another key in the same process (pipelines already compiled).
    ``--isolate`` adds a tuner made as users make one (``open_tuner``: the default adapter, and the
    tuning process of ``backends/isolation.py``, whose start the first tune includes).
@@ -34,15 +34,19 @@ CHILD = r"""
 import json, struct, sys, time
 started = time.perf_counter()
 from wgtune import Args, Config, Tuner
-from wgtune.backends import native
 from wgtune.backends.native import NativeDevice
+
+try:  # the compile threads are the shim's since session 16 (a wheel from before: native's)
+    from wgtune.backends import wgpu_shim as compiling
+except ImportError:
+    from wgtune.backends import native as compiling
 from wgtune.gpu.device import check_limits
 from wgtune.kernels.matmul import matmul_set
 from wgtune.runner import run_inline
 
 job = json.loads(sys.argv[1])
 if job["threads"]:
-    native.COMPILE_THREADS = job["threads"]
+    compiling.COMPILE_THREADS = job["threads"]
 if job.get("isolate"):  # as a user opens one: the default adapter, the tuning process (isolation.py)
     from wgtune.backends.local import open_tuner
     tuner = open_tuner(config=Config(cache=False, log_level="disabled"), isolate=True)
@@ -52,7 +56,7 @@ else:
     tuner = Tuner(device, config=Config(cache=False, log_level="disabled"))
 opened = time.perf_counter()
 tunables = matmul_set()
-out = {"open": opened - started, "threads": native.COMPILE_THREADS}
+out = {"open": opened - started, "threads": compiling.COMPILE_THREADS}
 if job["what"] == "compile":
     kernels = [k for k in tunables.candidates if check_limits(k, device.limits, device.features) is None]
     begin = time.perf_counter()

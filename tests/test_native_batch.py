@@ -12,8 +12,9 @@ import pytest
 
 from wgtune import Args, Config, Hit, Kernel, Key, TunableSet, Tuner, run_inline
 from wgtune.backends.batch_recorder import LAUNCHES_PER_SUBMISSION
-from wgtune.backends.native import NativeDevice, WgpuShim
+from wgtune.backends.native import NativeDevice
 from wgtune.backends.webgpu import WebGPUDevice
+from wgtune.backends.wgpu_shim import WgpuShim
 
 N = 4096  # elements: small, so a launch is cheap on lavapipe
 LAUNCHES = 40

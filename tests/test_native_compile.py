@@ -9,7 +9,7 @@ import pytest
 from test_native import quick, scale_kernel, scale_set
 
 from wgtune import Args, KernelError, Tuner
-from wgtune.backends import native
+from wgtune.backends import wgpu_shim
 from wgtune.backends.native import NativeDevice
 from wgtune.gpu.device import CompiledKernel
 from wgtune.runner import run_inline
@@ -28,7 +28,7 @@ def broken(name: str) -> Kernel:
 
 
 def test_compile_many_answers_each_kernel_in_order_with_the_failures_as_values(device, monkeypatch):
-    monkeypatch.setattr(native, "COMPILE_THREADS", 4)
+    monkeypatch.setattr(wgpu_shim, "COMPILE_THREADS", 4)
     kernels = [scale_kernel(f"wg{wg}", wg) for wg in (32, 64)] + [broken("bad")] + [scale_kernel("wg128", 128)]
     compiled = run_inline(device.compile_many(kernels))
     assert [type(c) for c in compiled] == [CompiledKernel, CompiledKernel, KernelError, CompiledKernel]
@@ -37,7 +37,7 @@ def test_compile_many_answers_each_kernel_in_order_with_the_failures_as_values(d
 
 
 def test_a_tune_on_pipelines_compiled_by_threads_picks_a_right_winner(device, monkeypatch):
-    monkeypatch.setattr(native, "COMPILE_THREADS", 4)
+    monkeypatch.setattr(wgpu_shim, "COMPILE_THREADS", 4)
     n = 4099
     candidates = [scale_kernel(f"wg{wg}", wg) for wg in (32, 64, 128, 256)] + [scale_kernel("wrong", 64, "2.0")]
     tunables = scale_set(*candidates)
@@ -70,7 +70,7 @@ def compile_threads() -> int:
 
 
 def test_closing_a_device_stops_its_compile_threads_and_it_still_compiles_after(monkeypatch):
-    monkeypatch.setattr(native, "COMPILE_THREADS", 3)
+    monkeypatch.setattr(wgpu_shim, "COMPILE_THREADS", 3)
     before = compile_threads()
     with NativeDevice.open() as device:
         device.start_compiles([scale_kernel("closing32", 32), scale_kernel("closing64", 64)])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from wgtune import Args, Config, ConfigError, Kernel, KernelError, Measured, Space, TunableSet, Tuner, run_inline
-from wgtune.backends import native, unchecked
+from wgtune.backends import unchecked, wgpu_shim
 from wgtune.backends.isolated_worker import OpenSpec, rebuilt
 from wgtune.backends.native import NativeDevice
 from wgtune.backends.remote_device import RemoteDevice, _spec
@@ -53,13 +53,13 @@ def device() -> NativeDevice:
 def trusted_calls(monkeypatch) -> list[str]:
     """The labels of the modules compiled without runtime checks, as they are made."""
     calls: list[str] = []
-    real = native.create_unchecked_module
+    real = wgpu_shim.create_unchecked_module
 
     def spy(device, code, label=""):
         calls.append(label)
         return real(device, code, label)
 
-    monkeypatch.setattr(native, "create_unchecked_module", spy)
+    monkeypatch.setattr(wgpu_shim, "create_unchecked_module", spy)
     return calls
 
 
