@@ -7,7 +7,8 @@
 #   bash $R/bench/probes/device.sh hundreds short-k  # about 5 minutes
 #   bash $R/bench/probes/device.sh narrow ab:NAME           # about 5 minutes (NAME: a bench/probes/NAME.patch)
 #
-# GENERAL, HUNDREDS, SHORT_K, NARROW and SWEEP_*, if set, replace those parts' shapes (a smoke test on a small adapter).
+# GENERAL, HUNDREDS, SHORT_K, NARROW and SWEEP_*, if set, replace those parts' shapes, and CHECKS_WORK the checks'
+# bound on a shape's work (a smoke test on a small adapter).
 #
 # Parts:
 #   tail       the general class's leaders plain and with split-K tails (tail.txt), 14 shapes
@@ -46,6 +47,7 @@ SHORT_K=${SHORT_K:-"2694x1325x222 1146x2550x199 2231x2153x197 2236x709x144 1706x
 # The mid-size shapes beside the K sweep in sweep-ab: one each of the general, short-K and hundreds classes.
 SWEEP_AB=${SWEEP_AB:-"1984x907x688 2231x2153x197 397x2597x2132 1147x406x1007"}
 SWEEP_MN=${SWEEP_MN:-2048x2048}
+CHECKS_WORK=${CHECKS_WORK:-2e10}
 SWEEP_K=${SWEEP_K:-"64 128 256 512 1024 2048 4096"}
 NARROW=${NARROW:-"4206x14x7801 8192x16x1024 4000x12x3000 1500x10x9000 17x5794x2066 19x2048x2048 12x3000x3000 9x1135x4811
   2594x19x5983 4726x25x626"}
@@ -101,9 +103,9 @@ for part in "$@"; do
         python3 "$R"/bench/k_sweep.py "$OUT/sweep-ab-$name/this$round"/probe.jsonl \
           --versus "$OUT/sweep-ab-$name/$name$round"/probe.jsonl
       done ;;
-    checks) python3 "$R"/bench/fresh_checks.py --count 15 --work 2e10
+    checks) python3 "$R"/bench/fresh_checks.py --count 15 --work "$CHECKS_WORK"
       echo "-- on Dawn"
-      python3 "$R"/bench/fresh_checks.py --count 8 --work 2e10 --dawn --only matmul --only matmul_f16 ;;
+      python3 "$R"/bench/fresh_checks.py --count 8 --work "$CHECKS_WORK" --dawn --only matmul --only matmul_f16 ;;
     ab:*)
       name=${part#ab:}
       install_variant "$name" || exit 1
