@@ -44,3 +44,45 @@ def test_a_quarter_grid_candidate_run_after_a_right_one_on_the_same_buffers_is_s
     right, quarter, right_too = tuner.results(tunables, tunables.key(args))
     assert isinstance(right, Measured) and isinstance(right_too, Measured)
     assert isinstance(quarter, Mismatch) and f"{N - N // 4} of {N} values differ" in quarter.reason, quarter
+
+
+# One invocation sums the whole input: STEP elements an iteration, so the loop runs n / STEP times.
+SUM_BY_ONE = """
+struct P { n: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> total: array<f32>;
+@group(0) @binding(2) var<uniform> p: P;
+@compute @workgroup_size(1) fn main() {
+    var sum = 0.0;
+    for (var i = 0u; i + STEP <= p.n; i += STEP) { SUMS }
+    total[0] = sum;
+}
+"""
+LAVAPIPE_LOOP_LIMIT = 65_535  # Mesa's LP_MAX_TGSI_LOOP_ITERATIONS: every loop of a shader, in all
+
+
+def summing(name: str, step: int) -> Kernel:
+    sums = " ".join(f"sum += x[i + {j}u];" for j in range(step))
+    return Kernel(name, SUM_BY_ONE.replace("STEP", f"{step}u").replace("SUMS", sums), grid=lambda args: (1, 1, 1))
+
+
+def test_a_driver_that_ends_long_loops_early_makes_their_candidates_mismatches_not_winners(device):
+    """lavapipe ends a shader's loops after 65,535 iterations: a candidate looping 70,000 times
+    returns a partial sum (and is faster for it) there, and the checks refuse it; one looping
+    35,000 times is right and wins. On another adapter both are right."""
+    n = 70_000
+    x = np.ones(n, np.float32)
+    tunables = TunableSet("sum_by_one", [summing("by_one", 1), summing("by_two", 2)],
+                          key=lambda args: {"n": args.params[0]}, outputs=(1,),
+                          reference=lambda inputs, params: [np.array([float(params[0])], np.float32)])
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled", samples=2, warmups=1))
+    args = Args({"x": device.create_buffer(x.tobytes()), "total": device.create_buffer(size=4)}, (n,))
+    winner = tuner.execute(tunables, args)
+    by_one, by_two = tuner.results(tunables, tunables.key(args))
+    assert isinstance(by_two, Measured)
+    if "llvmpipe" in device.adapter_info.get("device", ""):
+        assert isinstance(by_one, Mismatch) and winner.name == "by_two", by_one
+        assert f"{float(LAVAPIPE_LOOP_LIMIT)!r} vs {float(n)!r}" in by_one.reason, by_one.reason
+    else:
+        assert isinstance(by_one, Measured)
+    assert np.frombuffer(device.read_buffer_sync(args.buffers[1]), np.float32)[0] == n
