@@ -5,7 +5,7 @@ VENV := .venv
 # Mesa's Vulkan loader complains on every start without a runtime directory.
 export XDG_RUNTIME_DIR ?= /tmp/wgtune-runtime-$(shell id -u)
 
-.PHONY: setup setup-browser run serve test test-slow lint npm bench bench-page bench-kernels clean
+.PHONY: setup setup-browser run serve test test-slow lint npm bench bench-page bench-kernels checks clean
 
 setup: $(VENV)/.installed
 
@@ -59,6 +59,12 @@ bench-page: setup-browser
 bench-kernels: setup
 	@mkdir -p -m 700 $(XDG_RUNTIME_DIR)
 	$(VENV)/bin/python bench/kernels.py $(if $(FULL),--full)
+
+# Every built-in candidate on shapes drawn afresh (seed printed), outputs checked: natively, then in the page.
+checks: setup-browser
+	@mkdir -p -m 700 $(XDG_RUNTIME_DIR)
+	$(VENV)/bin/python bench/fresh_checks.py
+	$(VENV)/bin/python bench/page_checks.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
