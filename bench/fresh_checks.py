@@ -29,7 +29,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import sys
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from checked_oracle import allowance, disagreement  # bench/checked_oracle.py
-from held_out import fresh_seed  # bench/held_out.py
+from held_out import fresh_seed, log_uniform  # bench/held_out.py
 from run_info import Report, report_to  # bench/run_info.py
 
 from kernels import (  # bench/kernels.py: the workloads and their exact outputs
@@ -63,24 +62,19 @@ REDUCTION_SIDE = 4_000_000  # the most rows, and the most columns
 ELEMENT_WORK = 16  # the work an element of a reduction or an fma counts for
 
 
-def _log_uniform(rng: random.Random, high: float) -> int:
-    """An integer from 1 to ``high``, log-uniform: every size's order is as likely."""
-    return max(1, min(int(high), round(math.exp(rng.uniform(0.0, math.log(high))))))
-
-
 def _matmul(rng: random.Random, work: float, binding: int, element: int) -> tuple[int, ...] | None:
-    m, n, k = (_log_uniform(rng, side) for side in MATMUL_SIDES)
+    m, n, k = (log_uniform(rng, 1, side) for side in MATMUL_SIDES)
     fits = max(m * k, k * n, m * n) * element <= binding
     return (m, n, k) if m * n * k <= work and fits else None
 
 
 def _reduction(rng: random.Random, work: float, binding: int) -> tuple[int, ...] | None:
-    rows, cols = _log_uniform(rng, REDUCTION_SIDE), _log_uniform(rng, REDUCTION_SIDE)
+    rows, cols = log_uniform(rng, 1, REDUCTION_SIDE), log_uniform(rng, 1, REDUCTION_SIDE)
     return (rows, cols) if rows * cols * ELEMENT_WORK <= work and rows * cols * 4 <= binding else None
 
 
 def _fma(rng: random.Random, work: float, binding: int) -> tuple[int, ...] | None:
-    n = _log_uniform(rng, min(work / ELEMENT_WORK, binding // 4))
+    n = log_uniform(rng, 1, min(work / ELEMENT_WORK, binding // 4))
     return (n,)
 
 

@@ -44,21 +44,22 @@ def h200_microseconds(family: str, shape: tuple[int, ...]) -> float:
     raise ValueError(f"no model for family {family!r}: use one of {', '.join(FAMILIES)}")
 
 
-def _log_uniform(rng: random.Random, low: float, high: float) -> int:
+def log_uniform(rng: random.Random, low: float, high: float) -> int:
+    """An integer from ``low`` to ``high``, log-uniform: every order of size as likely."""
     return max(int(low), min(int(high), round(math.exp(rng.uniform(math.log(low), math.log(high))))))
 
 
 def _one(rng: random.Random, family: str, small: bool) -> tuple[int, ...]:
     ranges = SMALL_RANGES if small else GPU_RANGES
     if family == "matmul":
-        volume = math.log(_log_uniform(rng, *ranges["matmul"]))
+        volume = math.log(log_uniform(rng, *ranges["matmul"]))
         weights = [rng.uniform(0.15, 1.0) for _ in range(3)]
         return tuple(round(math.exp(volume * weight / sum(weights))) for weight in weights)
     if family == "row_sum":
         (low_cols, high_cols), (low, high) = ranges["row_sum"]
-        cols = _log_uniform(rng, low_cols, high_cols)
-        return max(1, _log_uniform(rng, low, high) // cols), cols
-    return (_log_uniform(rng, *ranges["fma"]),)
+        cols = log_uniform(rng, low_cols, high_cols)
+        return max(1, log_uniform(rng, low, high) // cols), cols
+    return (log_uniform(rng, *ranges["fma"]),)
 
 
 def _fits(family: str, shape: tuple[int, ...], small: bool) -> bool:
@@ -107,12 +108,12 @@ def matmul_class(m: int, n: int, k: int, small: bool = False) -> str:
 def _suite_matmul(rng: random.Random, wanted: str, small: bool) -> tuple[int, int, int]:
     low, high = SUITE_SIDES[small]
     if wanted == "thin":
-        short = _log_uniform(rng, 1, THIN_MAX[small])
-        long_side, k = _log_uniform(rng, low, high), _log_uniform(rng, low, high)
+        short = log_uniform(rng, 1, THIN_MAX[small])
+        long_side, k = log_uniform(rng, low, high), log_uniform(rng, low, high)
         return (short, long_side, k) if rng.random() < 0.5 else (long_side, short, k)
     if wanted == "flat":
-        return _log_uniform(rng, low, high), _log_uniform(rng, low, high), _log_uniform(rng, 4, FLAT_MAX[small])
-    volume = math.log(_log_uniform(rng, *SUITE_VOLUME[small]))
+        return log_uniform(rng, low, high), log_uniform(rng, low, high), log_uniform(rng, 4, FLAT_MAX[small])
+    volume = math.log(log_uniform(rng, *SUITE_VOLUME[small]))
     weights = [rng.uniform(0.15, 1.0) for _ in range(3)]
     m, n, k = (round(math.exp(volume * weight / sum(weights))) for weight in weights)
     return m, n, k
@@ -137,8 +138,8 @@ def draw_suite(family: str, count: int, seed: int, small: bool = False) -> list[
             tag = matmul_class(*shape, small=small)
             fits = fits and tag == MATMUL_CLASSES[len(found) % len(MATMUL_CLASSES)]
         else:
-            cols = _log_uniform(rng, *REDUCTION_COLS[small])
-            shape = (max(1, _log_uniform(rng, *REDUCTION_ELEMENTS[small]) // cols), cols)
+            cols = log_uniform(rng, *REDUCTION_COLS[small])
+            shape = (max(1, log_uniform(rng, *REDUCTION_ELEMENTS[small]) // cols), cols)
             tag, fits = ("narrow" if cols <= THIN_MAX[False] else "wide"), True
         if fits and shape not in [known for known, _ in found]:
             found.append((shape, tag))

@@ -185,24 +185,31 @@ def reduction_workload(op: str, rows: int, cols: int) -> Workload | None:
                     expected, with_torch)
 
 
-class _ByteCounter:
-    """A stand-in device for a family's ``make_args``: it makes no buffers, it counts their bytes."""
+class RecordingDevice:
+    """A stand-in device for a family's ``make_args``: it makes no buffers; a buffer is its index,
+    and the device keeps each one's size and the bytes of those made from data."""
 
     def __init__(self) -> None:
-        self.bytes = 0
+        self.sizes: list[int] = []
+        self.data: list[bytes | None] = []  # None for a buffer made by size
 
     def create_buffer(self, data: bytes | None = None, size: int | None = None, **_: Any) -> int:
-        length = len(data) if data is not None else int(size or 0)
-        self.bytes += length
-        return length
+        self.data.append(bytes(data) if data is not None else None)
+        self.sizes.append(len(data) if data is not None else int(size or 0))
+        return len(self.sizes) - 1
+
+    @property
+    def bytes(self) -> int:
+        """The bytes of every buffer made."""
+        return sum(self.sizes)
 
 
 def family_workload(family: Family, size: Size) -> Workload:
     """A workload from ``family``'s record alone: its call of ``size`` (``make_args``), its inputs
     read back from the device and its output checked against ``family.reference``; the work is
     the bytes of every buffer (each read or written once), in GB/s; no torch figure."""
-    counter = _ByteCounter()
-    family.make_args(counter, size)
+    recorder = RecordingDevice()
+    family.make_args(recorder, size)
     tunables = family.build()
     dtype = np.float16 if family.element == "f16" else np.float32
     params: list[tuple] = []
@@ -218,7 +225,7 @@ def family_workload(family: Family, size: Size) -> Workload:
         values = [array.astype(np.float64).tolist() for array in inputs.values()]
         return np.asarray(family.reference(values, params[0]), dtype=np.float64)
 
-    return Workload(family.name, "x".join(map(str, size)), tunables, make, float(counter.bytes), "GB/s", expected,
+    return Workload(family.name, "x".join(map(str, size)), tunables, make, float(recorder.bytes), "GB/s", expected,
                     out_dtype=dtype)
 
 

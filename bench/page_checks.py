@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import math
 import random
 import sys
 import tempfile
@@ -39,9 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
 import fresh_checks  # bench/fresh_checks.py: the draws
 import numpy as np
 from harness import PageServer, launch, open_page  # e2e/harness.py
-from held_out import fresh_seed  # bench/held_out.py
+from held_out import fresh_seed, log_uniform  # bench/held_out.py
 from run_info import report_to  # bench/run_info.py
 
+from kernels import RecordingDevice  # bench/kernels.py
 from wgtune.kernels.families import family_named
 
 __all__ = ["IN_PAGE", "main"]
@@ -126,22 +126,11 @@ json.dumps({"rows": rows, "pipelines": len(pipelines)})
 """
 
 
-class _Recorder:
-    """A stand-in device for a family's ``make_args``: it keeps the bytes of each buffer made."""
-
-    def __init__(self) -> None:
-        self.data: list[bytes] = []
-
-    def create_buffer(self, data: bytes | None = None, size: int | None = None, **_: object) -> int:
-        self.data.append(bytes(data) if data is not None else bytes(int(size or 0)))
-        return len(self.data) - 1
-
-
 def matmul_expected(name: str, size: tuple[int, ...]) -> str:
     """The exact product of ``name``'s call of ``size`` (``matmul`` or ``matmul_f16``) on the inputs
     its ``make_args`` seeds, as the page's output buffer would hold it, in base64."""
     family = family_named(name)
-    recorder = _Recorder()
+    recorder = RecordingDevice()
     args = family.make_args(recorder, size)
     m, n, k = args.params[:3]
     dtype = np.float16 if family.element == "f16" else np.float32
@@ -154,16 +143,15 @@ def medium_matmuls(count: int, seed: int, work: float) -> list[tuple[int, int, i
     """``count`` distinct matmul shapes with M and N of 257-2048 (keys of the medium and large
     classes, which plan the large tiles) and M*N*K within ``work``, from ``seed``."""
     rng = random.Random(f"medium:{seed}")
-    side = lambda low, high: round(math.exp(rng.uniform(math.log(low), math.log(high))))  # noqa: E731
     found: list[tuple[int, int, int]] = []
     least = 257 * 257
     for _ in range(1000 * count):
         if len(found) == count or work < least:
             break
-        k = side(1, min(work // least, 65536))  # K first, so that long ones are as likely as short ones
-        m = side(257, min(2048, work // (k * 257)))
-        n = side(257, min(2048, work // (k * m)))
-        if n >= 257 and m * n * k <= work and (m, n, k) not in found:
+        k = log_uniform(rng, 1, min(work // least, 65536))  # K first: long ones as likely as short ones
+        m = log_uniform(rng, 257, min(2048, work // (k * 257)))
+        n = log_uniform(rng, 257, min(2048, work // (k * m)))
+        if m * n * k <= work and (m, n, k) not in found:  # n at its least (257) may pass the work
             found.append((m, n, k))
     if len(found) < count:
         raise RuntimeError(f"drew only {len(found)} of {count} medium matmul shapes within work {work:g}")

@@ -114,7 +114,7 @@ def test_the_page_checks_draw_medium_matmuls_within_the_work_and_compute_product
     with pytest.raises(RuntimeError, match="drew only 0 of 2"):
         page_checks.medium_matmuls(2, seed=3, work=1000)
     family = family_named("matmul")
-    recorder = page_checks._Recorder()
+    recorder = page_checks.RecordingDevice()
     args = family.make_args(recorder, (7, 5, 9))
     inputs = [np.frombuffer(recorder.data[args.buffers[slot]], np.float32).tolist() for slot in (0, 1)]
     want = family.reference(inputs, args.params)  # the family's own pure-Python product
