@@ -117,7 +117,7 @@ def checked_candidates(
     among them: ``{index: why}``, each one's output checked against ``want`` on an output buffer
     filled with NaN."""
     pipelines = candidates_of(device, workload, args, compiled)
-    _typecode, atol, rtol = workload.tunables.tolerances[0]
+    _typecode, atol, rtol = workload.tunables.tolerances_for(args)[0]
     allowed = allowance(want, atol, rtol)
     out = workload.out_index
     poison = device.create_buffer(b"\xff" * args.buffers[out].size)  # all bits set: NaN in f32 and f16

@@ -131,7 +131,7 @@ def check_shape(device: NativeDevice, workload: Workload, compiled: dict[str, ob
     want = workload.expected(inputs)
     tunables = workload.tunables
     skipped = Plan(tunables.candidates, tunables.key(args)).skipped
-    _typecode, atol, rtol = tunables.tolerances[0]
+    _typecode, atol, rtol = tunables.tolerances_for(args)[0]
     allowed = allowance(want, atol, rtol)
     out = workload.out_index
     poison = device.create_buffer(b"\xff" * args.buffers[out].size)  # every bit set: NaN in f32 and f16

@@ -83,7 +83,7 @@ for name, sizes in shapes.items():
                     inputs.append(struct.unpack(f"<{len(data) // width}{code}", data))
             want_values = family.reference(inputs, args.params)
             want = struct.pack(f"<{len(want_values)}{code}", *want_values)
-        typecode, atol, rtol = tunables.tolerances[0]
+        typecode, atol, rtol = tunables.tolerances_for(args)[0]
         out = tunables.outputs[0]
         poison = device.create_buffer(b"\xff" * args.buffers[out].size)
         skipped = Plan(tunables.candidates, tunables.key(args)).skipped

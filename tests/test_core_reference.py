@@ -150,6 +150,41 @@ def test_tolerances_and_types_may_differ_per_output_and_must_match_the_outputs()
         make_set("a", outputs=(1,), reference=[1.0])
 
 
+def test_a_tolerance_may_be_a_function_of_the_call_as_rounding_grows_with_a_size():
+    device = racy_first_device()  # a, the fastest, is off by 1000 in one value
+    asked = []
+
+    def atol(args):
+        asked.append(args.params)
+        return 2000.0 if args.params[0] >= 8 else 1e-4
+
+    tunables = make_set("a", "b", "c", outputs=(1,), atol=atol)
+    tuner = make_tuner(device, config=quiet(checks=True))
+    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0], n=4)).name == "b"
+    assert results_of(tuner, tunables)["a"]["error"] == "Mismatch"
+    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0], n=8)).name == "a"  # within 2000 there
+    assert (4,) in asked and (8,) in asked
+    assert tunables.tolerances_for(call(device, [1.0], [0.0], n=8)) == ((None, 2000.0, None),)
+
+
+@pytest.mark.parametrize(("rule", "match"), [
+    (lambda args: -1.0, r"'fake': atol functions' answers must be numbers >= 0 .*got -1.0"),
+    (lambda args: "1e-3", r"'fake': atol functions' answers must be numbers >= 0 .*got '1e-3'"),
+    (lambda args: 1 / 0, r"'fake': its atol function raised on the call \(4,\): ZeroDivisionError"),
+])
+def test_a_tolerance_function_that_gives_no_number_is_an_error_naming_the_set_and_loses_nothing(rule, match):
+    device = racy_first_device()
+    good = make_set("a", "b", "c", name="kept", outputs=(1,))
+    tuner = make_tuner(device, config=quiet(checks=True))
+    assert tuner.execute(good, call(device, [1.0, 2.0], [0.0, 0.0])).name == "b"
+    tunables = make_set("a", "b", "c", outputs=(1,), atol=rule)
+    with pytest.raises(ConfigError, match=match):
+        tunables.tolerances_for(call(device, [1.0], [0.0]))
+    with pytest.raises(ConfigError, match=match):
+        tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0]))
+    assert tuner.execute(good, call(device, [1.0, 2.0], [0.0, 0.0])).name == "b"  # the stored winner still serves
+
+
 def test_a_reference_with_checks_turned_off_is_said_once_not_ignored_without_a_word(caplog):
     device = racy_first_device()
     tunables = make_set("a", "b", name="ref_unchecked", outputs=(1,), reference=doubled)

@@ -117,8 +117,8 @@ def test_a_tune_on_lavapipe_reports_sgm_candidates_as_launch_and_picks_a_correct
     assert not winner.name.startswith("sgm")
     assert tuner.states(tunables)[tunables.key(args)] == Hit(tunables.index_of[winner.name])
     out = np.frombuffer(device.read_buffer_sync(c), np.float32).reshape(m, n)
-    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), atol=tunables.atol,
-                               rtol=tunables.rtol)
+    _typecode, atol, rtol = tunables.tolerances_for(args)[0]
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), atol=atol, rtol=rtol)
     assert WorkerGuard(device).spec.api == "wgpu"  # (no process started)
 
 

@@ -63,7 +63,8 @@ def output_specs(tunables: TunableSet, args: Args) -> tuple[OutputSpec, ...]:
     indices = output_indices(tunables, args)
     first = tunables.candidates[0]
     specs = []
-    for output, index, (given_type, atol, rtol) in zip(tunables.outputs, indices, tunables.tolerances, strict=True):
+    tolerances = tunables.tolerances_for(args)
+    for output, index, (given_type, atol, rtol) in zip(tunables.outputs, indices, tolerances, strict=True):
         name, module = _binding_of(first, output, index, args)
         element = _element(module, name) if module is not None and name is not None else None
         typecode = given_type or _TYPECODES.get(element[0] if element else "", "f")

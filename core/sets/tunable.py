@@ -24,16 +24,18 @@ from .args import Args
 from .buffer_names import Output, checked_outputs, written_by
 from .kernel import Kernel
 
-__all__ = ["OUTPUT_TYPES", "AnySet", "PerKeySet", "Tolerance", "TunableSet"]
+__all__ = ["OUTPUT_TYPES", "AnySet", "PerKeySet", "Tolerance", "ToleranceRule", "TunableSet"]
 
 KeyFunction = Callable[[Args], Mapping[str, object]]
 # (the call's buffers as bytes, its params) -> one expected value per output buffer.
 Reference = Callable[[list[bytes], tuple], Sequence[Any]]
 # The typecodes output checks read values as (struct's): floats within tolerance, integers exactly.
 OUTPUT_TYPES = ("e", "f", "d", "b", "B", "h", "H", "i", "I")
-Tolerance = tuple[str | None, float | None, float | None]
+ToleranceRule = Callable[[Args], float]
+"""A tolerance that depends on the call: a matmul's rounding grows with K, say."""
+Tolerance = tuple[str | None, float | ToleranceRule | None, float | ToleranceRule | None]
 """An output's ``(typecode, atol, rtol)`` as the set gives them; None: from the output's WGSL
-element type (``output_types.py``)."""
+element type (``output_types.py``); a function: of the call's Args (:meth:`TunableSet.tolerances_for`)."""
 
 
 def _tolerances(
@@ -44,7 +46,7 @@ def _tolerances(
     checked, not counted."""
 
     def per_output(value: object, what: str) -> list:
-        if value is None or isinstance(value, (str, int, float)):
+        if value is None or isinstance(value, (str, int, float)) or callable(value):
             return [value] * (len(outputs) if outputs is not None else 1)
         values = list(value)  # type: ignore[call-overload]
         if outputs is not None and len(values) != len(outputs):
@@ -57,14 +59,21 @@ def _tolerances(
             raise ConfigError(f"tunable set {name!r}: output_type {typecode!r} is not one of {', '.join(OUTPUT_TYPES)}"
                               " (or None: the WGSL's element type)")
     for tolerance in atols + rtols:
-        if tolerance is None:
+        if tolerance is None or callable(tolerance):
             continue
-        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
-            raise ConfigError(f"tunable set {name!r}: tolerances must be numbers >= 0, got {tolerance!r}")
+        _checked_tolerance(name, tolerance, "tolerances")
     if outputs is None:
         return ()
-    return tuple((t, None if a is None else float(a), None if r is None else float(r))
-                 for t, a, r in zip(types, atols, rtols, strict=True))
+    as_given = lambda value: value if value is None or callable(value) else float(value)  # noqa: E731
+    return tuple((t, as_given(a), as_given(r)) for t, a, r in zip(types, atols, rtols, strict=True))
+
+
+def _checked_tolerance(name: str, value: object, what: str) -> float:
+    """``value`` as a tolerance: a number >= 0, else a ConfigError naming the set."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ConfigError(f"tunable set {name!r}: {what} must be numbers >= 0 (or functions of the call "
+                          f"giving one), got {value!r}")
+    return float(value)
 
 
 InputGenerator = Callable[[Any, Key, Args], Args]
@@ -84,7 +93,9 @@ class TunableSet:
     typecode: ``"f"`` f32, ``"e"`` f16, ``"d"`` f64, ``"i"`` i32, ``"I"`` u32, and the 8- and
     16-bit integer codes). Floats agree within ``atol + rtol * |reference|`` (by default 1e-4 and
     1e-4; 1e-2 and 2e-3 for f16), integers exactly unless a tolerance is given. Each of the three
-    may be one value for every output or a sequence with one per output. Not given, the outputs
+    may be one value for every output or a sequence with one per output; ``atol`` and ``rtol``
+    may also be functions of the call's :class:`Args` giving a number, for rounding that grows
+    with a size (a matmul's with K: :func:`~wgtune.kernels.matmul.matmul_set`). Not given, the outputs
     are the ``var<storage, read_write>`` bindings of the first candidate, less scratch that a later
     stage only reads (``buffer_names.written_by``) and less its declared ``scratch``; give them
     where that candidate writes other scratch, and ``outputs=()`` for no checks at all.
@@ -125,8 +136,8 @@ class TunableSet:
         outputs: Sequence[Output] | None = None,
         input_gen: InputGenerator | None = None,
         output_type: str | Sequence[str | None] | None = None,
-        atol: float | Sequence[float | None] | None = None,
-        rtol: float | Sequence[float | None] | None = None,
+        atol: float | ToleranceRule | Sequence[float | ToleranceRule | None] | None = None,
+        rtol: float | ToleranceRule | Sequence[float | ToleranceRule | None] | None = None,
         reference: Reference | None = None,
         short_circuit: Callable[[Key], float | None] | None = None,
         search: Search | None = None,
@@ -190,6 +201,25 @@ class TunableSet:
         """``(typecode, atol, rtol)`` of each output as given (None: see ``output_types.py``)."""
         self.outputs  # noqa: B018 (derives them, and their tolerances, on first use)
         return self._tolerances
+
+    def tolerances_for(self, args: Args) -> tuple[tuple[str | None, float | None, float | None], ...]:
+        """``(typecode, atol, rtol)`` of each output for the call ``args``: a tolerance given as a
+        function is called with it (a ConfigError naming the set if it raises or gives no number
+        >= 0); None: see ``output_types.py``."""
+        resolved = []
+        for typecode, atol, rtol in self.tolerances:
+            pair = []
+            for what, value in (("atol", atol), ("rtol", rtol)):
+                if callable(value):
+                    try:
+                        value = value(args)
+                    except Exception as error:
+                        raise ConfigError(f"tunable set {self.name!r}: its {what} function raised on the call "
+                                          f"{args.params}: {type(error).__name__}: {error}") from error
+                    value = _checked_tolerance(self.name, value, f"{what} functions' answers")
+                pair.append(value)
+            resolved.append((typecode, pair[0], pair[1]))
+        return tuple(resolved)
 
     def for_key(self, key: Key) -> TunableSet:
         """The set that tunes ``key``: this one (a :class:`PerKeySet` answers the key's own)."""

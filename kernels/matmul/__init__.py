@@ -78,7 +78,8 @@ would be larger is refused by the core's grid check (a Launch result) and the ot
 (the skinny kernels, whose grids are tallest, are skipped past SKINNY_MAX).
 
 Tiles sum ``k = 0, 1, ..., K-1`` in order; slices, kgrid chunks and the skinny kernels' slices
-add partial sums, so outputs agree to rounding, far inside the sets' tolerances.
+add partial sums, so outputs agree to rounding, which grows with K and the sets' tolerances with
+it (``tolerance.py``).
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ from .subgroup_matrix import SubgroupMatrixTile, subgroup_matrix_kernel
 from .tile import MatmulTile
 from .tiles import CHECKED, GROUP_NAMES, MATMUL_GROUPS, SMALL, Tile, with_subgroup_matrices
 from .tiles import MATMUL_F16_GROUPS as _F16_GROUPS
+from .tolerance import F16_OUTPUTS, F16_PRODUCTS_TOLERANCE, F32_TOLERANCE
 from .vector import vector_wgsl
 from .wgsl import (
     DTYPES,
@@ -290,13 +292,8 @@ def _candidates(
     return candidates
 
 
-# The f16-products set's tolerance: inputs rounded to f16 (2**-11 relative each) and summed in f32
-# err by about sqrt(K) * 7e-5 for entries of order 1 (4e-3 at K = 4096, 1.7e-2 at 65536; the
-# largest of millions, five times that): within atol up to K of about 16384, and within rtol of
-# the large entries past it. A wrong index or a K step left out errs by a product, 0.1 or more.
-F16_PRODUCTS_TOLERANCE = {"atol": 5e-2, "rtol": 5e-3}
 PRECISIONS = {
-    "f32": ("matmul", MATMUL_TILES, MATMUL_GROUPS, {"atol": 1e-3, "rtol": 1e-3}),
+    "f32": ("matmul", MATMUL_TILES, MATMUL_GROUPS, F32_TOLERANCE),
     "f16-products": ("matmul_f16_products", F16_PRODUCTS_TILES, F16_PRODUCTS_GROUPS, F16_PRODUCTS_TOLERANCE),
 }
 """What ``matmul_set(precision=)`` may promise of its f32 results (see :func:`matmul_set`): the
@@ -308,8 +305,8 @@ def matmul_set(tiles: tuple[MatmulTile | SkinnyTile, ...] | None = None, *, prec
     of :data:`MATMUL_TILES`, grouped as the module says; other ``tiles`` make an ungrouped set.
 
     Tolerances assume entries of order 1: candidates sum in the same order but for the slices of
-    K of the skinny and kgrid candidates, so rounding makes them differ far inside
-    ``1e-3 + 1e-3 * |c|``.
+    K of the skinny and kgrid candidates, so rounding makes them differ by an amount that grows
+    with K, within ``1e-3 + 2e-7 * K + 1e-3 * |c|`` (:mod:`~wgtune.kernels.matmul.tolerance`).
 
     ``precision="f16-products"``: the set ``matmul_f16_products``, f32 A, B and C where products
     may take the inputs rounded to f16 (a 10-bit mantissa, as TF32's, in f16's range: magnitudes
@@ -326,11 +323,6 @@ def matmul_set(tiles: tuple[MatmulTile | SkinnyTile, ...] | None = None, *, prec
     candidates = _candidates("f32", default if tiles is None else tuple(tiles), groups)
     return TunableSet(name, candidates, key=matmul_key, outputs=(2,), **tolerance)
 
-
-# The f16 outputs compared as values: an ulp or two apart (a driver fusing one kernel's
-# multiply-adds and not another's) is the same answer. rtol 2e-3 is two ulps of f16; atol covers
-# entries near zero, where the f32 sums' own rounding (about K * 6e-8) is far below it.
-F16_OUTPUTS = {"output_type": "e", "atol": 1e-2, "rtol": 2e-3}
 
 
 def matmul_f16_set(tiles: tuple[MatmulTile | SkinnyTile, ...] | None = None) -> TunableSet:
