@@ -15,7 +15,8 @@ say (JavaScript names, camelCase)::
                       workgroupSize?(point), entryPoint?, features?}
     key(call)       the autotune key, an object of numbers and strings (default: the call's
                       integer params rounded up to powers of two; float params left out)
-    outputs, outputType, atol, rtol   what output checks compare (as ``TunableSet`` takes them)
+    outputs, outputType, atol, rtol   what output checks compare (as ``TunableSet`` takes them; atol and
+                                      rtol may be functions of the call's view, as key is)
     reference(call, inputs)           expected outputs: an array of typed arrays, one per output
     search          {strategy?, candidates?, seconds?, seed?} for a space too large to try whole
 
@@ -270,6 +271,10 @@ def tunable_set(spec: Any, to_js: Callable[[Any], Any] = lambda value: value) ->
                     else calls.function(key, f"set {name!r}: key", lambda answer, _where: plain(answer)))
     options = {option: plain(spec[js_name]) for option, js_name in
                (("output_type", "outputType"), ("atol", "atol"), ("rtol", "rtol")) if js_name in spec}
+    for tolerance in ("atol", "rtol"):  # a function of the call's view, as the key is
+        if callable(options.get(tolerance)):
+            options[tolerance] = calls.function(spec[tolerance], f"set {name!r}: {tolerance}",
+                                                lambda answer, _where: plain(answer))
     if spec.get("outputs") is not None:
         options["outputs"] = tuple(plain(spec["outputs"]))
     if spec.get("reference") is not None:

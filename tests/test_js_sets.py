@@ -179,6 +179,27 @@ def test_a_javascript_reference_checks_the_candidates_outputs():
     assert seen[0] == ({"params": {"n": 2, "scale": 3}, "buffers": [8, 8]}, [8, 8])
 
 
+def test_a_javascript_tolerance_may_be_a_function_of_the_call():
+    device = FakeDevice()
+    device.script("wg32", duration=1e-3, kernel=scale_kernel, wrong=True)  # one value off by 1000
+    device.script("wg64", duration=2e-3, kernel=scale_kernel)
+    session = Session(device)
+    session.tuner = make_tuner(device, config=quiet(checks=True))
+    described, _ = spec(outputs=["y"], reference=lambda call, inputs: [f32([0.0] * call["params"]["n"])],
+                        atol=lambda call: 5000 if call["params"]["n"] > 2 else 1e-4)
+    js_set = define_set(session, described)
+
+    def call(n):
+        buffers = {"x": device.buffer([0.0] * n), "y": device.buffer([0.0] * n)}
+        return {"buffers": buffers, "params": {"n": n, "scale": 1}}
+
+    assert json.loads(js_set.check(call(2)))["winner"] == "wg64"  # 1000 off is wrong within 1e-4
+    assert json.loads(js_set.check(call(4)))["winner"] == "wg32"  # and right within 5000
+    described, _ = spec(outputs=["y"], atol=lambda call: "tight")
+    with pytest.raises(ConfigError, match="atol functions' answers must be numbers >= 0"):
+        define_set(Session(device), {**described, "name": "bad_atol"}).tunables.tolerances_for(js_set.args(call(2)))
+
+
 def test_the_default_key_rounds_integer_params_up_to_powers_of_two_and_leaves_float_params_out():
     device = FakeDevice()
     described, _ = spec()
