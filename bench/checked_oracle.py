@@ -70,6 +70,16 @@ def disagreement(got: np.ndarray, want: np.ndarray, allowed: np.ndarray) -> str 
     return f"{bad.size} of {want.size} values off; first [{first}]: {ours[first]:.6g}, exact {want[first]:.6g}"
 
 
+def closeness(got: np.ndarray, want: np.ndarray, allowed: np.ndarray) -> float:
+    """How near a right ``got`` came to the allowance: the largest ``|got - want| / allowed`` over
+    the values compared within it (0 for an exact answer, up to 1). Near 1, a right candidate
+    sits on the tolerance's edge on this device: the tolerance is too tight for its rounding."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.abs(got.astype(np.float64) - want) / allowed
+    finite = ratio[np.isfinite(ratio)]
+    return float(finite.max()) if finite.size else 0.0
+
+
 @dataclass
 class CheckedOracle:
     """What the oracle found on one call: which candidates fit, which were right, how fast."""

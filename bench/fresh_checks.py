@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from checked_oracle import allowance, disagreement  # bench/checked_oracle.py
+from checked_oracle import allowance, closeness, disagreement  # bench/checked_oracle.py
 from held_out import fresh_seed, log_uniform  # bench/held_out.py
 from run_info import Report, report_to  # bench/run_info.py
 
@@ -120,6 +120,7 @@ class Checked:
     refused: dict[str, str] = field(default_factory=dict)  # name -> why WebGPU refused its launch
     skipped: int = 0  # candidates the key's plan does not serve, or the device does not fit
     unfit: str | None = None  # why one candidate the plan serves does not fit the device
+    closest: tuple[float, str] = (0.0, "")  # the right candidate nearest the tolerance: its share of it, its name
 
 
 def check_shape(device: NativeDevice, workload: Workload, compiled: dict[str, object]) -> Checked:
@@ -162,6 +163,7 @@ def check_shape(device: NativeDevice, workload: Workload, compiled: dict[str, ob
                 checked.wrong[kernel.name] = problem
             else:
                 checked.right.append(kernel.name)
+                checked.closest = max(checked.closest, (closeness(got, want, allowed), kernel.name))
     finally:
         poison.destroy()
         for buffer in args.buffers:
@@ -175,6 +177,8 @@ def _shape_line(checked: Checked, seconds: float) -> str:
     if checked.refused:
         parts.append(f"{len(checked.refused)} refused")
     parts.append(f"{checked.skipped} not planned or not fitting")
+    if checked.right:
+        parts.append(f"closest {checked.closest[0]:.2f} of the tolerance")
     return f"{checked.shape:28} {', '.join(parts)}  ({seconds:.1f} s)"
 
 
@@ -216,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     binding = device.limits.max_storage_binding
     compiled: dict[str, object] = {}
     totals = {"shapes": 0, "run": 0, "right": 0, "wrong": 0, "failed": 0, "refused": 0}
+    closest: dict[str, tuple[float, str]] = {}  # family -> its right run nearest the tolerance, and where
     started = time.perf_counter()
     with report_to(options.out, device.adapter_info, argv) as report:
         report.line(f"seed {seed} (--seed {seed} draws these shapes again); {options.count} shapes a family, work "
@@ -234,6 +239,12 @@ def main(argv: list[str] | None = None) -> int:
                 totals["failed"] += len(checked.failed)
                 totals["refused"] += len(checked.refused)
                 totals["run"] += len(checked.right) + len(checked.wrong) + len(checked.failed)
+                if checked.right:
+                    where = f"{checked.closest[1]} on {checked.shape.split()[-1]}"
+                    closest[family] = max(closest.get(family, (0.0, "")), (checked.closest[0], where))
+        if closest:
+            report.line("right outputs' largest error, as a share of the tolerance: " + "; ".join(
+                f"{family} {share:.2f} ({where})" for family, (share, where) in closest.items()))
         report.line(f"{totals['shapes']} shapes, {totals['run']} candidate runs: {totals['right']} right, "
                     f"{totals['wrong']} wrong, {totals['failed']} failed; {totals['refused']} launches refused by "
                     f"the device; {len(compiled)} pipelines compiled; {time.perf_counter() - started:.0f} s")

@@ -80,6 +80,33 @@ def test_a_shape_sorts_its_candidates_into_right_wrong_failed_and_refused(device
     even = fresh_checks.check_shape(device, replace(matmul_workload(9, 12, 14), tunables=tunables), compiled)
     assert sorted(even.right) == sorted([tunables.candidates[0].name, "skips_odd_k"]) and not even.wrong
     assert len(compiled) == 4, "each candidate compiled once for both shapes"
+    assert 0.0 <= even.closest[0] < 1.0 and even.closest[1] in even.right
+
+
+def test_the_report_says_how_near_right_outputs_came_to_the_tolerance(monkeypatch, capsys):
+    def off_by(share: float):
+        def workload_of(n: int):
+            workload = fresh_checks.fma_workload(n)
+            _code, atol, rtol = workload.tunables.tolerances_for(None)[0]
+
+            def expected(inputs):  # every value off by that share of its allowance, the right side of it
+                want = workload.expected(inputs)
+                return want + share * (atol + rtol * abs(want)) / (1 - share * rtol)
+
+            return replace(workload, expected=expected)
+
+        return workload_of
+
+    for share, verdict in ((0.5, 0), (2.0, 1)):
+        monkeypatch.setitem(fresh_checks.FAMILIES, "fma",
+                            replace(fresh_checks.FAMILIES["fma"], workload=off_by(share)))
+        assert fresh_checks.main(["--seed", "4", "--count", "1", "--only", "fma", "--work", "1e6"]) == verdict
+        printed = capsys.readouterr().out
+        if verdict == 0:
+            assert "closest 0.50 of the tolerance" in printed
+            assert "as a share of the tolerance: fma 0.50 (" in printed
+        else:
+            assert "WRONG" in printed and "closest" not in printed
 
 
 def test_a_run_prints_every_shape_and_a_summary_and_fails_only_on_a_wrong_candidate(monkeypatch, capsys, tmp_path):
