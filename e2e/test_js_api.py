@@ -107,6 +107,7 @@ async ({ n }) => {
   const wgtune = window.wgtune;
   const device = wgtune.device;
   const partialsOf = (wg) => Math.ceil(n / wg);
+  const asked = [];
   const chunks = (wg) => `
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> partials: array<f32>;
@@ -136,6 +137,8 @@ fn main() { var t = 0.0; for (var j = 0u; j < count; j++) { t += partials[j]; } 
     })),
     key: () => ({ n }),
     outputs: ["out"],
+    // A tolerance of the call, as rounding grows with a sum's length: asked with the call's view.
+    atol: (call) => { asked.push(call.params[0]); return 1e-6 * call.params[0]; },
   });
   const xBuffer = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
   device.queue.writeBuffer(xBuffer, 0, new Float32Array(n).fill(0.5));
@@ -151,7 +154,7 @@ fn main() { var t = 0.0; for (var j = 0u; j < count; j++) { t += partials[j]; } 
   await readback.mapAsync(GPUMapMode.READ);
   const sum = new Float32Array(readback.getMappedRange().slice(0))[0];
   readback.unmap();
-  return { settled, ran, sum, results: set.results(call) };
+  return { settled, ran, sum, results: set.results(call), asked };
 }
 """
 
@@ -164,6 +167,7 @@ def test_an_apps_two_pass_kernel_keeps_its_partials_in_scratch_and_gives_only_it
     assert len(results) == 2 and all("median" in result for result in results), results  # both ran
     assert answer["ran"]["ran"] == answer["settled"]["winner"]
     assert answer["sum"] == 5000.0
+    assert answer["asked"] and set(answer["asked"]) == {10000}, "the atol function, asked in the tune's checks"
     assert log.errors == []
     page.close()
 
