@@ -165,6 +165,8 @@ def test_a_tolerance_may_be_a_function_of_the_call_as_rounding_grows_with_a_size
     assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0], n=8)).name == "a"  # within 2000 there
     assert (4,) in asked and (8,) in asked
     assert tunables.tolerances_for(call(device, [1.0], [0.0], n=8)) == ((None, 2000.0, None),)
+    whole = make_set("a", outputs=(1,), rtol=lambda args: 1)  # any real number: an int, numpy's float32
+    assert whole.tolerances_for(call(device, [1.0], [0.0])) == ((None, None, 1.0),)
 
 
 @pytest.mark.parametrize(("rule", "match"), [

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -70,7 +71,7 @@ def _tolerances(
 
 def _checked_tolerance(name: str, value: object, what: str) -> float:
     """``value`` as a tolerance: a number >= 0, else a ConfigError naming the set."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:  # numpy's too
         raise ConfigError(f"tunable set {name!r}: {what} must be numbers >= 0 (or functions of the call "
                           f"giving one), got {value!r}")
     return float(value)
