@@ -59,14 +59,13 @@ def _tolerances(
         if typecode is not None and typecode not in OUTPUT_TYPES:
             raise ConfigError(f"tunable set {name!r}: output_type {typecode!r} is not one of {', '.join(OUTPUT_TYPES)}"
                               " (or None: the WGSL's element type)")
-    for tolerance in atols + rtols:
-        if tolerance is None or callable(tolerance):
-            continue
-        _checked_tolerance(name, tolerance, "tolerances")
+    def given(value: object) -> object:  # a number is checked now, a function on each call
+        return value if value is None or callable(value) else _checked_tolerance(name, value, "tolerances")
+
+    atols, rtols = [given(a) for a in atols], [given(r) for r in rtols]
     if outputs is None:
         return ()
-    as_given = lambda value: value if value is None or callable(value) else float(value)  # noqa: E731
-    return tuple((t, as_given(a), as_given(r)) for t, a, r in zip(types, atols, rtols, strict=True))
+    return tuple(zip(types, atols, rtols, strict=True))
 
 
 def _checked_tolerance(name: str, value: object, what: str) -> float:
@@ -207,20 +206,18 @@ class TunableSet:
         """``(typecode, atol, rtol)`` of each output for the call ``args``: a tolerance given as a
         function is called with it (a ConfigError naming the set if it raises or gives no number
         >= 0); None: see ``output_types.py``."""
-        resolved = []
-        for typecode, atol, rtol in self.tolerances:
-            pair = []
-            for what, value in (("atol", atol), ("rtol", rtol)):
-                if callable(value):
-                    try:
-                        value = value(args)
-                    except Exception as error:
-                        raise ConfigError(f"tunable set {self.name!r}: its {what} function raised on the call "
-                                          f"{args.params}: {type(error).__name__}: {error}") from error
-                    value = _checked_tolerance(self.name, value, f"{what} functions' answers")
-                pair.append(value)
-            resolved.append((typecode, pair[0], pair[1]))
-        return tuple(resolved)
+        def for_call(value: float | ToleranceRule | None, what: str) -> float | None:
+            if not callable(value):
+                return value
+            try:
+                answer = value(args)
+            except Exception as error:
+                raise ConfigError(f"tunable set {self.name!r}: its {what} function raised on the call "
+                                  f"{args.params}: {type(error).__name__}: {error}") from error
+            return _checked_tolerance(self.name, answer, f"{what} functions' answers")
+
+        return tuple((typecode, for_call(atol, "atol"), for_call(rtol, "rtol"))
+                     for typecode, atol, rtol in self.tolerances)
 
     def for_key(self, key: Key) -> TunableSet:
         """The set that tunes ``key``: this one (a :class:`PerKeySet` answers the key's own)."""

@@ -5,13 +5,13 @@ atomics or a second stage), so their f32 outputs differ by rounding, and that gr
 with the output: each of the K additions rounds a partial sum whose size grows like sqrt(k), so
 an output that comes out near zero still carries the rounding of partial sums in the hundreds.
 Simulated in numpy on the seeded inputs (magnitudes in [0.5, 1), random signs), one chain
-against two slices and against the exact sum, K of 4096 to 524288: the rounding's spread is
-about 8e-9 * K, its largest over hundreds of outputs 7e-8 * K, so :data:`ROUNDING_PER_K` (2e-7,
-about 25 spreads) covers the largest of millions of outputs. Measured on an H100 too: at K =
-52036 four two-slice tiles gave -0.152214 for an exact -0.151055 (1.2e-3 off, 1.5e-8 * K), which a
-fixed ``atol`` of 1e-3 called wrong. A kernel that drops or repeats a product errs by the
-product, 0.25 or more on these inputs, far past ``atol`` up to K of about a million; past that
-a check can only see errors of many products, as f32 sums cannot tell one apart from rounding.
+against two slices and against the exact sum, K of 4096 to 524288 (200 to 3,904 outputs each):
+the largest difference was 5e-8 to 7.4e-8 times K, so :data:`ROUNDING_PER_K` (2e-7) leaves
+almost three times that for outputs by the million. Measured on an H100 too: at K = 52036 four
+two-slice tiles gave -0.152214 for an exact -0.151055 (1.2e-3 off, 2.2e-8 * K), which a fixed
+``atol`` of 1e-3 called wrong. A kernel that drops or repeats a product errs by the product, 0.25
+or more on these inputs: past ``atol`` for K up to about a million (``atol`` is 0.2 there); past
+that a check sees only errors of many products, as f32 sums cannot tell one from rounding.
 """
 
 from __future__ import annotations
