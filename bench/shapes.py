@@ -345,6 +345,15 @@ def shape_slice(text: str) -> slice:
     return slice(count)
 
 
+def open_device(dawn: bool, unchecked: bool) -> NativeDevice:
+    """wgpu-native's device (naga compiles the WGSL), or Dawn's (Tint, as in Chromium)."""
+    if not dawn:
+        return NativeDevice.open()
+    from wgtune.backends.dawn import DawnDevice
+
+    return DawnDevice.open(runtime_checks=not unchecked)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true", help="the H200 suite (36 matmul, 24 reduction shapes)")
@@ -360,7 +369,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", action="append", type=matmul_shape, default=[], metavar="MxNxK",
                         help="a matmul shape to run instead of the lists and the draw (repeatable; matmul only)")
     parser.add_argument("--out", type=Path, help="also write the table and the summary to this file")
+    parser.add_argument("--dawn", action="store_true",
+                        help="on Dawn's device (Tint compiles the WGSL, as Chromium does; pip install 'wgtune[dawn]'), "
+                             "not wgpu-native's")
+    parser.add_argument("--unchecked", action="store_true",
+                        help="with --dawn: Dawn's robustness off for every kernel (wgpu-native turns it off per kernel "
+                             "where Kernel.runtime_checks says so; Dawn only for the whole device)")
     options = parser.parse_args(argv)
+    if options.unchecked and not options.dawn:
+        parser.error("--unchecked is for --dawn (wgpu-native follows each kernel's runtime_checks)")
     draw = 0 if options.shape else options.draw if options.draw is not None else (30 if options.full else 6)
     seed = options.seed if options.seed is not None else fresh_seed()
     if options.rounds < 2:
@@ -368,7 +385,11 @@ def main(argv: list[str] | None = None) -> int:
     workloads = suite(options.full, options.only or FAMILIES, options.shapes, draw, seed, options.shape)
     if not workloads:
         parser.error("no shapes selected")
-    device = NativeDevice.open()
+    try:
+        device = open_device(options.dawn, options.unchecked)
+    except Exception as error:  # no adapter, or wgpudawn missing: say so, no traceback
+        print(f"shapes.py: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
     config = Config(cache=False, log_level="disabled", samples=options.samples)
     started = time.perf_counter()
     compiled: dict[str, Any] = {}
@@ -377,7 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     with options.out.open("w") if options.out else nullcontext() as out:
         report = Report(out)
         info = device.adapter_info
-        report.line(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}), timing {device.timing}; "
+        compiler = ("Dawn, robustness off" if options.unchecked else "Dawn") if options.dawn else "wgpu-native"
+        report.line(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, {compiler}), timing "
+                    f"{device.timing}; "
                     f"torch: {torch.__version__ + ' on ' + torch.cuda.get_device_name() if CUDA else 'no CUDA GPU'}")
         report.line(f"oracle: {options.rounds} interleaved rounds a shape (regret.py: {ORACLE_ROUNDS}); noise: how "
                     "far the regret moves between its even and odd rounds; ok/fit: candidates right / fitting")

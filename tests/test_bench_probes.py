@@ -40,7 +40,7 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     named = set(re.findall(r"bench/probes/([\w-]+\.txt)", script))
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
-    assert parts - {"*"} == {"tail", "staircase", "k-sweep", "hundreds", "short-k", "narrow", "draw", "checks",
+    assert parts - {"*"} == {"tail", "staircase", "k-sweep", "hundreds", "short-k", "narrow", "draw", "checks", "dawn",
                              "probe:*", "sweep:*", "sweep-ab:*", "ab:*"}
 
 

@@ -28,6 +28,9 @@
 #   sweep-ab:NAME  the K sweep's tiles on 2048x2048xK (SWEEP_MN, SWEEP_K) and four mid-size shapes (SWEEP_AB), this wheel
 #              and .whl/NAME's (as ab:NAME) in turn, twice: whether a change to the tiles' WGSL moves
 #              their fixed cost or their steady rate (bench/k_sweep.py on each)
+#   dawn       one draw of 30 (SEED, if set, else a fresh one) tuned on wgpu-native's device (naga compiles the
+#              WGSL), on Dawn's with its robustness off (Tint, as Chromium compiles it), on Dawn's as it ships, and
+#              on wgpu-native's again: whether the compiler in front of the driver moves the kernels' rates
 #   ab:NAME    one fresh draw of 30 (SEED, if set, else a fresh one) tuned with this wheel, then with
 #              .whl/NAME's: a wheel built here from this tree with bench/probes/NAME.patch applied (the set
 #              with the candidates a probe found, say), so whether they move the draw in a tune, tune time
@@ -106,6 +109,13 @@ for part in "$@"; do
     checks) python3 "$R"/bench/fresh_checks.py --count 15 --work "$CHECKS_WORK"
       echo "-- on Dawn"
       python3 "$R"/bench/fresh_checks.py --count 8 --work "$CHECKS_WORK" --dawn --only matmul --only matmul_f16 ;;
+    dawn)
+      seed=${SEED:-$(python3 -c 'import secrets; print(secrets.randbelow(1000000))')}
+      for run in native unchecked dawn native; do
+        flags=""; [ $run = unchecked ] && flags="--dawn --unchecked"; [ $run = dawn ] && flags="--dawn"
+        echo "-- $run, seed $seed"
+        python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --seed "$seed" --shapes 0:0 $flags
+      done ;;
     ab:*)
       name=${part#ab:}
       install_variant "$name" || exit 1
@@ -115,10 +125,10 @@ for part in "$@"; do
       echo "-- with bench/probes/$name.patch, seed $seed"
       PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul --draw 30 \
         --seed "$seed" --shapes 0:0 ;;
-    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, checks, probe:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, checks, dawn, probe:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
-    narrow | ab:*) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
+    narrow | ab:* | dawn) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
       tail -n 8 "$OUT/${part/:/-}-compared.txt" ;;
   esac
   tail -n 25 "$OUT/${part/:/-}.txt"
