@@ -7,7 +7,7 @@
 #   bash $R/bench/probes/device.sh hundreds short-k  # about 5 minutes
 #   bash $R/bench/probes/device.sh narrow ab:NAME           # about 5 minutes (NAME: a bench/probes/NAME.patch)
 #
-# GENERAL, HUNDREDS, SHORT_K, NARROW and SWEEP_*, if set, replace those parts' shapes, and CHECKS_WORK the checks'
+# GENERAL, HUNDREDS, SHORT_K, NARROW, SHAPES and SWEEP_*, if set, replace those parts' shapes, and CHECKS_WORK the checks'
 # bound on a shape's work (a smoke test on a small adapter).
 #
 # Parts:
@@ -24,7 +24,8 @@
 #   checks     every candidate of every family on 15 fresh shapes a family at a GPU's sizes (bench/fresh_checks.py:
 #              outputs checked on NaN-filled buffers, within the H200's binding limit), a few minutes
 #   sweep:NAME the tiles of bench/probes/<NAME>.txt on sweep-ab's shapes, with bench/k_sweep.py
-#   probe:NAME the tiles of bench/probes/<NAME>.txt on the general and hundreds classes' shapes (GENERAL, HUNDREDS)
+#   probe:NAME the tiles of bench/probes/<NAME>.txt on the general and hundreds classes' shapes (GENERAL, HUNDREDS),
+#              or on SHAPES where that is set
 #   sweep-ab:NAME  the K sweep's tiles on 2048x2048xK (SWEEP_MN, SWEEP_K) and four mid-size shapes (SWEEP_AB), this wheel
 #              and .whl/NAME's (as ab:NAME) in turn, twice: whether a change to the tiles' WGSL moves
 #              their fixed cost or their steady rate (bench/k_sweep.py on each)
@@ -90,7 +91,7 @@ for part in "$@"; do
       name=${part#sweep:}
       $P --out "$OUT/sweep-$name" --tiles @"$R/bench/probes/$name.txt" $(sweep_shapes)
       python3 "$R"/bench/k_sweep.py "$OUT/sweep-$name"/probe.jsonl ;;
-    probe:*) $P --tiles @"$R/bench/probes/${part#probe:}.txt" $(shapes $GENERAL $HUNDREDS) ;;
+    probe:*) $P --tiles @"$R/bench/probes/${part#probe:}.txt" $(shapes ${SHAPES:-$GENERAL $HUNDREDS}) ;;
     sweep-ab:*)
       name=${part#sweep-ab:}
       install_variant "$name" || exit 1
