@@ -46,6 +46,7 @@ from kernels import (  # bench/kernels.py: the workloads and their exact outputs
     fma_workload,
     matmul_f16_workload,
     matmul_workload,
+    open_device,
     reduction_workload,
 )
 from wgtune import run_inline
@@ -209,12 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--count and --work must be at least 1")
     seed = options.seed if options.seed is not None else fresh_seed()
     try:
-        if options.dawn:
-            from wgtune.backends.dawn import DawnDevice
-
-            device: NativeDevice = DawnDevice.open()
-        else:
-            device = NativeDevice.open()
+        device = open_device(options.dawn)
     except ConfigError as error:
         parser.exit(2, f"fresh_checks.py: {error}\n")
     binding = device.limits.max_storage_binding

@@ -70,6 +70,18 @@ class Workload:
         return np.frombuffer(data, dtype=self.out_dtype)[:count]
 
 
+def open_device(dawn: bool = False, unchecked: bool = False) -> NativeDevice:
+    """wgpu-native's device (naga compiles the WGSL; each kernel's ``runtime_checks`` kept), or
+    Dawn's (Tint compiles it, as Chromium does), with its robustness off for every kernel where
+    ``unchecked`` (Dawn has no per-kernel way). Raises ConfigError where there is no adapter, or
+    no wgpudawn for ``dawn``."""
+    if not dawn:
+        return NativeDevice.open()
+    from wgtune.backends.dawn import DawnDevice
+
+    return DawnDevice.open(runtime_checks=not unchecked)
+
+
 def seeded(shape: tuple[int, ...], seed: int) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(np.float32)
 

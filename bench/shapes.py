@@ -65,6 +65,7 @@ from kernels import (  # bench/kernels.py: workloads, numpy checks
     Workload,
     matmul_shape,
     matmul_workload,
+    open_device,
     reduction_workload,
     scaled,
     time_candidate,
@@ -72,6 +73,7 @@ from kernels import (  # bench/kernels.py: workloads, numpy checks
 )
 from wgtune import Config
 from wgtune.backends.native import NativeDevice
+from wgtune.errors import ConfigError
 
 ROUNDS = 10  # the oracle's interleaved rounds per shape (regret.py: ORACLE_ROUNDS); even, for the halves
 
@@ -345,15 +347,6 @@ def shape_slice(text: str) -> slice:
     return slice(count)
 
 
-def open_device(dawn: bool, unchecked: bool) -> NativeDevice:
-    """wgpu-native's device (naga compiles the WGSL), or Dawn's (Tint, as in Chromium)."""
-    if not dawn:
-        return NativeDevice.open()
-    from wgtune.backends.dawn import DawnDevice
-
-    return DawnDevice.open(runtime_checks=not unchecked)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--full", action="store_true", help="the H200 suite (36 matmul, 24 reduction shapes)")
@@ -387,9 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no shapes selected")
     try:
         device = open_device(options.dawn, options.unchecked)
-    except Exception as error:  # no adapter, or wgpudawn missing: say so, no traceback
-        print(f"shapes.py: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
+    except ConfigError as error:  # no adapter, or wgpudawn missing: say so, no traceback
+        parser.exit(2, f"shapes.py: {error}\n")
     config = Config(cache=False, log_level="disabled", samples=options.samples)
     started = time.perf_counter()
     compiled: dict[str, Any] = {}

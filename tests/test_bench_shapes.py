@@ -186,3 +186,28 @@ def test_given_shapes_replace_the_lists_and_are_held_to_issue_29s_targets_by_cla
     summary = "\n".join(shapes.summary([row("given:thin", 0.85), row("given:general", 0.97)]))
     assert "the given shapes against issue 29's targets" in summary and "fixed suite" not in summary
     assert "given:thin 85.0% (target >= 90%: MISSED)" in summary and "given:general 97.0% /" in summary
+
+
+def test_the_compiler_is_chosen_on_the_command_line_and_a_missing_one_is_a_clear_error(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        shapes.main(["--shape", "9x12x13", "--unchecked"])
+    assert stopped.value.code == 2 and "--unchecked is for --dawn" in capsys.readouterr().err
+    try:
+        import wgpudawn
+    except ImportError:
+        wgpudawn = None
+    if wgpudawn is None:  # without the package: the error names it, and no traceback
+        with pytest.raises(SystemExit) as stopped:
+            shapes.main(["--shape", "9x12x13", "--dawn"])
+        assert stopped.value.code == 2 and "wgtune[dawn]" in capsys.readouterr().err
+    else:  # with it: Dawn's device, robustness as asked (its adapter may be missing: a clear error then)
+        from wgtune.backends.dawn import DawnDevice
+        from wgtune.errors import ConfigError
+
+        try:
+            device = shapes.open_device(dawn=True, unchecked=True)
+        except ConfigError as error:
+            assert "Dawn" in str(error)
+        else:
+            assert isinstance(device, DawnDevice) and not device.runtime_checks
+    assert type(shapes.open_device()) is NativeDevice
