@@ -32,7 +32,7 @@
 #   dawn       one draw of 30 (SEED, if set, else a fresh one) tuned on wgpu-native's device (naga compiles the
 #              WGSL), on Dawn's with its robustness off (Tint, as Chromium compiles it), on Dawn's as it ships, and
 #              on wgpu-native's again: whether the compiler in front of the driver moves the kernels' rates
-#   ab:NAME    one fresh draw of 30 (SEED, if set, else a fresh one) tuned with this wheel, then with
+#   ab:NAME    one fresh draw of 30 (SEED, if set, else a fresh one; SHAPES, if set, instead) tuned with this wheel, then with
 #              .whl/NAME's: a wheel built here from this tree with bench/probes/NAME.patch applied (the set
 #              with the candidates a probe found, say), so whether they move the draw in a tune, tune time
 #              and regret included, is known before they are committed (docs/development.md, session 13)
@@ -121,11 +121,11 @@ for part in "$@"; do
       name=${part#ab:}
       install_variant "$name" || exit 1
       seed=${SEED:-$(python3 -c 'import secrets; print(secrets.randbelow(1000000))')}
+      given="--draw 30 --seed $seed --shapes 0:0"; [ -n "${SHAPES:-}" ] && seed="none (SHAPES)" && given=$(shapes $SHAPES)
       echo "-- this wheel, seed $seed"
-      python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --seed "$seed" --shapes 0:0
+      python3 "$R"/bench/shapes.py --full --only matmul $given
       echo "-- with bench/probes/$name.patch, seed $seed"
-      PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul --draw 30 \
-        --seed "$seed" --shapes 0:0 ;;
+      PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul $given ;;
     *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, checks, dawn, probe:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
