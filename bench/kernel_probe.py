@@ -63,9 +63,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from torch_timing import CUDA, cuda_seconds, torch  # bench/torch_timing.py: CUDA events
 
-from kernels import matmul_shape  # bench/kernels.py
+from kernels import matmul_shape, open_device  # bench/kernels.py
 from wgtune import Args, TunableSet, run_inline
 from wgtune.backends.native import NativeDevice
+from wgtune.errors import ConfigError
 from wgtune.gpu.device import check_grid, check_limits
 from wgtune.kernels import reduction
 from wgtune.kernels.bandwidth import fma_set
@@ -346,13 +347,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runtime-checks", choices=("set", "on", "off"), default="set",
                         help="compile every candidate with (on) or without (off) WebGPU's runtime checks, "
                              "or as the set says (Kernel.runtime_checks)")
+    parser.add_argument("--dawn", action="store_true",
+                        help="on Dawn's device (Tint compiles the WGSL, as in Chromium; no float atomics), with its "
+                             "robustness off for every kernel unless --runtime-checks on")
     options = parser.parse_args(argv)
     start, _, stop = options.shapes.partition(":")
     part = slice(int(start) if start else None, int(stop) if stop else None)
     only = options.only or ["matmul", "row_sum", "row_max", "fma"]
-    device = NativeDevice.open()
+    try:
+        device = open_device(options.dawn, unchecked=options.runtime_checks != "on")
+    except ConfigError as error:
+        parser.exit(2, f"kernel_probe.py: {error}\n")
     info = device.adapter_info
-    print(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}); "
+    robust = options.runtime_checks == "on"
+    compiler = ("Dawn" if robust else "Dawn, robustness off") if options.dawn else "wgpu-native"
+    print(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, {compiler}); "
           f"torch: {torch.cuda.get_device_name() if CUDA else 'no CUDA GPU'}", flush=True)
     sink = None
     if options.out:

@@ -26,6 +26,8 @@
 #   sweep:NAME the tiles of bench/probes/<NAME>.txt on sweep-ab's shapes, with bench/k_sweep.py
 #   probe:NAME the tiles of bench/probes/<NAME>.txt on the general and hundreds classes' shapes (GENERAL, HUNDREDS),
 #              or on SHAPES where that is set
+#   probe-dawn:NAME  probe:NAME natively, then on Dawn's device without robustness (Tint, no float atomics: what a
+#              browser compiles and lacks), each its own table
 #   sweep-ab:NAME  the K sweep's tiles on 2048x2048xK (SWEEP_MN, SWEEP_K) and four mid-size shapes (SWEEP_AB), this wheel
 #              and .whl/NAME's (as ab:NAME) in turn, twice: whether a change to the tiles' WGSL moves
 #              their fixed cost or their steady rate (bench/k_sweep.py on each)
@@ -92,6 +94,11 @@ for part in "$@"; do
       $P --out "$OUT/sweep-$name" --tiles @"$R/bench/probes/$name.txt" $(sweep_shapes)
       python3 "$R"/bench/k_sweep.py "$OUT/sweep-$name"/probe.jsonl ;;
     probe:*) $P --tiles @"$R/bench/probes/${part#probe:}.txt" $(shapes ${SHAPES:-$GENERAL $HUNDREDS}) ;;
+    probe-dawn:*)
+      for flags in "" --dawn; do
+        echo "-- ${flags:-wgpu-native}"
+        $P $flags --tiles @"$R/bench/probes/${part#probe-dawn:}.txt" $(shapes ${SHAPES:-$GENERAL $HUNDREDS})
+      done ;;
     sweep-ab:*)
       name=${part#sweep-ab:}
       install_variant "$name" || exit 1
@@ -126,7 +133,7 @@ for part in "$@"; do
       python3 "$R"/bench/shapes.py --full --only matmul $given
       echo "-- with bench/probes/$name.patch, seed $seed"
       PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul $given ;;
-    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, checks, dawn, probe:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
     narrow | ab:* | dawn) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
