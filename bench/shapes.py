@@ -34,6 +34,8 @@ Usage::
     python bench/shapes.py --full             # the H200 suite: 36 matmul, 24 shapes x 2 reductions
     python bench/shapes.py --full --only matmul --shapes 0:18 --out part1.txt
                                               # a family, a slice of its shapes, the table kept
+    python bench/shapes.py --full --only matmul --draw 30 --shapes 0:0 --dawn --unchecked
+                                              # a draw tuned on Dawn (Tint, as Chromium), robustness off
 
 Where one command may run only so long, run the families one at a time (``--only``): each has its
 own summary; the suite's regret share is the sum of theirs.
