@@ -4,7 +4,7 @@
 shapes the kernels were written for, a candidate may be fast because it is wrong (a tile that
 drops the tail of an odd K, say), so this oracle first runs each candidate once and compares its
 output with the exact one (``Workload.expected``: float64 from numpy, or torch on a CUDA GPU)
-within the set's tolerance (``TunableSet.tolerances``: ``atol + rtol * |exact|``, the core's rule
+within the set's tolerance (``TunableSet.tolerances_for`` the call: ``atol + rtol * |exact|``, the core's rule
 in ``checks.compare``). Each runs on an output buffer filled with NaN, so a candidate that leaves
 the output alone cannot pass on the result of the one before it. A candidate that disagrees, or
 fails to run, is marked wrong with the reason and excluded; the others are sampled by

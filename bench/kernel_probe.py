@@ -63,7 +63,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from torch_timing import CUDA, cuda_seconds, torch  # bench/torch_timing.py: CUDA events
 
-from kernels import matmul_shape, open_device  # bench/kernels.py
+from kernels import compiler_name, matmul_shape, open_device  # bench/kernels.py
 from wgtune import Args, TunableSet, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.errors import ConfigError
@@ -354,14 +354,14 @@ def main(argv: list[str] | None = None) -> int:
     start, _, stop = options.shapes.partition(":")
     part = slice(int(start) if start else None, int(stop) if stop else None)
     only = options.only or ["matmul", "row_sum", "row_max", "fma"]
+    unchecked = options.runtime_checks != "on"  # Dawn: for the whole device, not kernel by kernel
     try:
-        device = open_device(options.dawn, unchecked=options.runtime_checks != "on")
+        device = open_device(options.dawn, unchecked)
     except ConfigError as error:
         parser.exit(2, f"kernel_probe.py: {error}\n")
     info = device.adapter_info
-    robust = options.runtime_checks == "on"
-    compiler = ("Dawn" if robust else "Dawn, robustness off") if options.dawn else "wgpu-native"
-    print(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, {compiler}); "
+    print(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, "
+          f"{compiler_name(options.dawn, unchecked)}); "
           f"torch: {torch.cuda.get_device_name() if CUDA else 'no CUDA GPU'}", flush=True)
     sink = None
     if options.out:

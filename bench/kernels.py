@@ -82,6 +82,11 @@ def open_device(dawn: bool = False, unchecked: bool = False) -> NativeDevice:
     return DawnDevice.open(runtime_checks=not unchecked)
 
 
+def compiler_name(dawn: bool, unchecked: bool) -> str:
+    """What :func:`open_device` opened, for a report's adapter line."""
+    return ("Dawn, robustness off" if unchecked else "Dawn") if dawn else "wgpu-native"
+
+
 def seeded(shape: tuple[int, ...], seed: int) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1.0, 1.0, shape).astype(np.float32)
 

@@ -65,6 +65,7 @@ from torch_timing import CUDA, torch  # bench/torch_timing.py
 
 from kernels import (  # bench/kernels.py: workloads, numpy checks
     Workload,
+    compiler_name,
     matmul_shape,
     matmul_workload,
     open_device,
@@ -392,9 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     with options.out.open("w") if options.out else nullcontext() as out:
         report = Report(out)
         info = device.adapter_info
-        compiler = ("Dawn, robustness off" if options.unchecked else "Dawn") if options.dawn else "wgpu-native"
-        report.line(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, {compiler}), timing "
-                    f"{device.timing}; "
+        report.line(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, "
+                    f"{compiler_name(options.dawn, options.unchecked)}), timing {device.timing}; "
                     f"torch: {torch.__version__ + ' on ' + torch.cuda.get_device_name() if CUDA else 'no CUDA GPU'}")
         report.line(f"oracle: {options.rounds} interleaved rounds a shape (regret.py: {ORACLE_ROUNDS}); noise: how "
                     "far the regret moves between its even and odd rounds; ok/fit: candidates right / fitting")

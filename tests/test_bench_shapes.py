@@ -188,26 +188,26 @@ def test_given_shapes_replace_the_lists_and_are_held_to_issue_29s_targets_by_cla
     assert "given:thin 85.0% (target >= 90%: MISSED)" in summary and "given:general 97.0% /" in summary
 
 
-def test_the_compiler_is_chosen_on_the_command_line_and_a_missing_one_is_a_clear_error(capsys):
+def test_the_compiler_is_chosen_on_the_command_line_and_one_that_cannot_open_is_a_clear_error(monkeypatch, capsys):
     with pytest.raises(SystemExit) as stopped:
         shapes.main(["--shape", "9x12x13", "--unchecked"])
     assert stopped.value.code == 2 and "--unchecked is for --dawn" in capsys.readouterr().err
-    try:
-        import wgpudawn
-    except ImportError:
-        wgpudawn = None
-    if wgpudawn is None:  # without the package: the error names it, and no traceback
-        with pytest.raises(SystemExit) as stopped:
-            shapes.main(["--shape", "9x12x13", "--dawn"])
-        assert stopped.value.code == 2 and "wgtune[dawn]" in capsys.readouterr().err
-    else:  # with it: Dawn's device, robustness as asked (its adapter may be missing: a clear error then)
-        from wgtune.backends.dawn import DawnDevice
-        from wgtune.errors import ConfigError
+    from wgtune.backends.dawn import DawnDevice
+    from wgtune.errors import ConfigError
 
-        try:
-            device = shapes.open_device(dawn=True, unchecked=True)
-        except ConfigError as error:
-            assert "Dawn" in str(error)
-        else:
-            assert isinstance(device, DawnDevice) and not device.runtime_checks
+    opened = []
+
+    def dawn_open(**options):
+        opened.append(options)
+        raise ConfigError("Dawn found no WebGPU adapter")
+
+    monkeypatch.setattr(DawnDevice, "open", dawn_open)
+    for flags, robust in ((["--dawn"], True), (["--dawn", "--unchecked"], False)):
+        with pytest.raises(SystemExit) as stopped:
+            shapes.main(["--shape", "9x12x13", *flags])
+        assert stopped.value.code == 2, flags
+        assert capsys.readouterr().err == "shapes.py: Dawn found no WebGPU adapter\n"  # one line, no traceback
+        assert opened.pop() == {"runtime_checks": robust}
     assert type(shapes.open_device()) is NativeDevice
+    assert [shapes.compiler_name(*flags) for flags in ((False, False), (True, False), (True, True))] == [
+        "wgpu-native", "Dawn", "Dawn, robustness off"]
