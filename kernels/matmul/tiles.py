@@ -86,6 +86,13 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_v4(R(4, 16, split=1024)),  # 16x1024x16384 78%, 64x64x65536 47%
         *_both(R(4, 8)),  # 33x4096x4096 62%
         *_both(R(4, 16, unroll=8)),  # 8x8192x1024 105-130%, 256^3 312-506%, 200x150x100 340% (flat)
+        # 8 rows a workgroup, so at M of 9-16 B is read twice, not four times (2026-12-05, H100,
+        # bench/results/h100-probe-thin-rows.txt): 15x8134x733 65 -> 100% of torch; it lost where its
+        # workgroups are fewer than about 256 (16x4096x1024 82 against 98%), so the 32-column form makes
+        # as many workgroups as rows4_c64. In the set, on 12 shapes of M 9-16 (h100-ab-rows8-in-set.txt):
+        # 5 winners changed, median 1.156x (15x8134x733 1.43x, 13x20001x300 1.16x, 16x4096x1024 1.16x).
+        *_flat(R(8, 16, unroll=4)),
+        *_both(R(8, 8, unroll=4)),
         *_both(R(1, 16, unroll=8)),  # 64^3 352%, 96^3 478%, 128^3 481%
         *_v4(R(1, 2)),  # 1x4096x4096 68% (within WebGPU's default 256 invocations)
         *_v4(R(1, 8, threads=1024, unroll=8)),  # 1x4096x4096 78%
