@@ -173,6 +173,26 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # A few dozen rows, K long and odd (same probes): 28x2961x3502 61 -> 76%, 33x999x8191 59 -> 69%
         # (kgrid=1024, the same WGSL on a larger grid, 74%).
         *_flat(T(36, 128, 16, 4, 8, double=True, kgrid=256, float_atomics=True)),
+        # M of 20-64, N and K in the thousands: 32-row blocks and vec4 64-row ones, K over about 1024
+        # workgroups (2026-12-05, H100, bench/results/h100-probe-thin-mid.txt, against the set's best):
+        # 28x2961x3502 +14%, 45x2222x2901 +12% (32x128 flat), 32x7000x1200 +7% (its vec4 form),
+        # 24x4096x4096 +18%, 60x4096x2048 +5% (32x256), 57x2500x5000 +15%, 64x8000x1500 +9% (64x128),
+        # 20x920x5112 +7% (32x64).
+        *_both(T(32, 128, 8, 4, 8, double=True, kgrid=1024, float_atomics=True)),
+        *_v4(T(32, 256, 8, 4, 8, double=True, kgrid=1024, float_atomics=True)),
+        *_v4(T(64, 128, 8, 8, 8, double=True, kgrid=1024, float_atomics=True)),
+        *_flat(T(32, 64, 8, 4, 4, double=True, kgrid=1024, float_atomics=True)),
+        # Two-pass twins of the float-atomic leaders: as fast natively or faster, and what a browser
+        # (no float atomics) can run (same day, h100-probe-dawn-browser-ksplit.txt; wgpu-native, then
+        # Dawn, against the set's best there): 35x1879x4108 13.0 against 9.6 TFLOP/s (36x128), 386x1916x7705
+        # 24.3 against 22.3 (64x64 K8), 53x885x6992 13.8 against 13.3 (K12); on Dawn 63x5595x3164 20.3
+        # against 16.3, 6464x88x2959 16.7 against 9.3. Adds with compare-and-swap loops ran at 0.54-0.59.
+        # These eight in the set, tuned on 18 shapes of M 20-64 or long K (h100-ab-thin-mid-in-set*.txt):
+        # on Dawn 13 winners changed, median 1.142x (35x1879x4108 1.38x, 40x6001x3001 1.34x); natively 9 of
+        # 14 changed, median 1.029x (35x1879x4108 1.14x, 53x885x6992 1.09x); a fresh draw, 17 shapes, even.
+        *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, kgrid=1024, partials=True)),
+        *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, kgrid=512, partials=True)),
+        *_flat(T(36, 128, 16, 4, 8, double=True, kgrid=256, partials=True)),
         # Blocks as narrow as the narrow side where it is 9-20 and K long: the 32- and 36-wide tiles above
         # do up to 2.3 times the multiply-adds such a product needs (2026-12-04, H200,
         # bench/results/h200-probe-narrow.txt, two runs, % of torch against the set's best): 128x16, N of
