@@ -129,7 +129,11 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
     # where that measured faster. On an H200 a 128x128 tile runs one workgroup per SM: kgrid=128
     # keeps its grid to one wave (48 chunks instead of 32 at 128x512x32768 fell from 34.6 to 26.0
     # TFLOP/s). Figures of 2026-12-01 (bench/kernel_probe.py --tiles, compiled as CHECKED says;
-    # bench/results/h200-shapes.txt).
+    # bench/results/h200-shapes.txt). Seven float-atomic tiles below are in their two-pass form, which ran
+    # at 1.01-1.08 of them, twin by twin, natively (2026-12-05, H100, bench/results/h100-probe-two-pass.txt,
+    # medians over 20 long-K shapes: 64x128 vec4 kgrid=1024 1.079, 128x128 wave 1.065, 32x256 1.042) and
+    # runs in browsers too; tuned on those shapes (h100-ab-two-pass-in-set-compared.txt) 12 winners
+    # changed, median 1.030x against 1.014x where the same won (57x2500x5000 1.23x, 24x4096x4096 1.11x).
     DEEP: (
         *_v4(T(64, 64, 16, 8, 8, double=True, kgrid=256, partials=True)),  # 64x64x65536 104%
         *_v4(T(128, 128, 16, 8, 8, double=True, kgrid=128, partials=True)),  # 256x256x16384 89%, 128x512x32768 78%
@@ -147,12 +151,12 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # bench/results/h200-probe-large-kgrid.txt, then in this form h200-probe-wave.txt): 5615x256x4068
         # +17% and +13% (88 blocks: 3 chunks), 202x1308x1744 +2% and +5%; 341x4374x3085 +10% in the first
         # run only (the leaders' figure rose 7% between them); it loses where the medium tiles' kgrid forms lead.
-        *_flat(T(128, 128, 16, 8, 8, double=True, kgrid=1056, wave=132, float_atomics=True)),
+        *_flat(T(128, 128, 16, 8, 8, double=True, kgrid=1056, wave=132, partials=True)),
         # kgrid forms of the medium group's flat leaders on a fresh draw's few-block long-K shapes (same
         # day, h200-probe-kgrid-few-blocks.txt; against the set's best): 386x1916x7705 +18% (96x64,
         # 1024), 29x1572x7999 +17% (64x64 K12, 256), 214x1782x2772 +9% (K8, 1024). A kgrid target
         # changes the grid only: the K12 tile's two forms are one WGSL, the one grid about twice the other's K chunks.
-        *_flat(T(96, 64, 12, 12, 4, pad=4, double=True, ahead=2, kgrid=1024, float_atomics=True)),
+        *_flat(T(96, 64, 12, 12, 4, pad=4, double=True, ahead=2, kgrid=1024, partials=True)),
         *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, kgrid=256, float_atomics=True)),
         *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, kgrid=1024, float_atomics=True)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, partials=True)),  # 33x4096x4096 99%
@@ -166,9 +170,9 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_flat(T(64, 32, 16, 4, 4, kgrid=256, float_atomics=True)),
         *_flat(T(64, 64, 16, 4, 4, double=True, kgrid=256, float_atomics=True)),
         *_flat(T(64, 64, 8, 8, 8, double=True, kgrid=256, float_atomics=True)),
-        *_flat(T(128, 32, 16, 8, 4, double=True, kgrid=256, float_atomics=True)),  # 3542x25x1801 75-82% (66-68% before)
+        *_flat(T(128, 32, 16, 8, 4, double=True, kgrid=256, partials=True)),  # 3542x25x1801 75-82% (66-68% before)
         # 788x741x1941 65% (58% before)
-        *_flat(T(64, 128, 8, 8, 8, double=True, slices=2, ahead=2, kgrid=256, float_atomics=True)),
+        *_flat(T(64, 128, 8, 8, 8, double=True, slices=2, ahead=2, kgrid=256, partials=True)),
         *_v4(T(64, 128, 8, 8, 8, double=True, slices=2, kgrid=256, partials=True)),  # 600x600x3000 74.5% (69% before)
         # A few dozen rows, K long and odd (same probes): 28x2961x3502 61 -> 76%, 33x999x8191 59 -> 69%
         # (kgrid=1024, the same WGSL on a larger grid, 74%).
@@ -179,8 +183,8 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # 24x4096x4096 +18%, 60x4096x2048 +5% (32x256), 57x2500x5000 +15%, 64x8000x1500 +9% (64x128),
         # 20x920x5112 +7% (32x64).
         *_both(T(32, 128, 8, 4, 8, double=True, kgrid=1024, float_atomics=True)),
-        *_v4(T(32, 256, 8, 4, 8, double=True, kgrid=1024, float_atomics=True)),
-        *_v4(T(64, 128, 8, 8, 8, double=True, kgrid=1024, float_atomics=True)),
+        *_v4(T(32, 256, 8, 4, 8, double=True, kgrid=1024, partials=True)),
+        *_v4(T(64, 128, 8, 8, 8, double=True, kgrid=1024, partials=True)),
         *_flat(T(32, 64, 8, 4, 4, double=True, kgrid=1024, float_atomics=True)),
         # Two-pass twins of the float-atomic leaders: as fast natively or faster, and what a browser
         # (no float atomics) can run (same day, h100-probe-dawn-browser-ksplit.txt; wgpu-native, then
@@ -200,7 +204,7 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # 1500x10x9000 104 against 99; 20x128, M of 17-20, 17x5794x2066 87 against 73, 19x2048x2048 75
         # against 61; 16x128, M of 9-16, 12x3000x3000 87 against 72 (the rows kernels keep 9x1135x4811).
         # At N of 19-25 the 20-wide block lost to the 32-wide one.
-        *_flat(T(128, 16, 8, 8, 4, double=True, slices=2, kgrid=256, float_atomics=True)),
+        *_flat(T(128, 16, 8, 8, 4, double=True, slices=2, kgrid=256, partials=True)),
         *_flat(T(20, 128, 16, 4, 8, double=True, kgrid=256, float_atomics=True)),
         *_flat(T(16, 128, 16, 4, 8, double=True, kgrid=256, float_atomics=True)),
     ),
