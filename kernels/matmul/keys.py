@@ -35,6 +35,7 @@ __all__ = [
     "matmul_f16_key",
     "matmul_key",
     "matmul_sizes",
+    "narrow_fit",
     "needs_vec4",
     "size_class",
     "tile_priority",
@@ -183,9 +184,45 @@ def copy_priority(copy: str) -> Callable[[Key], int]:
 def tile_priority(tile: MatmulTile) -> int | Callable[[Key], int]:
     """vec4 tiles: first where the key allows vec4, skipped elsewhere; their flat twins: a
     reserve where vec4 is allowed, first elsewhere; tiles of the scalar layout: always first;
-    vec4 tiles on copies: first where the key's misalignment is what they copy."""
+    vec4 tiles on copies: first where the key's misalignment is what they copy. Split-K tiles
+    with a narrow side come before the rest of their group where that side fits the key's
+    (:func:`narrow_fit`)."""
     if tile.copy:
         return copy_priority(tile.copy)
     if tile.vec4:
-        return needs_vec4(k=True, n=True)
-    return _flat_twin if tile.vector else 1
+        priority: int | Callable[[Key], int] = needs_vec4(k=True, n=True)
+    else:
+        priority = _flat_twin if tile.vector else 1
+    if not tile.kgrid or min(tile.bm, tile.bn) > NARROW_BLOCK:
+        return priority
+    return _fitted(priority, tile.bm, tile.bn)
+
+
+# Blocks up to this many rows (or columns) are narrow: made for a key whose M (or N) is a few dozen.
+NARROW_BLOCK = 40
+
+
+def narrow_fit(side: int, block: int) -> int:
+    """How much earlier a split-K tile whose block is ``block`` rows (or columns) comes on a key
+    whose M (or N) is ``side`` (a power of two): 4 where the block holds the side with less than
+    half of it idle, 2 where it holds it with more idle, else 0.
+
+    The adaptive policy drops a group whose first two candidates take over twice the leader's
+    time, and the deep group's first were 64- and 128-wide blocks, which at M of 9-16 leave most
+    rows idle: so the 16-row block, the group's best there, was never measured (2026-12-05, H100,
+    bench/results/h100-ab-rows8-in-set.txt: 16x10000x2000 picked a rows kernel 22-31% slower, in
+    two tunes and the duels)."""
+    if block > NARROW_BLOCK or block < side:
+        return 0
+    return 4 if block < 2 * side else 2
+
+
+def _fitted(priority: int | Callable[[Key], int], bm: int, bn: int) -> Callable[[Key], int]:
+    def rule(key: Key) -> int:
+        within = priority(key) if callable(priority) else priority
+        if within < 0:
+            return within
+        fields = dict(key)
+        return within + max(narrow_fit(fields["m"], bm), narrow_fit(fields["n"], bn))
+
+    return rule
