@@ -56,7 +56,10 @@ the medium tiles first on large keys that vec4 cannot serve), and skips the grou
 list, the skinny groups past SKINNY_MAX rows or columns and the deep group under DEEP_MIN_K of K.
 The adaptive policy screens every batch the plan does not skip, in that order (a later group whose
 first two candidates take over twice the leader's time is dropped), so the order mostly decides
-how soon the likely winner is measured; the fixed policy measures the first batch only.
+how soon the likely winner is measured, and whether a group's best is measured at all: split-K
+tiles with a narrow side (16-40 rows or columns) come first in their group where that side fits
+the key's (:func:`~wgtune.kernels.matmul.keys.narrow_fit`). The fixed policy measures the first
+batch only.
 
 On an NVIDIA H200 (Vulkan, wgpu-py 0.32), ``bench/shapes.py --full`` (the tune as it ships,
 beside torch's fp32 with TF32 off, and an oracle of every checked candidate) put the tuned winner

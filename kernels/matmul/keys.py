@@ -5,7 +5,8 @@ The key holds M, N, K anchored to powers of two, the dtype, and what vec4 loads 
 C do), else 1. :func:`size_class` puts a key in a class, and :func:`groups_for` gives the groups
 its batches come from, in order (``kernels/matmul/__init__.py``'s module doc says why each). The rules
 here are the candidates' priorities: a vec4 candidate is skipped where the key does not allow
-its loads, a flat twin waits in a later batch where its vec4 twin can serve, a group a key's
+its loads, a flat twin waits in a later batch where its vec4 twin can serve, a split-K tile with
+a narrow side comes first in its group where that side fits the key's, a group a key's
 class does not list is skipped; the flat group (:mod:`wgtune.kernels.matmul.flat`) comes first on
 medium and large keys with K at most FLAT_MAX_K, second (after the class's first group) on those
 with K at most FLAT_LATE_MAX_K, and is skipped on every other key.
