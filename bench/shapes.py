@@ -47,20 +47,28 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from checked_oracle import DUEL_ROUNDS, checked_oracle, duel  # bench/checked_oracle.py
+from checked_oracle import checked_oracle, duel  # bench/checked_oracle.py
 from held_out import draw_suite, fresh_seed, matmul_class  # bench/held_out.py
 from regret import ORACLE_ROUNDS  # bench/regret.py
 from run_info import Report  # bench/run_info.py
+from shape_report import (  # bench/shape_report.py
+    FAMILIES,
+    GIVEN,
+    HEADER,
+    HELD_OUT,
+    REGRET_LIMIT,
+    Row,
+    row_line,
+    summary,
+)
 from torch_timing import CUDA, torch  # bench/torch_timing.py
 
 from kernels import (  # bench/kernels.py: workloads, numpy checks
@@ -70,7 +78,6 @@ from kernels import (  # bench/kernels.py: workloads, numpy checks
     matmul_workload,
     open_device,
     reduction_workload,
-    scaled,
     time_candidate,
     tune,
 )
@@ -80,7 +87,6 @@ from wgtune.errors import ConfigError
 
 ROUNDS = 10  # the oracle's interleaved rounds per shape (regret.py: ORACLE_ROUNDS); even, for the halves
 
-FAMILIES = ("matmul", "row_sum", "row_max")
 MATMUL_CLASSES = ("odd", "small", "skinny", "K-heavy", "rect", "pow2", "square")
 REDUCTION_CLASSES = ("odd", "few-long", "many-short", "square")
 
@@ -119,65 +125,6 @@ REDUCTION_SMALL: tuple[tuple[int, int, str], ...] = (
     (333, 777, "odd"), (4, 65_537, "few-long"), (16_384, 7, "many-short"), (4096, 33, "many-short"),
     (100, 1023, "odd"), (512, 512, "square"),
 )
-
-
-@dataclass(frozen=True)
-class Target:
-    """What issue 14 asks of a family's ratios to torch: the median's floor, every shape's floor."""
-
-    median: float
-    floor: float
-
-
-TARGETS = {"matmul": Target(0.90, 0.80), "row_sum": Target(1.00, 0.90), "row_max": Target(1.00, 0.90)}
-HELD_OUT = "held:"  # the tag's prefix of a drawn shape (its class follows)
-GIVEN = "given:"  # of a shape named with --shape
-# Issue 29's targets for the held-out draw: matmul's median and floor, and its thin and flat classes'
-# medians (the reductions keep issue 14's).
-HELD_TARGETS = {**TARGETS, "matmul": Target(0.95, 0.80)}
-CLASS_TARGETS = {"matmul": {"thin": 0.90, "flat": 0.90}}  # of shapes off the suite (drawn or given), by class
-HEADLINE = {"matmul": ("4096x4096x4096", 0.95)}  # a shape's ratio the issue wants "toward" a figure
-REGRET_LIMIT, REGRET_SHARE = 0.02, 0.95  # regret <= 2% on >= 95% of the suite's shapes
-
-
-@dataclass
-class Row:
-    """One shape's figures (rates in work per second: FLOP/s or bytes/s)."""
-
-    family: str
-    shape: str
-    tag: str
-    unit: str
-    winner: str
-    tune_s: float
-    rate: float
-    torch_rate: float | None
-    torch_graph_rate: float | None  # torch under a CUDA graph: the GPU's own time
-    oracle_winner: str
-    regret: float  # infinite: wgtune's pick failed the oracle's check
-    noise: float
-    correct: int
-    fitting: int
-    wrong: dict[str, str]  # name -> why
-    duel: float | None = None  # the regret measured again, pick against winner, where it was over the limit
-
-    @property
-    def confirmed_regret(self) -> float:
-        """The regret a duel measured where there was one, else the oracle's."""
-        return self.duel if self.duel is not None else self.regret
-
-    @property
-    def versus(self) -> float | None:
-        return self.rate / self.torch_rate if self.torch_rate else None
-
-    @property
-    def versus_graph(self) -> float | None:
-        return self.rate / self.torch_graph_rate if self.torch_graph_rate else None
-
-    @property
-    def held_out(self) -> bool:
-        """Whether the shape is off the fixed suite (drawn, or given with ``--shape``)."""
-        return self.tag.startswith((HELD_OUT, GIVEN))
 
 
 def suite(full: bool, only: Sequence[str] = FAMILIES, part: slice = slice(None), draw: int = 0,
@@ -228,109 +175,6 @@ def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, 
         regret, found.noise(tuned.index), found.fitting - len(found.wrong), found.fitting,
         {names[index]: why for index, why in found.wrong.items()}, dueled,
     )
-
-
-# -- the table -------------------------------------------------------------------------------------
-
-HEADER = (f"{'family':7} {'shape':16} {'class':12} {'wgtune winner':32} {'tune s':>6} {'wgtune':>10} "
-          f"{'torch':>10} {'vs torch':>8} {'vs graph':>8} {'oracle winner':32} {'regret':>7} {'noise':>6} "
-          f"{'ok/fit':>7} {'duel':>7}")
-
-
-def percent(value: float | None, sign: bool = False) -> str:
-    if value is None:
-        return "-"
-    if value == float("inf"):
-        return "wrong"
-    return f"{value * 100:+.1f}%" if sign else f"{value * 100:.1f}%"
-
-
-def row_line(row: Row) -> str:
-    torch_rate = scaled(row.torch_rate, row.unit) if row.torch_rate else "-"
-    return (f"{row.family:7} {row.shape:16} {row.tag:12} {row.winner:32} {row.tune_s:>6.1f} "
-            f"{scaled(row.rate, row.unit):>10} {torch_rate:>10} {percent(row.versus):>8} "
-            f"{percent(row.versus_graph):>8} {row.oracle_winner:32} "
-            f"{percent(row.regret, sign=True):>7} {percent(row.noise):>6} {f'{row.correct}/{row.fitting}':>7} "
-            f"{percent(row.duel, sign=True):>7}")
-
-
-def summary(rows: list[Row], failed: Sequence[str] = ()) -> list[str]:
-    """The targets, family by family, for the fixed suite (issue 14's) and for the held-out draw
-    (issue 29's), then the whole run's regret share; a shape that ``failed`` to run counts as one
-    over the regret limit."""
-    lines: list[str] = []
-    for title, part, targets in (("the fixed suite against issue 14's targets", False, TARGETS),
-                                 ("the held-out draw against issue 29's targets", True, HELD_TARGETS)):
-        mine = [row for row in rows if row.held_out == part]
-        if not mine:
-            continue
-        if part and all(row.tag.startswith(GIVEN) for row in mine):
-            title = "the given shapes against issue 29's targets"
-        lines += ["", f"{title} (rates in {', '.join(sorted({r.unit for r in mine}))}):"]
-        for family in FAMILIES:
-            of_family = [row for row in mine if row.family == family]
-            if of_family:
-                lines += family_summary(family, of_family, targets[family])
-    total = len(rows) + len(failed)
-    for what, regret in (("regret", lambda row: row.regret), ("after the duels", lambda row: row.confirmed_regret)):
-        within = sum(1 for row in rows if regret(row) <= REGRET_LIMIT)
-        share = within / total if total else 0.0
-        lines.append(f"run: {what} <= {REGRET_LIMIT:.0%} on {within}/{total} shapes ({share:.0%}; target >= "
-                     f"{REGRET_SHARE:.0%}: {'met' if share >= REGRET_SHARE else 'MISSED'})")
-    if failed:
-        lines.append(f"failed to run ({len(failed)}, counted as misses): {', '.join(failed)}")
-    return lines
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    present = [value for value in values if value is not None]
-    return statistics.median(present) if present else None
-
-
-def family_summary(family: str, rows: list[Row], target: Target) -> list[str]:
-    ratios = [(row.versus, row) for row in rows if row.versus is not None]
-    if ratios:
-        median = statistics.median(ratio for ratio, _ in ratios)
-        low, low_row = min(ratios, key=lambda pair: pair[0])
-        under = [row.shape for ratio, row in ratios if ratio < target.floor]
-        line = (f"{family}: vs torch median {percent(median)} (target >= {target.median:.0%}: "
-                f"{'met' if median >= target.median else 'MISSED'}), min {percent(low)} at {low_row.shape} "
-                f"(target none under {target.floor:.0%}: {len(under)} of {len(ratios)} under); vs torch's CUDA "
-                f"graph median {percent(_median([row.versus_graph for row in rows]))}")
-        headline = HEADLINE.get(family)
-        shown = [row for _, row in ratios if headline and row.shape == headline[0]]
-        if shown:
-            line += f"; {headline[0]} {percent(shown[0].versus)} (target toward {headline[1]:.0%})"
-    else:
-        line = f"{family}: vs torch - (torch has no CUDA GPU here)"
-    regrets = [row.regret for row in rows]
-    within = sum(1 for regret in regrets if regret <= REGRET_LIMIT)
-    confirmed = sum(1 for row in rows if row.confirmed_regret <= REGRET_LIMIT)
-    dueled = [row for row in rows if row.duel is not None]
-    worst = max(rows, key=lambda row: row.regret)
-    wrong = sum(len(row.wrong) for row in rows)
-    lines = [
-        line,
-        f"  regret <= {REGRET_LIMIT:.0%} on {within}/{len(rows)} shapes ({within / len(rows):.0%}), median "
-        f"{percent(statistics.median(regrets), sign=True)}, max {percent(worst.regret, sign=True)} at {worst.shape}; "
-        f"oracle noise (even vs odd rounds) median {percent(statistics.median(row.noise for row in rows))}, max "
-        f"{percent(max(row.noise for row in rows))}; {wrong} wrong candidates on "
-        f"{sum(1 for row in rows if row.wrong)} shapes; tuning {sum(row.tune_s for row in rows):.1f} s in all",
-        f"  after the duels ({len(dueled)} picks over the limit, each against the oracle's winner over {DUEL_ROUNDS} "
-        f"rounds): regret <= {REGRET_LIMIT:.0%} on {confirmed}/{len(rows)} shapes ({confirmed / len(rows):.0%})"
-        + (f"; the duels' regrets {', '.join(percent(row.duel, sign=True) for row in dueled)}" if dueled else ""),
-    ]
-    by_class = []
-    for tag in dict.fromkeys(row.tag for row in rows):
-        members = [row for row in rows if row.tag == tag]
-        versus = _median([row.versus for row in members])
-        misses = sum(1 for row in members if row.regret > REGRET_LIMIT)
-        wanted = CLASS_TARGETS.get(family, {}).get(tag.split(":", 1)[1]) if tag.startswith((HELD_OUT, GIVEN)) else None
-        verdict = "" if wanted is None or versus is None else \
-            f" (target >= {wanted:.0%}: {'met' if versus >= wanted else 'MISSED'})"
-        by_class.append(f"{tag} {percent(versus)}{verdict} / {misses} of {len(members)}")
-    lines.append(f"  by class (vs torch median / regret over {REGRET_LIMIT:.0%}): " + ", ".join(by_class))
-    return lines
 
 
 # -- running ---------------------------------------------------------------------------------------

@@ -8,17 +8,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
 import ab_tables
-import shapes
+import shape_report
 
 
 def table(label: str, rows: list[tuple[str, str, float, float | None, float]]) -> list[str]:
     """A labelled table as bench/shapes.py prints it: (shape, winner, GFLOP/s, torch's, regret) rows."""
-    lines = [f"-- {label}", "adapter: ...", shapes.HEADER, "-" * len(shapes.HEADER)]
+    lines = [f"-- {label}", "adapter: ...", shape_report.HEADER, "-" * len(shape_report.HEADER)]
     for shape, winner, rate, torch_rate, regret in rows:
         torch_flops = torch_rate * 1e9 if torch_rate else None  # rows hold FLOP/s; tables print GFLOP/s
-        row = shapes.Row("matmul", shape, "held:general", "GFLOP/s", winner, 0.5, rate * 1e9, torch_flops,
+        row = shape_report.Row("matmul", shape, "held:general", "GFLOP/s", winner, 0.5, rate * 1e9, torch_flops,
                          torch_flops and torch_flops * 2, winner, regret, 0.01, 30, 30, {})
-        lines.append(shapes.row_line(row))
+        lines.append(shape_report.row_line(row))
     return [*lines, "", "the held-out draw against issue 29's targets (rates in GFLOP/s):", "run: ..."]
 
 

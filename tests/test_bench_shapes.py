@@ -17,6 +17,7 @@ from wgtune.kernels.matmul import MatmulTile, matmul_key, naive_matmul_kernel, t
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
 import held_out
+import shape_report
 import shapes
 from checked_oracle import DUEL_ROUNDS, allowance, checked_oracle, disagreement, duel
 
@@ -105,12 +106,12 @@ def test_one_tiny_shape_runs_end_to_end(device):
     # oracle's check would make infinite.
     assert row.winner != "skips_odd_k" and math.isfinite(row.regret)
     assert row.rate > 0 and row.torch_rate is None and row.tune_s > 0
-    line = shapes.row_line(row)
+    line = shape_report.row_line(row)
     assert line.startswith("matmul  9x12x13") and line.split()[-2] == "2/3"
     # A regret over the limit (on a busy machine a two-round oracle may see one) is dueled, and shown.
-    assert (row.duel is not None) == (row.regret > shapes.REGRET_LIMIT)
-    assert line.split()[-1] == shapes.percent(row.duel, sign=True)
-    summary = "\n".join(shapes.summary([row]))
+    assert (row.duel is not None) == (row.regret > shape_report.REGRET_LIMIT)
+    assert line.split()[-1] == shape_report.percent(row.duel, sign=True)
+    summary = "\n".join(shape_report.summary([row]))
     assert "matmul: vs torch - (torch has no CUDA GPU here)" in summary
     assert "1 wrong candidates on 1 shapes" in summary
 
@@ -125,13 +126,13 @@ def test_a_pick_over_the_limit_is_dueled_against_the_oracles_winner_and_the_summ
     assert measured is not None and measured > -1 and math.isfinite(measured)
     assert duel(device, found, found.best, args) is None  # the winner has no one to duel
 
-    def row(shape: str, regret: float, dueled: float | None) -> shapes.Row:
-        return shapes.Row("matmul", shape, "held:general", "GFLOP/s", "w", 1.0, 90.0, 100.0, 50.0, "v", regret,
+    def row(shape: str, regret: float, dueled: float | None) -> shape_report.Row:
+        return shape_report.Row("matmul", shape, "held:general", "GFLOP/s", "w", 1.0, 90.0, 100.0, 50.0, "v", regret,
                           0.01, 3, 3, {}, dueled)
 
     rows = [row("1x2x3", 0.0, None), row("4x5x6", 0.05, 0.01), row("7x8x9", 0.04, 0.03)]
-    assert shapes.row_line(rows[1]).split()[-1] == "+1.0%"
-    summary = "\n".join(shapes.summary(rows))
+    assert shape_report.row_line(rows[1]).split()[-1] == "+1.0%"
+    summary = "\n".join(shape_report.summary(rows))
     assert "run: regret <= 2% on 1/3 shapes (33%; target >= 95%: MISSED)" in summary
     assert "run: after the duels <= 2% on 2/3 shapes (67%; target >= 95%: MISSED)" in summary
     assert f"after the duels (2 picks over the limit, each against the oracle's winner over {DUEL_ROUNDS} rounds): " \
@@ -156,12 +157,12 @@ def test_a_held_out_draw_is_added_to_the_fixed_shapes_seeded_and_in_every_class(
 
 
 def test_the_summary_holds_the_held_out_draw_to_issue_29s_targets_apart_from_the_fixed_suite():
-    def row(tag: str, versus: float) -> shapes.Row:
-        return shapes.Row("matmul", "64x4096x4096", tag, "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0, "w",
+    def row(tag: str, versus: float) -> shape_report.Row:
+        return shape_report.Row("matmul", "64x4096x4096", tag, "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0, "w",
                           0.0, 0.0, 3, 3, {})
 
     rows = [row("odd", 0.91), row("held:thin", 0.85), row("held:flat", 0.93), row("held:general", 0.97)]
-    summary = "\n".join(shapes.summary(rows))
+    summary = "\n".join(shape_report.summary(rows))
     fixed, held = summary.split("the held-out draw")
     assert "issue 14's targets" in fixed and "median 91.0% (target >= 90%: met)" in fixed
     assert "issue 29's targets" in held and "median 93.0% (target >= 95%: MISSED)" in held
@@ -179,11 +180,11 @@ def test_given_shapes_replace_the_lists_and_are_held_to_issue_29s_targets_by_cla
         with pytest.raises(Exception, match="matmul shape"):
             shapes.matmul_shape(bad)
 
-    def row(tag: str, versus: float) -> shapes.Row:
-        return shapes.Row("matmul", "17x5794x2066", tag, "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0, "w",
+    def row(tag: str, versus: float) -> shape_report.Row:
+        return shape_report.Row("matmul", "17x5794x2066", tag, "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0, "w",
                           0.0, 0.0, 3, 3, {})
 
-    summary = "\n".join(shapes.summary([row("given:thin", 0.85), row("given:general", 0.97)]))
+    summary = "\n".join(shape_report.summary([row("given:thin", 0.85), row("given:general", 0.97)]))
     assert "the given shapes against issue 29's targets" in summary and "fixed suite" not in summary
     assert "given:thin 85.0% (target >= 90%: MISSED)" in summary and "given:general 97.0% /" in summary
 
