@@ -27,6 +27,7 @@ __all__ = [
     "DEEP_MIN_K",
     "FLAT_LATE_MAX_K",
     "FLAT_MAX_K",
+    "NARROW_BLOCK",
     "PLAN_GROUPS",
     "SKINNY_MAX",
     "SPLIT_MIN_K",
@@ -79,6 +80,9 @@ FLAT_MAX_K = 64
 # 5490x854x65 84% against the tiles' 71%, 1129x1066x75 105-121% against 98-115%), at K 88 to 113
 # the tiles did (by 5-15%), and the key cannot tell them apart (both key as 128).
 FLAT_LATE_MAX_K = 128
+# Blocks of up to this many rows (or columns) are narrow: made for keys whose M (or N) is a few dozen
+# (:func:`narrow_fit`).
+NARROW_BLOCK = 40
 
 
 def matmul_sizes(args: Args) -> tuple[int, int, int]:
@@ -199,9 +203,6 @@ def tile_priority(tile: MatmulTile) -> int | Callable[[Key], int]:
     return _fitted(priority, tile.bm, tile.bn)
 
 
-# Blocks up to this many rows (or columns) are narrow: made for a key whose M (or N) is a few dozen.
-NARROW_BLOCK = 40
-
 
 def narrow_fit(side: int, block: int) -> int:
     """How much earlier a split-K tile whose block is ``block`` rows (or columns) comes on a key
@@ -209,7 +210,7 @@ def narrow_fit(side: int, block: int) -> int:
     half of it idle, 2 where it holds it with more idle, else 0.
 
     The adaptive policy drops a group whose first two candidates take over twice the leader's
-    time, and the deep group's first were 64- and 128-wide blocks, which at M of 9-16 leave most
+    time, and the deep group's first were 64- and 128-row blocks, which at M of 9-16 leave most
     rows idle: so the 16-row block, the group's best there, was never measured (2026-12-05, H100,
     bench/results/h100-ab-rows8-in-set.txt: 16x10000x2000 picked a rows kernel 22-31% slower, in
     two tunes and the duels)."""
