@@ -19,6 +19,7 @@ from kernels import scaled  # bench/kernels.py
 
 FAMILIES = ("matmul", "row_sum", "row_max")
 
+
 @dataclass(frozen=True)
 class Target:
     """What issue 14 asks of a family's ratios to torch: the median's floor, every shape's floor."""
