@@ -38,7 +38,9 @@
 #              .whl/NAME's: a wheel built here from this tree with bench/probes/NAME.patch applied (the set
 #              with the candidates a probe found, say), so whether they move the draw in a tune, tune time
 #              and regret included, is known before they are committed (docs/development.md, session 13);
-#              FLAGS, if set, go to both tunes (FLAGS=--dawn: on Dawn's device, as a browser runs them)
+#              FLAGS, if set, go to both tunes (FLAGS=--dawn: on Dawn's device, as a browser runs them);
+#              LIMIT, if set, stops each tune after that many seconds, so that the part still ends with
+#              the shapes both reached side by side (a call's time running out otherwise loses them)
 set -u
 R=${R:?set R to the repository root}
 OUT=${OUT:?set OUT to the folder the tables go to}
@@ -131,9 +133,10 @@ for part in "$@"; do
       seed=${SEED:-$(python3 -c 'import secrets; print(secrets.randbelow(1000000))')}
       given="--draw 30 --seed $seed --shapes 0:0"; [ -n "${SHAPES:-}" ] && seed="none (SHAPES)" && given=$(shapes $SHAPES)
       echo "-- this wheel, seed $seed${FLAGS:+, $FLAGS}"
-      python3 "$R"/bench/shapes.py --full --only matmul $given ${FLAGS:-}
+      timeout "${LIMIT:-0}" python3 "$R"/bench/shapes.py --full --only matmul $given ${FLAGS:-}
       echo "-- with bench/probes/$name.patch, seed $seed${FLAGS:+, $FLAGS}"
-      PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" python3 "$R"/bench/shapes.py --full --only matmul $given ${FLAGS:-} ;;
+      PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" timeout "${LIMIT:-0}" python3 "$R"/bench/shapes.py --full --only matmul \
+        $given ${FLAGS:-} ;;
     *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
