@@ -17,7 +17,7 @@ def table(label: str, rows: list[tuple[str, str, float, float | None, float]]) -
     for shape, winner, rate, torch_rate, regret in rows:
         torch_flops = torch_rate * 1e9 if torch_rate else None  # rows hold FLOP/s; tables print GFLOP/s
         row = shape_report.Row("matmul", shape, "held:general", "GFLOP/s", winner, 0.5, rate * 1e9, torch_flops,
-                         torch_flops and torch_flops * 2, winner, regret, 0.01, 30, 30, {})
+                               torch_flops and torch_flops * 2, winner, regret, 0.01, 30, 30, {})
         lines.append(shape_report.row_line(row))
     return [*lines, "", "the held-out draw against issue 29's targets (rates in GFLOP/s):", "run: ..."]
 

@@ -127,8 +127,8 @@ def test_a_pick_over_the_limit_is_dueled_against_the_oracles_winner_and_the_summ
     assert duel(device, found, found.best, args) is None  # the winner has no one to duel
 
     def row(shape: str, regret: float, dueled: float | None) -> shape_report.Row:
-        return shape_report.Row("matmul", shape, "held:general", "GFLOP/s", "w", 1.0, 90.0, 100.0, 50.0, "v", regret,
-                          0.01, 3, 3, {}, dueled)
+        return shape_report.Row("matmul", shape, "held:general", "GFLOP/s", "w", 1.0, 90.0, 100.0, 50.0, "v",
+                                regret, 0.01, 3, 3, {}, dueled)
 
     rows = [row("1x2x3", 0.0, None), row("4x5x6", 0.05, 0.01), row("7x8x9", 0.04, 0.03)]
     assert shape_report.row_line(rows[1]).split()[-1] == "+1.0%"
@@ -158,8 +158,8 @@ def test_a_held_out_draw_is_added_to_the_fixed_shapes_seeded_and_in_every_class(
 
 def test_the_summary_holds_the_held_out_draw_to_issue_29s_targets_apart_from_the_fixed_suite():
     def row(tag: str, versus: float) -> shape_report.Row:
-        return shape_report.Row("matmul", "64x4096x4096", tag, "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0, "w",
-                          0.0, 0.0, 3, 3, {})
+        return shape_report.Row("matmul", "64x4096x4096", tag, "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0,
+                                "w", 0.0, 0.0, 3, 3, {})
 
     rows = [row("odd", 0.91), row("held:thin", 0.85), row("held:flat", 0.93), row("held:general", 0.97)]
     summary = "\n".join(shape_report.summary(rows))
@@ -181,8 +181,8 @@ def test_given_shapes_replace_the_lists_and_are_held_to_issue_29s_targets_by_cla
             shapes.matmul_shape(bad)
 
     def row(tag: str, versus: float) -> shape_report.Row:
-        return shape_report.Row("matmul", "17x5794x2066", tag, "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0, "w",
-                          0.0, 0.0, 3, 3, {})
+        return shape_report.Row("matmul", "17x5794x2066", tag, "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0,
+                                "w", 0.0, 0.0, 3, 3, {})
 
     summary = "\n".join(shape_report.summary([row("given:thin", 0.85), row("given:general", 0.97)]))
     assert "the given shapes against issue 29's targets" in summary and "fixed suite" not in summary
