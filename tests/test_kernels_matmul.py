@@ -138,6 +138,11 @@ OTHER_TILES = [
     # Loads two K steps ahead, in chunks of K that end mid-way through the unrolled pair.
     MatmulTile(64, 64, 16, 8, 8, vec4=True, double=True, kgrid=256, partials=True, ahead=2),
     MatmulTile(32, 64, 8, 4, 8, double=True, kgrid=1024, float_atomics=True, ahead=2),
+    # A's rows staged in workgroup memory a chunk of K at a time (16500: 65 chunks, a partial last one).
+    SkinnyTile("rows", 8, 16, stage_a=True),
+    SkinnyTile("rows", 4, 16, threads=128, vec4=True, stage_a=True),
+    SkinnyTile("rows", 8, 8, vec4=True, stage_a=True, split=1024, float_atomics=True),
+    SkinnyTile("rows", 8, 16, stage_a=True, split=512),
 ]
 
 

@@ -25,6 +25,11 @@ a candidate's sums are the same on every run).
 Rows of A past M and columns of B past N are clamped to the last (their sums are never stored),
 so the loops need no guards; K ends each invocation's loop. Outputs past M or N are skipped.
 
+``stage_a`` (``rows``, rows a multiple of 4): the workgroup first copies its rows of A over a
+chunk of K into workgroup memory (k-major, so that one step's rows are whole vec4), and each step
+reads them from there: two vec4 reads for eight rows instead of eight loads from A, which every
+invocation of a slice made alike (the loads, not the multiply-adds, bound these kernels).
+
 ``split`` (f32 only): K is also cut into chunks over workgroups (the grid's z, about ``split``
 workgroups in all, as a kgrid tile's), each adding its block's sums into C with atomics after
 the candidate's first stage zeroed C: for a GEMV or a few rows of a wide B, where the blocks of
@@ -38,7 +43,7 @@ from dataclasses import dataclass
 
 from ..common import F32_BYTES, ceil_div
 from .chunks import MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, k_chunks
-from .wgsl import DTYPES, adds_into_c, header, indent, narrow, widen
+from .wgsl import DTYPES, LANES, adds_into_c, header, indent, narrow, widen
 
 __all__ = ["REDUCE_STORAGE", "SkinnyTile", "skinny_wgsl"]
 
@@ -55,8 +60,9 @@ class SkinnyTile:
     ``cols`` columns by ``rows * cells`` rows, ``rows`` per invocation. ``threads`` invocations
     (``threads / cells`` slices of K), ``unroll`` K steps of loads issued together, ``vec4``: B
     (``rows``: and only B) read as vec4, for N a multiple of 4; ``a_vec4`` (``cols``): A read as
-    vec4 along K, four k a step, for K a multiple of 4. ``split``: K chunks over about that
-    many workgroups, added into C with atomics (f32 only; 0: no split).
+    vec4 along K, four k a step, for K a multiple of 4. ``stage_a`` (``rows``): A's rows staged
+    in workgroup memory a chunk of K at a time, read as vec4. ``split``: K chunks over about
+    that many workgroups, added into C with atomics (f32 only; 0: no split).
     """
 
     layout: str
@@ -69,6 +75,7 @@ class SkinnyTile:
     a_vec4: bool = False
     split: int = 0
     float_atomics: bool = False
+    stage_a: bool = False
 
     def __post_init__(self) -> None:
         if self.float_atomics and not self.split:
@@ -85,6 +92,9 @@ class SkinnyTile:
             raise ValueError(f"{self}: vec4 loads of B need a multiple of 4 columns")
         if self.a_vec4 and self.layout != "cols":
             raise ValueError(f"{self}: vec4 loads of A are for the 'cols' layout")
+        if self.stage_a and (self.layout != "rows" or self.rows % 4 or self.rows > 4 * self.round_outputs):
+            raise ValueError(f"{self}: stage_a is for 'rows' tiles of a multiple of 4 rows, as many as the "
+                             "reduction's workgroup memory holds")
         if self.split < 0:
             raise ValueError(f"{self}: split must be >= 0")
         if self.outputs_per_thread > 64:
@@ -120,7 +130,7 @@ class SkinnyTile:
 
     @property
     def name(self) -> str:
-        loads = ("a4" if self.a_vec4 else "") + ("v4" if self.vec4 else "f")
+        loads = ("a4" if self.a_vec4 else "") + ("v4" if self.vec4 else "f") + ("_sa" if self.stage_a else "")
         split = (f"_kg{self.split}" if self.split else "") + ("_fa" if self.float_atomics else "")
         if self.layout == "rows":
             return f"rows{self.rows}_c{4 * self.cells}_wg{self.threads}_u{self.unroll}_{loads}{split}"
@@ -165,17 +175,18 @@ def _write(tile: SkinnyTile, index: str, value: str) -> str:
 Step = Callable[[str, int], tuple[str, str]]
 
 
-def _k_loop(tile: SkinnyTile, step: Step, count: str = "p.k") -> str:
+def _k_loop(tile: SkinnyTile, step: Step, count: str = "p.k", chunked: bool = False) -> str:
     """The K loop of one invocation over ``count`` steps (with ``split``, this workgroup's chunk
     of them): ``unroll`` steps at a time, every load of them issued before their arithmetic
     (loads in flight together), then the rest one by one. ``step(k, u)`` gives the loads and the
-    multiply-adds of one step at ``k``, its values named by ``u``."""
+    multiply-adds of one step at ``k``, its values named by ``u``. ``chunked``: the caller's
+    loop over chunks of K has split K among the workgroups already."""
     s, u = tile.slices, tile.unroll
     steps = [step(f"k{i}", i) for i in range(u)]
     body = "".join(f"  let k{i} = k + {i * s}u;\n" for i in range(u))
     body += "".join(loads for loads, _ in steps) + "".join(sums for _, sums in steps)
     last = "".join(step("k", 0))
-    if tile.split:
+    if tile.split and not chunked:
         # Chunk wid.z of groups.z; a workgroup past the last step adds nothing (uniform: no barrier yet).
         head = (f"  let k_chunk = ({count} + groups.z - 1u) / groups.z;\n"
                 f"  let k_begin = wid.z * k_chunk;\n  let k_end = min({count}, k_begin + k_chunk);\n"
@@ -190,6 +201,32 @@ def _k_loop(tile: SkinnyTile, step: Step, count: str = "p.k") -> str:
     )
 
 
+def _staged_k_loop(tile: SkinnyTile, step: Step, dtype: str) -> str:
+    """A ``stage_a`` tile's K loop: chunks of ``threads`` steps, each first copied from the
+    workgroup's rows of A into ``part`` (step ``k``'s rows at ``k * rows``, so element ``e`` of
+    the chunk is row ``e % rows`` of step ``e / rows``: consecutive invocations fill consecutive
+    words), then :func:`_k_loop`'s steps over the chunk. Its bounds are the workgroup's alike,
+    so the barriers are in uniform control flow; the last one frees ``part`` for the reduction."""
+    rows, threads = tile.rows, tile.threads
+    if tile.split:
+        head = ("  let k_chunk = (p.k + groups.z - 1u) / groups.z;\n  let k_begin = wid.z * k_chunk;\n"
+                "  let k_end = min(p.k, k_begin + k_chunk);\n  if (k_begin >= k_end) { return; }\n")
+    else:
+        head = "  let k_begin = 0u;\n  let k_end = p.k;\n"
+    copy = ["workgroupBarrier();  // the last chunk's steps have read part\n"]
+    for i in range(rows):  # rows * threads elements: ``rows`` an invocation
+        e = f"li + {i * threads}u" if i else "li"
+        copy.append(
+            f"let e{i} = {e};\nvar v{i} = 0.0;\n"
+            f"if (kc + e{i} / {rows}u < k_end) {{\n"
+            f"  v{i} = {widen(dtype, f'a[min(row0 + e{i} % {rows}u, p.m - 1u) * p.k + kc + e{i} / {rows}u]')};\n}}\n"
+            f"part[e{i} / 4u][e{i} % 4u] = v{i};\n"
+        )
+    copy.append("workgroupBarrier();\nlet kn = min(k_end - kc, " + f"{threads}u);\n")
+    body = indent("".join(copy), "    ") + indent(_k_loop(tile, step, "kn", chunked=True))
+    return head + f"  for (var kc = k_begin; kc < k_end; kc += {threads}u) {{\n{body}  }}\n  workgroupBarrier();\n"
+
+
 def _rows_wgsl(tile: SkinnyTile, dtype: str) -> str:
     cells, rows = tile.cells, tile.rows
     b_element = f"vec4<{dtype}>" if tile.vec4 else dtype
@@ -198,7 +235,8 @@ def _rows_wgsl(tile: SkinnyTile, dtype: str) -> str:
         f"  let row0 = wid.y * {rows}u;\n  let col0 = wid.x * {4 * cells}u;\n"
         f"  let cell = li % {cells}u;\n  let slice = li / {cells}u;\n"
     )
-    lines += [f"  let ar{r} = min(row0 + {r}u, p.m - 1u) * p.k;\n" for r in range(rows)]
+    if not tile.stage_a:
+        lines += [f"  let ar{r} = min(row0 + {r}u, p.m - 1u) * p.k;\n" for r in range(rows)]
     if tile.vec4:  # N is a multiple of 4 here: a cell's four columns are one vec4 of each row of B
         lines.append("  let nq = p.n / 4u;\n  let bq = min(col0 / 4u + cell, nq - 1u);\n")
     else:
@@ -206,15 +244,21 @@ def _rows_wgsl(tile: SkinnyTile, dtype: str) -> str:
     lines += [f"  var acc{r} = vec4<f32>();\n" for r in range(rows)]
 
     def step(k: str, u: int) -> tuple[str, str]:
+        row = f"(kc + {k})" if tile.stage_a else k  # staged: k counts from the chunk's start
         if tile.vec4:
-            b = widen(dtype, f"b[{k} * nq + bq]", vector=True)
+            b = widen(dtype, f"b[{row} * nq + bq]", vector=True)
         else:
-            b = "vec4<f32>(" + ", ".join(widen(dtype, f"b[{k} * p.n + bc{j}]") for j in range(4)) + ")"
+            b = "vec4<f32>(" + ", ".join(widen(dtype, f"b[{row} * p.n + bc{j}]") for j in range(4)) + ")"
         loads = [f"  let b{u} = {b};\n"]
-        loads += [f"  let a{u}_{r} = {widen(dtype, f'a[ar{r} + {k}]')};\n" for r in range(rows)]
-        return "".join(loads), "".join(f"  acc{r} += a{u}_{r} * b{u};\n" for r in range(rows))
+        if tile.stage_a:  # rows 4q .. 4q + 3 of step k are vec4 q of the step's rows / 4
+            loads += [f"  let a{u}_{q} = part[{k} * {rows // 4}u + {q}u];\n" for q in range(rows // 4)]
+            a = [f"a{u}_{r // 4}.{LANES[r % 4]}" for r in range(rows)]
+        else:
+            loads += [f"  let a{u}_{r} = {widen(dtype, f'a[ar{r} + {k}]')};\n" for r in range(rows)]
+            a = [f"a{u}_{r}" for r in range(rows)]
+        return "".join(loads), "".join(f"  acc{r} += {a[r]} * b{u};\n" for r in range(rows))
 
-    lines.append(_k_loop(tile, step))
+    lines.append(_staged_k_loop(tile, step, dtype) if tile.stage_a else _k_loop(tile, step))
 
     def store(row: str, total: str) -> str:
         out = []
