@@ -91,8 +91,17 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # workgroups are fewer than about 256 (16x4096x1024 82 against 98%), so the 32-column form makes
         # as many workgroups as rows4_c64. In the set, on 12 shapes of M 9-16 (h100-ab-rows8-in-set.txt):
         # 5 winners changed, median 1.156x (15x8134x733 1.43x, 13x20001x300 1.16x, 16x4096x1024 1.16x).
-        *_flat(R(8, 16, unroll=4)),
+        # ``stage_a``: A's rows staged in workgroup memory, read as vec4 (2026-12-05, H100,
+        # bench/results/h100-probe-staged-rows.txt, 16 shapes of M 3-62): the 8-row kernel so ran faster
+        # than as it was on 15 of 16 shapes (16x10000x2000 12.8 against 6.8 TFLOP/s, 19x1761x609 +13%,
+        # 13x20001x300 +9%; as it was only on 9x16000x400), and 16 rows so took 9x16000x400 (+32% over
+        # the 8-row kernel); the vec4 forms staged ran slower than they are, and 32-column ones led
+        # nowhere. The set with these three against the set before, tuned on those shapes
+        # (h100-ab-staged-rows-compared.txt): 8 winners changed, median 1.074x (16x10000x2000 1.13x,
+        # 15x8134x733 1.09x, 13x20001x300 1.08x, 20x920x5112 1.08x), regret over 2% on none.
+        *_flat(R(8, 16, unroll=4, stage_a=True)),
         *_both(R(8, 8, unroll=4)),
+        *_flat(R(16, 16, unroll=4, stage_a=True)),
         *_both(R(1, 16, unroll=8)),  # 64^3 352%, 96^3 478%, 128^3 481%
         *_v4(R(1, 2)),  # 1x4096x4096 68% (within WebGPU's default 256 invocations)
         *_v4(R(1, 8, threads=1024, unroll=8)),  # 1x4096x4096 78%
@@ -104,7 +113,8 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_both(R(1, 32, unroll=8, split=2048, float_atomics=True)),
         *_both(R(2, 32, unroll=8, split=1024, float_atomics=True)),
         *_flat(R(1, 32, threads=512, unroll=8, split=1024, float_atomics=True)),
-        *_flat(R(4, 32, unroll=8, split=1024, float_atomics=True)),
+        # Staged, it ran faster than as it was on 6 of 6 shapes with K long enough to split (1.01-1.08).
+        *_flat(R(4, 32, unroll=8, split=1024, float_atomics=True, stage_a=True)),
     ),
     # A few columns (N <= 16): 4 columns by 8 to 16 rows per workgroup, K split over it; ``a4``:
     # A read as vec4 along K.
