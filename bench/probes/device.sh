@@ -117,9 +117,13 @@ for part in "$@"; do
         python3 "$R"/bench/k_sweep.py "$OUT/sweep-ab-$name/this$round"/probe.jsonl \
           --versus "$OUT/sweep-ab-$name/$name$round"/probe.jsonl
       done ;;
-    checks) python3 "$R"/bench/fresh_checks.py --count 15 --work "$CHECKS_WORK"
+    checks)  # fma last: its largest arrays take half a minute a shape, and a call's time may run out
+      python3 "$R"/bench/fresh_checks.py --count 15 --work "$CHECKS_WORK" \
+        --only matmul --only matmul_f16 --only row_sum --only row_max
       echo "-- on Dawn"
-      python3 "$R"/bench/fresh_checks.py --count 8 --work "$CHECKS_WORK" --dawn --only matmul --only matmul_f16 ;;
+      python3 "$R"/bench/fresh_checks.py --count 8 --work "$CHECKS_WORK" --dawn --only matmul --only matmul_f16
+      echo "-- fma"
+      python3 "$R"/bench/fresh_checks.py --count 15 --work "$CHECKS_WORK" --only fma ;;
     dawn)
       seed=${SEED:-$(python3 -c 'import secrets; print(secrets.randbelow(1000000))')}
       for run in native unchecked dawn native; do
