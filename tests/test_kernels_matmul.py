@@ -143,6 +143,10 @@ OTHER_TILES = [
     SkinnyTile("rows", 4, 16, threads=128, vec4=True, stage_a=True),
     SkinnyTile("rows", 8, 8, vec4=True, stage_a=True, split=1024, float_atomics=True),
     SkinnyTile("rows", 8, 16, stage_a=True, split=512),
+    # B's columns staged (16500: 65 chunks of 256 steps, a partial last one).
+    SkinnyTile("cols", 4, 4, 16, stage_b=True),
+    SkinnyTile("cols", 4, 2, 8, threads=128, stage_b=True, split=1024, float_atomics=True),
+    SkinnyTile("cols", 2, 4, 4, threads=128, unroll=8, stage_b=True, split=512),
 ]
 
 

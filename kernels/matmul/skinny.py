@@ -29,6 +29,9 @@ so the loops need no guards; K ends each invocation's loop. Outputs past M or N 
 chunk of K into workgroup memory (k-major, so that one step's rows are whole vec4), and each step
 reads them from there: two vec4 reads for eight rows instead of eight loads from A, which every
 invocation of a slice made alike (the loads, not the multiply-adds, bound these kernels).
+``stage_b`` (``cols``, columns a multiple of 4) is its mirror: the workgroup's columns of B a
+chunk of K at a time, a step's columns read as vec4, so that 16 columns (a narrow N whole, A read
+once) cost four reads a step beside the rows' loads of A.
 
 ``split`` (f32 only): K is also cut into chunks over workgroups (the grid's z, about ``split``
 workgroups in all, as a kgrid tile's), each adding its block's sums into C with atomics after
@@ -61,7 +64,8 @@ class SkinnyTile:
     (``threads / cells`` slices of K), ``unroll`` K steps of loads issued together, ``vec4``: B
     (``rows``: and only B) read as vec4, for N a multiple of 4; ``a_vec4`` (``cols``): A read as
     vec4 along K, four k a step, for K a multiple of 4. ``stage_a`` (``rows``): A's rows staged
-    in workgroup memory a chunk of K at a time, read as vec4. ``split``: K chunks over about
+    in workgroup memory a chunk of K at a time, read as vec4; ``stage_b`` (``cols``): B's columns
+    so. ``split``: K chunks over about
     that many workgroups, added into C with atomics (f32 only; 0: no split).
     """
 
@@ -76,6 +80,7 @@ class SkinnyTile:
     split: int = 0
     float_atomics: bool = False
     stage_a: bool = False
+    stage_b: bool = False
 
     def __post_init__(self) -> None:
         if self.float_atomics and not self.split:
@@ -95,6 +100,8 @@ class SkinnyTile:
         if self.stage_a and (self.layout != "rows" or self.rows % 4 or self.rows > 4 * self.round_outputs):
             raise ValueError(f"{self}: stage_a is for 'rows' tiles of a multiple of 4 rows, as many as the "
                              "reduction's workgroup memory holds")
+        if self.stage_b and (self.layout != "cols" or self.cols % 4 or self.vec4 or self.a_vec4):
+            raise ValueError(f"{self}: stage_b is for 'cols' tiles of a multiple of 4 columns, without vec4 loads")
         if self.split < 0:
             raise ValueError(f"{self}: split must be >= 0")
         if self.outputs_per_thread > 64:
@@ -126,11 +133,13 @@ class SkinnyTile:
     @property
     def workgroup_storage(self) -> int:
         width = 4 if self.layout == "rows" else 1
-        return F32_BYTES * width * self.threads * self.round_outputs
+        staged_b = F32_BYTES * self.threads * self.cols if self.stage_b else 0  # a chunk of ``threads`` steps
+        return F32_BYTES * width * self.threads * self.round_outputs + staged_b
 
     @property
     def name(self) -> str:
-        loads = ("a4" if self.a_vec4 else "") + ("v4" if self.vec4 else "f") + ("_sa" if self.stage_a else "")
+        staged = ("_sa" if self.stage_a else "") + ("_sb" if self.stage_b else "")
+        loads = ("a4" if self.a_vec4 else "") + ("v4" if self.vec4 else "f") + staged
         split = (f"_kg{self.split}" if self.split else "") + ("_fa" if self.float_atomics else "")
         if self.layout == "rows":
             return f"rows{self.rows}_c{4 * self.cells}_wg{self.threads}_u{self.unroll}_{loads}{split}"
@@ -161,7 +170,9 @@ def _signature(tile: SkinnyTile, element: str, dtype: str, b_element: str) -> st
     return (
         header(dtype, element, b=b_element, c=c_element if tile.split else dtype)
         + (add_to_c if tile.split else "")
-        + f"var<workgroup> part: array<{width}, {tile.threads * tile.round_outputs}>;\n\n"
+        + f"var<workgroup> part: array<{width}, {tile.threads * tile.round_outputs}>;\n"
+        + (f"var<workgroup> sb: array<vec4<f32>, {tile.threads * tile.cols // 4}>;\n" if tile.stage_b else "")
+        + "\n"
         f"@compute @workgroup_size({tile.threads}, 1, 1)\n"
         f"fn main(@builtin(workgroup_id) wid: vec3<u32>,{groups} @builtin(local_invocation_index) li: u32) {{\n"
     )
@@ -201,26 +212,26 @@ def _k_loop(tile: SkinnyTile, step: Step, count: str = "p.k", chunked: bool = Fa
     )
 
 
-def _staged_k_loop(tile: SkinnyTile, step: Step, dtype: str) -> str:
-    """A ``stage_a`` tile's K loop: chunks of ``threads`` steps, each first copied from the
-    workgroup's rows of A into ``part`` (step ``k``'s rows at ``k * rows``, so element ``e`` of
-    the chunk is row ``e % rows`` of step ``e / rows``: consecutive invocations fill consecutive
+def _staged_k_loop(tile: SkinnyTile, step: Step, width: int, load: Callable[[str], str], into: str) -> str:
+    """The K loop of a tile that stages an operand (``stage_a``, ``stage_b``): chunks of
+    ``threads`` steps, each first copied into the workgroup array ``into`` (``width`` values a
+    step, step ``k``'s at ``k * width``, so element ``e`` of the chunk is value ``e % width`` of
+    step ``e / width``, ``load(e)`` from global memory: consecutive invocations fill consecutive
     words), then :func:`_k_loop`'s steps over the chunk. Its bounds are the workgroup's alike,
-    so the barriers are in uniform control flow; the last one frees ``part`` for the reduction."""
-    rows, threads = tile.rows, tile.threads
+    so the barriers are in uniform control flow; the last one frees ``into`` for the reduction."""
+    threads = tile.threads
     if tile.split:
         head = ("  let k_chunk = (p.k + groups.z - 1u) / groups.z;\n  let k_begin = wid.z * k_chunk;\n"
                 "  let k_end = min(p.k, k_begin + k_chunk);\n  if (k_begin >= k_end) { return; }\n")
     else:
         head = "  let k_begin = 0u;\n  let k_end = p.k;\n"
-    copy = ["workgroupBarrier();  // the last chunk's steps have read part\n"]
-    for i in range(rows):  # rows * threads elements: ``rows`` an invocation
+    copy = [f"workgroupBarrier();  // the last chunk's steps have read {into}\n"]
+    for i in range(width):  # width * threads elements: ``width`` an invocation
         e = f"li + {i * threads}u" if i else "li"
         copy.append(
             f"let e{i} = {e};\nvar v{i} = 0.0;\n"
-            f"if (kc + e{i} / {rows}u < k_end) {{\n"
-            f"  v{i} = {widen(dtype, f'a[min(row0 + e{i} % {rows}u, p.m - 1u) * p.k + kc + e{i} / {rows}u]')};\n}}\n"
-            f"part[e{i} / 4u][e{i} % 4u] = v{i};\n"
+            f"if (kc + e{i} / {width}u < k_end) {{\n  v{i} = {load(f'e{i}')};\n}}\n"
+            f"{into}[e{i} / 4u][e{i} % 4u] = v{i};\n"
         )
     copy.append("workgroupBarrier();\nlet kn = min(k_end - kc, " + f"{threads}u);\n")
     body = indent("".join(copy), "    ") + indent(_k_loop(tile, step, "kn", chunked=True))
@@ -258,7 +269,10 @@ def _rows_wgsl(tile: SkinnyTile, dtype: str) -> str:
             a = [f"a{u}_{r}" for r in range(rows)]
         return "".join(loads), "".join(f"  acc{r} += {a[r]} * b{u};\n" for r in range(rows))
 
-    lines.append(_staged_k_loop(tile, step, dtype) if tile.stage_a else _k_loop(tile, step))
+    def a_value(e: str) -> str:  # value e % rows of step e / rows of the chunk at kc
+        return widen(dtype, f"a[min(row0 + {e} % {rows}u, p.m - 1u) * p.k + kc + {e} / {rows}u]")
+
+    lines.append(_staged_k_loop(tile, step, rows, a_value, "part") if tile.stage_a else _k_loop(tile, step))
 
     def store(row: str, total: str) -> str:
         out = []
@@ -289,7 +303,7 @@ def _cols_wgsl(tile: SkinnyTile, dtype: str) -> str:
     if tile.vec4:
         lines.append("  let nq = p.n / 4u;\n")
         lines += [f"  let bq{q} = min(col0 / 4u + {q}u, nq - 1u);\n" for q in range(cols // 4)]
-    else:
+    elif not tile.stage_b:
         lines += [f"  let bc{j} = min(col0 + {j}u, p.n - 1u);\n" for j in range(cols)]
     lines += [f"  var acc{r}_{j} = 0.0;\n" for r in range(rows) for j in range(cols)]
 
@@ -303,7 +317,13 @@ def _cols_wgsl(tile: SkinnyTile, dtype: str) -> str:
         return loads, [f"{name}_{j}" for j in range(cols)]
 
     def step(k: str, u: int) -> tuple[str, str]:
-        out = [f"  let a{u}_{r} = {widen(dtype, f'a[ar{r} + {k}]', vector=tile.a_vec4)};\n" for r in range(rows)]
+        at = f"kc + {k}" if tile.stage_b else k  # staged: k counts from the chunk's start
+        out = [f"  let a{u}_{r} = {widen(dtype, f'a[ar{r} + {at}]', vector=tile.a_vec4)};\n" for r in range(rows)]
+        if tile.stage_b:  # columns 4q .. 4q + 3 of step k are vec4 q of the step's cols / 4
+            out += [f"  let b{u}_{q} = sb[{k} * {cols // 4}u + {q}u];\n" for q in range(cols // 4)]
+            sums = [f"  acc{r}_{j} += a{u}_{r} * b{u}_{j // 4}.{LANES[j % 4]};\n"
+                    for r in range(rows) for j in range(cols)]
+            return "".join(out), "".join(sums)
         if not tile.a_vec4:
             loads, b = b_row(k, f"b{u}")
             sums = [f"  acc{r}_{j} += a{u}_{r} * {b[j]};\n" for r in range(rows) for j in range(cols)]
@@ -317,7 +337,13 @@ def _cols_wgsl(tile: SkinnyTile, dtype: str) -> str:
                 for r in range(rows) for j in range(cols)]
         return "".join(out), "".join(sums)
 
-    lines.append(_k_loop(tile, step, "(p.k / 4u)" if tile.a_vec4 else "p.k"))
+    def b_value(e: str) -> str:  # column e % cols of step e / cols of the chunk at kc
+        return widen(dtype, f"b[(kc + {e} / {cols}u) * p.n + min(col0 + {e} % {cols}u, p.n - 1u)]")
+
+    if tile.stage_b:
+        lines.append(_staged_k_loop(tile, step, cols, b_value, "sb"))
+    else:
+        lines.append(_k_loop(tile, step, "(p.k / 4u)" if tile.a_vec4 else "p.k"))
 
     def store(row: str, total: str, j: int) -> str:
         col = f"col0 + {j}u"
