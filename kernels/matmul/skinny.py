@@ -65,8 +65,8 @@ class SkinnyTile:
     (``rows``: and only B) read as vec4, for N a multiple of 4; ``a_vec4`` (``cols``): A read as
     vec4 along K, four k a step, for K a multiple of 4. ``stage_a`` (``rows``): A's rows staged
     in workgroup memory a chunk of K at a time, read as vec4; ``stage_b`` (``cols``): B's columns
-    so. ``split``: K chunks over about
-    that many workgroups, added into C with atomics (f32 only; 0: no split).
+    so. ``split``: K chunks over about that many workgroups, added into C with atomics (f32 only;
+    0: no split).
     """
 
     layout: str
@@ -186,6 +186,14 @@ def _write(tile: SkinnyTile, index: str, value: str) -> str:
 Step = Callable[[str, int], tuple[str, str]]
 
 
+def _split_bounds(count: str) -> str:
+    """``k_begin`` and ``k_end``, the steps of ``count`` that are chunk ``wid.z`` of ``groups.z``
+    (``split``); a workgroup past the last step adds nothing and returns (uniform: no barrier yet)."""
+    return (f"  let k_chunk = ({count} + groups.z - 1u) / groups.z;\n"
+            f"  let k_begin = wid.z * k_chunk;\n  let k_end = min({count}, k_begin + k_chunk);\n"
+            "  if (k_begin >= k_end) { return; }\n")
+
+
 def _k_loop(tile: SkinnyTile, step: Step, count: str = "p.k", chunked: bool = False) -> str:
     """The K loop of one invocation over ``count`` steps (with ``split``, this workgroup's chunk
     of them): ``unroll`` steps at a time, every load of them issued before their arithmetic
@@ -198,10 +206,7 @@ def _k_loop(tile: SkinnyTile, step: Step, count: str = "p.k", chunked: bool = Fa
     body += "".join(loads for loads, _ in steps) + "".join(sums for _, sums in steps)
     last = "".join(step("k", 0))
     if tile.split and not chunked:
-        # Chunk wid.z of groups.z; a workgroup past the last step adds nothing (uniform: no barrier yet).
-        head = (f"  let k_chunk = ({count} + groups.z - 1u) / groups.z;\n"
-                f"  let k_begin = wid.z * k_chunk;\n  let k_end = min({count}, k_begin + k_chunk);\n"
-                "  if (k_begin >= k_end) { return; }\n  var k = k_begin + slice;\n")
+        head = _split_bounds(count) + "  var k = k_begin + slice;\n"
         count = "k_end"
     else:
         head = "  var k = slice;\n"
@@ -220,11 +225,7 @@ def _staged_k_loop(tile: SkinnyTile, step: Step, width: int, load: Callable[[str
     words), then :func:`_k_loop`'s steps over the chunk. Its bounds are the workgroup's alike,
     so the barriers are in uniform control flow; the last one frees ``into`` for the reduction."""
     threads = tile.threads
-    if tile.split:
-        head = ("  let k_chunk = (p.k + groups.z - 1u) / groups.z;\n  let k_begin = wid.z * k_chunk;\n"
-                "  let k_end = min(p.k, k_begin + k_chunk);\n  if (k_begin >= k_end) { return; }\n")
-    else:
-        head = "  let k_begin = 0u;\n  let k_end = p.k;\n"
+    head = _split_bounds("p.k") if tile.split else "  let k_begin = 0u;\n  let k_end = p.k;\n"
     copy = [f"workgroupBarrier();  // the last chunk's steps have read {into}\n"]
     for i in range(width):  # width * threads elements: ``width`` an invocation
         e = f"li + {i * threads}u" if i else "li"
