@@ -203,7 +203,6 @@ def tile_priority(tile: MatmulTile) -> int | Callable[[Key], int]:
     return _fitted(priority, tile.bm, tile.bn)
 
 
-
 def narrow_fit(side: int, block: int) -> int:
     """How much earlier a split-K tile whose block is ``block`` rows (or columns) comes on a key
     whose M (or N) is ``side`` (a power of two): 4 where the block holds the side with less than

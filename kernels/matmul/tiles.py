@@ -92,11 +92,11 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # as many workgroups as rows4_c64. In the set, on 12 shapes of M 9-16 (h100-ab-rows8-in-set.txt):
         # 5 winners changed, median 1.156x (15x8134x733 1.43x, 13x20001x300 1.16x, 16x4096x1024 1.16x).
         # ``stage_a``: A's rows staged in workgroup memory, read as vec4 (2026-12-05, H100,
-        # bench/results/h100-probe-staged-rows.txt, 16 shapes of M 3-62): the 8-row kernel so ran faster
-        # than as it was on 15 of 16 shapes (16x10000x2000 12.8 against 6.8 TFLOP/s, 19x1761x609 +13%,
-        # 13x20001x300 +9%; as it was only on 9x16000x400), and 16 rows so took 9x16000x400 (+32% over
-        # the 8-row kernel); the vec4 forms staged ran slower than they are, and 32-column ones led
-        # nowhere. The set with these three against the set before, tuned on those shapes
+        # bench/results/h100-probe-staged-rows.txt, 16 shapes of M 3-62): staged, the 8-row kernel ran
+        # faster than unstaged on 15 of 16 shapes (16x10000x2000 12.8 against 6.8 TFLOP/s, 19x1761x609
+        # +13%, 13x20001x300 +9%; unstaged won only 9x16000x400), and a staged 16-row kernel took
+        # 9x16000x400 (+32% over the unstaged 8-row one); staged vec4 forms ran slower than unstaged
+        # ones, and 32-column forms led nowhere. The set with these three against the set before, tuned on those shapes
         # (h100-ab-staged-rows-compared.txt): 8 winners changed, median 1.074x (16x10000x2000 1.13x,
         # 15x8134x733 1.09x, 13x20001x300 1.08x, 20x920x5112 1.08x), regret over 2% on none.
         *_flat(R(8, 16, unroll=4, stage_a=True)),
