@@ -147,6 +147,12 @@ OTHER_TILES = [
     SkinnyTile("cols", 4, 4, 16, stage_b=True),
     SkinnyTile("cols", 4, 2, 8, threads=128, stage_b=True, split=1024, float_atomics=True),
     SkinnyTile("cols", 2, 4, 4, threads=128, unroll=8, stage_b=True, split=512),
+    # A K step's multiply-adds as a loop of p.steps turns: flat and vec4 loads, one and two buffers,
+    # loads two steps ahead, slices and K chunks.
+    MatmulTile(64, 64, 8, 8, 8, double=True, rolled=1),
+    MatmulTile(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, rolled=3),
+    MatmulTile(32, 64, 16, 4, 8, vec4=True, rolled=4),
+    MatmulTile(32, 32, 8, 4, 4, slices=2, rolled=2, kgrid=1024, float_atomics=True),
 ]
 
 
@@ -525,6 +531,12 @@ def test_tiles_reject_what_they_cannot_generate():
         MatmulTile(bm=64, bn=64, bk=16, tm=8, tn=8, subgroup=True)
     with pytest.raises(ValueError, match="slices"):
         MatmulTile(bm=32, bn=32, bk=8, tm=2, tn=2, slices=2)
+    for rolled in ({"rolled": 3}, {"rolled": 2, "tail": 132}, {"rolled": 2, "vec4": True, "copy": "a"},
+                   {"rolled": -1}):
+        with pytest.raises(ValueError, match="rolled must be >= 0 and divide bk"):
+            MatmulTile(bm=64, bn=64, bk=8, tm=8, tn=8, **rolled)
+    with pytest.raises(ValueError, match="rolled"):
+        MatmulTile(bm=32, bn=32, bk=8, tm=2, tn=2, rolled=2)
     with pytest.raises(ValueError, match="slices"):
         MatmulTile(bm=128, bn=32, bk=4, tm=4, tn=4, slices=2)  # 32 rows of invocations, 8 of K a step
     with pytest.raises(ValueError, match="kgrid"):

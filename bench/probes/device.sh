@@ -24,6 +24,7 @@
 #   checks     every candidate of every family on 15 fresh shapes a family at a GPU's sizes (bench/fresh_checks.py:
 #              outputs checked on NaN-filled buffers, within the H200's binding limit), a few minutes
 #   sweep:NAME the tiles of bench/probes/<NAME>.txt on sweep-ab's shapes, with bench/k_sweep.py
+#   staircase:NAME  the tiles of bench/probes/<NAME>.txt on the staircase's shapes, with bench/waves.py
 #   probe:NAME the tiles of bench/probes/<NAME>.txt on the general and hundreds classes' shapes (GENERAL, HUNDREDS),
 #              or on SHAPES where that is set
 #   probe-dawn:NAME  probe:NAME natively, then on Dawn's device without robustness (Tint, no float atomics: what a
@@ -63,6 +64,12 @@ NARROW=${NARROW:-"4206x14x7801 8192x16x1024 4000x12x3000 1500x10x9000 17x5794x20
 
 shapes() { for s in "$@"; do echo --shape "$s"; done; }
 sweep_shapes() { for k in $SWEEP_K; do echo --shape "$SWEEP_MN"x$k; done; shapes $SWEEP_AB; }
+# The tiles of the probe file $1 with M stepped by two 96-row block rows (N 1408, K 2048), kept in $2, and
+# bench/waves.py's fit of the steps: how many workgroups of each tile the device runs at once.
+staircase() {
+  $P --out "$2" --tiles @"$1" $(for r in $(seq 4 2 48); do echo --shape $((96 * r))x1408x2048; done)
+  python3 "$R"/bench/waves.py "$2"/probe.jsonl
+}
 # The wheel in .whl/$1/ (a variant's, or pre-narrow's), installed in /tmp/ab_$1 for PYTHONPATH to put first.
 install_variant() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "/tmp/ab_$1" "$R/.whl/$1"/*.whl
@@ -72,10 +79,8 @@ for part in "$@"; do
   echo "== $part ($(date -u +%H:%M:%S))"
   case $part in
     tail) $P --tiles @"$R"/bench/probes/tail.txt $(shapes $GENERAL) ;;
-    staircase)
-      $P --out "$OUT"/staircase --tiles @"$R"/bench/probes/staircase.txt \
-        $(for r in $(seq 4 2 48); do echo --shape $((96 * r))x1408x2048; done)
-      python3 "$R"/bench/waves.py "$OUT"/staircase/probe.jsonl ;;
+    staircase) staircase "$R"/bench/probes/staircase.txt "$OUT"/staircase ;;
+    staircase:*) staircase "$R/bench/probes/${part#staircase:}.txt" "$OUT/staircase-${part#staircase:}" ;;
     k-sweep)
       $P --out "$OUT"/k-sweep --tiles @"$R"/bench/probes/k-sweep.txt \
         $(for k in 64 128 192 256 384 512 768 1024 1536 2048 3072 4096; do echo --shape 2048x2048x$k; done) \
@@ -141,7 +146,7 @@ for part in "$@"; do
       echo "-- with bench/probes/$name.patch, seed $seed${FLAGS:+, $FLAGS}"
       PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" timeout "${LIMIT:-0}" python3 "$R"/bench/shapes.py --full --only matmul \
         $given ${FLAGS:-} ;;
-    *) echo "unknown part $part (tail, staircase, k-sweep, hundreds, short-k, narrow, draw, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, staircase:NAME, k-sweep, hundreds, short-k, narrow, draw, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
     narrow | ab:* | dawn) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1

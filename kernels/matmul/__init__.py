@@ -220,6 +220,9 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
     def wave_params(args: Args) -> tuple[int, int, int, int]:  # a tail's wave: a param, so its tails share a WGSL
         return (*matmul_sizes(args), tile.tail)
 
+    def steps_params(args: Args) -> tuple[int, int, int, int]:  # a uniform bound, which the driver cannot unroll
+        return (*matmul_sizes(args), tile.steps)
+
     options.setdefault("priority", tile_priority(tile))
     if tile.copy:
         return padded_kernel(tile, dtype, _features(dtype, float_atomics=tile.float_atomics), **options)
@@ -232,7 +235,7 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
         tile.name,
         tiled_matmul_wgsl(tile, dtype),
         grid=grid,
-        params=wave_params if tile.tail else None,
+        params=wave_params if tile.tail else steps_params if tile.rolled else None,
         workgroup_size=tile.workgroup_size,
         workgroup_storage=tile.workgroup_storage,
         features=_features(dtype, tile.subgroup, tile.float_atomics),

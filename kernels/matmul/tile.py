@@ -62,6 +62,11 @@ class MatmulTile:
     guesses share one WGSL).
     ``ahead``: how many K steps ahead the global loads are issued (1, or 2 with ``double``: a
     second set of prefetch registers, for loads whose latency one step's arithmetic does not hide).
+    ``rolled`` (vector layout): the K step's ``bk`` rows of multiply-adds run as a WGSL loop of
+    ``bk / rolled`` turns, ``rolled`` rows unrolled a turn, its bound a uniform (``p.steps``) so
+    that the driver cannot unroll it back: fully unrolled code leaves the driver free to issue
+    every row's workgroup-memory reads at once, which may take registers enough to cut the
+    workgroups an SM runs (an H200 ran one 96x64 or 128x128 workgroup an SM); 0, fully unrolled.
     ``copy`` (vec4 tiles): ``"a"``, ``"b"`` or ``"ab"``, the operands a first stage copies into
     scratch whose rows start on a vec4 (:mod:`wgtune.kernels.matmul.padded`): for K (A) or N (B
     and C) no multiple of 4, which vec4 loads of the call's own buffers cannot serve (a kgrid tile
@@ -88,6 +93,7 @@ class MatmulTile:
     copy: str = ""
     wave: int = 0
     tail: int = 0
+    rolled: int = 0
 
     def __post_init__(self) -> None:
         if self.copy not in ("", "a", "b", "ab", "bc", "abc") or (self.copy and (
@@ -121,6 +127,10 @@ class MatmulTile:
                                             or not self.vector)):
             raise ValueError(f"{self}: tail must be >= 0, and needs the vector layout without kgrid (it splits K its "
                              "own way), partials, stagger, copy or swizzle")
+        if self.rolled < 0 or (self.rolled and (not self.vector or self.subgroup or self.tail or self.copy
+                                                or self.bk % self.rolled)):
+            raise ValueError(f"{self}: rolled must be >= 0 and divide bk, and needs the vector layout without "
+                             "subgroup, tail or copy (their stages' params have no room for its bound)")
         if self.stagger and (self.stagger < 2 or not self.kgrid):
             raise ValueError(f"{self}: stagger must be 0 or >= 2, and needs kgrid")
         if self.slices < 1 or (self.slices > 1 and (not self.vector or self.subgroup)):
@@ -189,6 +199,8 @@ class MatmulTile:
             name += f"_sw{self.swizzle}"
         if self.slices > 1:
             name += f"_s{self.slices}"
+        if self.rolled:
+            name += f"_r{self.rolled}"
         if self.kgrid:
             name += f"_kg{self.kgrid}"
         if self.wave:
@@ -204,6 +216,11 @@ class MatmulTile:
         if self.copy:
             name += f"_c{self.copy}"
         return name
+
+    @property
+    def steps(self) -> int:
+        """The turns of a ``rolled`` tile's loop over a K step (its stage's ``p.steps``)."""
+        return self.bk // self.rolled if self.rolled else 0
 
     def blocks(self, m: int, n: int) -> tuple[int, int]:
         """The blocks of C of an ``m x n`` call: ``(across, down)``."""

@@ -218,12 +218,16 @@ class _VectorKernel:
         return f"if (li + {s * self.threads}u < {units}u) {{\n{indent(body)}}}\n"
 
     def compute(self, buffer: str) -> str:
-        """One K step of multiply-adds from the tiles of ``buffer``, unrolled."""
+        """One K step of multiply-adds from the tiles of ``buffer``, unrolled (``rolled``: a loop
+        of ``p.steps`` turns, ``rolled`` rows unrolled in each)."""
         tile, out = self.tile, []
         sel = f"[{buffer}]" if tile.double else ""
         a_regs = "qa" if tile.double else "pa"
-        for kk in range(tile.bk):
-            row = f"kz + {kk}u" if tile.slices > 1 else str(kk)  # this slice's rows of the staged step
+        first = "kz + " if tile.slices > 1 else ""  # this slice's rows of the staged step
+        if tile.rolled:
+            first += f"turn * {tile.rolled}u + "
+        for kk in range(tile.rolled or tile.bk):
+            row = f"{first}{kk}u" if first else str(kk)
             if tile.subgroup:
                 source, lane = divmod(kk, 4)
                 for i in range(tile.tm):
@@ -238,6 +242,8 @@ class _VectorKernel:
             for i in range(tile.tm):
                 for j in range(tile.tn // 4):
                     out.append(f"acc_{i}_{j} += {a_scalar[i]} * b{kk}_{j};\n")
+        if tile.rolled:
+            return f"for (var turn = 0u; turn < p.steps; turn++) {{\n{indent(''.join(out))}}}\n"
         return "".join(out)
 
     def store(self) -> str:
@@ -301,7 +307,7 @@ class _VectorKernel:
         buffers = 2 if tile.double else 1
         c_element, add_to_c = adds_into_c(tile.float_atomics)
         lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element if tile.splits_k else None,
-                        with_c=not tile.partials, wave=bool(tile.tail))]
+                        with_c=not tile.partials, wave=bool(tile.tail), steps=bool(tile.rolled))]
         if tile.splits_k:
             lines.append(partials_header(vector=not self.flat) if tile.partials else add_to_c)
         if tile.tail:  # a block that takes all of K is C's only writer there: it stores, with no add to wait on

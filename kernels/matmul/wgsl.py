@@ -75,21 +75,22 @@ def adds_into_c(float_atomics: bool) -> tuple[str, str]:
 
 
 def header(dtype: str, element: str, subgroups: bool = False, b: str | None = None, c: str | None = None,
-           with_c: bool = True, wave: bool = False) -> str:
+           with_c: bool = True, wave: bool = False, steps: bool = False) -> str:
     """Directives, bindings (``element`` of A, and of B and C unless ``b`` or ``c`` say otherwise;
     no C without ``with_c``) and the params struct (with ``wave``, a fourth field: a tail tile's
     workgroups a wave, which its stage's own params carry, so that tiles of other waves share one
-    WGSL)."""
+    WGSL; with ``steps``, a field for a ``rolled`` tile's loop bound)."""
     lines = []
     if dtype == "f16":
         lines.append("enable f16;\n")
     if subgroups:
         lines.append(SUBGROUPS_DIRECTIVE)
+    extra = (", wave: u32" if wave else "") + (", steps: u32" if steps else "")
     lines.append(
         f"@group(0) @binding(0) var<storage, read> a: array<{element}>;\n"
         f"@group(0) @binding(1) var<storage, read> b: array<{b or element}>;\n"
         + (f"@group(0) @binding(2) var<storage, read_write> c: array<{c or element}>;\n" if with_c else "")
-        + f"struct Params {{ m: u32, n: u32, k: u32{', wave: u32' if wave else ''} }}\n"
+        + f"struct Params {{ m: u32, n: u32, k: u32{extra} }}\n"
         "@group(0) @binding(3) var<uniform> p: Params;\n"
     )
     return "".join(lines)
