@@ -86,3 +86,56 @@ def test_a_driver_that_ends_long_loops_early_makes_their_candidates_mismatches_n
     else:
         assert isinstance(by_one, Measured)
     assert np.frombuffer(device.read_buffer_sync(args.buffers[1]), np.float32)[0] == n
+
+
+# Writes y at the elements its STRIDE says (every one, or the even ones), VALUE at each.
+STRIDED = """
+struct P { n: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> p: P;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    let i = STRIDE * g.x;
+    if (i < p.n) { y[i] = VALUE; }
+}
+"""
+
+
+def strided(name: str, stride: int, value: str = "3.0 * x[i]") -> Kernel:
+    source = STRIDED.replace("STRIDE", f"{stride}u").replace("VALUE", value) + f"// {name}\n"
+    return Kernel(name, source, grid=lambda args: (-(-args.params[0] // (64 * stride)), 1, 1))
+
+
+@pytest.mark.parametrize(("whole", "winners"), [
+    # Two that leave the odd elements unwritten agree there (both keep the poison), and outnumber
+    # the one that writes them all: it still wins, since it agrees with them wherever they wrote.
+    ("3.0 * x[i]", {"whole"}),
+    # One that writes every element, but wrong ones: it does not complete the two, who win.
+    ("5.0 * x[i]", {"even_a", "even_b"}),
+], ids=["completed", "not-completed"])
+def test_candidates_that_leave_the_same_elements_unwritten_do_not_outvote_one_that_writes_them(device, whole,
+                                                                                                 winners):
+    x = np.random.default_rng(5).standard_normal(N).astype(np.float32)
+    candidates = [strided("whole", 1, whole), strided("even_a", 2), strided("even_b", 2)]
+    tunables = TunableSet(f"unwritten_{whole[0]}", candidates, key=lambda args: {"n": args.params[0]})
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled", samples=2, warmups=1))
+    args = Args({"x": device.create_buffer(x.tobytes()), "y": device.create_buffer(size=4 * N)}, (N,))
+    assert tuner.execute(tunables, args).name in winners
+    results = dict(zip([kernel.name for kernel in candidates], tuner.results(tunables, tunables.key(args)),
+                       strict=True))
+    for name, result in results.items():
+        assert isinstance(result, Measured if name in winners else Mismatch), (name, result)
+    if winners == {"whole"}:
+        assert f"it left {N // 2} values unwritten (output 'y'" in results["even_a"].reason, results["even_a"]
+
+
+def test_candidates_that_all_leave_the_same_elements_unwritten_agree_as_before(device):
+    """A scatter that leaves elements as they were by design: no candidate writes them all, so none
+    is outranked for it (the poison agrees with the poison)."""
+    x = np.random.default_rng(6).standard_normal(N).astype(np.float32)
+    candidates = [strided("even_a", 2), strided("even_b", 2), strided("even_c", 2)]
+    tunables = TunableSet("unwritten_by_design", candidates, key=lambda args: {"n": args.params[0]})
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled", samples=2, warmups=1))
+    args = Args({"x": device.create_buffer(x.tobytes()), "y": device.create_buffer(size=4 * N)}, (N,))
+    tuner.execute(tunables, args)
+    assert all(isinstance(result, Measured) for result in tuner.results(tunables, tunables.key(args)))

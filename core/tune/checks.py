@@ -14,8 +14,14 @@ Who judges, one rule:
 - otherwise the candidates judge each other: each joins the group of candidates whose outputs
   it agrees with (:class:`Agreement`), and when the sampling is over the largest group is right;
   the rest are Mismatch. Where groups tie for largest, nothing says which is right: every one of
-  them is a Mismatch that says so (give the set a reference). Candidate 0 is one voter among
-  the others: where it is outside the largest group, :attr:`OutputCheck.warning` says so, and the
+  them is a Mismatch that says so (give the set a reference). A group that left elements of a
+  float output unwritten (they still hold the poison's bits) ranks below a group that wrote them
+  all and agrees with it everywhere else, whatever their sizes: candidates often come in
+  families that share a bug (a vec4 tail left unwritten at every workgroup size), and two of
+  them leaving the same elements unwritten agree there, which would outvote the one right
+  candidate. Where no group completes it so (a scatter that leaves elements as they were, by
+  design; values that differ where both wrote) the largest group is right, as before. Candidate
+  0 is one voter among the others: where it is outside the largest group, :attr:`OutputCheck.warning` says so, and the
   tuner stops using it as the set's fallback.
 
 A reference that returns the wrong number of outputs, values of the wrong kind (floats for a
@@ -48,6 +54,9 @@ candidate agreeing with none of them past that is a group of one without outputs
 only be outvoted)."""
 POISON = 0xFF
 """Each byte of an output's poison pattern: NaN as f32 and f16, -1 as i32, the largest u32."""
+# The float outputs whose poison no kernel writes by chance (a NaN it computes has other bits; -1
+# and the largest u32 are common values), and the integers their bits are compared as.
+_BITS_OF = {"f": "I", "e": "H"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +73,7 @@ class TypedValues:
 class _Group:
     members: list[int]
     outputs: list[Any] | None  # the first member's output buffers, kept to compare with
+    unwritten: tuple[str, int] | None = None  # the first float output it left partly unwritten; how many in all
 
 
 @dataclass
@@ -183,20 +193,62 @@ class OutputCheck:
                 self._done_with(ran)
                 return None
         kept = outputs if sum(group.outputs is not None for group in self.agreement.groups) < MAX_GROUPS else None
-        self.agreement.groups.append(_Group([index], kept))
+        self.agreement.groups.append(_Group([index], kept, await self._unwritten(outputs)))
         if kept is None:
             self._done_with(ran)
         return None
 
+    async def _unwritten(self, outputs: list[Any]) -> tuple[str, int] | None:
+        """The first poisoned float output of ``outputs`` (a candidate's) that still holds the
+        poison's bits somewhere, and how many elements of all of them do; None where it wrote them
+        all. Compared as integers, bit for bit: a NaN the kernel computed is written."""
+        first, total = None, 0
+        for slot, spec in enumerate(self.specs):
+            bits = _BITS_OF.get(spec.typecode)
+            if not spec.poison or bits is None:
+                continue
+            poison = self.start.buffers[spec.index]
+            count = poison.size // element_size(bits)
+            comparison = await self.device.compare_buffers(outputs[slot], poison, bits, count, 0.0, 0.0)
+            if comparison.mismatches < count:
+                first = first or spec.label
+                total += count - comparison.mismatches
+        return None if first is None else (first, total)
+
+    async def _completes(self, whole: _Group, partial: _Group) -> bool:
+        """Whether ``whole`` (which wrote all its float outputs) disagrees with ``partial`` only
+        where ``partial`` left elements unwritten: no more disagreements than it has of those."""
+        if whole.outputs is None or partial.outputs is None or partial.unwritten is None:
+            return False
+        disagreements = 0
+        for slot, spec in enumerate(self.specs):
+            count = whole.outputs[slot].size // element_size(spec.typecode)
+            comparison = await self.device.compare_buffers(partial.outputs[slot], whole.outputs[slot], spec.typecode,
+                                                           count, spec.atol, spec.rtol)
+            disagreements += comparison.mismatches
+        return disagreements <= partial.unwritten[1]
+
     async def judge_all(self) -> dict[int, Mismatch]:
         """The verdicts of a tune judged by agreement, once the sampling is over: a Mismatch for
-        every candidate outside the largest group (see the module doc). Also sets
+        every candidate outside the largest group, a group that left float outputs partly
+        unwritten ranking below one that wrote them and agrees elsewhere (see the module doc). Also sets
         :attr:`warning` when candidate 0 is among them. Against a reference, the verdicts given."""
-        groups = sorted(self.agreement.groups, key=lambda group: -len(group.members))
-        if self.tunables.reference is not None or len(groups) < 2:
+        if self.tunables.reference is not None or len(self.agreement.groups) < 2:
             return dict(self.verdicts)
+        whole = [group for group in self.agreement.groups if group.unwritten is None]
+        completed = []
+        for group in self.agreement.groups:
+            for other in whole if group.unwritten is not None else ():
+                if await self._completes(other, group):
+                    completed.append(group)
+                    break
+
+        def rank(group: _Group) -> tuple[bool, int]:
+            return group in completed, -len(group.members)
+
+        groups = sorted(self.agreement.groups, key=rank)
         names = self.tunables.candidates
-        largest = [group for group in groups if len(group.members) == len(groups[0].members)]
+        largest = [group for group in groups if rank(group) == rank(groups[0])]
         if len(largest) > 1:
             sides = " against ".join("{" + ", ".join(names[i].name for i in group.members) + "}" for group in largest)
             for group in groups:
@@ -211,6 +263,10 @@ class OutputCheck:
                 if group.outputs is not None and right.outputs is not None:
                     comparison = await self._compare(group.outputs, right.outputs)
                 reason = self._outvoted(right, comparison)
+                if group in completed:
+                    label, count = group.unwritten
+                    reason += (f"; it left {count} values unwritten (output {label} first: they kept the check's "
+                               "poison), which others wrote, agreeing with it everywhere else")
                 for index in group.members:
                     self.verdicts[index] = Mismatch(names[index].name, reason)
         if 0 in self.verdicts:
