@@ -39,6 +39,7 @@ from .runner import Spawner, default_spawner
 from .sets.args import Args
 from .sets.kernel import Kernel
 from .sets.tunable import AnySet, PerKeySet, TunableSet
+from .sets.uniforms import refuse_params
 from .settling import Settler
 from .state import MISS, Hit, TuneState
 from .store.contract import Store, checked_store
@@ -149,6 +150,7 @@ class Tuner:
             tunables = tunables.for_key(key)
         state = self.fastest(tunables, key)
         if state.__class__ is not Hit:
+            refuse_params(tunables, key, args)
             if not self.config.dry_run:  # a call WebGPU refuses is the call's error, not a tune's
                 try:
                     self.device.check_call(tunables.candidates[0], args)

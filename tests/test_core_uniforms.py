@@ -5,10 +5,11 @@ from __future__ import annotations
 import struct
 
 import pytest
-from fakes import kernel
+from fakes import FakeDevice, kernel, make_set, make_tuner
 
-from wgtune import ConfigError
+from wgtune import Args, ConfigError, Hit
 from wgtune.sets.uniforms import param_names, params_by_name, uniform_bytes
+from wgtune.wgsl.declarations import WgslError
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
@@ -134,3 +135,18 @@ def test_params_by_name_follow_the_structs_field_order_and_name_what_is_wrong():
     assert param_names(vector) is None
     with pytest.raises(ConfigError, match="vector: params given by name, but its params uniform is not a struct"):
         params_by_name(vector, {"n": 1})
+
+
+def test_params_a_key_cannot_take_on_its_first_call_are_that_calls_error_not_a_failed_tune():
+    """A string for an f32 field on a key's first call is refused before any tune (WgslError
+    naming the set, key and field), so the key is not remembered as failed: the next call, with
+    params that fit, tunes it."""
+    device = FakeDevice()
+    tunables = make_set(kernel("a", wgsl=SOURCE), kernel("b", wgsl=SOURCE + "// b\n"))
+    tuner = make_tuner(device)
+    buffers = (device.buffer([1.0], "x"), device.buffer([0.0], "y"))
+    with pytest.raises(WgslError, match=r"set 'fake' \[n=4\]: a: params for uniforms: Uniforms.scale: expects a num"):
+        tuner.execute(tunables, Args(buffers, (4, 3, "2", (0.0, 0.0, 0.0), 1e-5)))
+    assert device.profile_count == 0
+    assert tuner.execute(tunables, Args(buffers, (4, 3, 2.0, (0.0, 0.0, 0.0), 1e-5))).name in ("a", "b")
+    assert isinstance(tuner.fastest(tunables, tunables.key(Args(buffers, (4,)))), Hit)

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from ..errors import ConfigError
+from ..errors import ConfigError, KernelError
 from ..wgsl.declarations import ShaderModule, WgslError, pack_struct
 from ..wgsl.layout import Layout, by_field, layout
-from .args import pack_params
+from .args import Args, pack_params
 from .bindings import binding_plan
 from .shaders import shader_of
-from .tunable import Kernel
+from .tunable import Kernel, TunableSet
 
-__all__ = ["param_names", "param_scalars", "params_at", "params_by_name", "uniform_bytes"]
+__all__ = ["param_names", "param_scalars", "params_at", "params_by_name", "refuse_params", "uniform_bytes"]
 
 def uniform_bytes(kernel: Kernel, params: Sequence[int | float], binding: int, group: int = 0) -> bytes:
     """The bytes of the uniform ``kernel`` reads ``params`` from at ``@group(group) @binding(binding)``."""
@@ -57,6 +57,25 @@ def uniform_bytes(kernel: Kernel, params: Sequence[int | float], binding: int, g
         return pack_struct(shader, uniform.type, values, "uniform", constants=kernel.constants or None)
     except WgslError as error:
         raise WgslError(f"{kernel.name}: params for {uniform.name}: {error}") from None
+
+
+def refuse_params(tunables: TunableSet, key: object, args: Args) -> None:
+    """Raise the WgslError :func:`uniform_bytes` raises where the call's params do not fit the
+    uniform of the set's candidate 0 (a string for an ``f32`` field, ``-5`` for a ``u32`` lane):
+    asked before a call is tuned, so that it is the call's error, as it is on a key already tuned,
+    and not a tune in which every candidate fails for it and the key is remembered as failed."""
+    kernel = tunables.candidates[0]
+    if kernel.params is not None or not args.params:  # a stage with its own params takes none of the call's
+        return
+    try:
+        at = params_at(kernel)
+    except KernelError:  # a candidate the plan cannot place: the tune says why
+        return
+    if at is not None:
+        try:
+            uniform_bytes(kernel, args.params, at[1], at[0])
+        except WgslError as error:
+            raise WgslError(f"set {tunables.name!r} [{key}]: {error}") from None
 
 
 def _lanes(shape: Layout) -> tuple[int, Callable[[list], object]] | None:
