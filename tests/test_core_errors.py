@@ -193,6 +193,24 @@ def test_a_candidate_with_wrong_output_is_a_mismatch_when_checks_are_on():
     assert "1002.0 vs 2.0" in results["wrong-but-fast"]["reason"]
 
 
+def test_a_wrong_candidate_far_faster_than_the_right_ones_does_not_drop_them_on_their_first_samples():
+    """Voted out once screening is over, before the rounds: the right ones (at 5 and 5.5 ms, the
+    wrong one at 0.5) are sampled in the rounds as if it had never run, not dropped by its time
+    and ranked on a sample or two."""
+    device = FakeDevice()
+    device.script("ref", kernel=double_into, duration=5.5e-3)
+    device.script("wrong-but-fast", kernel=double_into, wrong=True, duration=0.5e-3)
+    device.script("right", kernel=double_into, duration=5e-3)
+    device.script("right too", kernel=double_into, duration=[5e-3, 5.2e-3])
+    tunables = make_set("ref", "wrong-but-fast", "right", "right too", outputs=(1,))
+    tuner = make_tuner(device, config=quiet(checks=True, samples=5, max_samples=6))
+    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "right"
+    results = stored_results(tuner, tunables)
+    assert results["wrong-but-fast"]["error"] == "Mismatch"
+    assert not results["right"].get("eliminated_early") and not results["right too"].get("eliminated_early")
+    assert len(device.profiles["right too"]) >= 5, device.profiles["right too"]
+
+
 def test_output_checks_are_on_by_default_and_only_turning_them_off_lets_a_wrong_but_fast_candidate_win(caplog):
     device = FakeDevice()
     device.script("ref", kernel=double_into, duration=3e-3)

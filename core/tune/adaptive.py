@@ -29,6 +29,12 @@ The rounds stop when one candidate is left, when every finalist has ``Config.max
 samples, or when they have spent ``Config.budget`` seconds; the winner is the candidate with
 the lowest median.
 
+Where the candidates' outputs are judged by their agreement (no reference), the verdicts are
+given once screening is over: every candidate that will run has run then, so the groups are
+complete. A fast wrong candidate would otherwise lead the rounds and drop the right ones by its
+time, leaving a winner picked on their first samples: the outvoted leave, and the candidates
+the margin dropped come back into the rounds.
+
 A candidate dropped by the margin before it had ``MIN_SAMPLES`` samples (at screening, with its
 one sample, or in an early round) comes out as ``Measured(..., eliminated_early=True)``: it
 lost clearly, but its median says little about by how much.
@@ -88,11 +94,14 @@ class AdaptiveSampler:
         self.step = bench.step
         self.sampled = Sampled()
         self.alive: list[Arm] = []
+        self.dropped: list[Arm] = []  # left by the margin: back in the rounds if the leader they lost to was wrong
 
     def _leave(self, arm: Arm, why: str, eliminated: bool = False) -> None:
         """``arm`` stops being sampled; its result is final. ``eliminated``: it lost by the margin
         (not settled by the interval), so with few samples its median is marked unreliable."""
         self.alive = [other for other in self.alive if other is not arm]
+        if eliminated:
+            self.dropped.append(arm)
         self._settle_result(arm, early=eliminated and len(arm.samples) < MIN_SAMPLES)
         self.step(f"{arm.name}: out after {len(arm.samples)} samples ({why})")
 
@@ -281,6 +290,25 @@ class AdaptiveSampler:
                 self.on_trial(index, prepared.result(self.device.timing), prepared.wall)
         return False
 
+    async def judge_screened(self) -> None:
+        """Where the candidates vote on their outputs, the verdicts once screening is over (see
+        the module doc): the outvoted leave the running, and those the margin dropped return to it."""
+        check = self.bench.check
+        if check is None or check.judge != "agreement":
+            return
+        verdicts = await check.judge_all()
+        wrong = [arm for arm in self.alive if arm.index in verdicts]
+        if not wrong:
+            return
+        for arm in wrong:
+            self.alive.remove(arm)
+            self._record(arm.index, verdicts[arm.index], arm.wall, len(arm.samples))
+        back = [arm for arm in self.dropped if arm.index not in verdicts]
+        self.step(f"outvoted after screening: {', '.join(arm.name for arm in wrong)}; "
+                  f"{len(back)} dropped candidates sampled again")
+        self.alive += back
+        self.dropped = []
+
     async def rounds(self) -> None:
         started = time.perf_counter()
         rounds = 0
@@ -335,5 +363,6 @@ async def sample_adaptively(bench: Bench, plan: Plan, on_trial: OnTrial, limit: 
         first.add(bench.bar)
     policy = AdaptiveSampler(bench, on_trial, limit)
     if not await policy.screen(order, first):
+        await policy.judge_screened()
         await policy.rounds()
     return policy.finish()

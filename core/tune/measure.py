@@ -66,6 +66,11 @@ class OutputChecker(Protocol):
 
     async def mismatch(self, index: int, ran: Args | None = None) -> Mismatch | None: ...
 
+    @property
+    def judge(self) -> str: ...
+
+    async def judge_all(self) -> dict[int, Mismatch]: ...
+
 
 
 
