@@ -121,7 +121,12 @@ def _write(target: Path, text: str) -> None:
 
 def run_bundle(args) -> int:
     """``wgtune bundle OUT [SOURCES...]``: build, write, and print what is in the bundle."""
-    sources = args.sources or [str(Config.from_env().cache_dir)]
+    if args.sources:
+        sources = args.sources
+    else:  # WGTUNE_CACHE_DIR, else the platform's user cache directory, as open_tuner keeps winners there
+        from wgtune.backends.file_store import default_cache_dir
+
+        sources = [str(Config.from_env().cache_dir or default_cache_dir())]
     from wgtune.store.contract import IMPORT_LIMIT
 
     gathered = gather(sources, max_bytes=args.max_bytes or IMPORT_LIMIT)

@@ -16,8 +16,13 @@ _STORED = {"pending": "store pending"}
 
 
 def run_records(args) -> int:
-    from wgtune.backends.records import read_records
+    from pathlib import Path
 
+    from wgtune.backends.records import read_records
+    from wgtune.errors import StoreError
+
+    if not Path(args.file).is_file():  # a mistyped name is no empty file of records
+        raise StoreError(f"{args.file}: no such file of records")
     rows = read_records(args.file)
     if args.json:
         for envelope, _record in rows:

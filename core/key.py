@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import operator
 from collections.abc import Iterable, Mapping
 
 from .errors import ConfigError
@@ -22,8 +23,18 @@ __all__ = ["KEY_MEMO_SIZE", "Key", "KeyMemo", "Scalar", "anchor", "key_error", "
 Scalar = int | float | str | bool | None
 
 
+# Integers a key may hold: what the stores and the exports read back (``store.bounded_json.MAX_INT``;
+# SQLite's 64 bits). A key accepted here and refused on import would strand its winners.
+KEY_INT_RANGE = (-(2**63), 2**63)
+
+
 def _check_value(field: str, value: object) -> Scalar:
-    if value is None or isinstance(value, (bool, int, str)):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        if not KEY_INT_RANGE[0] <= value < KEY_INT_RANGE[1]:
+            raise ValueError(f"key field {field!r} is {value}: key integers must lie in [-2**63, 2**63), as the "
+                             "stores and exports hold them (a 64-bit hash: give it as a string)")
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -87,8 +98,9 @@ def anchor(x: int, max: int | None = None, min: int | None = None, base: int = 2
     Integer arithmetic throughout: a float logarithm rounds ``2**29`` up to ``2**30``.
     ``anchor(0)`` and ``anchor(1)`` are 1, the zeroth power.
     """
-    if isinstance(x, bool) or not isinstance(x, int):
+    if isinstance(x, bool) or not hasattr(type(x), "__index__"):
         raise TypeError(f"anchor() takes an int, got {type(x).__name__}")
+    x = operator.index(x)  # numpy's integers too: a size is often np.prod(shape)
     if x < 0:
         raise ValueError(f"anchor() takes a size >= 0, got {x}")
     if base < 2:

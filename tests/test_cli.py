@@ -127,6 +127,18 @@ def test_cache_export_import_round_trip_and_a_bad_import_changes_nothing(tmp_pat
     assert json.loads(capsys.readouterr().out) == []
 
 
+def test_records_of_a_missing_file_and_a_bundle_of_the_default_cache(tmp_path, capsys, monkeypatch):
+    """``records`` of a file that is not there is exit 2 naming it, not "no records"; ``bundle OUT``
+    with no sources reads the cache open_tuner writes (the platform's, without WGTUNE_CACHE_DIR)."""
+    assert main(["records", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl: no such file of records" in capsys.readouterr().err
+    monkeypatch.delenv("WGTUNE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user"))
+    tune_json(capsys, "--only", "fma")
+    assert main(["bundle", str(tmp_path / "fleet.json")]) == 0
+    assert "fma" in (tmp_path / "fleet.json").read_text()
+
+
 def test_records_command_shows_every_trial_in_run_order(tmp_path, capsys):
     records = tmp_path / "records.jsonl"
     tune_json(capsys, "--no-cache", "--records", str(records), "--only", "matmul")

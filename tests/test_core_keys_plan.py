@@ -68,7 +68,29 @@ def test_anchor_rejects_bad_input(args, kwargs, error):
         anchor(*args, **kwargs)
 
 
+class Index:
+    """Stands in for a numpy integer (these tests run where numpy is not): an int by ``__index__``."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+def test_anchor_takes_what_python_takes_as_an_index_such_as_numpys_integers():
+    assert anchor(Index(1000)) == 1024
+    assert type(anchor(Index(3))) is int
+
+
 # -- keys ------------------------------------------------------------------------------------
+
+
+def test_key_integers_are_those_the_stores_and_exports_read_back():
+    assert Key({"h": 2**63 - 1, "l": -(2**63)}).as_dict() == {"h": 2**63 - 1, "l": -(2**63)}
+    for value in (2**63, -(2**63) - 1, 10**400):
+        with pytest.raises(ValueError, match=r"key field 'h' is .*: key integers must lie in \[-2\*\*63, 2\*\*63\)"):
+            Key({"h": value})
 
 
 def test_keys_with_the_same_fields_in_any_order_are_equal_and_hash_alike():
