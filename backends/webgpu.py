@@ -201,6 +201,9 @@ class WebGPUDevice(CallLaunches, Device):
         by_group: dict[int, list[tuple[int, Any]]] = {}
         params = None
         entries = stage_entries(stage.bindings, args, stage.kernel.name)
+        if stage.bindings is not None:  # a binding the source never uses has no place in the "auto" layout
+            unused = {(slot.group, slot.binding) for slot in stage.bindings.slots if not slot.used}
+            entries = [entry for entry in entries if entry[:2] not in unused] if unused else entries
         self._refuse_buffers(stage.kernel, entries)
         for group, binding, buffer in entries:
             if buffer is PARAMS:

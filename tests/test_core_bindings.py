@@ -207,3 +207,17 @@ def test_default_outputs_catch_a_wrong_candidate_with_buffers_given_by_name():
     results = tuner.results(tunables, tuner.key(tunables, Args(reordered, (3, 2.0))))
     assert isinstance(results[0], Measured) and isinstance(results[1], Mismatch), results
     assert "output 'y' (buffer 3): 1 of 2 values differ" in results[1].reason
+
+
+def test_a_binding_the_source_never_mentions_past_its_declaration_is_marked_unused():
+    """What WebGPU's "auto" layout leaves out: not ``x`` in ``g.x``, nor a name in a comment."""
+    source = """
+// y is the output; x is read below, once
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> n: vec4<u32>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { y[g.x] = 7.0; /* n */ }
+"""
+    (stage,) = binding_plan(Kernel("fill", source, grid))
+    assert {slot.name: slot.used for slot in stage.slots} == {"x": False, "y": True, "n": False}
+    assert [slot.used for slot in binding_plan(two_pass())[0].slots] == [True, True, False]

@@ -185,3 +185,40 @@ def test_with_no_outputs_given_the_checks_compare_the_read_write_buffers_and_cat
     right, off, right_too = results(tuner, tunables, args)
     assert isinstance(right, Measured) and isinstance(off, Mismatch) and isinstance(right_too, Measured), (right, off)
     assert "disagrees with the 2 candidates that agree (axpy, axpy128): output 'y' (buffer 1)" in off.reason
+
+
+# -- bindings a candidate declares and never uses -------------------------------------------------
+
+FILL_HEAD = """
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> n: vec4<u32>;  // x: the size (its .x, no use of the buffer x)
+"""
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["in-order", "by-name"])
+def test_bindings_a_candidate_declares_but_never_uses_are_left_out_of_its_bind_group(device, named):
+    """WebGPU's "auto" layout holds only the bindings a kernel uses: a fill that declares its input,
+    and a candidate that bakes the size its siblings read from the uniform, run on the same call."""
+    size = 1001
+    grid = lambda args: (-(-size // 64), 1, 1)  # noqa: E731
+    candidates = [
+        Kernel("reads_all", FILL_HEAD + "@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: "
+               "vec3<u32>) { if (g.x < n.x) { y[g.x] = 0.0 * x[g.x] + 7.0; } }", grid=grid),
+        Kernel("fill", FILL_HEAD + "@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: "
+               "vec3<u32>) { if (g.x < n.x) { y[g.x] = 7.0; } }", grid=grid),
+        Kernel("baked", FILL_HEAD + f"@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: "
+               f"vec3<u32>) {{ if (g.x < {size}u) {{ y[g.x] = 7.0; }} }}", grid=grid),
+    ]
+    tunables = TunableSet(f"unused_bindings_{named}", candidates, key=lambda args: {"n": size})
+    tuner = checked_tuner(device)
+    x, y = device.create_buffer(struct.pack(f"{size}f", *range(size))), device.create_buffer(size=4 * size)
+    args = Args({"x": x, "y": y} if named else (x, y), (size,))
+    tuner.execute(tunables, args)
+    assert all(isinstance(result, Measured) for result in results(tuner, tunables, args)), results(tuner, tunables,
+                                                                                                     args)
+    for kernel in candidates:  # each one on its own, as the winner would run
+        y_alone = device.create_buffer(size=4 * size)
+        solo = TunableSet(f"{kernel.name}_{named}_alone", [kernel], key=lambda args: {"n": size})
+        checked_tuner(device).execute(solo, Args({"x": x, "y": y_alone} if named else (x, y_alone), (size,)))
+        assert floats(device, y_alone, size) == [7.0] * size, kernel.name

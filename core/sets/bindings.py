@@ -78,6 +78,7 @@ class Slot:
     binding: int
     name: str
     uniform: bool
+    used: bool = True  # False where the source never mentions it: the pipeline's layout has no place for it
 
     def __str__(self) -> str:
         return f"{self.name} (@group({self.group}) @binding({self.binding}))"
@@ -119,7 +120,7 @@ def binding_plan(candidate: Kernel) -> tuple[StageBindings, ...] | None:
                 raise KernelError(f"{candidate.name}: its scratch buffers bind by the names its WGSL declares, "
                                   f"and wgtune cannot read the bindings of stage {stage.name!r}")
             return None
-        slots = [Slot(b.group, b.binding, b.name, b.address_space == "uniform")
+        slots = [Slot(b.group, b.binding, b.name, b.address_space == "uniform", b.name not in shader.unused)
                  for b in shader.bindings if b.address_space in ("storage", "uniform")]
         declared.append(tuple(sorted(slots, key=lambda s: (s.group, s.binding))))
     every = [slot for slots in declared for slot in slots]

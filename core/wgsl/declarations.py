@@ -41,6 +41,8 @@ declarations are regular enough to read from a token stream, which keeps this pu
 from __future__ import annotations
 
 import contextlib
+import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -128,6 +130,10 @@ class ShaderModule(Scope):
     bindings: tuple[Binding, ...]
     entry_points: tuple[EntryPoint, ...]
     workgroup_vars: tuple[WorkgroupVar, ...]
+    unused: frozenset[str] = frozenset()
+    """Names of bindings the source never mentions past their declaration (comments aside): a
+    pipeline's "auto" layout leaves them out, so a bind group must too (a fill kernel that
+    declares its input, a candidate that bakes the size its siblings read from the uniform)."""
 
     def binding(self, name: str) -> Binding:
         for b in self.bindings:
@@ -174,8 +180,17 @@ def reflect(source: str) -> ShaderModule:
     bindings, workgroup_vars = _variables(scope, found.variables)
     entry_points = tuple(_entry_point(scope, name, attrs) for name, attrs in found.functions
                          if any(a.name in ("compute", "vertex", "fragment") for a in attrs))
+    mentions = Counter(_IDENTIFIER.findall(_COMMENT.sub(" ", source)))
     return ShaderModule(scope.structs, scope.aliases, scope.constants, scope.overrides, scope.enables,
-                        scope.requires, bindings, entry_points, workgroup_vars)
+                        scope.requires, bindings, entry_points, workgroup_vars,
+                        unused=frozenset(b.name for b in bindings if mentions[b.name] <= 1))
+
+
+# What reflect counts a binding's mentions with: identifiers outside comments, not after a "."
+# (``g.x`` is no use of a binding ``x``). What it may count too much (a struct member of the same
+# name, a name in a nested comment, ``a . x``) only keeps a binding, as before.
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_IDENTIFIER = re.compile(r"(?<![.\w])[^\W\d]\w*")
 
 
 def _constants(consts: dict[str, tuple[str | None, str, int]]) -> tuple[Constant, ...]:
