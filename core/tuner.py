@@ -166,7 +166,11 @@ class Tuner:
             # An Args is immutable, so its grid per grid function is worked out once (in its cache).
             grid = args.cache.get(kernel.grid)
             if grid is None:
-                grid = args.cache[kernel.grid] = kernel.grid(args)
+                try:
+                    grid = args.cache[kernel.grid] = kernel.grid(args)
+                except Exception as error:  # the caller's function: its failure is the call's, typed
+                    raise ConfigError(f"set {tunables.name!r} [{key}]: the grid function of {kernel.name!r} failed: "
+                                      f"{type(error).__name__}: {error}") from error
             try:
                 self.device.launch(pipeline, args, grid)
             except LaunchRefused as error:

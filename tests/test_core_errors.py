@@ -245,6 +245,19 @@ def test_a_candidate_that_does_not_compile_has_no_vote():
 # -- failing tunes ---------------------------------------------------------------------------
 
 
+def test_a_grid_function_that_raises_on_the_call_that_runs_it_is_a_config_error_naming_it():
+    """A set of one runs its candidate without a tune: its grid function's failure is the call's,
+    typed and named, not the function's own exception."""
+    def grid(args):
+        raise ValueError("this tile does not fit")
+
+    device = FakeDevice()
+    tunables = make_set(kernel("only", grid=grid))
+    with pytest.raises(ConfigError, match=r"set 'fake' \[n=4\]: the grid function of 'only' failed: ValueError: "
+                                          "this tile does not fit"):
+        make_tuner(device).execute(tunables, call(device, [1.0]))
+
+
 def test_when_every_candidate_fails_the_tune_raises_no_valid_kernel_found_with_every_reason():
     device = FakeDevice()
     device.script("a", compile_error="syntax error")
