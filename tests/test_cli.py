@@ -256,3 +256,26 @@ def test_tune_seeds_from_a_bundle_given_by_flag_or_environment_and_tunes_nothing
     monkeypatch.setenv("WGTUNE_BUNDLE", str(tmp_path / "missing.json"))
     assert main(["tune", "--only", "fma", "--cache-dir", str(tmp_path / "other")]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+def test_a_library_user_who_set_no_logging_sees_no_lines_unless_wgtune_log_asks():
+    """With WGTUNE_LOG unset and no handler anywhere, a tune's warnings (candidate 0 wrong here) go
+    nowhere, not to Python's last-resort handler; WGTUNE_LOG=minimal prints them."""
+    script = (
+        f"import dataclasses, sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+        "from fakes import FakeDevice, call, double_into, make_set, make_tuner\n"
+        "import wgtune\n"
+        "device = FakeDevice()\n"
+        "device.script('ref', kernel=double_into, wrong=True)\n"
+        "for name in ('a', 'b'): device.script(name, kernel=double_into)\n"
+        "config = dataclasses.replace(wgtune.Config.from_env(), samples=3, warmups=1, min_sample=0.0)\n"
+        "make_tuner(device, config=config).execute(make_set('ref', 'a', 'b', outputs=(1,)), "
+        "call(device, [1.0], [0.0]))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "WGTUNE_LOG"}
+    quiet_run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert quiet_run.returncode == 0, quiet_run.stderr
+    assert quiet_run.stderr == ""
+    told = subprocess.run([sys.executable, "-c", script], env={**env, "WGTUNE_LOG": "minimal"}, capture_output=True,
+                          text=True, timeout=120)
+    assert told.returncode == 0 and "candidate 0 (ref), the set's default, is wrong here" in told.stderr, told.stderr

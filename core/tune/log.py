@@ -26,12 +26,17 @@ from .outcome import TuneOutcome
 __all__ = ["TuneLog", "describe", "format_seconds", "logger", "say_checks_are_off", "show_log_on_stderr"]
 
 logger = logging.getLogger("wgtune")
+# A library prints nothing by itself: without a handler of its own, Python's last resort would
+# print wgtune's warnings on stderr where nobody asked for its lines (WGTUNE_LOG unset).
+_QUIET = logging.NullHandler()
+logger.addHandler(_QUIET)
 
 
 def _configured_elsewhere() -> bool:
     """Whether someone else shows wgtune's lines: a handler on the root logger, or another
     handler on ``wgtune`` (then the auto handler drops the record, so no line shows twice)."""
-    return bool(logging.getLogger().handlers) or any(handler is not _AUTO_HANDLER for handler in logger.handlers)
+    return bool(logging.getLogger().handlers) or any(handler not in (_AUTO_HANDLER, _QUIET)
+                                                     for handler in logger.handlers)
 
 
 class _StandardError(logging.StreamHandler):
@@ -64,7 +69,7 @@ def show_log_on_stderr(level: LogLevel) -> bool:
     if level is LogLevel.DISABLED:
         return False
     with _AUTO_LOCK:
-        if logger.handlers or logging.getLogger().handlers:
+        if any(handler is not _QUIET for handler in logger.handlers) or logging.getLogger().handlers:
             return False
         logger.addHandler(_AUTO_HANDLER)
         if logger.level == logging.NOTSET:
