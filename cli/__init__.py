@@ -2,7 +2,8 @@
 
 ::
 
-    wgtune tune [--cache-dir DIR] [--records FILE] [--bundle FILE] [--json] [--dry-run] [--checks] [--log-level L]
+    wgtune tune [--cache-dir DIR | --no-cache] [--records FILE] [--bundle FILE] [--json] [--dry-run] [--checks]
+                [--log-level L] [--only SET] [--dawn]
     wgtune cache list | show [--json] [--candidates] | clear | export FILE | import FILE   [--cache-dir DIR]
     wgtune records FILE [--json]
     wgtune bundle OUT [SOURCES...] [--max-bytes N]
