@@ -10,7 +10,15 @@ import random
 import pytest
 
 from wgtune import Key, StoredEntry, StoreError, TuneRecord
-from wgtune.store.confidence import BETWEEN_TUNES, WANDER, Confidence, _t_quantile, median, paired_ratio
+from wgtune.store.confidence import (
+    BETWEEN_TUNES,
+    WANDER,
+    Confidence,
+    _t_quantile,
+    in_same_rounds,
+    median,
+    paired_ratio,
+)
 from wgtune.store.record import Trial
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
@@ -58,6 +66,25 @@ def test_a_drift_common_to_both_sides_does_not_hide_a_small_gap():
     runner_up = [1.03e-3 * p for p in pace]
     interval = paired_ratio(winner, runner_up, across_tunes=True)
     assert interval.ratio == pytest.approx(1.03) and interval.p_faster > 0.99
+
+
+def test_samples_are_paired_by_the_rounds_they_were_taken_in_not_by_their_place():
+    # The machine slows by 5% a round. The runner-up took one sample more before the rounds (a
+    # screening sample confirmed), so its samples sit one round earlier than the winner's at each
+    # place: paired by place, the drift makes the 3% slower one look faster; by round, it is not.
+    pace = [1.05**r for r in range(12)]
+    winner, winner_rounds = [1e-3 * pace[r] for r in range(2, 12)], list(range(1, 11))
+    runner_up = [1.03e-3 * pace[1]] + [1.03e-3 * pace[r] for r in range(2, 12)]
+    runner_rounds = [-7, *range(1, 11)]
+    by_place = paired_ratio(winner, runner_up, across_tunes=True)
+    assert by_place.ratio < 1 and by_place.p_faster < 0.5
+    mine, theirs = in_same_rounds(winner, winner_rounds, runner_up, runner_rounds)
+    assert theirs == runner_up[1:] and mine == winner
+    by_round = paired_ratio(mine, theirs, across_tunes=True)
+    assert by_round.ratio == pytest.approx(1.03) and by_round.p_faster > 0.99
+    # Without rounds (the fixed policy's, a stored result's), or sharing fewer than two: by place.
+    assert in_same_rounds(winner, (), runner_up, runner_rounds) == (winner, runner_up)
+    assert in_same_rounds(winner, [-1] * 10, runner_up, runner_rounds) == (winner, runner_up)
 
 
 def test_only_the_rounds_both_sides_took_are_compared():
@@ -240,3 +267,21 @@ def test_a_record_keeps_confidence_policy_and_sample_counts_and_old_records_read
     assert decoded.confidence is None and decoded.trials[1] == Trial("b", 0.2, 0)
     with pytest.raises(StoreError, match="confidence"):
         TuneRecord.from_json({**record.to_json(), "confidence": {"ratio": 1}})
+
+
+def test_a_tunes_confidence_pairs_its_finalists_by_the_rounds_they_shared():
+    """Each took its screening sample in no round (the calibration's last reading), then one a
+    round: the statement kept with the winner compares the rounds, not the screening samples."""
+    from fakes import FakeDevice, call, make_set, make_tuner, quiet
+
+    device = FakeDevice()
+    device.script("a", duration=1.00e-3)
+    device.script("b", duration=1.01e-3)
+    tunables = make_set("a", "b")
+    tuner = make_tuner(device, config=quiet(samples=6, max_samples=6))
+    args = call(device, [1.0])
+    tuner.execute(tunables, args)
+    entry = tuner.store.entries[(tunables.name, tunables.key(args))]
+    a, b = tuner.results(tunables, tunables.key(args))
+    assert entry.confidence.samples == (len(a.stats.samples) - 1, len(b.stats.samples) - 1)
+    assert entry.confidence.ratio == pytest.approx(1.01)

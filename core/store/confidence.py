@@ -8,15 +8,20 @@ tunes that state ``p_faster = 0.8``, the winner should really be the faster in a
 
 How it is computed, and why:
 
-- **Round by round.** The adaptive policy samples its finalists round robin, so the ``j``-th
-  samples of the winner and of the runner-up were taken in the same round, moments apart. What
+- **Round by round.** The adaptive policy samples its finalists round robin, and each sample
+  carries its round (``Stats.rounds``): the samples of the winner and of the runner-up taken in
+  the same round, moments apart, are paired (:func:`in_same_rounds`; by place where the rounds
+  are not known, as in a stored result or the fixed policy's). What
   the machine did meanwhile (a clock that ramps, heat, another process taking a core for a
   while) weighs on both of them alike, and drops out of their ratio. The statement is made of the
   ratios ``log(runner_up[j] / winner[j])`` of the rounds both took, and their **median** is the
   estimate: a GPU timing's noise is one-sided and comes in bursts, and a descheduled sample must
-  not move the answer. (The first sample of each is its screening sample, and the fixed policy
-  samples one candidate after the other: those pairs are moments apart, not simultaneous; their
-  ratios are as good an estimate, only noisier.) Comparing each side's median instead, as the
+  not move the answer. (Paired by place, the first sample of each is its screening sample, and
+  the fixed policy samples one candidate after the other: those pairs are moments apart, not
+  simultaneous; their ratios are as good an estimate, only noisier, unless one side took a sample
+  more before the rounds: then every pair is a round off, and on a machine whose pace drifts the
+  ratio reads the drift, which crowned winners that their own statement called slower, p = 0.02.)
+  Comparing each side's median instead, as the
   first version did with an independent bootstrap of each side, took a change of the machine's
   pace during a tune for a difference of the candidates, and stated p = 1.0 for pairs that the
   oracle found tied.
@@ -62,7 +67,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-__all__ = ["BETWEEN_TUNES", "WANDER", "Confidence", "RatioInterval", "median", "paired_ratio"]
+__all__ = ["BETWEEN_TUNES", "WANDER", "Confidence", "RatioInterval", "in_same_rounds", "median", "paired_ratio"]
 
 # How far a comparison wanders from one tune to the next, as a share of its spread from round to
 # round, and the least it is trusted to (both standard deviations of the log-ratio). Measured
@@ -116,6 +121,24 @@ def shown_bound(value: float) -> str:
     if value > SHOWN_BOUNDS[1]:
         return ">1000"
     return f"{value:.3f}"
+
+
+def in_same_rounds(
+    base: Sequence[float], base_rounds: Sequence[int], other: Sequence[float], other_rounds: Sequence[int]
+) -> tuple[list[float], list[float]]:
+    """The samples of ``base`` and ``other`` taken in the same rounds, in round order, where each
+    sample's round is known (``Stats.rounds``) and they share two rounds or more; else both as
+    they are, paired by index. Index by index is round by round only where both took every
+    sample in the same rounds: a candidate sampled once more at screening (a single losing
+    sample), or with an invalid sample dropped, would be paired a round off from then on, and on
+    a machine whose pace drifts the ratio reads the drift."""
+    if len(base_rounds) == len(base) and len(other_rounds) == len(other):
+        at = {stamp: value for stamp, value in zip(other_rounds, other, strict=True) if stamp > 0}
+        shared = [(stamp, value) for stamp, value in zip(base_rounds, base, strict=True) if stamp in at]
+        if len(shared) >= 2:
+            shared.sort()
+            return [value for _, value in shared], [at[stamp] for stamp, _ in shared]
+    return list(base), list(other)
 
 
 def paired_ratio(

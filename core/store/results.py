@@ -8,7 +8,7 @@ Samples are seconds per dispatch. A candidate's :data:`Result` is :class:`Measur
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import CandidateError, error_from_json
 from .confidence import median
@@ -22,10 +22,15 @@ MEDIAN_WEIGHT = 0.2
 
 @dataclass(frozen=True, slots=True)
 class Stats:
-    """Statistics of one candidate's valid samples (seconds per dispatch)."""
+    """Statistics of one candidate's valid samples (seconds per dispatch). ``rounds``: the round
+    of the tune each sample was taken in, where the policy samples in rounds (the adaptive one's:
+    positive, shared by the candidates sampled in that round; a sample of no round has a negative
+    number of its own), else empty; a tune's pairing of two candidates' samples reads it, and it
+    is not kept with a stored result."""
 
     samples: tuple[float, ...]
     timing: str
+    rounds: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def median(self) -> float:

@@ -20,7 +20,8 @@ Tuning time goes where the answer is in doubt. The policy runs in three parts:
    a margin is dropped. The margin shrinks as its samples grow (``SLACK / n**2``, never below the
    tolerance): one sample may be a descheduled one; four that all lose are not.
 3. **Settling**: once the finalists have ``MIN_SAMPLES`` samples each, a rival leaves when the
-   interval of its time over the leader's, round by round (``confidence.paired_ratio``: the
+   interval of its time over the leader's, round by round (``confidence.paired_ratio`` of the
+   samples both took in the same rounds, ``confidence.in_same_rounds``: the
    spread of the rounds only, which more samples narrow), says at ``Config.confidence`` that it
    is at most ``Config.tolerance`` faster than the leader: then the leader is the right pick, or
    as good as it within the tolerance.
@@ -53,7 +54,7 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from ..errors import Skip, candidate_failure
-from ..store.confidence import median, paired_ratio
+from ..store.confidence import in_same_rounds, median, paired_ratio
 from ..store.results import Measured, Result
 from .measure import Arm, Bench, prepare_candidate
 from .plan import Plan
@@ -94,6 +95,7 @@ class AdaptiveSampler:
         self.step = bench.step
         self.sampled = Sampled()
         self.alive: list[Arm] = []
+        self.round = 0  # the rounds taken so far in this tune (each sample of one is stamped with it)
         self.dropped: list[Arm] = []  # left by the margin: back in the rounds if the leader they lost to was wrong
 
     def _leave(self, arm: Arm, why: str, eliminated: bool = False) -> None:
@@ -115,11 +117,12 @@ class AdaptiveSampler:
         self.sampled.record(index, result, wall, samples)
         self.on_trial(index, result, wall)
 
-    async def _sample(self, arm: Arm, count: int = 1) -> bool:
-        """One more sample of ``arm``; a candidate that fails now is out with its error."""
+    async def _sample(self, arm: Arm, count: int = 1, round_: int | None = None) -> bool:
+        """One more sample of ``arm`` (in round ``round_`` of :meth:`rounds`, if it is one); a
+        candidate that fails now is out with its error."""
         started = time.perf_counter()
         try:
-            await arm.sample(self.device, self.args, count)
+            await arm.sample(self.device, self.args, count, round_)
         except Exception as error:
             failure: Result = candidate_failure(arm.name, error, "launch")
         else:
@@ -169,7 +172,8 @@ class AdaptiveSampler:
         for arm in list(self.alive):
             if arm is leader:
                 continue
-            interval = paired_ratio(leader.samples, arm.samples, self.config.confidence)
+            interval = paired_ratio(*in_same_rounds(leader.samples, leader.rounds, arm.samples, arm.rounds),
+                                    self.config.confidence)
             if interval.low > 1 - self.config.tolerance:
                 self._leave(arm, f"settled against {leader.name}: ratio {interval.ratio:.3f} "
                                  f"({interval.low:.3f}-{interval.high:.3f})")
@@ -320,8 +324,9 @@ class AdaptiveSampler:
             if not hungry:
                 self.step(f"{self.config.max_samples} samples each, {len(self.alive)} finalists")
                 break
+            self.round += 1
             for arm in hungry:
-                if await self._sample(arm) and await self._short_circuits(arm):
+                if await self._sample(arm, round_=self.round) and await self._short_circuits(arm):
                     self.sampled.short_circuit = arm.index
                     return
             rounds += 1

@@ -12,6 +12,7 @@ samples is a sampling policy's business (``adaptive.py``, ``fixed.py``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -125,21 +126,34 @@ class Arm:
     samples: list[float] = field(default_factory=list)
     invalid: int = 0
     wall: float = 0.0
+    rounds: list[int] = field(default_factory=list)  # each sample's round (``Stats.rounds``)
 
-    async def sample(self, device: Device, args: Args, count: int = 1) -> None:
-        """Take ``count`` timed samples (submitted together, then resolved)."""
+    async def sample(self, device: Device, args: Args, count: int = 1, round_: int | None = None) -> None:
+        """Take ``count`` timed samples (submitted together, then resolved), in round ``round_``
+        of the policy's rounds if given (else each a round of its own)."""
         profiles = [await device.profile(self.compiled, args, self.grid, self.repeats) for _ in range(count)]
         for handle in profiles:
             seconds = await device.resolve(handle) / self.repeats
             if math.isfinite(seconds) and seconds > 0:
                 self.samples.append(seconds)
+                self.rounds.append(round_ if round_ is not None else next(_NO_ROUND))
             else:
                 self.invalid += 1
+
+    def record(self, seconds: float) -> None:
+        """A sample taken elsewhere (the calibration's last reading), in no round."""
+        self.samples.append(seconds)
+        self.rounds.append(next(_NO_ROUND))
 
     def result(self, timing: str) -> Result:
         if not self.samples:
             return InvalidSamples(self.name)
-        return Measured(self.name, self.index, Stats(tuple(self.samples), timing))
+        rounds = tuple(self.rounds) if len(self.rounds) == len(self.samples) else ()
+        return Measured(self.name, self.index, Stats(tuple(self.samples), timing, rounds))
+
+
+# The stamp of a sample taken in none of the policy's rounds: negative, each its own, paired with none.
+_NO_ROUND = itertools.count(-1, -1)
 
 
 @dataclass(frozen=True)
@@ -297,5 +311,5 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
         return candidate_failure(name, error, "launch")
     arm = Arm(index, name, compiled, grid, repeats)
     if first is not None:
-        arm.samples.append(first)
+        arm.record(first)
     return arm

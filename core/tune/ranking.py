@@ -15,7 +15,7 @@ from ..config import Config, Policy
 from ..errors import Skip
 from ..key import Key
 from ..sets.tunable import TunableSet
-from ..store.confidence import Confidence
+from ..store.confidence import Confidence, in_same_rounds
 from ..store.record import Trial
 from ..store.results import Measured, Result
 from .outcome import TuneOutcome
@@ -43,7 +43,9 @@ def winner_confidence(results: list[Result], order: list[int], level: float) -> 
     if len(measured) < 2:
         return None
     winner, runner_up = (results[i] for i in measured)
-    return Confidence.between(winner.stats.samples, runner_up.name, runner_up.stats.samples, level)
+    mine, theirs = in_same_rounds(winner.stats.samples, winner.stats.rounds, runner_up.stats.samples,
+                                  runner_up.stats.rounds)
+    return Confidence.between(mine, runner_up.name, theirs, level)
 
 
 
