@@ -7,6 +7,12 @@ calls are much of the cost of recording one). Every ``LAUNCHES_PER_SUBMISSION`` 
 whenever anything else is about to reach the GPU (a read, a copy, a sync, a timed pass), the
 device calls :meth:`BatchRecorder.flush`, so order is kept.
 
+WebGPU refuses a submission whole: one launch on a buffer destroyed since it was recorded, and
+none of the submission's launches runs. Each submission therefore carries the calls recorded in
+it, and what an outermost batch submitted is kept (:class:`Submitted`): the device drops the
+bind groups of every call of a refused submission and says which calls they were
+(``CallLaunches.take_batch_verdict``: ``batch.submit()``'s promise in the page).
+
 Pure Python (the standard library and ``wgtune`` only): it imports in CPython and in Pyodide.
 """
 
@@ -15,11 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from wgtune.errors import WgtuneError
+from wgtune.errors import LaunchRefused, WgtuneError
 from wgtune.gpu.device import CompiledKernel
 from wgtune.sets.args import Args, Grid
 
-__all__ = ["LAUNCHES_PER_SUBMISSION", "NOTHING_BOUND", "BatchRecorder", "encode_launches", "launch_steps"]
+__all__ = ["LAUNCHES_PER_SUBMISSION", "NOTHING_BOUND", "BatchRecorder", "Submitted", "encode_launches",
+           "launch_steps"]
 
 NOTHING_BOUND = (None, None)  # a pass's (pipeline, first bind group) before it has set any
 # Launches a batch records before it submits them and goes on in a new command buffer, so that
@@ -33,12 +40,27 @@ NOTHING_BOUND = (None, None)  # a pass's (pipeline, first bind group) before it 
 LAUNCHES_PER_SUBMISSION = 128
 
 
+class Submitted:
+    """What one outermost batch submitted, where WebGPU says later whether it took each submission
+    (a browser): the awaitables that end once each submission's error scope has closed, the
+    LaunchRefused of each refused one, and whether a caller took them (``taken``)."""
+
+    __slots__ = ("closing", "refusals", "taken")
+
+    def __init__(self) -> None:
+        self.closing: list[Any] = []
+        self.refusals: list[LaunchRefused] = []
+        self.taken = False
+
+
 class BatchRecorder:
     """The open batch of ``device``: how many batches are open (``depth``: nested ones join), the
     encoder and pass recording its launches (None until its first launch after a flush), what
-    that pass has set, and how many launches it holds."""
+    that pass has set, how many launches it holds and of which calls (``calls``: ``(args,
+    kernel)``), what the open outermost batch submitted so far (``submitted``) and what the last
+    one to end submitted, until a caller takes it (``ended``)."""
 
-    __slots__ = ("bound", "compute", "depth", "device", "encoder", "launches")
+    __slots__ = ("bound", "calls", "compute", "depth", "device", "encoder", "ended", "launches", "submitted")
 
     def __init__(self, device: Any) -> None:  # its WebGPUDevice (which imports this module)
         self.device = device
@@ -47,6 +69,15 @@ class BatchRecorder:
         self.compute: Any = None
         self.bound: tuple[Any, Any] = NOTHING_BOUND
         self.launches = 0  # recorded since the last submission
+        self.calls: list[tuple[Args, CompiledKernel]] = []
+        self.submitted: Submitted | None = None
+        self.ended: Submitted | None = None
+
+    def begin(self) -> None:
+        """Open a batch (one inside another joins it)."""
+        if not self.depth:
+            self.submitted, self.ended = Submitted(), None
+        self.depth += 1
 
     def end(self) -> None:
         """Close one batch; the outermost submits what was recorded."""
@@ -54,7 +85,10 @@ class BatchRecorder:
             raise WgtuneError("end_batch without an open batch")
         self.depth -= 1
         if not self.depth:
-            self.flush()
+            try:
+                self.flush()
+            finally:
+                self.ended, self.submitted = self.submitted, None
 
     def flush(self) -> None:
         """Submit the launches recorded so far as one command buffer (one compute pass); the next
@@ -62,12 +96,12 @@ class BatchRecorder:
         compute = self.compute
         if compute is None:
             return
-        encoder = self.encoder
+        encoder, calls, launches = self.encoder, self.calls, self.launches
         self.compute = self.encoder = None  # gone even if the submission fails: never submitted twice
-        self.launches = 0
+        self.launches, self.calls = 0, []
         device = self.device
         device._end_pass(compute)
-        device._submit(encoder)
+        device._submit_recorded(encoder, calls, launches, self.submitted)
 
     def record(self, kernel: CompiledKernel, args: Args, grid: Grid, repeats: int) -> None:
         """Encode the launches into the pass, begun by the first launch after a flush; submit
@@ -85,6 +119,7 @@ class BatchRecorder:
             self.bound = NOTHING_BOUND  # what the pass has set is unknown now: set all again
             raise
         self.launches += repeats
+        self.calls.append((args, kernel))
         if self.launches >= LAUNCHES_PER_SUBMISSION:
             self.flush()
 

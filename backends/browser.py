@@ -121,16 +121,18 @@ class BrowserShim:
         if not self._in_call:
             self._last_scope = self.gpu.popErrorScope().then(self._on_scope)
 
-    def submit_launch(self, encoder: Any, owner: Any) -> None:
-        """:meth:`submit` for a call's launch after its first: its error, if WebGPU reports one,
-        goes to ``on_launch_refused(owner, message)`` (the device's), not to :meth:`reported_error`.
-        The scopes close in order, so the owners wait in a queue."""
+    def submit_launch(self, encoder: Any, owner: Any) -> Any:
+        """:meth:`submit` for a call's launch after its first, or a batch's launches: its error, if
+        WebGPU reports one, goes to ``on_launch_refused(owner, message)`` (the device's), not to
+        :meth:`reported_error`. The scopes close in order, so the owners wait in a queue. Answers
+        the promise that resolves once that was done (a batch's caller awaits it)."""
         self.gpu.pushErrorScope("validation")
         try:
             self.queue.submit(to_js([encoder.finish()]))
         finally:
             self._launch_owners.append(owner)
-            self.gpu.popErrorScope().then(self._on_launch_scope)
+            closed = self.gpu.popErrorScope().then(self._on_launch_scope)
+        return closed
 
     def _launch_scope_closed(self, error: Any) -> None:
         owner = self._launch_owners.popleft()

@@ -16,6 +16,13 @@ its grids checked and runs inside the shim's *call scope*:
 None of it reaches the errors a tune's ``sync`` reads, unless no caller takes a first launch's
 scope (a page's own key, run by label), whose error then goes there as it always did.
 
+A batch's submission (``batch_recorder.py``) is refused whole: every call recorded in it has its
+bind groups dropped (its next launch is a checked first one again: the call on a destroyed
+buffer is refused then, the others run), and the refusal, naming those calls (by
+:data:`CALL_NAME` where their caller gave one), is the batch's: raised at the submit natively,
+and in a browser the answer of :meth:`CallLaunches.take_batch_verdict`, which ``batch.submit()``
+awaits.
+
 Pure Python (the standard library and ``wgtune`` only): it imports in CPython and in Pyodide.
 """
 
@@ -32,7 +39,13 @@ from wgtune.sets.bindings import PARAMS, Scratch, binding_plan, stage_entries
 from wgtune.sets.kernel import Kernel
 from wgtune.tune.log import logger
 
-__all__ = ["CallLaunches"]
+from .batch_recorder import Submitted
+
+__all__ = ["CALL_NAME", "CallLaunches"]
+
+CALL_NAME = "wgtune:call-name"
+"""The key in ``args.cache`` of what errors name a call by, where its caller says
+(``set 'scale' [n=1024]``: ``js_sets.py``); a call without one is named by its candidate."""
 
 
 class CallLaunches:
@@ -151,19 +164,55 @@ class CallLaunches:
     async def _scope_verdict(self, args: Args, pipeline: CompiledKernel, scope: Any) -> None:
         message = await self.shim.scope_error(scope)
         if message is not None:
-            for stage in (pipeline, *pipeline.then):  # its next launch is a first one again: checked anew
-                args.cache.pop(stage, None)
+            _drop_bind_groups(args, pipeline)
             raise _refused(pipeline, args, message)
 
-    def _refused_later(self, owner: tuple[Args, CompiledKernel], message: str) -> None:
-        """WebGPU refused a launch after the call's first (a buffer destroyed since), and said so
-        once the call had returned (``GPUShim.submit_launch``): the call's bind groups are dropped,
-        so that its next launch is a first one again and is refused for it; no tune sees it."""
+    def _refused_later(self, owner: tuple[Args, CompiledKernel] | _BatchPart, message: str) -> None:
+        """WebGPU refused a launch after the call's first (a buffer destroyed since), or a batch's
+        submission, and said so once the call had returned (``GPUShim.submit_launch``): the
+        calls' bind groups are dropped, so that each one's next launch is a first one again and
+        is refused for it if it is the one to blame; no tune sees it. A batch's refusal is its
+        caller's (:meth:`take_batch_verdict`): said here only where none took it."""
+        if isinstance(owner, _BatchPart):
+            refused = _refuse_batch(owner.calls, owner.launches, message)
+            submitted = owner.submitted
+            if submitted is not None:
+                submitted.refusals.append(refused)
+            if submitted is None or not submitted.taken:
+                logger.warning("%s; each call's next launch is checked again", refused)
+            return
         args, pipeline = owner
-        for stage in (pipeline, *pipeline.then):
-            args.cache.pop(stage, None)
+        _drop_bind_groups(args, pipeline)
         logger.warning("WebGPU refused a launch of %s on a call it ran before: %s; the call's next launch says so",
                        pipeline.kernel.name, " ".join(message.split()))
+
+    def _submit_recorded(self, encoder: Any, calls: list[tuple[Args, CompiledKernel]], launches: int,
+                         submitted: Submitted | None) -> None:
+        """Submit a batch's ``launches``, recorded for ``calls`` (``BatchRecorder.flush``).
+        Natively a refusal raises here; in a browser WebGPU says so later (:meth:`_refused_later`),
+        and ``submitted`` keeps when its scope closes, for :meth:`take_batch_verdict`."""
+        if self._submit_launch is None:
+            try:
+                self._submit(encoder)
+            except KernelError as error:
+                raise _refuse_batch(calls, launches, str(error)) from None
+            return
+        closing = self._submit_launch(encoder, _BatchPart(calls, launches, submitted))
+        if submitted is not None:
+            submitted.closing.append(closing)
+
+    def take_batch_verdict(self) -> Awaitable[None] | None:
+        """What WebGPU says of the batch that just ended (its outermost ``end_batch``), where it
+        says so later (a browser): an awaitable that raises its submissions' refusals as one
+        LaunchRefused naming their calls, or returns once WebGPU took them all. None for a batch
+        inside another (the outer one's says), or where refusals raise at the submit (natively).
+        Once taken, a refusal is the taker's alone (no warning)."""
+        submitted = self._batch.ended
+        if submitted is None or self._submit_launch is None:
+            return None
+        self._batch.ended = None
+        submitted.taken = True
+        return _batch_verdict(submitted)
 
     def _forward_untaken_scope(self) -> None:
         """A first launch's scope that no caller took: its error is reported as before, to the
@@ -175,6 +224,49 @@ class CallLaunches:
 
 
 _CALL_CHECKED = "wgtune:call-checked"  # args.cache: the kernel whose bindings check_call found fine
+
+
+class _BatchPart:
+    """The owner of one submission of a batch (``GPUShim.submit_launch``): the calls recorded in it,
+    how many launches, and what its batch submitted."""
+
+    __slots__ = ("calls", "launches", "submitted")
+
+    def __init__(self, calls: list[tuple[Args, CompiledKernel]], launches: int, submitted: Submitted | None) -> None:
+        self.calls = calls
+        self.launches = launches
+        self.submitted = submitted
+
+
+def _drop_bind_groups(args: Args, pipeline: CompiledKernel) -> None:
+    """Forget the call's bind groups for ``pipeline``: its next launch is a first one again, checked
+    and scoped anew."""
+    for stage in (pipeline, *pipeline.then):
+        args.cache.pop(stage, None)
+
+
+def _refuse_batch(calls: list[tuple[Args, CompiledKernel]], launches: int, message: str) -> LaunchRefused:
+    """WebGPU refused a batch's submission of ``launches`` for ``calls``: drop each call's bind
+    groups, and answer the LaunchRefused naming the calls (:data:`CALL_NAME`, else the candidate),
+    how many of each."""
+    named: dict[str, set[int]] = {}
+    for args, pipeline in calls:
+        _drop_bind_groups(args, pipeline)
+        name = args.cache.get(CALL_NAME) or f"candidate {pipeline.kernel.name!r}"
+        named.setdefault(name, set()).add(id(args))
+    listed = ", ".join(name if len(ids) == 1 else f"{name} ({len(ids)} calls)" for name, ids in named.items())
+    said = " ".join(line.strip() for line in message.splitlines() if line.strip())
+    return LaunchRefused(f"WebGPU refused a batch's submission of {launches} launch{'es' * (launches != 1)}, "
+                         f"so none of them ran: {listed}: {said}")
+
+
+async def _batch_verdict(submitted: Submitted) -> None:
+    for closing in submitted.closing:  # each ends once its scope closed and _refused_later had its say
+        await closing
+    if len(submitted.refusals) == 1:
+        raise submitted.refusals[0]
+    if submitted.refusals:
+        raise LaunchRefused("; ".join(str(refused) for refused in submitted.refusals))
 
 
 def _is_call_buffer(buffer: Any) -> bool:

@@ -122,8 +122,10 @@ class GPUShim(Protocol):
         None otherwise (always, in a browser: the call's error scope catches those)."""
 
     # Optional, where errors are reported later (a browser): ``submit_launch(encoder, owner)``
-    # submits a call's launch after its first, and WebGPU's error for it, if any, is handed to
-    # ``on_launch_refused(owner, message)`` (set by the device), never to reported_error().
+    # submits a call's launch after its first, or a batch's launches, and WebGPU's error for it,
+    # if any, is handed to ``on_launch_refused(owner, message)`` (set by the device), never to
+    # reported_error(); it answers an awaitable that ends once that was done (the error scope
+    # closed and the handler ran), which a batch's caller awaits.
 
     def begin_call_scope(self) -> None:
         """Catch the errors of one call's launch apart from all others, until

@@ -2,9 +2,11 @@
 
 A call that cannot run is refused here, before any tune starts, with a ConfigError naming what is
 wrong (``field`` names the param): a param that is not a finite number, one its WGSL field cannot
-hold (``n: 1.5`` for a ``u32``, ``-1`` for a ``u32``), buffers that no candidate can bind (a
-storage binding the call gives no buffer for, a name no candidate declares). What only WebGPU
-can tell (a buffer's usage, size, device) is the launch's to refuse (``call_launches.py``).
+hold (``n: 1.5`` for a ``u32``, ``-1`` for a ``u32``), params missing where the WGSL reads a
+uniform from them (no ``params``, ``[]`` or ``{}`` alike), a buffer that is not a ``GPUBuffer``
+(``null``, a number), buffers that no candidate can bind (a storage binding the call gives no
+buffer for, a name no candidate declares). What only WebGPU can tell (a buffer's usage, size,
+device) is the launch's to refuse (``call_launches.py``).
 
 Each check runs once per new Args: a set keeps its recent calls (:class:`RecentCalls`), so a call
 repeated with the same buffers and params costs a dict lookup.
@@ -19,7 +21,8 @@ from typing import Any
 
 from wgtune.errors import ConfigError, KernelError
 from wgtune.sets.args import Args
-from wgtune.sets.bindings import binding_plan, stage_entries
+from wgtune.sets.bindings import PARAMS, binding_plan, stage_entries
+from wgtune.sets.kernel import Kernel
 from wgtune.sets.tunable import TunableSet
 from wgtune.sets.uniforms import param_names, param_scalars, params_at, params_by_name, uniform_bytes
 from wgtune.wgsl.syntax import WgslError
@@ -66,9 +69,10 @@ class RecentCalls:
             self._recent.move_to_end(same)
             return args
         by_name = isinstance(buffers, Mapping)
+        self._check_buffer_values(named)
         args = Args(dict(named) if by_name else tuple(buffer for _, buffer in named), params)
         self._check_params(params)
-        self._check_buffers(args)
+        self._check_params_given(args, self._check_buffers(args))
         self._recent[same] = args
         if len(self._recent) > RECENT_CALLS:
             self._recent.popitem(last=False)
@@ -78,8 +82,13 @@ class RecentCalls:
         name = self.tunables.name
         params = plain(params) if params is not None else ()
         names = param_names(self.tunables.candidates[0])
-        if isinstance(params, Mapping):
-            params = params_by_name(self.tunables.candidates[0], params)
+        if isinstance(params, Mapping) and not params:
+            params = ()  # none by name: as none in order (_check_params_given says what is missing)
+        elif isinstance(params, Mapping):
+            try:
+                params = params_by_name(self.tunables.candidates[0], params)
+            except ConfigError as error:
+                raise ConfigError(f"set {name!r}: {error}", field="params") from None
         elif not isinstance(params, (list, tuple)):
             raise ConfigError(f"set {name!r}: params must be an object by field name or an array, "
                               f"got {js_value(params)}", field="params")
@@ -115,19 +124,47 @@ class RecentCalls:
             except WgslError as error:
                 raise ConfigError(f"set {self.tunables.name!r}: {error}", field="params") from None
 
-    def _check_buffers(self, args: Args) -> None:
-        """Refused where no candidate can bind the call's buffers (candidate 0's reason said)."""
+    def _check_buffer_values(self, named: tuple[tuple[str | None, Any], ...]) -> None:
+        """Refused where a buffer is not a GPUBuffer (``null``, a number, a plain object): named."""
+        for index, (name, buffer) in enumerate(named):
+            if isinstance(buffer, (Mapping, list, tuple, str, int, float)) or not hasattr(buffer, "size"):
+                which = f"buffer {name!r}" if name is not None else f"buffer {index}"
+                raise ConfigError(f"set {self.tunables.name!r}: {which} must be a GPUBuffer, got {js_value(buffer)}",
+                                  field="buffers")
+
+    def _check_buffers(self, args: Args) -> tuple[Kernel, list[list[tuple[int, int, Any]]]]:
+        """Refused where no candidate can bind the call's buffers (candidate 0's reason said);
+        else the first candidate that can, and each of its stages' bindings for the call."""
         first = None
         for kernel in self.tunables.candidates:
             try:
                 plan = binding_plan(kernel)
-                for index, stage in enumerate(kernel.stages):
-                    stage_entries(plan[index] if plan else None, args, stage.name)
+                stages = [stage_entries(plan[index] if plan else None, args, stage.name)
+                          for index, stage in enumerate(kernel.stages)]
             except KernelError as error:
                 first = first or str(error)
                 continue
-            return
+            return kernel, stages
         raise ConfigError(f"set {self.tunables.name!r}: the call cannot run: {first}", field="buffers")
+
+    def _check_params_given(self, args: Args, bound: tuple[Kernel, list[list[tuple[int, int, Any]]]]) -> None:
+        """Refused where the call gives no params and a stage reads its uniform from them (one
+        without a ``params`` function of its own): WebGPU would refuse the launch for the missing
+        binding. Names the missing fields, as ``params: {}`` does."""
+        kernel, stages = bound
+        if args.params:
+            return
+        for stage, entries in zip(kernel.stages, stages, strict=True):
+            if stage.params is None and any(buffer is PARAMS for _, _, buffer in entries):
+                name = self.tunables.name
+                if param_names(stage):
+                    try:
+                        params_by_name(stage, {})
+                    except ConfigError as error:
+                        raise ConfigError(f"set {name!r}: {error}", field="params") from None
+                group, binding = next((group, binding) for group, binding, buffer in entries if buffer is PARAMS)
+                raise ConfigError(f"set {name!r}: the call gives no params, and candidate {stage.name!r} reads its "
+                                  f"uniform at @group({group}) @binding({binding}) from them", field="params")
 
 
 def _frozen(values: Sequence[Any]) -> tuple:

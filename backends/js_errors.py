@@ -7,6 +7,11 @@ line of JSON (:func:`describe_error`); ``web/errors.js`` reads that line back an
 fields. Pyodide would otherwise hand JavaScript a ``PythonError`` whose message is the whole
 traceback, and whose useful part is only the exception's last line.
 
+An exception one of the app's own functions raised (a set's ``grid`` or ``key``, marked by
+:func:`thrown_by_app` where ``js_set_spec.py`` calls them) goes back as it was thrown: its
+:class:`ForJavaScript` line carries a token instead (``"thrown"``), which ``web/sets.js`` trades
+for the app's own error with :func:`take_thrown`.
+
 Messages are written for a JavaScript reader: :func:`js_value` describes a value as JavaScript
 would name it (``null``, ``1.5``, ``"text"``, ``an array``), never as Python's
 ``repr`` (``jsnull``, ``None``, ``'text'``).
@@ -20,6 +25,7 @@ import functools
 import inspect
 import json
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -27,7 +33,8 @@ from wgtune import errors
 from wgtune.errors import WgtuneError
 from wgtune.key import Key
 
-__all__ = ["Facing", "ForJavaScript", "describe_error", "failed_answer", "for_javascript", "js_value"]
+__all__ = ["Facing", "ForJavaScript", "describe_error", "failed_answer", "for_javascript", "js_value", "take_thrown",
+           "thrown_by_app"]
 
 # The error types JavaScript has a class for (web/errors.js); any other wgtune error is a WgtuneError there.
 JS_ERROR_NAMES = ("ConfigError", "LaunchRefused", "KernelError", "StoreError", "TuneFailed", "DeviceLost",
@@ -39,6 +46,52 @@ F = TypeVar("F", bound=Callable[..., Any])
 class ForJavaScript(Exception):
     """A wgtune error on its way to JavaScript: its message is :func:`describe_error` as one line
     of JSON (``web/errors.js`` parses it)."""
+
+
+KEPT_THROWN = 32
+"""Exceptions of the app's own functions kept for JavaScript to take (:func:`take_thrown`): those a
+tune met (a candidate's grid failing) are its failures, never taken, and must not pile up."""
+
+_thrown: OrderedDict[int, BaseException] = OrderedDict()  # by id, most recent last
+
+
+def thrown_by_app(error: BaseException) -> BaseException:
+    """Mark ``error`` as raised by one of the app's own functions (a JavaScript function of a set's,
+    ``js_set_spec.py``); answers it. Where it ends a call from JavaScript, even as the cause of a
+    wgtune error (a key function's failure), the caller gets it back as it was thrown."""
+    _thrown[id(error)] = error
+    _thrown.move_to_end(id(error))
+    while len(_thrown) > KEPT_THROWN:
+        _thrown.popitem(last=False)
+    return error
+
+
+def take_thrown(token: int) -> Any:
+    """What the app's function threw, for ``web/sets.js`` to throw again: the JavaScript error
+    itself (a ``JsException``'s ``js_error``), or None where it is no longer kept."""
+    error = _thrown.pop(token, None)
+    return None if error is None else getattr(error, "js_error", error)
+
+
+def _app_thrown(error: BaseException) -> int | None:
+    """The token of the app's own exception that ``error`` is, or was raised from (its causes)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if _thrown.get(id(seen)) is seen:
+            return id(seen)
+        seen = seen.__cause__
+    return None
+
+
+def _for_javascript(error: Exception) -> ForJavaScript | None:
+    """``error`` as it goes to JavaScript: the app's own (a token to take it by), a wgtune error
+    (described), or None for anything else (a bug of wgtune's: Pyodide's PythonError says what)."""
+    token = _app_thrown(error)
+    if token is not None:
+        return ForJavaScript(json.dumps({"name": "WgtuneError", "message": str(error), "thrown": token}))
+    if isinstance(error, WgtuneError):
+        return ForJavaScript(json.dumps(describe_error(error)))
+    return None
 
 
 def describe_error(error: BaseException) -> dict[str, Any]:
@@ -87,10 +140,9 @@ def _key(key: Any) -> Any:
 
 
 def for_javascript(method: F) -> F:
-    """``method`` (sync or async) with each wgtune error it raises turned into :class:`ForJavaScript`.
-
-    Errors that are not wgtune's own pass as they are: an app's JavaScript function that threw
-    (``JsException``: Pyodide hands JavaScript its original error back) and cancellations.
+    """``method`` (sync or async) with each wgtune error it raises, and each exception of the app's
+    own functions (:func:`thrown_by_app`), turned into :class:`ForJavaScript`. Others pass as they
+    are: cancellations, and wgtune's bugs.
     """
     if inspect.iscoroutinefunction(method):
 
@@ -98,8 +150,11 @@ def for_javascript(method: F) -> F:
         async def call_async(*args: Any, **kwargs: Any) -> Any:
             try:
                 return await method(*args, **kwargs)
-            except WgtuneError as error:
-                raise ForJavaScript(json.dumps(describe_error(error))) from None
+            except Exception as error:
+                translated = _for_javascript(error)
+                if translated is None:
+                    raise
+                raise translated from None
 
         return call_async  # type: ignore[return-value]
 
@@ -107,8 +162,11 @@ def for_javascript(method: F) -> F:
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             answer = method(*args, **kwargs)
-        except WgtuneError as error:
-            raise ForJavaScript(json.dumps(describe_error(error))) from None
+        except Exception as error:
+            translated = _for_javascript(error)
+            if translated is None:
+                raise
+            raise translated from None
         if inspect.isawaitable(answer):  # a method that answers later (a first launch's verdict)
             return _awaited(answer)
         return answer
@@ -152,8 +210,11 @@ def _facing(answer: Any) -> Any:
 async def _awaited(answer: Any) -> Any:
     try:
         return await answer
-    except WgtuneError as error:
-        raise ForJavaScript(json.dumps(describe_error(error))) from None
+    except Exception as error:
+        translated = _for_javascript(error)
+        if translated is None:
+            raise
+        raise translated from None
 
 
 def js_value(value: Any) -> str:
@@ -174,6 +235,11 @@ def js_value(value: Any) -> str:
         return str(value)
     if isinstance(value, str):
         return json.dumps(value)
+    if isinstance(value, (list, tuple)) and all(item is None or isinstance(item, (bool, int, float, str))
+                                                for item in value[:16]):
+        text = "[" + ", ".join(js_value(item) for item in value[:16]) + "]"  # NaN as NaN: JSON has none
+        if len(value) <= 16 and len(text) <= 60:
+            return text
     if isinstance(value, (list, tuple, Mapping)):
         try:  # short plain data as JavaScript writes it; anything else by its kind
             text = json.dumps(value if isinstance(value, Mapping) else list(value), allow_nan=False)

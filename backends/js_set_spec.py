@@ -30,11 +30,14 @@ calls them on its own copies of the buffers too.
 
 JavaScript values reach here as Pyodide converts them (``to_py``: objects as dicts, arrays as
 lists, functions still callable); the functions' arguments go back through ``to_js``. Both are
-given, so the module is tested natively with plain Python values.
+given, so the module is tested natively with plain Python values. What one of the set's functions
+throws is marked as the app's (``js_errors.thrown_by_app``): a call it ends gives it back to the
+app as it was thrown; a tune it ends fails that candidate, saying why.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -48,7 +51,7 @@ from wgtune.sets.tunable import TunableSet
 from wgtune.sets.uniforms import param_names, param_scalars
 from wgtune.tune.checks import TypedValues
 
-from .js_errors import js_value
+from .js_errors import js_value, thrown_by_app
 
 __all__ = ["Calls", "plain", "tunable_set"]
 
@@ -68,6 +71,15 @@ def _function(value: Any, where: str) -> Callable:
     return value
 
 
+def _app(fn: Callable, *args: Any) -> Any:
+    """``fn(*args)``, one of the app's own functions: what it raises is marked as the app's."""
+    try:
+        return fn(*args)
+    except Exception as error:
+        thrown_by_app(error)
+        raise
+
+
 def _grid(answer: Any, where: str) -> tuple[int, int, int]:
     grid = plain(answer)
     if isinstance(grid, (int, float)):
@@ -75,7 +87,8 @@ def _grid(answer: Any, where: str) -> tuple[int, int, int]:
     if not isinstance(grid, (list, tuple)) or not 1 <= len(grid) <= 3:
         raise ConfigError(f"{where} must give 1 to 3 workgroup counts, got {js_value(grid)}")
     counts = [*grid, 1, 1][:3]
-    if any(isinstance(n, bool) or not isinstance(n, (int, float)) or n != int(n) or n < 0 for n in counts):
+    if any(isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n != int(n) or n < 0
+           for n in counts):
         raise ConfigError(f"{where} gave {js_value(grid)}: workgroup counts are whole numbers >= 0")
     return (int(counts[0]), int(counts[1]), int(counts[2]))
 
@@ -105,18 +118,25 @@ class Calls:
         _function(fn, where)
 
         def call(args: Args) -> Any:
-            return shape(fn(self.view(args)), where)
+            view = self.view(args)
+            try:
+                answer = fn(view)
+            except Exception as error:  # the app's own: given back as it was thrown (js_errors.py)
+                thrown_by_app(error)
+                raise
+            return shape(answer, where)
 
         return call
 
 
-def _candidate(spec: Any, index: int, calls: Calls) -> Kernel:
+def _candidate(spec: Any, index: int, calls: Calls, set_name: str) -> Kernel:
     spec = plain(spec)
     if not isinstance(spec, Mapping):
-        raise ConfigError(f"candidate {index} must be an object {{name, wgsl, grid, ...}}, got {js_value(spec)}")
+        raise ConfigError(f"set {set_name!r}: candidate {index} must be an object {{name, wgsl, grid, ...}}, "
+                          f"got {js_value(spec)}")
     unknown = sorted(set(spec) - _CANDIDATE_FIELDS)
     name = spec.get("name")
-    where = f"candidate {name!r}" if isinstance(name, str) and name else f"candidate {index}"
+    where = f"set {set_name!r}: candidate {repr(name) if isinstance(name, str) and name else index}"
     if unknown:
         known = ", ".join(sorted(_CANDIDATE_FIELDS))
         raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {known}")
@@ -137,7 +157,7 @@ def _candidate(spec: Any, index: int, calls: Calls) -> Kernel:
         priority=spec.get("priority", 0),
         params=None if stage_params is None else calls.function(stage_params, f"{where}: params",
                                                                lambda answer, _w: tuple(plain(answer))),
-        then=tuple(_candidate(stage, i, calls) for i, stage in enumerate(spec.get("then") or ())),
+        then=tuple(_candidate(stage, i, calls, set_name) for i, stage in enumerate(spec.get("then") or ())),
         scratch=_scratch(spec.get("scratch"), where, calls),
     )
 
@@ -181,13 +201,13 @@ def _space(spec: Any, set_name: str, calls: Calls) -> list[Kernel]:
     restrict = spec.get("restrict")
 
     def js(fn: Any, shape: Callable[[Any], Any] = lambda value: value) -> Callable | None:
-        return None if fn is None else (lambda point: shape(plain(fn(calls.to_js(dict(point))))))
+        return None if fn is None else (lambda point: shape(plain(_app(fn, calls.to_js(dict(point))))))
 
     return Space(
         spec.get("name", set_name),
         params={str(name): list(values) for name, values in dict(spec.get("params") or {}).items()},
         default=dict(spec.get("default") or {}),
-        grid=lambda point, args: _grid(grid(calls.to_js(dict(point)), calls.view(args)),
+        grid=lambda point, args: _grid(_app(grid, calls.to_js(dict(point)), calls.view(args)),
                                        f"set {set_name!r}: space.grid"),
         source=spec.get("source"),
         render=js(render, str),
@@ -204,7 +224,7 @@ def _reference(fn: Any, calls: Calls, set_name: str) -> Callable:
 
     def reference(inputs: list[bytes], params: tuple) -> Sequence[Any]:
         view = calls.view(Args(tuple(_Sized(len(data)) for data in inputs), params))
-        answer = fn(view, calls.to_js([memoryview(data) for data in inputs]))
+        answer = _app(fn, view, calls.to_js([memoryview(data) for data in inputs]))
         # Each output as JavaScript gave it: ``to_py`` on the whole answer would make every typed
         # array a memoryview first, losing the name that says its element type (``_expected``).
         return [_expected(item) for item in (answer if _is_js_array(answer) else plain(answer))]
@@ -264,7 +284,7 @@ def tunable_set(spec: Any, to_js: Callable[[Any], Any] = lambda value: value) ->
         listed = plain(spec["candidates"])
         if not isinstance(listed, (list, tuple)) or not listed:
             raise ConfigError(f"set {name!r}: candidates must be a non-empty array")
-        candidates = [_candidate(candidate, index, calls) for index, candidate in enumerate(listed)]
+        candidates = [_candidate(candidate, index, calls, name) for index, candidate in enumerate(listed)]
     calls.names = param_names(candidates[0])
     key = spec.get("key")
     key_function = (_params_key(calls, param_scalars(candidates[0])) if key is None

@@ -22,6 +22,7 @@ from wgtune.sets.tunable import TunableSet
 from wgtune.state import Hit, Pending
 from wgtune.store.results import result_to_json
 
+from .call_launches import CALL_NAME
 from .js_calls import RECENT_CALLS, RecentCalls
 from .js_errors import failed_answer
 from .js_set_spec import Calls, tunable_set
@@ -32,13 +33,19 @@ __all__ = ["RECENT_CALLS", "JsSet", "define_set"]
 def define_set(session: Any, spec: Any, to_js: Callable[[Any], Any] = lambda value: value) -> JsSet:
     """The set ``spec`` describes (``js_set_spec.py``), on ``session`` (a ``PageSession``); a
     ConfigError that names the field when something is wrong, or when the page has a set of that
-    name with other candidates (its winners would be another set's)."""
+    name with other candidates (its winners would be another set's).
+
+    The name is taken here, before the fallback compiles (``JsSet.prepare``), so that a second
+    definition with other candidates is refused even while the first is still compiling, or was
+    never used (``session.js_sets``); the same candidates again are the same set, a handle of its
+    own. A definition whose fallback does not compile gives the name back."""
     tunables, calls = tunable_set(spec, to_js)
-    known = session.tuner.cache.sets.get(tunables.name)
+    known = session.js_sets.get(tunables.name) or session.tuner.cache.sets.get(tunables.name)
     if known is not None and known.checksum != tunables.checksum:
         raise ConfigError(f"set {tunables.name!r} is defined already on this page, with other candidates: "
                           "give this one another name (winners are kept under a set's name), or reload the page "
                           "to replace it", field="name")
+    session.js_sets.setdefault(tunables.name, tunables)
     return JsSet(session, tunables, calls)
 
 
@@ -68,7 +75,16 @@ class JsSet:
     async def prepare(self) -> str:
         """Compile the set's fallback (``wgtune.defineSet`` awaits it): its name. NoValidKernelFound,
         with each candidate's compiler message, where none compiles on this device."""
-        index = await self.session.tuner.prepare(self.tunables)
+        names, tuner = self.session.js_sets, self.session.tuner
+        try:
+            index = await tuner.prepare(self.tunables)
+        except BaseException:
+            if names.get(self.name) is self.tunables:  # never defined: the name is free again,
+                del names[self.name]
+                if self.name not in tuner.cache.sets:  # and its compiles (by name) not the next set's
+                    tuner.pipelines.drop(self.name)
+            raise
+        names.setdefault(self.name, self.tunables)  # the same candidates defined meanwhile may have failed
         return self.tunables.candidates[index].name
 
     def _answer(self, key: Key) -> dict:
@@ -124,6 +140,8 @@ class JsSet:
         tuner = self.session.tuner
         kernel = tuner.execute(self.tunables, args)
         key = tuner.key(self.tunables, args)
+        if CALL_NAME not in args.cache:  # what a batch's refusal names the call by
+            args.cache[CALL_NAME] = f"set {self.name!r} [{key}]"
         take = getattr(tuner.device, "take_launch_scope", None)
         scope = take(args) if take is not None else None
         if scope is None:

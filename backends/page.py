@@ -118,6 +118,8 @@ class PageSession(StoredWinnersCalls):
         self.use_timestamps = True
         self.seeds: list[StoredEntry] = []
         """Winners for this device from bundles (:meth:`load_bundle`): every new tuner is seeded with them."""
+        self.js_sets: dict[str, TunableSet] = {}
+        """The sets defined from JavaScript, by name (``js_sets.define_set``): a name is one set's for the load."""
 
     @classmethod
     async def open(
@@ -299,6 +301,12 @@ class PageSession(StoredWinnersCalls):
         from .js_sets import define_set
 
         return define_set(self, spec, to_js=js_object)
+
+    def batch(self) -> Any:
+        """A batch opened from JavaScript (``wgtune.batch``): see ``js_batch.py``."""
+        from .js_batch import JsBatch
+
+        return JsBatch(self.tuner)
 
     def notify_pending(self, set_name: str, key: Key) -> None:
         """Tell the page a tune of ``key`` started (a set defined from JavaScript, say)."""

@@ -287,7 +287,7 @@ class WebGPUDevice(CallLaunches, Device):
     # -- batches (``batch_recorder.py``) ------------------------------------------------------
 
     def begin_batch(self) -> None:
-        self._batch.depth += 1
+        self._batch.begin()
 
     def end_batch(self) -> None:
         self._batch.end()

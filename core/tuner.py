@@ -32,7 +32,7 @@ from .batch import Batch
 from .cache import TuneCache
 from .config import Config, LogLevel
 from .coordinator import Coordinator, WinnerFromElsewhere
-from .errors import ConfigError, LaunchRefused, StoreError, Timeout
+from .errors import ConfigError, LaunchRefused, StoreError, Timeout, WgtuneError
 from .gpu.device import Device
 from .key import Key, KeyMemo
 from .runner import Spawner, default_spawner
@@ -168,6 +168,8 @@ class Tuner:
             if grid is None:
                 try:
                     grid = args.cache[kernel.grid] = kernel.grid(args)
+                except WgtuneError:  # typed already (a page's grid that answered NaN)
+                    raise
                 except Exception as error:  # the caller's function: its failure is the call's, typed
                     raise ConfigError(f"set {tunables.name!r} [{key}]: the grid function of {kernel.name!r} failed: "
                                       f"{type(error).__name__}: {error}") from error

@@ -214,12 +214,12 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < p.x) { x[g.x] =
   let submissions = 0;
   const submit = device.queue.submit;
   device.queue.submit = (buffers) => { submissions++; return submit.call(device.queue, buffers); };
-  const answers = wgtune.batch(() => {
+  const submitted = wgtune.batch(() => {  // its promise: what the function returned, once WebGPU took the batch
     const ran = [];
     for (let i = 0; i < launches; i++) ran.push((i % 2 ? dbl : inc).execute(batched));
     return ran;
   });
-  const batchSubmissions = submissions;
+  const batchSubmissions = submissions;  // submitted by the time batch() returned
   let thrown = null;
   try {
     wgtune.batch(() => { inc.execute(batched); throw new Error("the app's own failure"); });
@@ -229,7 +229,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < p.x) { x[g.x] =
   const afterThrow = submissions - batchSubmissions;
   delete device.queue.submit;
   return { separate: await read(separate.buffers[0]), batched: await read(batched.buffers[0]),
-           ran: (await Promise.all(answers)).map((answer) => answer.state), batchSubmissions, thrown, afterThrow };
+           ran: (await Promise.all(await submitted)).map((answer) => answer.state), batchSubmissions, thrown,
+           afterThrow };
 }
 """
 

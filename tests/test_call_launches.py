@@ -13,14 +13,23 @@ import pytest
 from test_webgpu_device import Buffer, RecordingShim
 
 from wgtune import Args, Kernel, KernelError, LaunchRefused, run_inline
+from wgtune.backends.call_launches import CALL_NAME
 from wgtune.backends.webgpu import WebGPUDevice
 
 WGSL = """
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @compute @workgroup_size(64)
-fn main() {}
+fn main() { out[0] = x[0]; }  // each binding used: one a source never mentions is left unbound
 """
+
+
+class Closed:
+    """What a browser's ``submit_launch`` answers (a promise that resolves once its scope closed):
+    closed already when awaited here, as the tests close the scopes by hand first."""
+
+    def __await__(self):
+        return iter(())
 
 
 class ScopedShim(RecordingShim):
@@ -48,9 +57,10 @@ class ScopedShim(RecordingShim):
     def report_scope(self, scope: Any) -> None:
         self.reported.append(scope[1])
 
-    def submit_launch(self, encoder, owner) -> None:
+    def submit_launch(self, encoder, owner) -> Closed:
         self.submit(encoder)
         self.owners.append(owner)
+        return Closed()
 
     def close_launch_scopes(self, *errors: str | None) -> None:
         for owner, error in zip(self.owners, errors, strict=True):
@@ -147,3 +157,56 @@ def test_a_native_error_at_the_call_is_launch_refused():
     with pytest.raises(LaunchRefused, match=r"WebGPU refused candidate 'k' on this call .*: driver says no") as refused:
         device.launch(pipeline, args, (1, 1, 1))
     assert isinstance(refused.value, KernelError)
+
+
+def test_a_batch_submission_webgpu_refuses_is_the_batchs_error_naming_its_calls_whose_next_launch_is_checked():
+    shim, device, pipeline, args = setup([None, None])
+    other = Args({"x": device.create_buffer(size=64), "out": device.create_buffer(size=64)})
+    for call, name in ((args, "set 'inc' [n=16]"), (other, "set 'inc' [n=16]")):
+        device.launch(pipeline, call, (1, 1, 1))
+        run_inline(device.take_launch_scope(call))
+        call.cache[CALL_NAME] = name  # as js_sets names its calls
+    device.begin_batch()
+    device.launch(pipeline, args, (1, 1, 1))
+    device.launch(pipeline, other, (1, 1, 1))  # its buffer destroyed before the submit, say
+    device.end_batch()
+    verdict = device.take_batch_verdict()
+    assert device.take_batch_verdict() is None  # the batch's alone
+    shim.close_launch_scopes("[Buffer] used in submit while destroyed.")
+    with pytest.raises(LaunchRefused) as refused:
+        run_inline(verdict)
+    assert str(refused.value) == ("WebGPU refused a batch's submission of 2 launches, so none of them ran: "
+                                  "set 'inc' [n=16] (2 calls): [Buffer] used in submit while destroyed.")
+    assert pipeline not in args.cache and pipeline not in other.cache  # each one's next launch: a first one
+    device.launch(pipeline, args, (1, 1, 1))  # scoped again: the call on a live buffer runs
+    assert shim.names().count("begin_call_scope") == 3
+    run_inline(device.take_launch_scope(args))
+    run_inline(device.sync())
+    assert shim.reported == []  # nothing of it for a tune
+
+
+def test_a_batch_webgpu_took_resolves_and_a_batch_inside_another_leaves_the_word_to_the_outer_one():
+    shim, device, pipeline, args = setup([None])
+    device.launch(pipeline, args, (1, 1, 1))
+    run_inline(device.take_launch_scope(args))
+    device.begin_batch()
+    device.begin_batch()
+    device.launch(pipeline, args, (1, 1, 1))
+    device.end_batch()
+    assert device.take_batch_verdict() is None  # inner: nothing submitted yet
+    device.end_batch()
+    verdict = device.take_batch_verdict()
+    shim.close_launch_scopes(None)
+    assert run_inline(verdict) is None and pipeline in args.cache
+
+
+def test_a_batch_refusal_nobody_takes_is_warned_of_and_still_sends_its_calls_back_to_a_first_launch(caplog):
+    shim, device, pipeline, args = setup([None])
+    device.launch(pipeline, args, (1, 1, 1))
+    run_inline(device.take_launch_scope(args))
+    device.begin_batch()
+    device.launch(pipeline, args, (1, 1, 1))
+    device.end_batch()
+    shim.close_launch_scopes("destroyed")
+    assert pipeline not in args.cache
+    assert "WebGPU refused a batch's submission of 1 launch, so none of them ran: candidate 'k'" in caplog.text

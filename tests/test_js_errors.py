@@ -80,7 +80,8 @@ def test_facing_turns_wgtune_errors_into_one_json_line_and_leaves_other_exceptio
 
 @pytest.mark.parametrize("value, text", [
     (None, "null"), (True, "true"), (1.5, "1.5"), (2.0, "2"), (float("nan"), "NaN"), ("n=1", '"n=1"'),
-    ([1, 2], "[1, 2]"), ({"n": 1}, '{"n": 1}'), (list(range(100)), "an array"), (len, "a function"),
+    ([1, 2], "[1, 2]"), ([float("nan"), float("inf")], "[NaN, Infinity]"), ({"n": 1}, '{"n": 1}'),
+    (list(range(100)), "an array"), (len, "a function"),
 ])
 def test_values_are_named_as_javascript_names_them(value, text):
     assert js_value(value) == text

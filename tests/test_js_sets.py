@@ -6,14 +6,17 @@ plain Python stands in for them here; the page test (e2e/test_js_api.py) runs th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import re
 import struct
 
 import pytest
 from fakes import FakeDevice, f32, make_tuner, quiet
 
 from wgtune import ConfigError, Hit, Measured, NoValidKernelFound
+from wgtune.backends.js_errors import Facing, ForJavaScript, take_thrown
 from wgtune.backends.js_sets import define_set
 
 SCALE = """
@@ -33,6 +36,7 @@ class Session:
     def __init__(self, device: FakeDevice) -> None:
         self.tuner = make_tuner(device)
         self.pending: list[tuple[str, object]] = []
+        self.js_sets: dict[str, object] = {}
 
     def notify_pending(self, set_name, key) -> None:
         self.pending.append((set_name, key))
@@ -224,6 +228,108 @@ def test_a_name_defined_again_with_other_candidates_is_an_error_and_the_same_can
     with pytest.raises(ConfigError, match="'scale' is defined already on this page, with other candidates") as error:
         define_set(session, described)
     assert error.value.field == "name"
+
+
+def test_a_name_is_taken_at_its_definition_so_other_candidates_are_refused_before_the_first_is_used_or_compiled():
+    device = FakeDevice()
+    session = Session(device)
+    define_set(session, spec()[0])  # defineSet awaits prepare() after this: a second may come meanwhile
+    other, _ = spec()
+    other["candidates"] = other["candidates"][:1]
+    with pytest.raises(ConfigError, match="'scale' is defined already on this page, with other candidates") as error:
+        define_set(session, other)
+    assert error.value.field == "name"
+    assert session.tuner.states("scale") == {}  # nothing was run to find out
+
+
+def test_a_definition_whose_fallback_does_not_compile_gives_its_name_back():
+    device = FakeDevice()
+    for name in ("wg32", "wg64"):
+        device.script(name, compile_error="unable to parse")
+    session = Session(device)
+    broken = define_set(session, spec()[0])
+    with pytest.raises(NoValidKernelFound):
+        asyncio.run(broken.prepare())
+    other, _ = spec()
+    other["candidates"] = other["candidates"][:1]
+    device.script("wg32", compile_error=None)  # the app fixed its WGSL
+    fixed = define_set(session, other)  # its next try, with other candidates: not the first's compiles
+    assert asyncio.run(fixed.prepare()) == "wg32"
+    assert session.js_sets == {"scale": fixed.tunables}
+
+
+@pytest.mark.parametrize("params", [None, [], {}])
+def test_a_call_without_the_params_its_wgsl_reads_is_refused_naming_the_missing_fields(params):
+    device = FakeDevice()
+    js_set = define_set(Session(device), spec()[0])
+    call = {"buffers": {"x": device.buffer([1.0]), "y": device.buffer([0.0])}}
+    if params is not None:
+        call["params"] = params
+    for method in (js_set.check, js_set.execute):
+        with pytest.raises(ConfigError, match=r"set 'scale': .*params: missing field\(s\) n, scale") as error:
+            method(call)
+        assert error.value.field == "params"
+    assert device.dispatch_count + device.profile_count == 0
+
+
+def test_a_call_without_params_for_a_uniform_that_is_not_a_struct_says_where_the_wgsl_reads_them():
+    device = FakeDevice()
+    wgsl = SCALE.replace("var<uniform> p: Params", "var<uniform> p: vec4<u32>").replace("p.n", "p.x")
+    wgsl = wgsl.replace("p.scale", "f32(p.y)")
+    described, _ = spec(candidates=[{"name": "a", "wgsl": wgsl.replace("WG", "64"), "grid": [1]}])
+    js_set = define_set(Session(device), described)
+    with pytest.raises(ConfigError, match=r"the call gives no params, and candidate 'a' reads its uniform at "
+                                          r"@group\(0\) @binding\(2\) from them") as error:
+        js_set.execute({"buffers": [device.buffer([1.0]), device.buffer([0.0])]})
+    assert error.value.field == "params"
+
+
+@pytest.mark.parametrize("buffer, named", [(None, "null"), (5, "5"), ({"size": 4}, '{"size": 4}')])
+def test_a_buffer_that_is_not_a_gpu_buffer_is_refused_naming_it(buffer, named):
+    device = FakeDevice()
+    js_set = define_set(Session(device), spec()[0])
+    for buffers, which in (({"x": buffer, "y": device.buffer([0.0])}, "buffer 'x'"),
+                           ([device.buffer([1.0]), buffer], "buffer 1")):
+        with pytest.raises(ConfigError, match=f"set 'scale': {which} must be a GPUBuffer, got {re.escape(named)}") \
+                as error:
+            js_set.execute({"buffers": buffers, "params": {"n": 1, "scale": 1}})
+        assert error.value.field == "buffers"
+
+
+@pytest.mark.parametrize("count", [math.nan, math.inf])
+def test_a_grid_that_answers_no_finite_count_is_an_error_naming_the_set_and_the_candidate(count):
+    device = FakeDevice()
+    described, _ = spec()
+    described["candidates"][0]["grid"] = lambda call: [count]
+    js_set = define_set(Session(device), described)
+    buffers = {"x": device.buffer([1.0]), "y": device.buffer([0.0])}
+    args = js_set.args({"buffers": buffers, "params": {"n": 1, "scale": 1}})
+    with pytest.raises(ConfigError, match=r"set 'scale': candidate 'wg32': grid gave \[(NaN|Infinity)\]: workgroup "
+                                          r"counts are whole numbers >= 0"):
+        js_set.tunables.candidates[0].grid(args)
+
+
+class AppsOwn(Exception):
+    """What an app's own function throws (a JavaScript error, in the page)."""
+
+
+def test_an_exception_of_the_apps_own_key_or_grid_goes_back_to_javascript_as_it_was_raised():
+    device = FakeDevice()
+    thrown = AppsOwn("my key broke")
+
+    def key(call):
+        raise thrown
+
+    described, _ = spec(key=key)
+    js_set = Facing(define_set(Session(device), described))
+    call = {"buffers": {"x": device.buffer([1.0]), "y": device.buffer([0.0])}, "params": {"n": 1, "scale": 1}}
+    for method in (js_set.check, js_set.execute):
+        with pytest.raises(ForJavaScript) as raised:
+            method(call)
+        described_error = json.loads(str(raised.value))
+        assert "my key broke" in described_error["message"]
+        assert take_thrown(described_error["thrown"]) is thrown  # what web/sets.js throws to the app
+        assert take_thrown(described_error["thrown"]) is None  # taken once
 
 
 @pytest.mark.parametrize("params, buffers, problem, field", [

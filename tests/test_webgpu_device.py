@@ -389,7 +389,7 @@ struct Params { n: u32 }
 @group(0) @binding(0) var<storage, read> input: array<f32>;
 @group(0) @binding(1) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(2) var<uniform> params: Params;
-@compute @workgroup_size(64) fn main(@builtin(workgroup_id) wid: vec3<u32>) { partials[wid.x] = input[0]; }
+@compute @workgroup_size(64) fn main(@builtin(workgroup_id) wid: vec3<u32>) { partials[wid.x] = input[params.n]; }
 """
 
 TOTAL = """

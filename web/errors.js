@@ -66,24 +66,38 @@ export class NoValidKernelFound extends WgtuneError {
 const CLASSES = { WgtuneError, ConfigError, KernelError, LaunchRefused, StoreError, TuneFailed, DeviceLost,
                   NoValidKernelFound };
 
-/** The error a description from Python (`{name, message, ...fields}`, backends/js_errors.py) is. */
-export function errorFrom(described) {
+/**
+ * The error a description from Python (`{name, message, ...fields}`, backends/js_errors.py) is.
+ * One that carries `thrown` stands for what one of the app's own functions (a set's grid, key)
+ * threw: `takeThrown(token)` gives that back, to be thrown as it was.
+ */
+export function errorFrom(described, takeThrown = undefined) {
+  if (described.thrown !== undefined && takeThrown) {
+    const thrown = takeThrown(described.thrown);
+    if (thrown !== undefined && thrown !== null) return thrown;
+  }
+  const { thrown: _token, ...fields } = described; // the token is not the error's to carry
   const Class = CLASSES[described.name] ?? WgtuneError;
-  return new Class(described.message, described);
+  return new Class(described.message, fields);
 }
 
 const DESCRIBED = /(?:^|\n)(?:[\w.]+\.)?ForJavaScript: (\{.*\})\s*$/;
 
-/** A Python exception as a JS Error: wgtune's own as their class, anything else as WgtuneError. */
-export function pythonError(error) {
+/**
+ * A Python exception as a JS Error: wgtune's own as their class, an app's own function's as it
+ * threw it (with `takeThrown`, see errorFrom), anything else as WgtuneError.
+ */
+export function pythonError(error, takeThrown = undefined) {
   if (!(error?.type && typeof error.message === "string")) return error;
   const described = error.message.match(DESCRIBED);
   if (described) {
+    let parsed;
     try {
-      return errorFrom(JSON.parse(described[1]));
+      parsed = JSON.parse(described[1]);
     } catch {
-      // not our JSON after all: fall through to the exception's last line
+      parsed = null; // not our JSON after all: the exception's last line below
     }
+    if (parsed !== null) return errorFrom(parsed, takeThrown);
   }
   // An exception wgtune did not mean to raise (a bug): its last line, without the module path.
   const lines = error.message.trim().split("\n");

@@ -17,6 +17,22 @@
 
 import { pythonError } from "./errors.js";
 
+/**
+ * What one of the app's own functions threw (a set's grid, key...), taken back from Python by its
+ * token (backends/js_errors.py take_thrown), to be thrown to the app as it was; null where not kept.
+ */
+function thrownFrom(api) {
+  return (token) => {
+    const errors = api.pyodide?.pyimport("wgtune.backends.js_errors");
+    if (!errors) return null; // disposed meanwhile: the message stands in for it
+    try {
+      return errors.take_thrown(token);
+    } finally {
+      errors.destroy();
+    }
+  };
+}
+
 function checkedCall(setName, call) {
   if (call === null || typeof call !== "object" || !("buffers" in call)) {
     throw new TypeError(`wgtune set ${setName}: a call is {buffers, params}, got ${describe(call)}`);
@@ -35,6 +51,8 @@ export async function defineSet(api, spec) {
   if (spec === null || typeof spec !== "object") {
     throw new TypeError(`wgtune.defineSet takes an object {name, candidates | space, key, ...}, got ${describe(spec)}`);
   }
+  const takeThrown = thrownFrom(api);
+  const fail = (error) => pythonError(error, takeThrown);
   let handle;
   try {
     handle = api.session.define_set(spec);
@@ -44,21 +62,21 @@ export async function defineSet(api, spec) {
     await handle.prepare();
   } catch (error) {
     handle?.destroy?.();
-    throw pythonError(error);
+    throw fail(error);
   }
   const name = handle.name;
   const sync = (method) => (call) => {
     try {
       return JSON.parse(handle[method](checkedCall(name, call)));
     } catch (error) {
-      throw pythonError(error);
+      throw fail(error);
     }
   };
   const later = (method) => async (call, ...rest) => {
     try {
       return JSON.parse(await handle[method](checkedCall(name, call), ...rest));
     } catch (error) {
-      throw pythonError(error);
+      throw fail(error);
     }
   };
   const settle = later("settle");
@@ -70,13 +88,13 @@ export async function defineSet(api, spec) {
     try {
       answer = handle.execute(checkedCall(name, call));
     } catch (error) {
-      throw pythonError(error);
+      throw fail(error);
     }
     if (typeof answer !== "string") {
       try {
         answer = await answer;
       } catch (error) {
-        throw pythonError(error);
+        throw fail(error);
       }
     }
     return JSON.parse(answer);
@@ -94,8 +112,10 @@ export async function defineSet(api, spec) {
      *  Rejects with LaunchRefused when WebGPU refuses the launch: a buffer without STORAGE usage,
      *  too small, destroyed, of another GPUDevice, or a grid over the device's limit; the message
      *  names the set, the binding or WebGPU's words. That error is this call's alone: nothing of
-     *  it reaches a later call or tune. ConfigError (with `field`) for a call that cannot run;
-     *  NoValidKernelFound for a key whose candidates all failed. */
+     *  it reaches a later call or tune. ConfigError (with `field`) for a call that cannot run
+     *  (params missing or wrong, a buffer that is no GPUBuffer, a grid that gives no whole
+     *  counts); NoValidKernelFound for a key whose candidates all failed. What the set's own
+     *  grid or key function throws comes back as it was thrown. */
     execute,
     /** Wait until the call's key is no longer Pending ({timeout} s, default 600); its state. */
     settle: (call, { timeout = 600 } = {}) => settle(call, timeout),

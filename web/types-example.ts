@@ -105,10 +105,16 @@ export async function searchedSpace(wgtune: Wgtune): Promise<string[]> {
 // Many small launches in one submission: in a function, or opened and submitted by hand.
 export async function scaleMany(wgtune: Wgtune, scale: TunableSetHandle<ScaleParams>, calls: Array<Call<ScaleParams>>):
   Promise<string[]> {
-  const answers = wgtune.batch(() => calls.map((call) => scale.execute(call)));
+  const answers = await wgtune.batch(() => calls.map((call) => scale.execute(call)));
   const batch: Batch = wgtune.batch();
   for (const call of calls) scale.execute(call);
-  if (batch.open) batch.submit();
+  if (batch.open) {
+    try {
+      await batch.submit();
+    } catch (error) {
+      if (!(error instanceof LaunchRefused)) throw error;  // a buffer destroyed before the submit: named
+    }
+  }
   await wgtune.dispose();
   return (await Promise.all(answers)).map((answer) => answer.ran);
 }

@@ -192,6 +192,7 @@ export type ParamsOf<P> = { [K in keyof P]: ParamValue };
  */
 export interface Call<P extends ParamsOf<P> = Params> {
   buffers: Record<string, WgtuneGPUBuffer> | WgtuneGPUBuffer[];
+  /** Optional only where the WGSL reads no uniform from them: else a ConfigError names what is missing. */
   params?: P | ParamValue[];
 }
 /**
@@ -291,6 +292,9 @@ export interface TunableSetHandle<P extends ParamsOf<P> = Params> {
    * Run the winner on the call (the fallback while Pending, once compiled); the launch is
    * encoded before this returns. Rejects with LaunchRefused when WebGPU refuses the launch,
    * naming the set, the key and the binding, or with WebGPU's words; no other call sees it.
+   * ConfigError (with `field`) for a call that cannot run: params missing or wrong, a buffer that
+   * is no GPUBuffer, a grid that gives no whole counts. What the set's own grid or key function
+   * throws comes back as it was thrown.
    */
   execute(call: Call<P>): Promise<ExecuteAnswer>;
   /** Wait until the call's key is no longer Pending (`timeout` in seconds, default 600). */
@@ -341,8 +345,14 @@ export interface Catalogue {
 export interface Batch {
   /** Whether launches are still being recorded into this batch. */
   readonly open: boolean;
-  /** Submit what was recorded and close the batch; an Error if it was submitted already. */
-  submit(): void;
+  /**
+   * Submit what was recorded and close the batch (at the call: awaiting is for the answer); an
+   * Error if it was submitted already. Resolves once WebGPU took every submission of the batch;
+   * rejects with LaunchRefused naming the calls of one it refused whole (a buffer destroyed after
+   * its launch was recorded), whose next execute is checked again. A batch inside another
+   * resolves at once: the outer one's promise answers for its launches.
+   */
+  submit(): Promise<void>;
 }
 /** A stored winner as exports, bundles and the stored-winners page carry it. */
 export interface StoredEntry {
@@ -418,13 +428,18 @@ export interface Wgtune {
   /**
    * Define a tunable set from JavaScript: your kernels, tuned on your buffers. Type the params
    * of its calls with `defineSet<{n: number; alpha: number}>({...})`: then `call.params.n` is a number.
-   * Redefining a name with other candidates is a ConfigError.
+   * Redefining a name with other candidates is a ConfigError (field "name"), even while the
+   * first definition is still in flight; the same candidates again are the same set.
    */
   defineSet<P extends ParamsOf<P> = Params>(spec: SetSpec<P>): Promise<TunableSetHandle<P>>;
   /** Open a batch; submit it with batch.submit(). */
   batch(): Batch;
-  /** Run `body` in a batch and submit what it launched when it returns (a promise: when it settles). */
-  batch<T>(body: (batch: Batch) => T): T;
+  /**
+   * Run `body` in a batch and submit what it launched when it returns (a promise: when it
+   * settles). Resolves to what `body` returned once WebGPU took the batch, rejects as
+   * `batch.submit()` does; what `body` throws is thrown at once, after what it launched went out.
+   */
+  batch<T>(body: (batch: Batch) => T): Promise<Awaited<T>>;
   /** The registered (the demo's) sets and keys. */
   catalogue(): Catalogue;
   check(set: string, label: string): LabelAnswer;
