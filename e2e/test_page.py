@@ -753,6 +753,9 @@ def test_a_native_export_imports_in_the_page_and_a_page_export_imports_natively(
     page, log = browser.open()
     page.locator("#cache-import").set_input_files(str(exported))
     page.wait_for_function("document.querySelector('#cache-message').textContent.includes('3')", timeout=60_000)
+    # No tune ran on this page: the progress panel says what the store has now.
+    progress = page.locator("#progress").inner_text()
+    assert progress == "Imported 3 winners from native-export.json: no tune has run since.", progress
     cache = page.evaluate("window.wgtune.cache()")
     backends = {doc["device"]["backend"].lower() for doc in cache["namespaces"]}
     assert "webgpu" in backends and len(backends) == 2  # this browser's winners and the native ones

@@ -179,6 +179,8 @@ export async function importStore(event) {
     const count = await ui.api.importCache(await file.text());
     // "imported N winners": tests and people look for these words.
     message("cache-message", `imported ${plural(count, "winner")} from ${file.name}`);
+    // What the progress panel said of a clear no longer holds: the store has winners again.
+    if (!ui.progressKey) resetProgress(`Imported ${plural(count, "winner")} from ${file.name}: no tune has run since.`);
   } catch (error) {
     message("cache-message", `Import of ${file.name} failed: ${error.message}`, true);
   }
