@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wgtune import Config, LogLevel
-from wgtune.errors import ConfigError, DeviceLost, LaunchRefused, NoValidKernelFound, WgtuneError
+from wgtune import Config
+from wgtune.errors import DeviceLost, LaunchRefused, NoValidKernelFound, WgtuneError
 from wgtune.gpu.clock import clock_grain as measure_grain
 from wgtune.kernels.demo import DemoCase, demo_suite
 from wgtune.kernels.families import FAMILIES
@@ -45,6 +45,7 @@ from .browser import BrowserDevice, js_object
 from .js_errors import failed_answer
 from .page_dispose import dispose_session
 from .page_events import PageRecords, event_message
+from .page_settings import page_config
 from .page_stored import StoredWinnersCalls
 from .tabs import TabCoordinator
 
@@ -71,30 +72,6 @@ class _Problem:
     label: str
     args: Args
     key: Key
-
-
-# What a page may set (from its URL, say ``/?policy=fixed``): how tunes sample, nothing that
-# touches files or logs.
-PAGE_SETTINGS = (
-    "policy", "budget", "screen_budget", "max_samples", "tolerance", "confidence", "warmups", "samples", "min_sample",
-    "time_limit", "checks",
-)
-
-
-def page_config(settings: dict) -> Config:
-    """The page's Config from ``settings`` (names of PAGE_SETTINGS, values as text or numbers),
-    read as the ``WGTUNE_*`` variables are; a bad name or value is a ConfigError naming it."""
-    unknown = sorted(set(settings) - set(PAGE_SETTINGS))
-    if unknown:
-        raise ConfigError(f"unknown page setting(s) {', '.join(unknown)}; known: {', '.join(PAGE_SETTINGS)}")
-    env = {f"WGTUNE_{name.upper()}": str(value) for name, value in settings.items()}
-    try:
-        return Config.from_env(env, log_level=LogLevel.DISABLED)
-    except ConfigError as error:  # said as the page's setting, not as the variable it is read as
-        text = str(error)
-        for name in settings:
-            text = text.replace(f"WGTUNE_{name.upper()}=", f"the page setting {name}=")
-        raise ConfigError(text) from None
 
 
 class PageSession(StoredWinnersCalls):

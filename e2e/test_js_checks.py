@@ -213,7 +213,7 @@ def test_the_checks_setting_turns_them_off_as_loadWgtune_reads_it(page):
     # What loadWgtune({settings: {checks: 0}}) hands the page's Python (PageSession.open reads it so).
     checks = page.evaluate("""() => {
       const { pyodide } = window.wgtune;
-      const pageConfig = pyodide.pyimport("wgtune.backends.page").page_config;
+      const pageConfig = pyodide.pyimport("wgtune.backends.page_settings").page_config;
       const of = (settings) => pageConfig(pyodide.toPy(settings)).checks;
       return { off: of({ checks: 0 }), on: of({}), text: of({ checks: "0" }), no: of({ checks: false }) };
     }""")
