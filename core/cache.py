@@ -135,6 +135,17 @@ class TuneCache:
         self._plant()
         return len(self._seeds)
 
+    def keep_seed_checked(self, entry: StoredEntry) -> bool:
+        """Whether ``entry`` (a winner just checked on this device) stands for its key's seed:
+        then the seed is kept checked, in memory, so this process checks it no more, and nothing
+        is written to the store (see :meth:`seed`); else the caller stores it."""
+        with self._lock:
+            seed = self._seeds.get(entry.slot)
+            if seed is None or (seed.winner, seed.checksum) != (entry.winner, entry.checksum):
+                return False
+            self._seeds[entry.slot] = replace(seed, checked=True)
+            return True
+
     def _plant(self) -> None:
         """Seeds for keys without a state -> Unchecked, unless the store is read key by key (then
         :meth:`look_up` asks it first)."""

@@ -111,7 +111,9 @@ class Settler:
 
     async def _verified(self, tunables: TunableSet, key: Key, args: Args, entry: StoredEntry) -> bool:
         """Check a winner not checked on this device (``verify.py``): when it passes, the key is a
-        Hit and the store keeps it as checked (it is checked once); when not, the caller tunes."""
+        Hit and the store keeps it as checked (it is checked once), unless it is a bundle's seed:
+        that stays in memory, checked for this process (``TuneCache.seed``: a newer bundle replaces
+        it); when not, the caller tunes."""
         tuner = self.tuner
         name = tunables.candidates[entry.winner].name
         try:
@@ -125,7 +127,8 @@ class Settler:
             return False
         checked = replace(entry, checked=True)
         tuner.cache.finish(checked)
-        self.keep(checked)
+        if not tuner.cache.keep_seed_checked(checked):
+            self.keep(checked)
         if tuner.config.log_level is not LogLevel.DISABLED:
             logger.info("winner %s of %s [%s] checked on this device: it serves", name, tunables.name, key)
         tuner._emit(WinnerFromElsewhere(checked, announced=False))

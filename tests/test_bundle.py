@@ -203,9 +203,9 @@ def test_a_seeded_winner_of_the_current_candidates_is_a_hit_with_no_benchmark():
     tuner.cache.seed([seeded_entry(tunables, winner=0)])  # k0 is the slower: only a seed would pick it
     assert tuner.check_tune(tunables, Key({"n": 4}), call(device, [1.0])) == Hit(0)
     assert device.profiles == {}  # nothing measured: checked once against the other candidates instead
-    stored = tuner.store.entries[("fake", Key({"n": 4}))]
-    assert stored.winner == 0 and stored.checked  # the verdict is kept: checked once
-    assert tuner.results(tunables, Key({"n": 4})) == ()  # a bundle carries no results
+    assert ("fake", Key({"n": 4})) not in tuner.store.entries  # a seed lives in memory: never stored
+    assert tuner.check_tune(tunables, Key({"n": 4}), call(device, [1.0])) == Hit(0)
+    assert device.profiles == {} and tuner.results(tunables, Key({"n": 4})) == ()  # no results: checked once
 
 
 @pytest.mark.core
@@ -333,9 +333,8 @@ def test_a_bundle_from_one_tuners_cache_makes_a_fresh_tuner_hit_with_nothing_tun
     assert tuned(events) == 0 and not any(isinstance(event, TrialFinished) for event in events)
     from wgtune.backends.sqlite_store import CacheDatabase
 
-    with CacheDatabase(tmp_path / "empty") as database:  # the seeds, once checked here, are kept as checked
-        stored = [entry for _namespace, entry in database.entries()[0]]
-        assert len(stored) == 2 and all(entry.checked for entry in stored)
+    with CacheDatabase(tmp_path / "empty") as database:  # the seeds, checked here, stay in memory: none stored
+        assert database.entries()[0] == []
 
 
 def test_a_bundle_for_another_device_tunes_as_usual(device, farm, tmp_path):
