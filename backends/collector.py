@@ -86,8 +86,9 @@ NAMESPACE_FIELDS = frozenset({"wgtune", "device", "tuner"})
 DEVICE_FIELDS = frozenset(DeviceIdentity.__dataclass_fields__)
 RATE = 0.5
 """Reports an address gets back per second: 30 reports a minute, far above a page's tunes."""
-BURST = 20
-"""An address's bucket, in reports: a fresh page's first tunes go through at once."""
+BURST = MAX_REPORTS
+"""An address's bucket, in reports: a fresh page's first tunes go through at once, and so does
+a POST of the most reports one may hold (a smaller bucket refuses such a batch for good)."""
 MIN_REPORTERS = 3
 """Distinct agreeing reporters that make a served winner verified. Three, not two: one reporter
 and one accomplice (or one mistaken machine and a near tie) must not be enough; the threshold

@@ -18,8 +18,10 @@ from wgtune.sets.tunable import TunableSet
 
 __all__ = ["KEY_SAMPLES", "MAX_KEY_INT", "KeyDomain", "KnownSet", "known_sets"]
 
-KEY_SAMPLES = (1, 3, 7, 64, 100, 255, 1024, 4097, 65536, 100_003, (1 << 24) + 1)
-"""The sizes (per dim; every combination) a family's key function runs on to learn its key domain."""
+KEY_SAMPLES = (1, 3, 6, 7, 64, 100, 255, 1024, 4097, 4098, 65536, 100_003, (1 << 24) + 1)
+"""The sizes (per dim; every combination) a family's key function runs on to learn its key domain:
+every residue modulo 4 among them (a vector width a key holds follows it: fma's ``vec`` is 2 for
+an N of 4k + 2, which none of the sizes was, so every page's report of such a key was refused)."""
 MAX_KEY_INT = 2**53
 """Integers of a key are below this (a JavaScript number holds them exactly)."""
 

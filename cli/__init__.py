@@ -102,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a page origin browsers let report (CORS, repeatable; default: any). Not access "
                               "control: any HTTP client can still post")
     collect.add_argument("--rate", type=float, default=30.0, help="reports a minute per client address (default: 30)")
-    collect.add_argument("--burst", type=int, default=20,
-                         help="reports a client address may send at once (default: 20)")
+    collect.add_argument("--burst", type=int, default=32,
+                         help="reports a client address may send at once (default: 32, the most a POST holds; "
+                              "a POST of more than this is refused for good)")
     collect.add_argument("--min-reporters", type=int, default=3,
                          help="agreeing reporters that make a winner verified (default: 3)")
     collect.add_argument("--verbose", action="store_true", help="log every request")

@@ -330,6 +330,23 @@ def test_the_known_sets_are_the_kernels_sets_with_their_current_checksums():
         assert known[tunables.name].candidates == tuple(kernel.name for kernel in tunables.candidates)
 
 
+def test_every_key_a_registered_family_makes_on_fresh_sizes_is_in_its_learnt_domain():
+    """The collector learns each family's keys from sampled sizes: a key a real call makes (fma
+    on N = 4098 holds vec 2) must not be refused for a residue the samples missed."""
+    import itertools
+    import random
+
+    from wgtune.kernels.families import FAMILIES
+
+    known, rng = known_sets(), random.Random(20261205)
+    sizes = [4098, 2, 5, 1030, 8191] + [rng.randrange(1, 1 << 20) for _ in range(4)]
+    for family in FAMILIES:
+        tunables, domain = family.build(), known[family.name].key_domain
+        for size in itertools.islice(itertools.product(sizes, repeat=len(family.dims)), 300):
+            key = tunables.key(family.key_args(size)).as_dict()
+            assert domain.check(key) is None, (family.name, size, key, domain.check(key))
+
+
 def test_wgtune_collect_serves_until_stopped_and_refuses_a_bad_rate(tmp_path):
     command = [sys.executable, "-c", "from wgtune.cli import main; raise SystemExit(main())", "collect",
                "--db", str(tmp_path / "fleet.sqlite3"), "--port", "0"]

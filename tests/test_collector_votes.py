@@ -10,7 +10,7 @@ import json
 import pytest
 from test_collector import FMA, KEY, NAMESPACE, OTHER_GPU, body, fresh_database, install, report
 
-from wgtune.backends.collector import Collector, RateLimiter, Rejected, known_sets
+from wgtune.backends.collector import MAX_REPORTS, Collector, RateLimiter, Rejected, known_sets
 from wgtune.backends.collector_db import address_group
 from wgtune.kernels.families import FAMILIES
 from wgtune.store.bounded_json import parse_json
@@ -139,6 +139,11 @@ def test_rate_limiting_counts_reports_not_requests(database):
         Collector(database, limiter=RateLimiter(rate=1.0, burst=2)).post_reports(
             json.dumps(body(*(report(2, key=key) for key in keys[:3]))).encode(), "10.0.0.5")
     assert "more than its burst" in refused.value.reason
+    # The default bucket takes the largest batch a POST may hold, from a fresh address.
+    most = [{**KEY, "n": 1 << shift} for shift in range(10, 10 + MAX_REPORTS)]
+    answer = Collector(database).post_reports(json.dumps(body(*(report(2, key=key) for key in most))).encode(),
+                                              "10.0.0.6")
+    assert json.loads(answer.body) == {"accepted": MAX_REPORTS}
 
 
 KEYS_NO_CALL_MAKES = [
