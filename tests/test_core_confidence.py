@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 
 import pytest
 
@@ -285,3 +286,19 @@ def test_a_tunes_confidence_pairs_its_finalists_by_the_rounds_they_shared():
     a, b = tuner.results(tunables, tunables.key(args))
     assert entry.confidence.samples == (len(a.stats.samples) - 1, len(b.stats.samples) - 1)
     assert entry.confidence.ratio == pytest.approx(1.01)
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("p_faster", 1e308, "p_faster 1e+308 is no probability"),
+    ("p_faster", -0.1, "p_faster -0.1 is no probability"),
+    ("level", 1.0, "level 1.0 is no probability"),
+    ("ratio", 0.0, "ratio 0.0 is no positive number"),
+    ("low", 2.0, "interval [2.0, 1.31] is no interval"),
+])
+def test_a_confidence_read_from_elsewhere_must_be_one_a_tune_states(field, value, problem):
+    """A bundle's or an import's statement is read as a tune states it: a p_faster of 1e308 would
+    otherwise win every merge of bundles (the higher one wins)."""
+    good = Confidence("b", 1.23, 1.10, 1.31, 0.95, 0.99, (10, 10)).to_json()
+    assert Confidence.from_json(good).p_faster == 0.99
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        Confidence.from_json({**good, field: value})

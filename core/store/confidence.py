@@ -287,7 +287,7 @@ class Confidence:
             raise ValueError(f"confidence must be an object, got {type(obj).__name__}")
         try:
             samples = obj.get("samples", [0, 0])
-            return cls(
+            read = cls(
                 str(obj["runner_up"]),
                 float(obj["ratio"]),
                 float(obj["low"]),
@@ -298,3 +298,15 @@ class Confidence:
             )
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ValueError(f"not a confidence: {type(error).__name__}: {error}") from None
+        # What a tune states, and nothing else: a probability, a level, ratios (a bound may be 0 or
+        # unbounded); a p_faster of 1e308 would win every merge of bundles (the higher one wins).
+        problems = [what for what, bad in (
+            (f"p_faster {read.p_faster} is no probability (0 to 1)", not 0.0 <= read.p_faster <= 1.0),
+            (f"level {read.level} is no probability (between 0 and 1)", not 0.0 < read.level < 1.0),
+            (f"ratio {read.ratio} is no positive number", not (math.isfinite(read.ratio) and read.ratio > 0)),
+            (f"interval [{read.low}, {read.high}] is no interval of ratios", not 0.0 <= read.low <= read.high),
+            (f"samples {read.samples} are no counts", min(read.samples) < 0),
+        ) if bad]
+        if problems:
+            raise ValueError(f"not a confidence a tune states: {'; '.join(problems)}")
+        return read
