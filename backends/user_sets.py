@@ -40,10 +40,15 @@ def load_sets(spec: str) -> list[Family]:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise ConfigError(f"--sets {spec}: cannot import {module_name!r}: {error}") from None
+    except Exception as error:  # the module's own code failed as it ran
+        raise ConfigError(f"--sets {spec}: importing {module_name!r} raised {type(error).__name__}: {error}") from error
     function = getattr(module, function_name, None)
     if not callable(function):
         raise ConfigError(f"--sets {spec}: {module_name} has no function {function_name!r}")
-    returned = function()
+    try:
+        returned = function()
+    except Exception as error:
+        raise ConfigError(f"--sets {spec}: {function_name}() raised {type(error).__name__}: {error}") from error
     families = [returned] if isinstance(returned, Family) else returned
     if not isinstance(families, Iterable) or isinstance(families, str | bytes):
         raise ConfigError(f"--sets {spec}: expected Family records, got {type(returned).__name__}")

@@ -32,7 +32,7 @@ from typing import Any
 from wgtune import Args, TunableSet
 from wgtune.errors import ConfigError
 
-__all__ = ["ELEMENTS", "Family", "Reference", "Size"]
+__all__ = ["ELEMENTS", "MAX_DIM", "Family", "Reference", "Size"]
 
 Size = tuple[int, ...]
 """A problem size: one positive integer per ``Family.dims``, in their order."""
@@ -42,6 +42,9 @@ Reference = Callable[[Sequence[Sequence[float]], tuple], Sequence[float]]
 buffers (every buffer but the set's outputs, in order, read as ``Family.element``) and its params."""
 
 ELEMENTS = ("f32", "f16")
+MAX_DIM = 2**32
+"""A catalogue's sizes are below this: the kernels read them as u32 params (past it a farm job
+built buffers of many GB before failing)."""
 """What a family's buffers may hold, read back as values (``struct`` formats ``f`` and ``e``)."""
 
 
@@ -86,9 +89,10 @@ class Family:
         if not isinstance(value, list | tuple) or len(value) != len(self.dims):
             raise ConfigError(f"{where}: expected [{', '.join(self.dims)}], got {json.dumps(value, default=str)[:80]}")
         for dim, number in zip(self.dims, value, strict=True):
-            if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number < MAX_DIM:
                 shown = json.dumps(number, default=str)[:40]
-                raise ConfigError(f"{where}: {dim} must be a positive integer, got {shown}")
+                below = " below 2**32 (a kernel reads it as a u32)" if isinstance(number, int) and number > 1 else ""
+                raise ConfigError(f"{where}: {dim} must be a positive integer{below}, got {shown}")
         return tuple(value)
 
     def key_args(self, size: Size) -> Args:

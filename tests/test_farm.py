@@ -150,6 +150,8 @@ def test_a_bad_catalogue_entry_is_a_clear_error_and_the_store_is_left_as_it_was(
         "nope": ({"matmul_huge": [[1, 2, 3]]}, "unknown set 'matmul_huge'"),
         "arity": ({"matmul": [[64, 64]]}, "matmul[0]: expected [M, N, K], got [64, 64]"),
         "zero": ({"fma": [[1024], [0]]}, "fma[1]: N must be a positive integer, got 0"),
+        "past u32": ({"fma": [[2**32]]}, "fma[0]: N must be a positive integer below 2**32 (a kernel reads it as a "
+                                         "u32), got 4294967296"),
         "flag": ({"row_sum": [[True, 4]]}, "row_sum[0]: rows must be a positive integer, got true"),
         "sizes": ({"fma": 1024}, "fma: expected a list of sizes, got int"),
         "list": ([["fma", 1024]], "expected a JSON object of set name -> list of sizes"),

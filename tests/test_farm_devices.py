@@ -119,10 +119,14 @@ def test_a_users_own_set_is_farmed_from_a_module(tmp_path, monkeypatch, capsys):
 
 
 def test_a_sets_spec_that_is_wrong_says_what(tmp_path, monkeypatch):
-    (tmp_path / "not_sets.py").write_text("def families():\n    return [1]\nvalue = 3\n")
+    (tmp_path / "not_sets.py").write_text("def families():\n    return [1]\n"
+                                          "def raises():\n    raise OSError('no db')\n")
+    (tmp_path / "broken_sets.py").write_text("raise RuntimeError('half written')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     for spec, message in [("nocolon", "expected module:function"), ("no_such_module_x:families", "cannot import"),
-                          ("not_sets:missing", "has no function 'missing'"), ("not_sets:families", "got int")]:
+                          ("not_sets:missing", "has no function 'missing'"), ("not_sets:families", "got int"),
+                          ("not_sets:raises", r"not_sets:raises: raises\(\) raised OSError: no db"),
+                          ("broken_sets:f", "importing 'broken_sets' raised RuntimeError: half written")]:
         with pytest.raises(ConfigError, match=message):
             load_sets(spec)
 
