@@ -134,6 +134,8 @@ def run_bundle(args) -> int:
     target = Path(args.out)
     if target.is_dir():
         raise StoreError(f"{target} is a directory: give the bundle's file name")
+    if not target.parent.is_dir():
+        raise StoreError(f"{target}: no such directory {str(target.parent)!r}")
     _write(target, bundle_text(bundle))
     namespaces = bundle["namespaces"]
     devices = {canonical_namespace(ns["device"]) if isinstance(ns.get("device"), dict) else repr(ns)

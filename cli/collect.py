@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import http.server
+import re
 from urllib.parse import parse_qs, urlsplit
 
 from wgtune.backends.collector import MAX_BODY, MIN_REPORTERS, Collector, RateLimiter, Rejected, Reply
@@ -194,6 +195,10 @@ def run_collect(args) -> int:
         known = known_sets([family.build() for family in FAMILIES])
     collector = Collector(database, known=known, limiter=limiter, min_reporters=min_reporters)
     origins = frozenset(origin.rstrip("/") for origin in args.origin) if args.origin else None
+    for origin in origins or ():  # what a browser sends in Origin: scheme://host[:port], nothing after
+        if not re.fullmatch(r"https?://[^/\s?#]+", origin):
+            raise ConfigError(f"--origin {origin!r}: give a page origin as a browser sends it, like "
+                              "https://example.com or http://127.0.0.1:8000")
     server = make_collector_server(collector, args.host, args.port, origins=origins, quiet=not args.verbose,
                                    limits=Limits.of_args(args))
     url = server_url(server, args.host)

@@ -137,6 +137,9 @@ def test_records_of_a_missing_file_and_a_bundle_of_the_default_cache(tmp_path, c
     tune_json(capsys, "--only", "fma")
     assert main(["bundle", str(tmp_path / "fleet.json")]) == 0
     assert "fma" in (tmp_path / "fleet.json").read_text()
+    capsys.readouterr()
+    assert main(["bundle", str(tmp_path / "nowhere" / "fleet.json")]) == 2
+    assert "no such directory" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()
 
 
 def test_records_command_shows_every_trial_in_run_order(tmp_path, capsys):

@@ -364,6 +364,8 @@ def test_wgtune_collect_serves_until_stopped_and_refuses_a_bad_rate(tmp_path):
         process.stdout.close()
     bad = subprocess.run([*command[:-2], "--rate", "0"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--rate" in bad.stderr
+    bad = subprocess.run([*command[:-2], "--origin", "notaurl"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--origin 'notaurl': give a page origin as a browser sends it" in bad.stderr
 
 
 def test_a_database_that_fails_answers_503_and_the_collector_keeps_serving(collector):
