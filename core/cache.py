@@ -246,9 +246,14 @@ class TuneCache:
             if problem is not None:
                 logger.warning("%s", problem)
             entry = self._entries.pop((tunables.name, key), None)  # its results are of other candidates
-            if (entry is not None and require_checked and problem is None
-                    and self.answer_for(tunables, key, entry) is not MISS):
-                self.to_verify[(tunables.name, key)] = entry  # only unchecked: verified before it serves
+            if entry is not None and require_checked and problem is None:
+                if self.answer_for(tunables, key, entry) is not MISS:
+                    self.to_verify[(tunables.name, key)] = entry  # only unchecked: verified before it serves
+                elif entry.checksum == tunables.checksum:  # for these candidates, and still no fit: say why
+                    why = (f"its index {entry.winner} is none of the set's {len(tunables)} candidates"
+                           if not 0 <= entry.winner < len(tunables) else misfit(tunables, key, entry.winner))
+                    logger.warning("the winner %s of %s [%s] from elsewhere is not used: %s; tuning the key",
+                                   entry.winner_name, tunables.name, key, why)
         return answer
 
     def _misnamed_seed(self, tunables: TunableSet, key: Key) -> str | None:

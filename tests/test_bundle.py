@@ -209,6 +209,17 @@ def test_a_seeded_winner_of_the_current_candidates_is_a_hit_with_no_benchmark():
 
 
 @pytest.mark.core
+def test_a_seed_naming_no_candidate_of_the_set_is_tuned_and_the_log_says_why(caplog):
+    device, tunables = scripted(), fake_set()
+    tuner = make_tuner(device)
+    tuner.cache.seed([seeded_entry(tunables, winner=7)])  # the set has two candidates
+    with caplog.at_level("WARNING", logger="wgtune"):
+        assert tuner.check_tune(tunables, Key({"n": 4}), call(device, [1.0])) == Hit(1)  # tuned: k1 is faster
+    said = " ".join(record.message for record in caplog.records)
+    assert "the winner k7 of fake [n=4] from elsewhere is not used: its index 7 is none of the set's 2" in said
+
+
+@pytest.mark.core
 def test_a_stale_seed_is_tuned_as_usual():
     device, tunables = scripted(), fake_set()
     tuner = make_tuner(device)
