@@ -12,8 +12,9 @@ its first call here, :func:`verify_winner` asks what a tune would have asked of 
 
 A winner that passes is a Hit: stored as checked, so it is checked once, or for a bundle's seed
 kept checked in memory (seeds are never stored: a newer bundle replaces them), so it is checked
-once a process; one that fails is not used: the key is tuned, with the reason in the log. Compiling a few candidates and running
-each once is what this costs, against compiling and sampling every candidate for a tune.
+once a process; one that fails is not used: the key is tuned, with the reason in the log.
+Compiling a few candidates and running each once is what this costs, against compiling and
+sampling every candidate for a tune.
 """
 
 from __future__ import annotations
