@@ -24,9 +24,10 @@ joins it (submitted at the outer end). An exception in a ``with`` block still su
 launches recorded before it: they were returned to the caller as executed.
 
 A launch the GPU refuses spoils the submission it is in: batched, its error raises at the submit
-and the launches recorded with it are lost too. (In a browser WebGPU says so only later: the page's
-``batch.submit()`` answers a promise of it, ``backends/js_batch.py``.) A device that cannot batch (a third party's that
-keeps :class:`~wgtune.gpu.device.Device`'s defaults) submits each launch at once: correct, not batched.
+and the launches recorded with it are lost too (in a browser WebGPU says so only later: the
+page's ``batch.submit()`` answers a promise of it, ``backends/js_batch.py``). A device that cannot
+batch (a third party's that keeps :class:`~wgtune.gpu.device.Device`'s defaults) submits each
+launch at once: correct, not batched.
 """
 
 from __future__ import annotations

@@ -12,17 +12,18 @@ Who judges, one rule:
   check's inputs, so every candidate, the first one and the only one too, is held to it, and a
   verdict comes before the candidate is sampled;
 - otherwise the candidates judge each other: each joins the group of candidates whose outputs
-  it agrees with (:class:`Agreement`), and when the sampling is over the largest group is right;
-  the rest are Mismatch. Where groups tie for largest, nothing says which is right: every one of
-  them is a Mismatch that says so (give the set a reference). A group that left elements of a
-  float output unwritten (they still hold the poison's bits) ranks below a group that wrote them
-  all and agrees with it everywhere else, whatever their sizes: candidates often come in
-  families that share a bug (a vec4 tail left unwritten at every workgroup size), and two of
-  them leaving the same elements unwritten agree there, which would outvote the one right
-  candidate. Where no group completes it so (a scatter that leaves elements as they were, by
-  design; values that differ where both wrote) the largest group is right, as before. Candidate
-  0 is one voter among the others: where it is outside the largest group, :attr:`OutputCheck.warning` says so, and the
-  tuner stops using it as the set's fallback.
+  it agrees with (:class:`Agreement`), and once every candidate has run (the adaptive policy
+  asks after screening, before its rounds) the largest group is right; the rest are Mismatch.
+  Where groups tie for largest, nothing says which is right: every one of them is a Mismatch
+  that says so (give the set a reference). A group that left elements of a float output
+  unwritten (they still hold the poison's bits) ranks below a group that wrote them all and
+  agrees with it everywhere else, whatever their sizes: candidates often come in families that
+  share a bug (a vec4 tail left unwritten at every workgroup size), and two of them leaving the
+  same elements unwritten agree there, which would outvote the one right candidate. Where no
+  group completes it so (a scatter that leaves elements as they were, by design; values that
+  differ where both wrote) the largest group is right, as before. Candidate 0 is one voter
+  among the others: where it is outside the largest group, :attr:`OutputCheck.warning` says so,
+  and the tuner stops using it as the set's fallback.
 
 A reference that returns the wrong number of outputs, values of the wrong kind (floats for a
 u32 output) or the wrong size fails the tune with a :class:`~wgtune.errors.TuneFailed` naming
@@ -229,10 +230,11 @@ class OutputCheck:
         return disagreements <= partial.unwritten[1]
 
     async def judge_all(self) -> dict[int, Mismatch]:
-        """The verdicts of a tune judged by agreement, once the sampling is over: a Mismatch for
-        every candidate outside the largest group, a group that left float outputs partly
-        unwritten ranking below one that wrote them and agrees elsewhere (see the module doc). Also sets
-        :attr:`warning` when candidate 0 is among them. Against a reference, the verdicts given."""
+        """The verdicts of a tune judged by agreement, once every candidate has run: a Mismatch
+        for every candidate outside the largest group, a group that left float outputs partly
+        unwritten ranking below one that wrote them and agrees elsewhere (see the module doc).
+        Also sets :attr:`warning` when candidate 0 is among them. Against a reference, the
+        verdicts given."""
         if self.tunables.reference is not None or len(self.agreement.groups) < 2:
             return dict(self.verdicts)
         whole = [group for group in self.agreement.groups if group.unwritten is None]
