@@ -21,12 +21,13 @@ Pure Python: imports in CPython (where it is tested) and in Pyodide.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from wgtune import errors
@@ -148,25 +149,15 @@ def for_javascript(method: F) -> F:
 
         @functools.wraps(method)
         async def call_async(*args: Any, **kwargs: Any) -> Any:
-            try:
+            with _translated():
                 return await method(*args, **kwargs)
-            except Exception as error:
-                translated = _for_javascript(error)
-                if translated is None:
-                    raise
-                raise translated from None
 
         return call_async  # type: ignore[return-value]
 
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with _translated():
             answer = method(*args, **kwargs)
-        except Exception as error:
-            translated = _for_javascript(error)
-            if translated is None:
-                raise
-            raise translated from None
         if inspect.isawaitable(answer):  # a method that answers later (a first launch's verdict)
             return _awaited(answer)
         return answer
@@ -208,8 +199,16 @@ def _facing(answer: Any) -> Any:
 
 
 async def _awaited(answer: Any) -> Any:
-    try:
+    with _translated():
         return await answer
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """Turn an exception raised in the block into what JavaScript gets (:func:`_for_javascript`);
+    anything that has no JavaScript form (a bug of wgtune's, a cancellation) passes as raised."""
+    try:
+        yield
     except Exception as error:
         translated = _for_javascript(error)
         if translated is None:
