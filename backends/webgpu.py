@@ -27,11 +27,11 @@ from wgtune.errors import DeviceLost, KernelError
 from wgtune.gpu.comparison import Comparison
 from wgtune.gpu.device import CompiledKernel, Device, DeviceLimits, Timing
 from wgtune.sets.args import Args, Grid
-from wgtune.sets.bindings import PARAMS, Scratch, binding_plan, params_of, stage_entries
+from wgtune.sets.bindings import binding_plan
 from wgtune.sets.kernel import Kernel
-from wgtune.sets.uniforms import uniform_bytes
 
 from .batch_recorder import NOTHING_BOUND, BatchRecorder, encode_launches, launch_steps
+from .bind_groups import BindGroups
 from .call_launches import CallLaunches
 from .compare_pass import COMPARE, GPU_KINDS, compare_on_gpu
 from .gpu_shim import GPUShim
@@ -56,7 +56,7 @@ class TimedPass:
         self.host = host
 
 
-class WebGPUDevice(CallLaunches, Device):
+class WebGPUDevice(BindGroups, CallLaunches, Device):
     """A WebGPU device behind wgtune's device interface, talking to the GPU through ``shim``.
 
     ``timestamps``: time passes with GPU timestamp queries (the device must have
@@ -180,81 +180,6 @@ class WebGPUDevice(CallLaunches, Device):
         """Begin compiling every stage of ``kernels`` where the shim can
         (:meth:`GPUShim.start_compiles`); a later compile takes the answers."""
         self._modules.start([stage for kernel in kernels for stage in kernel.stages])
-
-    def _bind_groups(self, stage: CompiledKernel, args: Args) -> tuple[int, Any, tuple[tuple[int, Any], ...]]:
-        """``stage``'s bind groups for ``args``, made on first use and kept in ``args.cache``: the
-        first group's index and bind group, and ``(index, bind group)`` of any further ones (kept
-        apart so that the pass loop sets the usual single group with no loop of its own)."""
-        groups = args.cache.get(stage)
-        if groups is None:
-            (index, group), *more = self._create_bind_groups(stage, args)
-            groups = args.cache[stage] = (index, group, tuple(more))
-        return groups
-
-    def _create_bind_groups(self, stage: CompiledKernel, args: Args) -> tuple[tuple[int, Any], ...]:
-        """One ``(index, bind group)`` per group the stage binds, with the call's buffers and
-        params where the stage's WGSL declares them (``bindings.stage_entries``; without a plan,
-        buffer ``i`` at binding ``i`` of group 0 and the params right after), and an empty one for
-        each group below the highest that it leaves out (its layout has them, empty). The params
-        uniform holds the stage's own ``params`` or the call's, packed as the stage declares it
-        (``uniforms.py``); stages whose uniforms pack alike share one buffer per ``args``."""
-        by_group: dict[int, list[tuple[int, Any]]] = {}
-        params = None
-        entries = stage_entries(stage.bindings, args, stage.kernel.name)
-        if stage.bindings is not None:  # a binding the source never uses has no place in the "auto" layout
-            unused = {(slot.group, slot.binding) for slot in stage.bindings.slots if not slot.used}
-            entries = [entry for entry in entries if entry[:2] not in unused] if unused else entries
-        self._refuse_buffers(stage.kernel, entries)
-        for group, binding, buffer in entries:
-            if buffer is PARAMS:
-                params = params_of(stage.kernel, args) if params is None else params
-                if not params:
-                    continue
-                buffer = self._uniform(stage.kernel, params, group, binding, args)
-            elif isinstance(buffer, Scratch):
-                buffer = self._scratch(buffer, args)
-            by_group.setdefault(group, []).append((binding, buffer))
-        for index in range(max(by_group, default=0) + 1):
-            by_group.setdefault(index, [])
-        try:
-            return tuple(
-                (index, self.shim.create_bind_group(
-                    stage.layout if index == 0 else self.shim.bind_group_layout(stage.pipeline, index),
-                    sorted(entries, key=lambda entry: entry[0])))
-                for index, entries in sorted(by_group.items())
-            )
-        except KernelError as error:
-            raise KernelError(f"cannot bind the call's buffers: {error}") from None
-
-    def _scratch(self, scratch: Scratch, args: Args) -> Any:
-        """The scratch buffer ``scratch`` for the call (``Kernel.scratch``): one per name and size
-        and ``args``, kept in ``args.cache`` like the bind groups that hold it; a KernelError for a
-        size that is no whole number of bytes or more than a storage binding may hold."""
-        try:
-            size = scratch.size(args)
-        except Exception as error:
-            raise KernelError(f"scratch {scratch.name!r}: its size function failed: "
-                              f"{type(error).__name__}: {error}") from None
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise KernelError(f"scratch {scratch.name!r}: its size must be bytes >= 0, got {size!r}")
-        if size > self.limits.max_storage_binding:
-            raise KernelError(f"exceeds a device limit: scratch {scratch.name!r} of {size} bytes, the device binds "
-                              f"at most {self.limits.max_storage_binding} bytes of storage")
-        buffer = args.cache.get(("scratch", scratch.name, size))
-        if buffer is None:
-            buffer = args.cache[("scratch", scratch.name, size)] = self.create_buffer(size=size)
-        return buffer
-
-    def _uniform(self, kernel: Kernel, params: tuple, group: int, binding: int, args: Args) -> Any:
-        """The uniform buffer of ``params`` as ``kernel`` reads them there, one per packed value
-        and ``args``."""
-        data = uniform_bytes(kernel, params, binding, group)
-        uniform = args.cache.get(("params", data))
-        if uniform is None:
-            uniform = self.shim.create_buffer(len(data), self.shim.UNIFORM | self.shim.COPY_DST)
-            self.shim.write_buffer(uniform, 0, data)
-            args.cache[("params", data)] = uniform
-        return uniform
 
     def _encode(
         self, kernel: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int, timestamp_writes: Any
