@@ -21,6 +21,7 @@ from wgtune.store.format import StoredEntry, canonical_namespace, namespace_of
 from wgtune.tuner import Tuner
 
 from . import idb_transfer, indexeddb
+from .page_events import PageRecords
 from .tabs import TabCoordinator
 
 __all__ = ["StoredWinnersCalls"]
@@ -36,6 +37,7 @@ class StoredWinnersCalls:
     coordinator: TabCoordinator | None
     namespace: dict
     seeds: list[StoredEntry]
+    records: PageRecords
     _label: Callable[[str, Key], str]
     reload: Callable[[], Awaitable[None]]
     """Reread the store, so that the page's keys see what changed in it."""
@@ -81,6 +83,9 @@ class StoredWinnersCalls:
         ``every`` every namespace's. How many winners went; the keys they served (here and in the
         other tabs) are tuned again."""
         await self.store.flush()
+        # The records whose winner is written by now: a clear of this device's winners takes those
+        # winners, and the records must not go on saying they are stored.
+        written = [item["record"] for item in self.records.items if item["record"]["stored"] is True]
         database = indexeddb.IndexedDBEntries(self.idb)
         if every:
             count = (await indexeddb.IndexedDBDatabase(self.idb).clear()).entries
@@ -90,6 +95,9 @@ class StoredWinnersCalls:
             count = await database.clear_namespaces([str(device)])
         else:
             raise ConfigError(f"clearCache: device must be a namespace as storedPage() lists them, got {device!r}")
+        if every or device is None:
+            for record in written:
+                record["stored"] = "cleared"  # the record stays: the tune ran, only its winner is gone
         await self._replaced()
         return count
 

@@ -830,6 +830,34 @@ def test_clear_asks_first_and_clears_the_device_the_panel_shows_only(browser):
     page.close()
 
 
+# The records panel's Stored column, row by row, reads as the argument says.
+STORED_COLUMN_READS = """(expected) => JSON.stringify(
+  [...document.querySelectorAll('#records tbody tr[data-table] .stored')].map((cell) => cell.textContent)
+) === JSON.stringify(expected)"""
+
+
+def test_after_clear_the_records_keep_their_rows_and_say_the_winners_were_cleared(browser):
+    page, log = browser.open()
+    page.evaluate("window.wgtune.clearCache()")  # a key a test before this one stored would be a hit
+    assert state(page, "fma", "100003")["state"] == "Pending"
+    settle(page, "fma", "100003")
+    page.wait_for_function(STORED_COLUMN_READS, arg=["yes"])  # the IndexedDB write committed
+    stored = page.locator("#records tbody tr[data-table] .stored")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#cache-clear").click()
+    page.wait_for_function("document.querySelector('#cache-message').textContent.startsWith('Cleared')")
+    # The row stays (the tune ran), but "yes" would no longer be true: its winner is gone.
+    assert stored.all_inner_texts() == ["cleared"]
+    assert [item["record"]["stored"] for item in page.evaluate("window.wgtune.records()")] == ["cleared"]
+    # A tune after the clear stores its winner again: its own row says so, the old one still does not.
+    assert state(page, "fma", "100003")["state"] == "Pending"
+    settle(page, "fma", "100003")
+    page.wait_for_function(STORED_COLUMN_READS, arg=["cleared", "yes"])
+    page.evaluate("window.wgtune.clearCache()")  # the tests after this one start from nothing stored
+    assert log.errors == []
+    page.close()
+
+
 def test_a_bad_import_file_is_refused_with_a_reason_and_loses_nothing(browser, tmp_path):
     page, log = browser.open()
     before = page.evaluate("window.wgtune.cache()")

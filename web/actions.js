@@ -8,6 +8,7 @@ import { deviceText, plural } from "/format.js";
 import { ui, idOf } from "/state.js";
 import { showRan, showState } from "/keys.js";
 import { resetProgress } from "/progress.js";
+import { markCleared } from "/records.js";
 import { afterStoreChange, refreshKeysSoon, selectKey } from "/sync.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -144,11 +145,12 @@ export async function clearStore() {
 /**
  * This device's winners are gone: what the page said of its tunes no longer holds (the chart
  * follows the store, Tune all's "Done" and the progress panel start over). The records stay: they
- * are this page's history, not the store's.
+ * are this page's history, not the store's; only their Stored column says the winners went.
  */
 export function resetAfterClear() {
   for (const [id, tune] of ui.tunes) if (tune.phase === "done") ui.tunes.delete(id);
   message("tune-all-status", "");
+  markCleared();
   if (!ui.tunes.has(ui.progressKey)) resetProgress("The stored winners were cleared: no tune has run since.");
 }
 

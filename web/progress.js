@@ -30,8 +30,20 @@ export function showProgress(id) {
   }
   const list = document.createElement("ol");
   list.className = "progress-trials";
+  list.dataset.key = id;
   for (const result of tune.results.filter(Boolean)) list.append(trialItem(result, tune.winner));
+  const scrolled = scrollOf($("progress").querySelector(".progress-trials"), id);
   $("progress").replaceChildren(title, phase, ...notes, list);
+  // The list is drawn anew on each event: it keeps following the newest trial at its end, unless
+  // a person scrolled up to read an earlier one: then it stays where they left it.
+  list.scrollTop = scrolled ?? list.scrollHeight;
+}
+
+/** Where a person left the list of key `id` scrolled, or null where it follows the newest trial. */
+function scrollOf(list, id) {
+  if (!list || list.dataset.key !== id) return null;
+  const atEnd = list.scrollTop + list.clientHeight >= list.scrollHeight - 1;
+  return atEnd ? null : list.scrollTop;
 }
 
 /** Forget the tune the panel describes and say `text` instead (after a clear: its winner is gone). */

@@ -40,7 +40,7 @@ export function addRecord(item) {
   tr.querySelector(".key").title = fields; // the key as the tuner sees it: its bucketed fields
   tr.querySelector(".confidence").title = describeConfidence(record.confidence);
   if (record.short_circuit) tr.querySelector(".winner").title = `${record.short_circuit} met the short-circuit limit`;
-  if (record.stored === "pending") tr.querySelector(".stored").title = "IndexedDB is still writing it";
+  tr.querySelector(".stored").title = storedTitle(record.stored);
   body.append(tr);
   if (record.warning) body.append(warningRow(record.warning, cells.length));
 }
@@ -61,7 +61,28 @@ function warningRow(warning, columns) {
 
 function storedText(stored) {
   if (stored === "pending") return "pending…";
+  if (stored === "cleared") return "cleared";
   return stored ? "yes" : "no";
+}
+
+function storedTitle(stored) {
+  if (stored === "pending") return "IndexedDB is still writing it";
+  if (stored === "cleared") return "stored, then cleared: the key is tuned again when next asked";
+  return "";
+}
+
+/**
+ * This device's stored winners were cleared: the rows that said "yes" say "cleared", as their
+ * records in `records()` do (backends/page_stored.py). The rows stay, as this page's history. The
+ * clear waited for the writes under way, so a row still "pending…" is a winner saved since: its
+ * own write's end says whether it is stored.
+ */
+export function markCleared() {
+  for (const cell of $("records").tBodies[0].querySelectorAll("td.stored")) {
+    if (cell.textContent !== storedText(true)) continue;
+    cell.textContent = storedText("cleared");
+    cell.title = storedTitle("cleared");
+  }
 }
 
 /**

@@ -172,7 +172,9 @@ export interface RecordItem {
   record: {
     table: string; entry: { key: Record<string, KeyValue>; checksum: string }; winner: number;
     trials: Array<{ name: string; wall: number; samples: number }>;
-    short_circuit: string | null; wall: number; dry_run: boolean; stored: boolean | "pending"; policy: string;
+    short_circuit: string | null; wall: number; dry_run: boolean;
+    /** "pending" while IndexedDB writes it; "cleared" once a clear of this device's winners took it. */
+    stored: boolean | "pending" | "cleared"; policy: string;
     confidence: Confidence | null; warning?: string;
   };
 }
