@@ -223,8 +223,9 @@ def test_one_rounds_interval_reads_as_unbounded_not_as_digits():
     one = paired_ratio([1.0], [3.16])
     assert one.low < 1e-3 and one.high > 1e3
     sure = Confidence("b", one.ratio, one.low, one.high, 0.95, one.p_faster, (1, 1))
-    assert sure.short() == f"3.160x [<0.001, >1000] p={one.p_faster:.2f}"
-    assert "interval [<0.001, >1000]" in sure.describe()
+    assert sure.short() == f"3.160x [unbounded] p={one.p_faster:.2f}"
+    assert "interval [unbounded]" in sure.describe()
+    assert Confidence("b", 2.0, 1e-4, 5.0, 0.95, 0.9, (2, 2)).short() == "2.000x [<0.001, 5.000] p=0.90"
     assert Confidence("b", 1.0, 0.001, 1000.0, 0.95, 0.5, (3, 3)).short() == "1.000x [0.001, 1000.000] p=0.50"
 
 

@@ -44,13 +44,22 @@ export function formatBound(value) {
 }
 
 /**
+ * An interval as people read it, as wgtune.confidence.shown_interval writes it: "[1.100, 1.310]",
+ * or "[unbounded]" where both bounds are past what formatBound shows (too few rounds to bound it).
+ */
+export function formatInterval(low, high) {
+  if (Number(low) < 1e-3 && Number(high) > 1e3) return "[unbounded]";
+  return `[${formatBound(low)}, ${formatBound(high)}]`;
+}
+
+/**
  * A winner's confidence (wgtune.confidence.Confidence as JSON) for a table cell:
  * "1.23x [1.10, 1.31] p=0.99": the runner-up's time over the winner's (round by round), its
  * interval, and the probability that the winner is the faster. "–" when there is none.
  */
 export function formatConfidence(confidence) {
   if (!confidence) return "–";
-  const bounds = `[${formatBound(confidence.low)}, ${formatBound(confidence.high)}]`;
+  const bounds = formatInterval(confidence.low, confidence.high);
   return `${Number(confidence.ratio).toFixed(3)}x ${bounds} p=${Number(confidence.p_faster).toFixed(2)}`;
 }
 
@@ -59,9 +68,14 @@ export function describeConfidence(confidence) {
   if (!confidence) return "Only one candidate was measured: there is no runner-up to compare with.";
   const [winnerSamples, runnerSamples] = confidence.samples ?? ["?", "?"];
   return `The runner-up ${confidence.runner_up} takes ${Number(confidence.ratio).toFixed(3)}x the winner's time, ` +
-    `round by round (${Math.round(confidence.level * 100)}% interval ${formatBound(confidence.low)}–` +
-    `${formatBound(confidence.high)}); the winner is the faster with probability ` +
+    `round by round (${intervalWords(confidence)}); the winner is the faster with probability ` +
     `${Math.round(confidence.p_faster * 100)}% (${winnerSamples} and ${runnerSamples} samples).`;
+}
+
+function intervalWords(confidence) {
+  const level = `${Math.round(confidence.level * 100)}% interval`;
+  if (formatInterval(confidence.low, confidence.high) === "[unbounded]") return `${level} unbounded: too few rounds`;
+  return `${level} ${formatBound(confidence.low)}–${formatBound(confidence.high)}`;
 }
 
 /** A key label's numbers named, as a set's `dims` give them: ["M", "N", "K"] is "M x N x K". */

@@ -123,6 +123,15 @@ def shown_bound(value: float) -> str:
     return f"{value:.3f}"
 
 
+def shown_interval(low: float, high: float) -> str:
+    """An interval as people read it: ``[1.100, 1.310]`` (bounds by :func:`shown_bound`), or
+    ``[unbounded]`` where both bounds are past :data:`SHOWN_BOUNDS` (too few rounds to bound the
+    ratio either way: ``[<0.001, >1000]`` would say the same in more digits)."""
+    if low < SHOWN_BOUNDS[0] and high > SHOWN_BOUNDS[1]:
+        return "[unbounded]"
+    return f"[{shown_bound(low)}, {shown_bound(high)}]"
+
+
 def in_same_rounds(
     base: Sequence[float], base_rounds: Sequence[int], other: Sequence[float], other_rounds: Sequence[int]
 ) -> tuple[list[float], list[float]]:
@@ -258,14 +267,14 @@ class Confidence:
     def short(self) -> str:
         """For a table cell: ``1.23x [1.10, 1.31] p=0.99`` (the runner-up's time over the winner's,
         its interval, the probability that the winner is the faster). Bounds past
-        :data:`SHOWN_BOUNDS` read ``<0.001`` or ``>1000``."""
-        return f"{self.ratio:.3f}x [{shown_bound(self.low)}, {shown_bound(self.high)}] p={self.p_faster:.2f}"
+        :data:`SHOWN_BOUNDS` read ``<0.001`` or ``>1000``, an interval past both ``[unbounded]``."""
+        return f"{self.ratio:.3f}x {shown_interval(self.low, self.high)} p={self.p_faster:.2f}"
 
     def describe(self) -> str:
         """One line for people: ``1.23x vs B, 95% interval [1.10, 1.31], P(winner faster)=0.99``."""
         return (
             f"{self.ratio:.3f}x vs {self.runner_up}, {self.level:.0%} interval "
-            f"[{shown_bound(self.low)}, {shown_bound(self.high)}], "
+            f"{shown_interval(self.low, self.high)}, "
             f"P(winner faster)={self.p_faster:.2f} ({self.samples[0]} and {self.samples[1]} samples)"
         )
 
