@@ -59,7 +59,7 @@ from typing import Any
 
 from wgtune.errors import StoreError
 
-from .sqlite_open import tables_of
+from .sqlite_look import tables_of
 
 __all__ = ["SCHEMA", "Ballot", "Served", "Tally", "VoteDatabase", "address_group", "served_winners"]
 

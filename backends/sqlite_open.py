@@ -5,15 +5,18 @@
   SQLite database at the store's path (a collector's, say) is refused untouched: never switched
   to WAL, never given wgtune's tables. A newer schema is refused the same way.
 - **Malformed** (:func:`is_malformed`: SQLite's "database disk image is malformed", "file is not
-  a database" past a valid header): the file is set aside like garbage, and a fresh one made.
-- **Read-only** (:func:`is_read_only`: a read-only directory or file) and **a writer stuck on the
+  a database" past a valid header): the file is set aside like garbage, and a fresh one made at
+  once, into which every row SQLite can still read in the copy is moved (``sqlite_salvage.py``,
+  row by row): a damaged page costs its own rows, not every winner.
+- **Read-only** (:func:`is_read_only`: a read-only directory or file), **a full disk** at opening
+  (:func:`is_full`: no room for the WAL's shared-memory file) and **a writer stuck on the
   lock** (:func:`is_busy`: past the busy timeout): the database is used read-only for the rest of
   the run (:class:`ReadOnly`): stored winners are served, new ones are kept in the process only.
   Where a read-only directory cannot hold the WAL's shared memory file, the database is read as
   immutable (:func:`connect_read_only`).
 
-SQLite's codes are read from ``sqlite3.Error.sqlite_errorcode`` (Python 3.11+), the message
-where there is none.
+How SQLite's errors are sorted, and the read-only looks, are ``sqlite_look.py``; the rows saved
+from a malformed file, ``sqlite_salvage.py``.
 """
 
 from __future__ import annotations
@@ -21,32 +24,34 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
 
 from wgtune.errors import StoreError
-from wgtune.text import shown
 from wgtune.tune.log import logger
 
 from .cache_files import DATABASE_NAME, is_document_name, set_aside_database, set_aside_if_not_sqlite
 from .file_store import default_cache_dir
+from .sqlite_look import (
+    connect_read_only,
+    inspect,
+    is_busy,
+    is_full,
+    is_malformed,
+    is_read_only,
+    retry_while_locked,
+    schema_version,
+)
 from .sqlite_migrate import migrate_documents
 from .sqlite_rows import SCHEMA, SCHEMA_VERSION
+from .sqlite_salvage import copy_rows, readable_rows
 
-__all__ = ["BUSY_TIMEOUT", "CacheConnection", "Malformed", "ReadOnly", "connect_read_only", "inspect", "is_busy",
-           "is_malformed", "is_read_only", "retry_while_locked", "schema_version", "tables_of"]
+__all__ = ["BUSY_TIMEOUT", "CacheConnection", "Malformed", "ReadOnly"]
 
 BUSY_TIMEOUT = 60.0
 """Seconds a writer waits for another process's transaction; past it, the database is read-only
 for the rest of the run (:class:`ReadOnly`), so it is waited for once."""
-
-SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_CANTOPEN, SQLITE_NOTADB = 5, 6, 8, 11, 14, 26
-
-T = TypeVar("T")
-
 
 class ReadOnly(OSError):
     """The cache database cannot be written in this run (read-only, or a writer holds its lock):
@@ -58,144 +63,6 @@ class ReadOnly(OSError):
 
 class Malformed(OSError):
     """The cache database was malformed; it was set aside (or could not be) and reads as empty."""
-
-
-def _code(error: BaseException) -> int | None:
-    code = getattr(error, "sqlite_errorcode", None)
-    return code & 0xFF if isinstance(code, int) else None
-
-
-def is_malformed(error: BaseException) -> bool:
-    """SQLite says the file is damaged: a store sets it aside."""
-    text = str(error).lower()
-    return _code(error) in (SQLITE_CORRUPT, SQLITE_NOTADB) or "malformed" in text or "not a database" in text
-
-
-def is_read_only(error: BaseException) -> bool:
-    """The database or its directory cannot be written (or the WAL's files made there)."""
-    if isinstance(error, PermissionError):
-        return True
-    text = str(error).lower()
-    return _code(error) in (SQLITE_READONLY, SQLITE_CANTOPEN) or "readonly" in text or "unable to open" in text
-
-
-def is_busy(error: BaseException) -> bool:
-    """Another connection held the lock past the busy timeout."""
-    return _code(error) in (SQLITE_BUSY, SQLITE_LOCKED) or "locked" in str(error).lower()
-
-
-def retry_while_locked(action: Callable[[], T], timeout: float) -> T:
-    """``action()``, again while the database is locked (switching to WAL takes a lock that the
-    busy handler does not always wait for), for at most ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return action()
-        except sqlite3.OperationalError as error:
-            if not is_busy(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.005)
-
-
-READ_ONLY_QUERIES = ("mode=ro", "immutable=1")
-"""How ``connect_read_only`` opens a file, in order of preference."""
-
-
-def _uri(path: Path, query: str) -> str:
-    return f"{Path(os.path.abspath(path)).as_uri()}?{query}"
-
-
-def connect_read_only(path: Path, timeout: float, queries: tuple[str, ...] = READ_ONLY_QUERIES
-                      ) -> sqlite3.Connection:
-    """A connection to ``path`` that cannot write it: ``mode=ro``; else, where the directory cannot
-    hold the WAL's shared-memory file (read-only), ``immutable=1`` (no locks: nobody can write
-    there either). Raises sqlite3.Error (a malformed file, no file)."""
-    for query in queries:
-        connection = sqlite3.connect(_uri(path, query), uri=True, timeout=timeout, isolation_level=None,
-                                     check_same_thread=False)
-        try:
-            connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            return connection
-        except sqlite3.Error as error:
-            connection.close()
-            if query == "immutable=1" or is_malformed(error) or not is_read_only(error):
-                raise
-    raise AssertionError("unreachable")
-
-
-def _connect_to_look(path: Path, timeout: float) -> sqlite3.Connection:
-    """A read-only connection for one look at ``path``'s schema that leaves no file behind.
-
-    Any reader of a database in WAL mode gets SQLite's -wal and -shm files beside it, which a
-    read-only connection cannot remove on closing: a look at another program's database would
-    leave them there. Where the file's header says WAL (bytes 18-19) and neither file is there,
-    no connection holds the database in WAL mode and the file alone holds every page: it is read
-    ``immutable`` (no locks, no side files). Otherwise as :func:`connect_read_only`."""
-    try:
-        with open(path, "rb") as file:
-            header = file.read(20)
-    except OSError:
-        header = b""
-    in_wal = header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
-    sidecars = any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
-    return connect_read_only(path, timeout, ("immutable=1",) if in_wal and not sidecars else READ_ONLY_QUERIES)
-
-
-def schema_version(connection: sqlite3.Connection, path: Path) -> int | None:
-    """The schema version of wgtune's database on ``connection``; None when it has no table yet.
-    StoreError for a database that is not wgtune's (other tables, no schema row: another
-    program's, a collector's) or of a schema this wgtune does not know."""
-    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not tables:
-        return None
-    row = connection.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone() if "meta" in tables else None
-    if row is None:  # wgtune writes its tables and the schema row in one transaction: it is someone else's
-        listed = ", ".join(sorted(shown(name, 40) for name in tables)[:8])
-        raise StoreError(f"{path} is not a wgtune cache database (its tables: {listed}); not touching it: "
-                         "give wgtune another cache directory (WGTUNE_CACHE_DIR)")
-    try:
-        version = int(row[0])
-    except (TypeError, ValueError):
-        raise StoreError(f"{path} has a schema version {shown(row[0], 60)} that is not a number; "
-                         "not touching it") from None
-    if version != SCHEMA_VERSION:
-        newer = "a newer wgtune" if version > SCHEMA_VERSION else "another wgtune"
-        raise StoreError(
-            f"the cache database {path} has schema version {version}, this wgtune knows {SCHEMA_VERSION} "
-            f"(written by {newer}); not touching it: use that wgtune, or another cache directory"
-        )
-    return version
-
-
-def tables_of(path: Path, timeout: float = 30.0) -> set[str]:
-    """The tables of the SQLite file at ``path``, read through a connection that cannot write
-    (none where there is no file, or an empty one). Raises sqlite3.Error (not a database)."""
-    try:
-        if path.stat().st_size == 0:
-            return set()
-    except FileNotFoundError:
-        return set()
-    connection = _connect_to_look(path, timeout)
-    try:
-        return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    finally:
-        connection.close()
-
-
-def inspect(path: Path, timeout: float) -> int | None:
-    """:func:`schema_version` of the file at ``path``, read through a connection that cannot write
-    (nothing is changed, whatever the answer); None where there is no file or no table yet.
-    Raises StoreError (not wgtune's, a newer schema), sqlite3.Error (malformed, unreadable)."""
-    try:
-        if path.stat().st_size == 0:
-            return None
-    except FileNotFoundError:
-        return None
-    connection = _connect_to_look(path, timeout)
-    try:
-        return schema_version(connection, path)
-    finally:
-        connection.close()
 
 
 class CacheConnection:
@@ -215,6 +82,8 @@ class CacheConnection:
         """Why this run cannot write the database (said once when it became so), or None."""
         self._connection: sqlite3.Connection | None = None
         self._file: tuple[int, int] | None = None  # (device, inode) of the file the connection has open
+        self._salvage: Path | None = None  # a malformed copy this process set aside: its rows go into the fresh one
+        self._recovering = False
         self._pid = 0
         self.lock = threading.RLock()
 
@@ -239,12 +108,27 @@ class CacheConnection:
     def connection(self) -> sqlite3.Connection:
         """The open connection: made (directory, database, schema, migration) on first use."""
         with self.lock:
+            if self._connection is not None and self._pid == os.getpid() and self._moved():
+                self._connection.close()  # SQLite neither checkpoints nor deletes side files of a moved database
+                self._connection = None
             if self._connection is None or self._pid != os.getpid():
                 self._connection = None  # a parent's connection is not used (nor closed) across a fork
                 with self.errors():
                     self._connection = self._open()
                 self._pid = os.getpid()
             return self._connection
+
+    def _moved(self) -> bool:
+        """Whether the file at :attr:`path` is no longer the one the open connection reads: another
+        process set it aside (malformed) and made a fresh one, or it was removed. Saves through the
+        old connection would go on landing in the copy set aside, or in a file gone, which no later
+        run reads: said once, and the connection is made anew on the file at the path."""
+        if self._file is None or self._identity() == self._file:
+            return False
+        logger.warning("%s", f"the cache database {self.path} was moved or removed while this run had it open "
+                             "(set aside by another process, or deleted); opening the one at that path now")
+        self._file = None
+        return True
 
     def close(self) -> None:
         """Close the connection (the last one to close folds the WAL back into the database)."""
@@ -257,7 +141,13 @@ class CacheConnection:
         """Looked at read-only first (a foreign or newer database refused untouched; a malformed one
         set aside), then opened for writing; read-only where it cannot be written."""
         self.directory.mkdir(parents=True, exist_ok=True)  # a file in the way: OSError
-        aside = set_aside_if_not_sqlite(self.path)
+        try:
+            aside = set_aside_if_not_sqlite(self.path)
+        except OSError as failure:  # a read-only directory, its lock file refused: say what is wrong first
+            if failure.filename == str(self.path) and failure.filename2 is None:
+                raise  # the path itself cannot be read (a directory, no permission): that is what is wrong
+            raise Malformed(f"{self.path} is not an SQLite database, and could not be set aside ({failure}); "
+                            "winners are tuned again and kept in this process only") from None
         if aside is not None:  # garbage where the database should be: kept, and a fresh one made
             logger.warning("%s", f"{self.path} was not an SQLite database; set aside as {aside}, starting afresh")
         for attempt in (1, 2):  # a second time after setting a malformed file aside
@@ -271,7 +161,7 @@ class CacheConnection:
                 if is_malformed(error) and attempt == 1:
                     self._set_aside_malformed(error)
                     continue
-                if not (is_read_only(error) or is_busy(error)) or version != SCHEMA_VERSION:
+                if not (is_read_only(error) or is_busy(error) or is_full(error)) or version != SCHEMA_VERSION:
                     raise
                 self._now_read_only(error)
                 return self._open_read_only()
@@ -294,6 +184,7 @@ class CacheConnection:
             self._check_schema(connection)
             self._file = self._identity()
             migrate_documents(self, connection)
+            self._recover(connection)
         except BaseException:
             connection.close()
             raise
@@ -332,12 +223,34 @@ class CacheConnection:
                 self.read_only = why
             elif is_busy(why):
                 self.read_only = f"another process held its write lock for over {self.timeout:g} s"
+            elif is_full(why):
+                self.read_only = f"no room to write it, is the disk full? ({why})"
             else:
                 self.read_only = f"it cannot be written: {why}"
             logger.warning("%s", f"the cache database {self.path} is read-only for this run ({self.read_only}): "
                                  "its winners are served, new winners are kept in this process only")
         return ReadOnly(f"the cache database {self.path} is read-only for this run ({self.read_only}); "
                         "the winner is kept in this process only")
+
+    def _recover(self, connection: sqlite3.Connection) -> None:
+        """Move every row still readable in the malformed copy this process set aside into the fresh
+        database (:func:`readable_rows`), where no row of the same slot was written meanwhile: one
+        damaged page costs its own rows, not the cache. Said as a warning; the copy stays as it was."""
+        aside, self._salvage = self._salvage, None
+        if aside is None:
+            return
+        self._recovering = True  # a fresh database malformed too is set aside, not recovered from in turn
+        try:
+            with self.transaction(connection):
+                recovered, lost = copy_rows(connection, readable_rows(aside, self.timeout))
+        except OSError as error:  # the fresh database cannot take them (full, read-only): they stay in the copy
+            logger.warning("%s", f"could not move the rows still readable in {aside.name} into {self.path} "
+                                 f"({error}); they stay in the copy")
+            return
+        finally:
+            self._recovering = False
+        logger.warning("%s", f"moved {recovered} stored winner(s) still readable in {aside.name} into the fresh "
+                             f"{self.path.name}; {lost} row(s) could not be read: their keys are tuned again")
 
     def _set_aside_malformed(self, error: BaseException) -> str | None:
         """Move the malformed file aside (unless another process already did: the file is no longer
@@ -363,8 +276,9 @@ class CacheConnection:
             raise Malformed(f"the cache database {self.path} is malformed: {error}") from None
         self._file = None
         if aside is not None:
+            self._salvage = self.path.with_name(aside)
             logger.warning("%s", f"the cache database {self.path} is malformed ({error}); set aside as {aside}, "
-                                 "starting afresh: its winners are tuned again")
+                                 "starting afresh with every row of it that can still be read")
         return aside
 
     @contextmanager
@@ -381,6 +295,11 @@ class CacheConnection:
                         self._connection.close()
                     self._connection = None
                     aside = self._set_aside_malformed(error)
+                    if aside is not None and not self._recovering:  # the fresh one now, with what the copy holds
+                        try:
+                            self.connection()
+                        except (OSError, StoreError) as failure:
+                            logger.warning("%s", f"could not make a fresh {self.path} yet: {failure}")
                 kept = f"set aside as {aside}" if aside is not None else "already set aside"
                 raise Malformed(f"the cache database {self.path} was malformed ({error}); {kept}") from error
             raise OSError(f"the cache database {self.path}: {error}") from error

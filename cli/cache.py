@@ -6,6 +6,8 @@ The native database's verbs never suspend, so they run inline (``wgtune.runner.r
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from wgtune.config import Config
-from wgtune.errors import Skip, StoreError
+from wgtune.errors import ConfigError, Skip, StoreError
 from wgtune.runner import run_inline
 from wgtune.store.format import StoredEntry
 from wgtune.store.results import Measured, Result
@@ -164,12 +166,40 @@ def _show(console, database, args) -> None:
         _print_candidates(console, rows)
 
 
+def _cache_file(database, target: Path) -> bool:
+    """Whether ``target`` is one of the cache's own files: the database, its ``-wal``, ``-shm``,
+    lock or set-aside copies, an old document (``cache_files.is_wgtune_file``), or a symbolic link to one."""
+    from wgtune.backends.cache_files import DATABASE_NAME, is_wgtune_file
+
+    real = Path(os.path.realpath(target))
+    return real.parent == Path(os.path.realpath(database.path.parent)) and (
+        real.name.startswith(DATABASE_NAME) or is_wgtune_file(real.name))
+
+
 def _export(console, database, args) -> None:
-    """``cache export``: one ``wgtune.export/1`` document, written as the rows are read."""
+    """``cache export``: one ``wgtune.export/1`` document, written as the rows are read.
+
+    A regular file is written whole or not at all (a temporary file, renamed); a link is followed
+    (its target is written, the link stays); a device or a FIFO (``/dev/stdout``) is written to
+    as it is, never replaced by a file. The cache's own files are refused: an export over the
+    database would replace every winner with their JSON."""
     if args.file == "-":
         run_inline(database.export_to(sys.stdout))
         return
-    target = Path(args.file)
+    if _cache_file(database, Path(args.file)):
+        raise ConfigError(f"not exporting onto {args.file}: it is one of the cache's own files ({database.where}); "
+                          "name another file")
+    try:
+        kind = os.stat(args.file).st_mode  # through links, /dev/stdout's too
+    except FileNotFoundError:
+        kind = None
+    if kind is not None and not stat.S_ISREG(kind):  # a device, a FIFO (a directory: IsADirectoryError)
+        with open(args.file, "w", encoding="utf-8") as out:
+            count, namespaces = run_inline(database.export_to(out))
+        # on standard error: the device may be standard output (/dev/stdout), the document's own
+        print(f"exported {count} winner(s) from {namespaces} namespace(s) to {args.file}", file=sys.stderr)
+        return
+    target = Path(os.path.realpath(args.file))  # a link's target is replaced, the link stays
     temp = target.with_name(f".{target.name}.partial")
     try:
         with temp.open("w", encoding="utf-8") as out:

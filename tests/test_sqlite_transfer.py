@@ -207,3 +207,45 @@ def test_tune_with_a_cache_dir_that_is_a_file_warns_and_tunes(tmp_path, capsys, 
     captured = capsys.readouterr()
     assert {k["status"] for k in json.loads(captured.out)["keys"]} == {"tuned"}
     assert "could not open the winners' store" in captured.err
+
+
+def _stored(directory) -> dict:
+    return slots(SqliteStore(directory, namespace_for(LAVAPIPE)).load())
+
+
+@pytest.mark.parametrize("onto", [DATABASE_NAME, DATABASE_NAME + "-wal", "link"])
+def test_an_export_onto_the_caches_own_files_is_refused_and_every_winner_kept(tmp_path, capsys, onto):
+    cache = tmp_path / "cache"
+    SqliteStore(cache, namespace_for(LAVAPIPE)).save_many([entry(1), entry(2)])
+    target = cache / onto
+    if onto == "link":
+        target = tmp_path / "winners.json"
+        target.symlink_to(cache / DATABASE_NAME)
+    assert main(["cache", "--cache-dir", str(cache), "export", str(target)]) == 2
+    assert "one of the cache's own files" in capsys.readouterr().err
+    assert _stored(cache) == slots([entry(1), entry(2)])
+
+
+def test_an_export_through_a_link_or_into_a_fifo_writes_there_and_replaces_neither(tmp_path, capsys):
+    """The document goes where a link points (the link stays a link), and into a FIFO or a device
+    as it is: never a file renamed over them (as root, over /dev/full)."""
+    import os
+    import threading
+
+    cache = tmp_path / "cache"
+    SqliteStore(cache, namespace_for(LAVAPIPE)).save_many([entry(1), entry(2)])
+    real, link = tmp_path / "real.json", tmp_path / "latest.json"
+    real.write_text("old")
+    link.symlink_to(real)
+    assert main(["cache", "--cache-dir", str(cache), "export", str(link)]) == 0
+    assert link.is_symlink() and len(json.loads(real.read_text())["namespaces"]) == 1
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_text()))
+    reader.start()
+    assert main(["cache", "--cache-dir", str(cache), "export", str(fifo)]) == 0
+    reader.join(timeout=30)
+    assert len(json.loads(read[0])["namespaces"]) == 1
+    assert not fifo.is_file() and fifo.exists()  # still the FIFO
+    assert "exported 2 winner(s)" in capsys.readouterr().err  # not in the document, were it standard output

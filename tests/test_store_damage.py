@@ -21,6 +21,7 @@ import pytest
 from fakes import FakeDevice, call, make_set, make_tuner
 
 from wgtune import Key, StoredEntry
+from wgtune.backends.cache_files import set_aside_database
 from wgtune.backends.cache_transfer import SqliteDatabase
 from wgtune.backends.file_store import FileStore, document_name
 from wgtune.backends.local import open_store
@@ -262,6 +263,54 @@ def test_a_database_malformed_past_what_opening_reads_is_set_aside_at_the_read_t
     assert caplog.text.count("malformed); set aside as") == 1
     assert len(list(tmp_path.glob(DATABASE_NAME + ".corrupt-*[0-9Z]"))) == 1
     assert SqliteStore(tmp_path, LAPTOP).lookup("matmul", Key({"n": 1000})) == entry(1000)
+
+
+def test_one_damaged_page_costs_its_own_rows_not_every_winner(tmp_path, capsys, caplog):
+    """A stray write over one page of the entries (a bad sector): the read that meets it sets the
+    database aside, and every row still readable in the copy is moved into the fresh one at once,
+    even by a listing (``cache show``): once, every winner of the cache was tuned again."""
+    data = bytearray(filled(tmp_path, 400))
+    leaves = [page for page in range(9, len(data) // 4096) if data[page * 4096] == 0x0D]  # table leaves: entries'
+    middle = leaves[len(leaves) // 2] * 4096
+    data[middle + 8:middle + 72] = b"\xff" * 64  # its cell pointers
+    (tmp_path / DATABASE_NAME).write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        status, _out, _err = cache(capsys, tmp_path, "show")
+    assert status == 0
+    [aside] = tmp_path.glob(DATABASE_NAME + ".corrupt-*[0-9Z]")
+    assert aside.read_bytes() == bytes(data)  # the copy stays as it was
+    later = SqliteStore(tmp_path, LAPTOP)
+    found = {n: later.lookup("matmul", Key({"n": n})) for n in range(400)}
+    kept = [n for n, one in found.items() if one is not None]
+    assert all(found[n] == entry(n) for n in kept)
+    assert 400 - 2 * 4096 // 200 <= len(kept) < 400  # one leaf's rows lost (a leaf holds ~20 of these), no more
+    assert f"moved {len(kept)} stored winner(s) still readable in {aside.name}" in caplog.text
+
+
+@pytest.mark.parametrize("how", ["set aside by another process", "deleted"])
+def test_a_store_whose_database_is_moved_away_while_open_saves_into_the_one_at_the_path(tmp_path, caplog, how):
+    """A long run holds the database open while another process sets it aside (it met damage this
+    run never read: ``set_aside_database`` is what it calls) and makes a fresh one, or while someone
+    deletes it: the run's later winners must land in the database at the path, not silently in the
+    copy set aside or in a file gone, which no later run reads."""
+    filled(tmp_path, 10)
+    running = open_store(str(tmp_path), LAPTOP)
+    assert running.lookup("matmul", Key({"n": 1})) == entry(1)
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        if how == "deleted":
+            (tmp_path / DATABASE_NAME).unlink()
+        else:
+            assert set_aside_database(tmp_path / DATABASE_NAME, lambda _path: True) is not None
+            SqliteStore(tmp_path, LAPTOP).save(entry(500))  # the other process's fresh database
+        running.save(entry(1000))
+        running.save(entry(1001))
+    later = SqliteStore(tmp_path, LAPTOP)
+    assert later.lookup("matmul", Key({"n": 1000})) == entry(1000)
+    assert later.lookup("matmul", Key({"n": 1001})) == entry(1001)
+    assert running.lookup("matmul", Key({"n": 1000})) == entry(1000)
+    if how != "deleted":
+        assert later.lookup("matmul", Key({"n": 500})) == entry(500)
+    assert caplog.text.count("was moved or removed while this run had it open") == 1
 
 
 # -- only wgtune's own files -------------------------------------------------------------------

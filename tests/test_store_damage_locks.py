@@ -132,6 +132,78 @@ def test_a_read_only_cache_serves_its_winners_and_keeps_new_ones_in_memory(share
     assert {name: data for name, data in files(cache).items() if name in before} == before
 
 
+def _open_as_nobody(directory: str, queue) -> None:
+    try:
+        if os.geteuid() == 0:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        said: list[str] = []
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = lambda record: said.append(record.getMessage())
+        logging.getLogger("wgtune").addHandler(handler)
+        queue.put({"store": open_store(directory, LAPTOP) is not None, "said": said})
+    except BaseException as error:
+        queue.put({"error": repr(error)})
+
+
+def test_garbage_in_a_read_only_cache_is_named_as_garbage_not_as_a_lock_file(shared_dir):
+    """Garbage where the database should be cannot be set aside in a read-only directory: what is
+    said names the garbage (it once said only that its lock file could not be made)."""
+    cache = shared_dir / "cache"
+    cache.mkdir()
+    (cache / DATABASE_NAME).write_bytes(b"not a database " * 100)
+    cache.chmod(0o555)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_open_as_nobody, args=(str(cache), queue))
+    child.start()
+    outcome = queue.get(timeout=120)
+    child.join()
+    assert outcome.get("store") is False, outcome
+    [said] = [message for message in outcome["said"] if "could not open" in message]
+    assert "is not an SQLite database, and could not be set aside" in said, said
+    assert (cache / DATABASE_NAME).read_bytes() == b"not a database " * 100
+
+
+def _open_with_no_room(directory: str, queue) -> None:
+    """Where no file may grow (RLIMIT_FSIZE 0: writes fail as on a full disk, without a mount)."""
+    try:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+        said: list[str] = []
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = lambda record: said.append(record.getMessage())
+        logging.getLogger("wgtune").addHandler(handler)
+        store = open_store(directory, LAPTOP)
+        served = store is not None and store.lookup("matmul", Key({"n": 4})) == entry(4)
+        queue.put({"store": store is not None, "served": served, "said": said})
+    except BaseException as error:
+        queue.put({"error": repr(error)})
+
+
+def test_a_cache_on_a_full_disk_serves_its_winners_read_only(tmp_path):
+    """No room for the WAL's shared-memory file: SQLite says "disk I/O error" at opening. The
+    stored winners must still serve (read-only, as for a read-only directory), and what is said
+    must point at the disk, not at a broken database."""
+    store = SqliteStore(tmp_path, LAPTOP)
+    store.save_many([entry(4), entry(8)])
+    store.database.close()
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_open_with_no_room, args=(str(tmp_path), queue))
+    child.start()
+    outcome = queue.get(timeout=120)
+    child.join()
+    assert outcome.get("store") and outcome["served"], outcome
+    [said] = outcome["said"]
+    assert "read-only for this run" in said and "disk full" in said, said
+    assert SqliteStore(tmp_path, LAPTOP).lookup("matmul", Key({"n": 8})) == entry(8)
+
+
 # -- a writer stuck on the lock ------------------------------------------------------------------
 
 
