@@ -40,7 +40,7 @@ class ExportStream:
     def __init__(self, read: Callable[[int], str | bytes], chunk: int = CHUNK) -> None:
         self.read = read
         self.chunk = chunk
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a byte-order mark (Windows editors) is no text
         self.buffer, self.pos, self.eof = "", 0, False
         self.json = json.JSONDecoder()
 

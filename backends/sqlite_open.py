@@ -65,6 +65,14 @@ class Malformed(OSError):
     """The cache database was malformed; it was set aside (or could not be) and reads as empty."""
 
 
+SCHEMA_TABLES = frozenset(("meta", "namespaces", "entries", "damaged", "migrated"))
+"""The tables :data:`~wgtune.backends.sqlite_rows.SCHEMA` makes."""
+
+
+def _tables(connection: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
 class CacheConnection:
     """The cache directory's database file and its one connection per process (reopened after a
     fork), used under a lock so threads may share the object; opened as the module doc says.
@@ -209,12 +217,22 @@ class CacheConnection:
         return status.st_dev, status.st_ino
 
     def _check_schema(self, connection: sqlite3.Connection) -> None:
+        """Make wgtune's tables in a database that has none; in one of this schema that lacks some
+        (dropped by hand, say), make the missing ones, empty, so that every verb works again."""
         if schema_version(connection, self.path) is None:
             with self.transaction(connection):
                 if schema_version(connection, self.path) is None:  # another process may have made it meanwhile
                     for statement in SCHEMA:
                         connection.execute(statement)
                     connection.execute("INSERT INTO meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            return
+        missing = SCHEMA_TABLES - _tables(connection)
+        if missing:
+            logger.warning("%s", f"the cache database {self.path} lacked its table(s) {', '.join(sorted(missing))}; "
+                                 "made them anew, empty")
+            with self.transaction(connection):
+                for statement in SCHEMA:  # each IF NOT EXISTS: the tables there are left as they are
+                    connection.execute(statement)
 
     def _now_read_only(self, why: BaseException | str) -> ReadOnly:
         """This run no longer writes the database (said once): the error a write raises."""

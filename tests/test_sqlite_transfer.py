@@ -147,6 +147,16 @@ def test_the_streamed_import_agrees_with_the_plain_one(tmp_path, monkeypatch, sh
     assert streamed.entries() == plain.entries()
 
 
+@pytest.mark.parametrize("chunk", [2, 1 << 20])
+def test_an_export_saved_with_a_byte_order_mark_imports(tmp_path, monkeypatch, chunk):
+    # Windows editors save UTF-8 with a byte-order mark: it is no text of the document's.
+    monkeypatch.setattr(cache_transfer, "CHUNK", chunk)  # 2: the mark's three bytes cut across chunks
+    path = tmp_path / "import.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(SHAPES["single-document"]).encode())
+    assert import_cache(CacheDatabase(tmp_path / "streamed"), path) == 1
+    assert DocumentStore.check_import(path.read_bytes())["entries"] == [entry(1).to_json()]
+
+
 BAD = {
     "bad-entry": {"format": "wgtune.export/1", "namespaces": [
         {"format": "wgtune.cache/1", **namespace_for(LAVAPIPE), "entries": [entry(1).to_json(), {"winner": 0}]}]},

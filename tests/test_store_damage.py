@@ -316,6 +316,18 @@ def test_a_store_whose_database_is_moved_away_while_open_saves_into_the_one_at_t
 # -- only wgtune's own files -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("dropped", ["damaged", "migrated"])
+def test_a_database_that_lost_one_of_its_tables_gets_it_back_and_keeps_its_winners(tmp_path, capsys, caplog, dropped):
+    filled(tmp_path, 3)
+    sql(tmp_path, f"DROP TABLE {dropped}")
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        status, out, err = cache(capsys, tmp_path, "list")
+    assert status == 0 and "3" in out, err
+    assert f"lacked its table(s) {dropped}" in caplog.text
+    assert SqliteStore(tmp_path, LAPTOP).lookup("matmul", Key({"n": 2})) == entry(2)
+    assert [len(document["entries"]) for document in every_command_finishes(capsys, tmp_path)["namespaces"]] == [3]
+
+
 def test_only_wgtunes_own_files_in_the_cache_directory_are_touched(tmp_path, capsys):
     import os
 
