@@ -106,12 +106,23 @@ _ERROR_KINDS: dict[str, type] = {
 }
 
 
+MAX_KIND = 64
+"""A failure kind this wgtune does not know is read as :class:`Unknown` when it is a name of at most
+this many characters (one a later wgtune of the same line wrote: it shares the namespace)."""
+
+
 def error_from_json(obj: dict) -> CandidateError:
-    """Decode what ``results.result_to_json`` wrote for a failed candidate."""
-    cls = _ERROR_KINDS.get(obj.get("error", ""))
-    if cls is None:
-        raise StoreError(f"unknown candidate error kind {obj.get('error')!r}")
-    return cls(name=str(obj["name"]), reason=str(obj["reason"]))
+    """Decode what ``results.result_to_json`` wrote for a failed candidate. A kind this wgtune does
+    not know, written as a class name (a later patch release's, in the same namespace), is an
+    :class:`Unknown` whose reason names it: the entry's winner still serves, and is not set aside
+    as damaged for a release that reads it. Any other kind: StoreError."""
+    kind = obj.get("error", "")
+    cls = _ERROR_KINDS.get(kind)
+    if cls is not None:
+        return cls(name=str(obj["name"]), reason=str(obj["reason"]))
+    if isinstance(kind, str) and kind.isidentifier() and kind.isascii() and len(kind) <= MAX_KIND:
+        return Unknown(name=str(obj["name"]), reason=f"{kind}: {obj['reason']}")
+    raise StoreError(f"unknown candidate error kind {kind!r}")
 
 
 class WgtuneError(Exception):

@@ -186,7 +186,8 @@ def test_a_wrong_entry_field_is_refused_naming_it(change, message):
         ({"samples": [-1e-3]}, "above 0"),
         ({"name": "x" * 1000}, "at most 256"),
         ({"index": 5}, "candidate 5"),
-        ({"error": "Exploded", "reason": "?"}, "unknown candidate error"),
+        ({"error": "Exploded", "reason": "?"}, "did not run"),
+        ({"error": "not a kind!", "reason": "?"}, "unknown candidate error"),
     ],
 )
 def test_a_wrong_winner_result_is_refused_naming_it(change, message):

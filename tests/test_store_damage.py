@@ -328,6 +328,18 @@ def test_a_database_that_lost_one_of_its_tables_gets_it_back_and_keeps_its_winne
     assert [len(document["entries"]) for document in every_command_finishes(capsys, tmp_path)["namespaces"]] == [3]
 
 
+def test_a_later_releases_failure_kind_in_a_row_keeps_its_winner_serving_and_in_place(tmp_path, caplog):
+    filled(tmp_path, 1)
+    later = entry(0).to_json()
+    later["results"][1] = {"name": "b", "error": "OutOfRegisters", "reason": "a kind this release does not know"}
+    sql(tmp_path, "UPDATE entries SET entry = ?", json.dumps(later))
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        served = SqliteStore(tmp_path, LAPTOP).lookup("matmul", Key({"n": 0}))
+    assert served is not None and served.winner_name == "a" and "damaged" not in caplog.text
+    assert sql(tmp_path, "SELECT COUNT(*) FROM damaged") == [(0,)]
+    assert sql(tmp_path, "SELECT entry FROM entries") == [(json.dumps(later),)]  # left as the later release wrote it
+
+
 def test_only_wgtunes_own_files_in_the_cache_directory_are_touched(tmp_path, capsys):
     import os
 

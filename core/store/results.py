@@ -109,7 +109,7 @@ def result_to_json(result: Result) -> dict:
 def result_from_json(obj: object, index: int) -> Result:
     """Read back what :func:`result_to_json` wrote for candidate ``index`` (absent fields of older
     documents take their defaults). Checked first (:func:`~wgtune.store.validate.check_result`): a
-    result of the wrong shape, a failure of an unknown kind, a sample that is not a finite number
+    result of the wrong shape, a failure kind that is no name, a sample that is not a finite number
     above 0 raise StoreError."""
     check_result(obj, index)
     if "error" in obj:

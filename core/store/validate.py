@@ -132,9 +132,10 @@ _ERROR_FIELDS = {"name", "index", "error", "reason"}
 
 
 def check_result(obj: object, index: int) -> dict:
-    """Candidate ``index``'s stored result (what ``results.result_to_json`` writes), checked:
-    a failure of a known kind with a name and a reason, a dry run, or a measurement with finite
-    samples above 0 (and finite statistics); StoreError otherwise."""
+    """Candidate ``index``'s stored result (what ``results.result_to_json`` writes), checked: a
+    failure with a kind (a known one, or a later release's name: ``errors.error_from_json``) and a
+    reason, a dry run, or a measurement with finite samples above 0 (and finite statistics);
+    StoreError otherwise."""
     where = f"result {index}"
     if not isinstance(obj, dict):
         raise StoreError(f"{where} must be an object, got {_what(obj)}")
@@ -143,7 +144,7 @@ def check_result(obj: object, index: int) -> dict:
         raise StoreError(f"{where} says it is candidate {obj['index']}")
     if "error" in obj:
         _text(obj["error"], f"{where}'s error")
-        error_from_json({"error": obj["error"], "name": "", "reason": ""})  # a known kind, else StoreError
+        error_from_json({"error": obj["error"], "name": "", "reason": ""})  # a kind's name, else StoreError
         _text(obj.get("reason"), f"{where}'s reason", MAX_TEXT)
         known = _ERROR_FIELDS
     else:
