@@ -219,7 +219,8 @@ def test_one_bad_report_in_a_batch_refuses_the_whole_batch(collector):
 def test_malformed_json_an_oversize_body_and_a_wrong_type_are_refused(collector):
     assert collector.post(None, raw=b'{"format": "wgtune.reports/1", "namespace": ')[0] == 400
     assert collector.post(None, raw=b"[" * 100 + b"]" * 100)[0] == 400  # nested too deep to be a report
-    assert collector.post(None, raw=b'{"a": 1, "a": 2}')[0] == 400  # a key given twice
+    status, text = collector.post(None, raw=b'{"a": 1, "a": 2}')  # a key given twice, said so
+    assert status == 400 and "the key 'a' twice" in text["error"]
     big = json.dumps(body(report(key={"n": 1, "pad": "x" * 200}))).encode() + b" " * MAX_BODY
     status, refusal = collector.post(None, raw=big)
     assert status == 413 and str(MAX_BODY) in refusal["error"]

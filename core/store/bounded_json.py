@@ -179,12 +179,16 @@ def check_bounds(text: str) -> None:
 def parse_json(text: str | bytes) -> object:
     """``text`` parsed as JSON with the bounds of the module doc; StoreError when it is not JSON
     (or not UTF-8), nests deeper than :data:`MAX_DEPTH` or is dense with arrays and objects
-    (:data:`CONTAINER_SPAN`)."""
+    (:data:`CONTAINER_SPAN`), or is itself a value that cannot be read faithfully (a whole
+    document with a repeated key: an :class:`Unreadable` marker is for values inside it)."""
     text = json_text(text)
     check_bounds(text)
     try:
-        return CHECKED_JSON.decode(text)
+        value = CHECKED_JSON.decode(text)
     except RecursionError:  # cannot happen under MAX_DEPTH, unless the caller's stack is deep
         raise StoreError("nested too deep to read") from None
     except ValueError as error:  # JSONDecodeError, and a lone surrogate, say
         raise StoreError(f"not JSON: {error}") from None
+    if isinstance(value, Unreadable):
+        raise StoreError(f"it is {value.reason}, which JSON readers read differently")
+    return value
