@@ -70,24 +70,47 @@ def shared_dir():
     shutil.rmtree(path)
 
 
-def _as_reader(directory: str, queue) -> None:
-    try:
-        queue.put(_read_only_run(directory))
-    except BaseException as error:  # said to the test at once, not left to its queue's timeout
-        queue.put({"error": repr(error)})
+def in_child(run, *args) -> dict:
+    """``run(*args)`` in a forked child: its outcome, or ``{"error": ...}`` with what it raised
+    (said to the test at once, not left to the queue's timeout)."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+
+    def child() -> None:
+        try:
+            queue.put(run(*args))
+        except BaseException as error:
+            queue.put({"error": repr(error)})
+
+    process = context.Process(target=child)
+    process.start()
+    outcome = queue.get(timeout=120)
+    process.join()
+    return outcome
 
 
-def _read_only_run(directory: str) -> dict:
-    """In a forked child that cannot write ``directory``: root writes through any mode bits, so
-    where the tests run as root the child becomes an unprivileged user first."""
+def as_nobody() -> None:
+    """In a child: root writes through any mode bits, so where the tests run as root the child
+    becomes an unprivileged user first."""
     if os.geteuid() == 0:
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)
+
+
+def warnings_said() -> list[str]:
+    """What wgtune warns from now on in this (child) process, as it is said."""
     said: list[str] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = lambda record: said.append(record.getMessage())
     logging.getLogger("wgtune").addHandler(handler)
+    return said
+
+
+def _read_only_run(directory: str) -> dict:
+    """In a forked child that cannot write ``directory``."""
+    as_nobody()
+    said = warnings_said()
     device, tunables = scripted(), make_set("a", "b")
     store = open_store(directory, LAPTOP)
     outcome: dict = {"store": store is not None}
@@ -117,12 +140,7 @@ def test_a_read_only_cache_serves_its_winners_and_keeps_new_ones_in_memory(share
         path.chmod(0o444)
     cache.chmod(0o555 if what == "directory" else 0o777)
     before = files(cache)
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_as_reader, args=(str(cache), queue))
-    child.start()
-    outcome = queue.get(timeout=120)
-    child.join()
+    outcome = in_child(_read_only_run, str(cache))
     assert outcome["store"] and outcome["served"], outcome
     assert outcome["tuned"] == [8], outcome  # the stored key served, the new one tuned once, then kept
     assert "is read-only for this run" in outcome["save"], outcome
@@ -132,19 +150,10 @@ def test_a_read_only_cache_serves_its_winners_and_keeps_new_ones_in_memory(share
     assert {name: data for name, data in files(cache).items() if name in before} == before
 
 
-def _open_as_nobody(directory: str, queue) -> None:
-    try:
-        if os.geteuid() == 0:
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-        said: list[str] = []
-        handler = logging.Handler(logging.WARNING)
-        handler.emit = lambda record: said.append(record.getMessage())
-        logging.getLogger("wgtune").addHandler(handler)
-        queue.put({"store": open_store(directory, LAPTOP) is not None, "said": said})
-    except BaseException as error:
-        queue.put({"error": repr(error)})
+def _open_as_nobody(directory: str) -> dict:
+    as_nobody()
+    said = warnings_said()
+    return {"store": open_store(directory, LAPTOP) is not None, "said": said}
 
 
 def test_garbage_in_a_read_only_cache_is_named_as_garbage_not_as_a_lock_file(shared_dir):
@@ -154,35 +163,24 @@ def test_garbage_in_a_read_only_cache_is_named_as_garbage_not_as_a_lock_file(sha
     cache.mkdir()
     (cache / DATABASE_NAME).write_bytes(b"not a database " * 100)
     cache.chmod(0o555)
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_open_as_nobody, args=(str(cache), queue))
-    child.start()
-    outcome = queue.get(timeout=120)
-    child.join()
+    outcome = in_child(_open_as_nobody, str(cache))
     assert outcome.get("store") is False, outcome
     [said] = [message for message in outcome["said"] if "could not open" in message]
     assert "is not an SQLite database, and could not be set aside" in said, said
     assert (cache / DATABASE_NAME).read_bytes() == b"not a database " * 100
 
 
-def _open_with_no_room(directory: str, queue) -> None:
+def _open_with_no_room(directory: str) -> dict:
     """Where no file may grow (RLIMIT_FSIZE 0: writes fail as on a full disk, without a mount)."""
-    try:
-        import resource
-        import signal
+    import resource
+    import signal
 
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-        said: list[str] = []
-        handler = logging.Handler(logging.WARNING)
-        handler.emit = lambda record: said.append(record.getMessage())
-        logging.getLogger("wgtune").addHandler(handler)
-        store = open_store(directory, LAPTOP)
-        served = store is not None and store.lookup("matmul", Key({"n": 4})) == entry(4)
-        queue.put({"store": store is not None, "served": served, "said": said})
-    except BaseException as error:
-        queue.put({"error": repr(error)})
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    said = warnings_said()
+    store = open_store(directory, LAPTOP)
+    served = store is not None and store.lookup("matmul", Key({"n": 4})) == entry(4)
+    return {"store": store is not None, "served": served, "said": said}
 
 
 def test_a_cache_on_a_full_disk_serves_its_winners_read_only(tmp_path):
@@ -192,12 +190,7 @@ def test_a_cache_on_a_full_disk_serves_its_winners_read_only(tmp_path):
     store = SqliteStore(tmp_path, LAPTOP)
     store.save_many([entry(4), entry(8)])
     store.database.close()
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_open_with_no_room, args=(str(tmp_path), queue))
-    child.start()
-    outcome = queue.get(timeout=120)
-    child.join()
+    outcome = in_child(_open_with_no_room, str(tmp_path))
     assert outcome.get("store") and outcome["served"], outcome
     [said] = outcome["said"]
     assert "read-only for this run" in said and "disk full" in said, said
