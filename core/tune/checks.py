@@ -120,6 +120,9 @@ class OutputCheck:
         """Set by :meth:`judge_all` where the set's default (candidate 0) was found wrong."""
         self.agreement = Agreement()
         self.verdicts: dict[int, Mismatch] = {}
+        # _completes' answers by (whole, partial) group: judge_all runs after screening and again at
+        # the end, and a group's outputs (its first member's) never change once it exists.
+        self._completions: dict[tuple[int, int], bool] = {}
 
     @property
     def judge(self) -> str:
@@ -221,13 +224,20 @@ class OutputCheck:
         where ``partial`` left elements unwritten: no more disagreements than it has of those."""
         if whole.outputs is None or partial.outputs is None or partial.unwritten is None:
             return False
+        pair = (id(whole), id(partial))
+        if pair not in self._completions:
+            self._completions[pair] = await self._disagreements(whole, partial) <= partial.unwritten[1]
+        return self._completions[pair]
+
+    async def _disagreements(self, whole: _Group, partial: _Group) -> int:
+        assert whole.outputs is not None and partial.outputs is not None
         disagreements = 0
         for slot, spec in enumerate(self.specs):
             count = whole.outputs[slot].size // element_size(spec.typecode)
             comparison = await self.device.compare_buffers(partial.outputs[slot], whole.outputs[slot], spec.typecode,
                                                            count, spec.atol, spec.rtol)
             disagreements += comparison.mismatches
-        return disagreements <= partial.unwritten[1]
+        return disagreements
 
     async def judge_all(self) -> dict[int, Mismatch]:
         """The verdicts of a tune judged by agreement, once every candidate has run: a Mismatch
