@@ -21,6 +21,12 @@ buffers (``WebGPUDevice.launch``) has an error scope of its own instead, which `
 awaits (``js_sets.py``): its errors are that call's, never a later tune's. None of those becomes an
 "uncaptured error" in the console.
 
+A tune waiting on WebGPU may be cancelled (``wgtune.dispose()``, ``page_dispose.py``), and WebGPU
+answers afterwards all the same. What it waits on is shielded (:func:`asyncio.shield`), so the
+cancel never reaches a future WebGPU's answer still resolves: Pyodide's ``PyodideFuture.then``
+sets its future's result without asking whether that future was cancelled meanwhile, which
+printed ``InvalidStateError: invalid state`` to the console after a dispose mid-tune.
+
 Importable only in Pyodide (it imports ``js`` and ``pyodide.ffi``).
 """
 
@@ -153,7 +159,7 @@ class BrowserShim:
 
     async def scope_error(self, scope: Any) -> str | None:
         """WebGPU's message for a call's scope (:meth:`end_call_scope`), or None."""
-        error = await scope
+        error = await asyncio.shield(scope)  # a cancelled caller leaves the scope to close (module doc)
         return None if _absent(error) else _message(error)
 
     def report_scope(self, scope: Any) -> None:
@@ -168,7 +174,10 @@ class BrowserShim:
 
     async def reported_error(self) -> str | None:
         if self._last_scope is not None:
-            await self._last_scope  # scopes close in order: the last one closing means all have
+            # Scopes close in order: the last one closing means all have. Shielded: a tune
+            # cancelled here (a dispose) must not cancel the future that WebGPU's answer, still to
+            # come, resolves through PyodideFuture.then (see the module doc); other tunes await it too.
+            await asyncio.shield(self._last_scope)
             self._last_scope = None
         if not self._errors:
             return None
@@ -237,8 +246,14 @@ class BrowserShim:
     async def compile_modules(self, kernels: Sequence[Kernel]) -> list[tuple[Any, Any] | Exception]:
         """All at once: each compile's synchronous part (module, error scope) runs before its
         first wait, so the scopes never interleave, and the browser overlaps the
-        ``createComputePipelineAsync`` calls on its own threads."""
-        return list(await asyncio.gather(*(as_value(self.compile_module(kernel)) for kernel in kernels)))
+        ``createComputePipelineAsync`` calls on its own threads. Each compile's coroutine is made
+        in its own task: a tune cancelled before those tasks ran (a dispose) leaves none never
+        awaited (Python warns of one on the console)."""
+
+        async def compiled(kernel: Kernel) -> tuple[Any, Any] | Exception:
+            return await as_value(self.compile_module(kernel))
+
+        return list(await asyncio.gather(*(compiled(kernel) for kernel in kernels)))
 
     def bind_group_layout(self, pipeline: Any, index: int) -> Any:
         self._push_scope()  # an index the pipeline lacks surfaces here, collected by reported_error()
