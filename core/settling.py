@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from .cache import TuneCache
 from .config import Config, LogLevel
 from .coordinator import Coordinator, WinnerFromElsewhere
-from .errors import KernelError, WgtuneError, tune_failure
+from .errors import ConfigError, KernelError, WgtuneError, tune_failure
 from .gpu.device import Device
 from .key import Key
 from .sets.args import Args
@@ -36,7 +36,7 @@ from .tune.outcome import TuneOutcome
 from .tune.pipelines import PipelineCache
 from .tune.request import LaunchGuard, TuneRequest
 from .tune.tuning import measure_key
-from .tune.verify import verify_winner
+from .tune.verify import misfit, verify_winner
 
 __all__ = ["Settler", "TunerParts"]
 
@@ -75,7 +75,7 @@ class Settler:
         cache.look_up(tunables.name, key)  # a store read key by key: this key's entry, once
         stored = isinstance(cache.state(tunables.name, key), Unchecked)
         unchecked = self.verify and stored and cache.unchecked(tunables.name, key)
-        state = cache.claim(tunables, key, config.pinned_index(tunables, key), require_checked=self.verify,
+        state = cache.claim(tunables, key, self._pinned(tunables, key), require_checked=self.verify,
                             check_single=self.verify and tunables.reference is not None)
         if stored and state is None and config.log_level is not LogLevel.DISABLED:
             if unchecked:
@@ -85,6 +85,19 @@ class Settler:
                 logger.info("stored winner for %s [%s] is for other candidates or does not fit the key: tuning again",
                             tunables.name, key)
         return state
+
+    def _pinned(self, tunables: TunableSet, key: Key) -> int | None:
+        """The candidate pinned for ``key``, if any; a ConfigError where it does not fit the key as
+        a tune's plan would admit it (``verify.misfit``: its priority here is negative, say a vec4
+        kernel where 4 does not divide the size): it would run, and leave outputs unwritten."""
+        pinned = self.tuner.config.pinned_index(tunables, key)
+        if pinned is not None:
+            why = misfit(tunables, key, pinned, self.tuner.device)
+            if why is not None:
+                raise ConfigError(f"pin for {tunables.name} [{key}] names {tunables.candidates[pinned].name}, which "
+                                  f"does not fit this key: {why}; pin a candidate that does, or narrow the pin to "
+                                  "the keys it fits (SET[field=value]=CANDIDATE)", field="WGTUNE_PIN")
+        return pinned
 
     def snapshot(self, tunables: TunableSet, args: Args) -> Args:
         """The call's buffers as they are at the miss, copied for the tune (the set's ``input_gen``

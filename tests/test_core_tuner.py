@@ -18,6 +18,7 @@ from fakes import (
 from wgtune import (
     MISS,
     PENDING,
+    ConfigError,
     Hit,
     KernelError,
     Key,
@@ -354,6 +355,18 @@ def test_a_pinned_candidate_that_does_not_compile_raises_its_error():
     tuner = make_tuner(device, config=quiet(pins=(Pin("fake", "b"),)))
     with pytest.raises(KernelError, match="driver says no"):
         tuner.execute(tunables, call(device, [1.0]))
+
+
+def test_a_pin_the_keys_plan_rules_out_is_a_config_error_not_a_run():
+    # A vec4 kernel where 4 does not divide the size would run, and leave outputs unwritten.
+    device = FakeDevice()
+    tunables = make_set("a", kernel("vec4", priority=lambda key: 0 if key.as_dict()["n"] % 4 == 0 else -1))
+    tuner = make_tuner(device, config=quiet(pins=(Pin("fake", "vec4"),)))
+    with pytest.raises(ConfigError, match=r"pin for fake \[n=6\] names vec4, which does not fit this key: "
+                                          r"vec4 is not planned for this key") as refused:
+        tuner.execute(tunables, call(device, [1.0], n=6))
+    assert refused.value.field == "WGTUNE_PIN"
+    assert tuner.execute(tunables, call(device, [1.0], n=8)).name == "vec4"  # where it fits, the pin runs it
 
 
 def test_a_set_redefined_with_other_candidates_in_one_process_is_tuned_again():

@@ -194,6 +194,40 @@ def test_every_file_path_the_pages_name_exists():
     assert not missing, "paths that name no file:\n" + "\n".join(missing)
 
 
+def test_the_command_lines_synopsis_names_every_option_of_every_command_and_no_other():
+    """docs/configuration.md's synopsis of `wgtune`: an option added to a command (collect's
+    --min-reporters and --sets, farm's --scheduler-file were missing once) is listed there, and
+    none it lists is gone."""
+    import argparse
+
+    from wgtune.cli import build_parser
+
+    def options(parser: argparse.ArgumentParser) -> set[str]:
+        found: set[str] = set()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found |= options(sub)
+            else:
+                found |= {option for option in action.option_strings if option.startswith("--")}
+        return found - {"--help"}
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    synopsis = next(block for tag, block in FENCE.findall(text) if tag == "sh" and block.startswith("wgtune tune "))
+    listed: dict[str, set[str]] = {}
+    command = None
+    for line in synopsis.splitlines():
+        if line.startswith("wgtune "):
+            command = line.split()[1]
+            listed[command] = set()
+        listed[command] |= set(re.findall(r"--[\w-]+", line))
+    assert sorted(listed) == sorted(commands), synopsis
+    wrong = {name: {"missing": sorted(options(parser) - listed[name]), "gone": sorted(listed[name] - options(parser))}
+             for name, parser in commands.items() if options(parser) != listed[name]}
+    assert not wrong, wrong
+
+
 def test_the_hosting_guides_listing_of_the_copied_folder_is_what_the_command_writes():
     """docs/hosting.md lists the library's files by name: a module added to what wgtune.js imports
     (errors.js, collector.js were missing once) must be listed there too, and none that is gone."""
