@@ -86,7 +86,7 @@ def open_tuner(
     if documents is not None:
         seeds = entries_for(documents, namespace_for(device.identity, name))
         tuner.cache.seed(seeds)
-        logger.info("seeded %d winners for this device from the bundle", len(seeds))
+        logger.info("seeded %d winner(s) for this device from the bundle", len(seeds))
     return tuner
 
 

@@ -19,6 +19,7 @@ Exit status: 0 on success, 1 when a tune failed (no valid kernel, say), 2 for ba
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from wgtune.errors import ConfigError, StoreError, WgtuneError
@@ -192,9 +193,20 @@ def main(argv: list[str] | None = None) -> int:
         from .records import run_records
 
         return run_records(args)
+    except BrokenPipeError:  # whoever read standard output stopped (`| head`): nothing is wrong to say
+        _drop_stdout()
+        return 1
     except (ConfigError, StoreError, OSError) as error:
         print(f"wgtune: error: {error}", file=sys.stderr)
         return 2
     except WgtuneError as error:
         print(f"wgtune: {error}", file=sys.stderr)
         return 1
+
+
+def _drop_stdout() -> None:
+    """Point standard output at nothing, so that the interpreter's last flush of what is still
+    buffered does not fail on the closed pipe again (Python's documented way, ``signal`` docs)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

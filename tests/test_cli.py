@@ -282,3 +282,22 @@ def test_a_library_user_who_set_no_logging_sees_no_lines_unless_wgtune_log_asks(
     told = subprocess.run([sys.executable, "-c", script], env={**env, "WGTUNE_LOG": "minimal"}, capture_output=True,
                           text=True, timeout=120)
     assert told.returncode == 0 and "candidate 0 (ref), the set's default, is wrong here" in told.stderr, told.stderr
+
+
+def test_an_export_into_a_pipe_its_reader_closed_ends_quietly(tmp_path):
+    """`wgtune cache export - | head -c 100`: the reader leaves early; no traceback, no error line."""
+    from wgtune import Key, StoredEntry
+    from wgtune.backends.sqlite_store import SqliteStore
+
+    results = ({"name": "a", "index": 0, "median": 0.002, "samples": [0.002] * 20},)
+    entries = [StoredEntry("matmul", Key({"n": n, "pad": "x" * 200}), "c0ffee", 0, "a", results) for n in range(3000)]
+    store = SqliteStore(tmp_path, {"wgtune": "0.1", "device": {"device": "d"}, "tuner": "default"})
+    store.save_many(entries)  # an export of about 2 MB: far more than a pipe holds
+    store.database.close()
+    command = "import sys; from wgtune.cli import main; sys.exit(main())"
+    process = subprocess.Popen([sys.executable, "-c", command, "cache", "--cache-dir", str(tmp_path), "export", "-"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout.read(100).startswith(b"{")
+    process.stdout.close()
+    error = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 1 and error == "", error
