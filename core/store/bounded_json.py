@@ -145,9 +145,9 @@ is refused before it is parsed. A bundle opens one per ~75 characters, an export
 
 
 def json_text(data: str | bytes) -> str:
-    """``data`` as text: bytes decoded as UTF-8, a byte-order mark dropped (StoreError when they are not), text
-    as it is.
-    A caller holding large bytes may decode first and drop them before :func:`parse_json`."""
+    """``data`` as text: bytes decoded as UTF-8 with a leading byte-order mark dropped (StoreError
+    when they are not UTF-8), text as it is. A caller holding large bytes may decode first and
+    drop them before :func:`parse_json`."""
     if isinstance(data, (bytes, bytearray)):
         try:
             return bytes(data).decode("utf-8-sig")  # a leading byte-order mark (Windows editors) is no text
