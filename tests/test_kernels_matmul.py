@@ -30,6 +30,7 @@ from wgtune.kernels.matmul import wgsl as matmul_wgsl
 from wgtune.kernels.matmul.flat import FlatTile
 from wgtune.kernels.matmul.skinny import SkinnyTile
 from wgtune.kernels.matmul.tile import HARD_MAX_STORAGE, MatmulTile
+from wgtune.kernels.matmul.vector import vector_wgsl
 from wgtune.kernels.matmul.zeroing import ZERO_WORKGROUP
 from wgtune.sets.bindings import binding_plan
 from wgtune.sets.shaders import workgroup_shape
@@ -153,6 +154,15 @@ OTHER_TILES = [
     MatmulTile(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, rolled=3),
     MatmulTile(32, 64, 16, 4, 8, vec4=True, rolled=4),
     MatmulTile(32, 32, 8, 4, 4, slices=2, rolled=2, kgrid=1024, float_atomics=True),
+    # Columns strided by the workgroup's width (9 and 12 invocations wide too), in every way a flat tile
+    # writes C: stores, float atomics, compare-exchange in staggered runs, partials, a split-K tail.
+    MatmulTile(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, strided=True),
+    MatmulTile(96, 48, 12, 12, 4, pad=4, double=True, strided=True),
+    MatmulTile(64, 64, 8, 8, 8, double=True, slices=2, ahead=2, strided=True),
+    MatmulTile(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, kgrid=1024, float_atomics=True, strided=True),
+    MatmulTile(64, 36, 16, 4, 4, slices=2, kgrid=1024, stagger=4, strided=True),
+    MatmulTile(64, 64, 16, 8, 8, double=True, kgrid=256, partials=True, strided=True),
+    MatmulTile(16, 16, 8, 4, 4, double=True, ahead=2, tail=4, float_atomics=True, strided=True),
 ]
 
 
@@ -342,6 +352,21 @@ def test_tail_tiles_take_whole_blocks_then_cut_the_last_waves_blocks_into_k_chun
         MatmulTile(16, 16, 8, 4, 4, kgrid=256, tail=4)
 
 
+def test_strided_columns_put_a_lanes_columns_a_workgroup_width_apart_and_need_flat_loads():
+    plain = MatmulTile(64, 64, 8, 8, 4, pad=4, double=True, ahead=2)
+    strided = replace(plain, strided=True)
+    assert strided.name == plain.name + "_sc"
+    wgsl = vector_wgsl(strided, "f32")
+    # Invocation tx's lanes are columns tx, tx + 16, tx + 32, tx + 48 (16 invocations across): one lane's
+    # stores across a warp are consecutive; the B tile is staged in that order.
+    assert "let col_0_0 = col0 + tx + 0u;" in wgsl and "col_0_0 + 48u < p.n" in wgsl
+    assert "tile_b[1u - cur][bk_0][bv_0][bl_0] = pb_0;" in wgsl
+    assert "col_0_0 + 3u" not in wgsl and "+ 3u" in vector_wgsl(plain, "f32")
+    for bad in ({"vec4": True}, {"tm": 2, "tn": 2, "bm": 32, "bn": 32, "pad": 0, "double": False, "ahead": 1}):
+        with pytest.raises(ValueError, match="strided is for the vector layout's flat loads"):
+            replace(strided, **bad)
+
+
 def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c():
     kernel = next(k for k in MATMUL.candidates if k.name.endswith("_2p"))
     chunks, total = kernel.stages
@@ -419,8 +444,9 @@ def test_sets_are_big_distinct_and_start_naive():
     # 95 with three columns kernels for a GEMV, which keys of many columns skip; 98 with three kgrid tiles
     # 16 or 20 wide for a narrow side of 9-20, which keys of a short K skip; 101 with three 8-row kernels
     # for M of 9-16; 109 with five kgrid tiles for M of 20-64 and three two-pass twins of kgrid tiles,
-    # which keys of a short K skip; 110 with a 16-row kernel whose rows of A are staged).
-    assert 40 <= len(MATMUL) <= 110
+    # which keys of a short K skip; 110 with a 16-row kernel whose rows of A are staged; 111 with the 64x64 K8
+    # 8x4 flat tile in both column orders).
+    assert 40 <= len(MATMUL) <= 111
     assert len(MATMUL_F16) >= 12
     for tunables, dtype in ((MATMUL, "f32"), (MATMUL_F16, "f16")):
         assert tunables.candidates[0].name == "naive_wg16x16"

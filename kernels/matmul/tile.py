@@ -67,6 +67,11 @@ class MatmulTile:
     that the driver cannot unroll it back: fully unrolled code leaves the driver free to issue
     every row's workgroup-memory reads at once, which may take registers enough to cut the
     workgroups an SM runs (an H200 ran one 96x64 or 128x128 workgroup an SM); 0, fully unrolled.
+    ``strided`` (flat loads, no ``vec4``): each of an invocation's vec4 accumulators holds four
+    columns ``bn / tn`` apart rather than four neighbours, so that a warp's scalar stores (or atomic
+    adds) of one lane reach consecutive addresses of C, whole memory sectors, where neighbours
+    would have each store touch a quarter of four times the sectors (the flat loads stage the B
+    tile's columns in that order, at no cost to them).
     ``copy`` (vec4 tiles): ``"a"``, ``"b"`` or ``"ab"``, the operands a first stage copies into
     scratch whose rows start on a vec4 (:mod:`wgtune.kernels.matmul.padded`): for K (A) or N (B
     and C) no multiple of 4, which vec4 loads of the call's own buffers cannot serve (a kgrid tile
@@ -94,6 +99,7 @@ class MatmulTile:
     wave: int = 0
     tail: int = 0
     rolled: int = 0
+    strided: bool = False
 
     def __post_init__(self) -> None:
         if self.copy not in ("", "a", "b", "ab", "bc", "abc") or (self.copy and (
@@ -131,6 +137,9 @@ class MatmulTile:
                                                 or self.bk % self.rolled)):
             raise ValueError(f"{self}: rolled must be >= 0 and divide bk, and needs the vector layout without "
                              "subgroup, tail or copy (their stages' params have no room for its bound)")
+        if self.strided and (not self.vector or self.vec4):
+            raise ValueError(f"{self}: strided is for the vector layout's flat loads (a register tile of multiples "
+                             "of 4, no vec4)")
         if self.stagger and (self.stagger < 2 or not self.kgrid):
             raise ValueError(f"{self}: stagger must be 0 or >= 2, and needs kgrid")
         if self.slices < 1 or (self.slices > 1 and (not self.vector or self.subgroup)):
@@ -201,6 +210,8 @@ class MatmulTile:
             name += f"_s{self.slices}"
         if self.rolled:
             name += f"_r{self.rolled}"
+        if self.strided:
+            name += "_sc"
         if self.kgrid:
             name += f"_kg{self.kgrid}"
         if self.wave:

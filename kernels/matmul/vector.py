@@ -116,12 +116,25 @@ class _VectorKernel:
                 out.append(f"  let ub_{s} = min(li + {s * self.threads}u, {self.b_units - 1}u);\n")
                 out.append(f"  let bk_{s} = ub_{s} / {tile.bn}u;\n  let bc_{s} = ub_{s} % {tile.bn}u;\n")
                 out.append(f"  let bo_{s} = bk_{s} * p.n + min(col0 + bc_{s}, p.n - 1u);\n")
+                if tile.strided:  # where column bc goes in the B tile: invocation bc % wx's vec4, lane...
+                    out.append(f"  let bv_{s} = bc_{s} % {self.wx}u + bc_{s} / {4 * self.wx}u * {self.wx}u;\n")
+                    out.append(f"  let bl_{s} = bc_{s} / {self.wx}u % 4u;\n")
             else:
                 out.append(f"  let ub_{s} = li + {s * self.threads}u;\n")
                 out.append(f"  let bk_{s} = ub_{s} / {tile.bn // 4}u;\n")
                 out.append(f"  let bq_{s} = ub_{s} % {tile.bn // 4}u;\n")
                 out.append(f"  let bo_{s} = bk_{s} * {self.ldb} + col0 + bq_{s} * 4u;\n")
         return "".join(out)
+
+    def _col(self, j: int) -> str:
+        """Column (within C) of lane 0 of accumulator ``j`` of invocation ``tx``, as WGSL."""
+        if self.tile.strided:
+            return f"col0 + tx + {4 * j * self.wx}u"
+        return f"col0 + (tx + {j * self.wx}u) * 4u"
+
+    def _lane(self, lane: int) -> str:
+        """How far past lane 0's column ``lane``'s is: 1 a lane, or ``bn / tn`` strided."""
+        return f"{lane * self.wx if self.tile.strided else lane}u"
 
     def _row(self, i: int) -> str:
         """Row (within the block) of register row ``i`` of invocation ``(tx, ty)``, as WGSL."""
@@ -204,7 +217,9 @@ class _VectorKernel:
                     )
                 out.append(self._only_within(body, self.a_units, s))
         for s in self._steps(self.b_units):
-            if self.flat:
+            if self.tile.strided:
+                body = f"tile_b{sel}[bk_{s}][bv_{s}][bl_{s}] = {pb}_{s};\n"
+            elif self.flat:
                 body = f"tile_b{sel}[bk_{s}][bc_{s} >> 2u][bc_{s} & 3u] = {pb}_{s};\n"
             else:
                 body = f"tile_b{sel}[bk_{s}][bq_{s}] = {pb}_{s};\n"
@@ -257,7 +272,7 @@ class _VectorKernel:
         for i in range(tile.tm):
             out.append(f"let row_{i} = row0 + {self._row(i)};\nif (row_{i} < p.m) {{\n")
             for j in range(tile.tn // 4):
-                out.append(f"  let col_{i}_{j} = col0 + (tx + {j * self.wx}u) * 4u;\n")
+                out.append(f"  let col_{i}_{j} = {self._col(j)};\n")
                 if self.c_vec4 and not tile.splits_k:
                     value = narrow(self.dtype, f"acc_{i}_{j}", vector=True)
                     at = f"(row_{i} * {self.ldc} + col_{i}_{j}) >> 2u"
@@ -267,14 +282,15 @@ class _VectorKernel:
                     out.append(f"  if (col_{i}_{j} < p.n) {{ store_c4(row_{i} * p.n + col_{i}_{j}, acc_{i}_{j}); }}\n")
                     continue
                 for lane in range(4):
-                    index, value = f"row_{i} * p.n + col_{i}_{j} + {lane}u", f"acc_{i}_{j}.{LANES[lane]}"
+                    col = f"col_{i}_{j} + {self._lane(lane)}"
+                    index, value = f"row_{i} * p.n + {col}", f"acc_{i}_{j}.{LANES[lane]}"
                     if tile.tail:
                         write = f"put_c({index}, {value}, cut)"
                     elif tile.splits_k:
                         write = f"add_to_c({index}, {value})"
                     else:
                         write = f"c[{index}] = {narrow(self.dtype, value)}"
-                    out.append(f"  if (col_{i}_{j} + {lane}u < p.n) {{ {write}; }}\n")
+                    out.append(f"  if ({col} < p.n) {{ {write}; }}\n")
             out.append("}\n")
         return "".join(out)
 
@@ -289,9 +305,9 @@ class _VectorKernel:
             out.append(f"let row_{i} = row0 + {self._row(i)};\n")
             for j in range(tile.tn // 4):
                 if i == 0:
-                    out.append(f"let col_{j} = col0 + (tx + {j * self.wx}u) * 4u;\n")
-                adds += [f"if (row_{i} < p.m && col_{j} + {lane}u < p.n) "
-                         f"{{ add_to_c(row_{i} * p.n + col_{j} + {lane}u, acc_{i}_{j}.{LANES[lane]}); }}\n"
+                    out.append(f"let col_{j} = {self._col(j)};\n")
+                adds += [f"if (row_{i} < p.m && col_{j} + {self._lane(lane)} < p.n) "
+                         f"{{ add_to_c(row_{i} * p.n + col_{j} + {self._lane(lane)}, acc_{i}_{j}.{LANES[lane]}); }}\n"
                          for lane in range(4)]
         runs = min(tile.stagger, len(adds))
         out.append(f"for (var run = 0u; run < {runs}u; run++) {{\n  switch ((run + wid.z) % {runs}u) {{\n")
