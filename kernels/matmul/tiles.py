@@ -40,8 +40,13 @@ def _v4(*tiles: Tile) -> tuple[Tile, ...]:
 
 
 def _flat(*tiles: Tile) -> tuple[Tile, ...]:
-    """Each tile with flat loads only (its vec4 twin never came close)."""
-    return tuple(replace(tile, vec4=False) for tile in tiles)
+    """Each tile with flat loads only (its vec4 twin never came close); a vector-layout tile's
+    columns strided (``MatmulTile.strided``: on an H100 (2026-12-06) the fixed cost of a launch
+    fell from 17-38 to 10-16 us on 2048x2048xK, 68-49 us for a split-K tile, the steady rate within
+    1-3%; a fresh draw's winners 1.054x where they changed, 19 of 30,
+    bench/results/h100-ab-strided-in-set-compared.txt)."""
+    return tuple(replace(tile, vec4=False, strided=True) if isinstance(tile, MatmulTile) and tile.vector
+                 else replace(tile, vec4=False) for tile in tiles)
 
 
 def _copies(*tiles: MatmulTile) -> tuple[MatmulTile, ...]:
@@ -247,6 +252,9 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # tile): a K step of 8 +4 to +11% on 6 of 14 (561x6138x434 78.9%), 96-row blocks of 12x4
         # +3 to +13% on 5 (617x3402x2782 73.2%); K steps of 16 to 32, other blocks, no pad: no better.
         *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2)),
+        # Its twin of neighbouring columns too: 1.6% faster on 19 of 24 general shapes, whose stores weigh
+        # little beside a long K (the strided one 4-17% faster where K is short; h100-probe-strided.txt).
+        T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2),
         *_flat(T(96, 64, 12, 12, 4, pad=4, double=True, ahead=2)),
         # Single-buffered with a K step of 16, for a short K (fewer steps, fewer registers): against
         # the 64x64 K8 tile above on the draws' flat shapes (K 46-253; 2026-12-03, H200,
