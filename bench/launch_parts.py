@@ -11,6 +11,7 @@ rounds, in microseconds a launch.
 Usage::
 
     python bench/launch_parts.py --key 88x88x2360 --key 189x1170x868
+    python bench/launch_parts.py --key 88x88x2360 --match '_kg|rows'   # only those candidates
 
 A benchmark, not a test.
 """
@@ -82,13 +83,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="a matmul shape (repeatable)")
     parser.add_argument("--launches", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--match", metavar="REGEX", help="only the candidates whose name this finds")
     options = parser.parse_args(argv)
     device = NativeDevice.open()
     compiled: dict = {}
     for key in options.key:
         workload = matmul_workload(*key)
         args, _ = workload.make(device)
-        pipelines = candidates_of(device, workload, args, compiled)
+        pipelines = candidates_of(device, workload, args, compiled, options.match)
         names = [kernel.name for kernel in workload.tunables.candidates]
         figures: dict[int, dict[str, list[float]]] = {index: {} for index in pipelines}
         for _ in range(options.rounds):

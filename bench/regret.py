@@ -35,6 +35,7 @@ of ``bench/kernels.py``). A benchmark, not a test.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
@@ -193,15 +194,19 @@ def many_workloads(full: bool) -> list[Workload]:
 
 
 def candidates_of(
-    device: NativeDevice, workload: Workload, args: Any, compiled: dict[str, Any] | None = None
+    device: NativeDevice, workload: Workload, args: Any, compiled: dict[str, Any] | None = None,
+    match: str | None = None,
 ) -> dict[int, tuple]:
     """Every candidate that fits the device and the key, compiled, with its grid. ``compiled``
-    keeps pipelines by candidate fingerprint across calls: a suite of keys compiles each once."""
+    keeps pipelines by candidate fingerprint across calls: a suite of keys compiles each once.
+    ``match``: only the candidates whose name that regular expression finds."""
     tunables = workload.tunables
     skipped = Plan(tunables.candidates, tunables.key(args)).skipped
     found = {}
     for index, kernel in enumerate(tunables.candidates):
         if index in skipped or check_limits(kernel, device.limits, device.features):
+            continue
+        if match is not None and not re.search(match, kernel.name):
             continue
         try:
             pipeline = compiled.get(kernel.fingerprint()) if compiled is not None else None

@@ -11,6 +11,7 @@ import pytest
 from wgtune.backends.native import NativeDevice
 from wgtune.kernels.bandwidth import fma_set
 from wgtune.kernels.matmul import matmul_set
+from wgtune.kernels.matmul.tiles import R, T
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
 import kernel_probe
@@ -54,11 +55,14 @@ def test_the_report_names_the_choices_that_lost_past_the_margin_near_the_best_on
 
 
 def test_every_planned_candidate_is_timed_both_ways_with_its_sets_choice(device):
-    tunables = matmul_set()
+    # A few of the set's tiles, one of them compiled with checks (tiles.CHECKED): the whole set's 77 planned
+    # candidates, each compiled both ways, took 171 s on a loaded machine.
+    tunables = matmul_set((T(64, 64, 8, 8, 8, double=True, strided=True), T(64, 32, 16, 4, 4, pad=4, strided=True),
+                           R(4, 8)))
     problem = matmul_problem(device, tunables, 33, 65, 64)
     rows = runtime_checks.pair(device, problem, {}, samples=1, min_sample=1e-4)
     names = {kernel.name: kernel.runtime_checks for kernel in tunables.candidates}
-    assert rows and all(r["set_checks"] == names[r["candidate"]] for r in rows)
+    assert len(rows) == 4 and all(r["set_checks"] == names[r["candidate"]] for r in rows)  # the naive kernel too
     timed = [r for r in rows if r["on"] and r["off"]]
     assert timed and all(r["on"] > 0 and r["off"] > 0 for r in timed)
     assert any(not r["set_checks"] for r in rows) and any(r["set_checks"] for r in rows)
