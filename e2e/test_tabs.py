@@ -151,3 +151,28 @@ def test_two_tabs_importing_30_entries_each_into_a_namespace_of_2000_keep_all_60
     assert first_log.errors == [] and second_log.errors == []
     first.close()
     second.close()
+
+
+def test_a_clear_in_one_tab_leaves_no_record_of_the_other_saying_its_winner_is_stored(browser):
+    first, first_log = browser.open()
+    second, second_log = browser.open()
+    first.evaluate("window.wgtune.clearCache()")  # a key a test before this one stored would be a hit
+    first.evaluate(LISTEN)
+    assert first.evaluate("window.wgtune.check('fma', '100003')")["state"] == "Pending"
+    first.evaluate("window.wgtune.settle('fma', '100003')")
+    stored = first.locator("#records tbody tr[data-table] .stored")
+    first.wait_for_function("() => document.querySelector('#records tbody tr[data-table] .stored')?.textContent"
+                            " === 'yes'", timeout=TUNE_MS)  # the IndexedDB write committed
+    assert second.evaluate("window.wgtune.clearCache()") == 1  # the other tab takes the winner away
+    # The first tab hears it and reads the store again: its record no longer says the winner is stored.
+    first.wait_for_function("() => window.wgtune.records()[0].record.stored === 'cleared'", timeout=TUNE_MS)
+    assert stored.all_inner_texts() == ["cleared"]
+    first.wait_for_function("() => document.querySelector('#progress').textContent.includes('cleared in another tab')")
+    [heard] = events_of(first, "cleared", "100003")
+    assert heard["set"] == "fma" and heard["table"] == "fma"
+    assert first.evaluate("window.wgtune.check('fma', '100003')")["state"] == "Pending"  # tuned again here
+    first.evaluate("window.wgtune.settle('fma', '100003')")
+    first.evaluate("window.wgtune.clearCache()")  # the tests after this one start from nothing stored
+    assert first_log.errors == [] and second_log.errors == []
+    first.close()
+    second.close()

@@ -1,15 +1,15 @@
-// The tune events (pending, started, trial, finished, failed, record, stored: what backends/page.py
-// sends through `notify`) and the one place that reacts to them: each event updates the shared
-// state (this page's account of the tune, in `ui.tunes`), then asks the panels it concerns to
-// redraw. Keeping every reaction here means a new panel is wired in one file, and no panel has
+// The tune events (pending, started, trial, finished, failed, record, stored, cleared: what
+// backends/page.py sends through `notify`) and the one place that reacts to them: each event
+// updates the shared state (this page's account of the tune, in `ui.tunes`), then asks the panels
+// it concerns to redraw. Keeping every reaction here means a new panel is wired in one file, and no panel has
 // to know which others an event touches.
 
 import { $ } from "/dom.js";
 import { ui, idOf } from "/state.js";
 import { patchState } from "/keys.js";
-import { showProgress } from "/progress.js";
+import { resetProgress, showProgress } from "/progress.js";
 import { scheduleChart } from "/candidates.js";
-import { addRecord, markStored } from "/records.js";
+import { addRecord, markGone, markStored } from "/records.js";
 import { refreshCacheSoon } from "/cache.js";
 import { refreshKeysSoon, selectKey } from "/sync.js";
 
@@ -88,6 +88,19 @@ const handlers = {
       if (ui.selected === id) scheduleChart(); // its subtitle says "storing…" until now
     }
     if (event.ok) refreshCacheSoon();
+  },
+  // Another tab cleared this key's winner: its records say so, what this page said of its tune no
+  // longer holds (as after a clear here: web/actions.js, resetAfterClear), and the panels follow.
+  cleared(event) {
+    markGone(event);
+    const id = idOf(event.set, event.key);
+    if (ui.tunes.get(id)?.phase === "done") ui.tunes.delete(id);
+    if (ui.progressKey === id && !ui.tunes.has(id)) {
+      resetProgress(`The stored winner of ${event.set}/${event.key} was cleared in another tab: no tune has run since.`);
+    }
+    scheduleChart();
+    refreshKeysSoon();
+    refreshCacheSoon();
   },
   // The GPU device was lost (wgtune.js reopens one it opened itself): said in the page's status line.
   "device-lost"(event) {

@@ -78,11 +78,23 @@ function storedTitle(stored) {
  * own write's end says whether it is stored.
  */
 export function markCleared() {
-  for (const cell of $("records").tBodies[0].querySelectorAll("td.stored")) {
-    if (cell.textContent !== storedText(true)) continue;
-    cell.textContent = storedText("cleared");
-    cell.title = storedTitle("cleared");
+  for (const cell of $("records").tBodies[0].querySelectorAll("td.stored")) sayCleared(cell);
+}
+
+/**
+ * Another tab cleared the winner of one key ({table, key}, from backends/page.py): its rows that
+ * said "yes" say "cleared".
+ */
+export function markGone(event) {
+  for (const tr of $("records").tBodies[0].rows) {
+    if (tr.dataset.table === event.table && tr.dataset.label === event.key) sayCleared(tr.querySelector(".stored"));
   }
+}
+
+function sayCleared(cell) {
+  if (cell?.textContent !== storedText(true)) return;
+  cell.textContent = storedText("cleared");
+  cell.title = storedTitle("cleared");
 }
 
 /**
