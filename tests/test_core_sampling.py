@@ -10,8 +10,8 @@ from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_
 
 from wgtune import MISS, Config, ConfigError, Group, Key, TuneRecord, run_inline
 from wgtune.config import Policy
-from wgtune.tune.adaptive import MIN_SAMPLES, elimination_margin
 from wgtune.tune import measure
+from wgtune.tune.adaptive import MIN_SAMPLES, elimination_margin
 from wgtune.tune.measure import calibrate
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
