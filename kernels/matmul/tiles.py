@@ -42,8 +42,8 @@ def _v4(*tiles: Tile) -> tuple[Tile, ...]:
 def _flat(*tiles: Tile) -> tuple[Tile, ...]:
     """Each tile with flat loads only (its vec4 twin never came close); a vector-layout tile's
     columns strided (``MatmulTile.strided``: on an H100 (2026-12-06) the fixed cost of a launch
-    fell from 17-38 to 10-16 us on 2048x2048xK, 68-49 us for a split-K tile, the steady rate within
-    1-3%; a fresh draw's winners 1.054x where they changed, 19 of 30,
+    fell from 17-38 to 10-16 us on 2048x2048xK, a split-K tile's from 68 to 49 us, the steady rate
+    within 1-3%; a fresh draw's winners 1.054x where they changed, 19 of 30,
     bench/results/h100-ab-strided-in-set-compared.txt)."""
     return tuple(replace(tile, vec4=False, strided=True) if isinstance(tile, MatmulTile) and tile.vector
                  else replace(tile, vec4=False) for tile in tiles)
