@@ -89,15 +89,21 @@ def _uri(path: Path, query: str) -> str:
     return f"{Path(os.path.abspath(path)).as_uri()}?{query}"
 
 
-def connect_read_only(path: Path, timeout: float, queries: tuple[str, ...] = READ_ONLY_QUERIES
-                      ) -> sqlite3.Connection:
+def connect_read_only(path: Path, timeout: float, queries: tuple[str, ...] = READ_ONLY_QUERIES,
+                      truncated: bool = False) -> sqlite3.Connection:
     """A connection to ``path`` that cannot write it: ``mode=ro``; else, where the directory cannot
     hold the WAL's shared-memory file (read-only), ``immutable=1`` (no locks: nobody can write
-    there either). Raises sqlite3.Error (a malformed file, no file)."""
+    there either). Raises sqlite3.Error (a malformed file, no file).
+
+    ``truncated``: the file may be shorter than its header says (a copy cut short), which SQLite
+    otherwise refuses whole as malformed; ``writable_schema`` has it read the pages that are
+    there (it relaxes that check only: the connection still cannot write)."""
     for query in queries:
         connection = sqlite3.connect(_uri(path, query), uri=True, timeout=timeout, isolation_level=None,
                                      check_same_thread=False)
         try:
+            if truncated:
+                connection.execute("PRAGMA writable_schema = ON")
             connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
             return connection
         except sqlite3.Error as error:

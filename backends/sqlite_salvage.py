@@ -21,9 +21,10 @@ def readable_rows(path: Path, timeout: float) -> Iterator[tuple[str, str, str, s
     """Every entry row SQLite can still read in the malformed database at ``path`` (a copy set aside,
     with its ``-wal``), as (namespace text, set, key text, entry text), read one row at a time so
     that a damaged page costs only its own rows; None for each row known (through the index or
-    the table) but unreadable. Nothing where the file cannot be opened or its namespaces read."""
+    the table) but unreadable. Nothing where the file cannot be opened or its namespaces read. A
+    file cut short (a copy interrupted) gives the rows of the pages it still has."""
     try:
-        connection = connect_read_only(path, timeout)
+        connection = connect_read_only(path, timeout, truncated=True)
         namespaces = dict(connection.execute("SELECT id, namespace FROM namespaces").fetchall())
     except sqlite3.Error:
         return
@@ -34,8 +35,8 @@ def readable_rows(path: Path, timeout: float) -> Iterator[tuple[str, str, str, s
                 "SELECT rowid FROM entries ORDER BY namespace_id, set_name, key"))
         try:
             last = connection.execute("SELECT max(rowid) FROM entries").fetchone()[0] or 0
-        except sqlite3.Error:
-            last = 0
+        except sqlite3.Error:  # the rightmost pages are damaged or gone (a file cut short): walk as far as rowids go
+            last = 2 ** 63 - 1
         # through the table, on past a damaged page a rowid at a time (a page holds tens of rows), then
         # in growing strides: a damaged rightmost page may claim any rowid up to 2**63
         after, end, failed = 0, max(last, max(rowids, default=0)), 0

@@ -287,6 +287,23 @@ def test_one_damaged_page_costs_its_own_rows_not_every_winner(tmp_path, capsys, 
     assert f"moved {len(kept)} stored winner(s) still readable in {aside.name}" in caplog.text
 
 
+@pytest.mark.parametrize(("cut", "least"), [(0.9, 300), (0.6, 120), (0.3, 20)])
+def test_a_database_cut_short_keeps_the_rows_of_the_pages_it_still_has(tmp_path, caplog, cut, least):
+    """A copy interrupted (a full disk, a sync cut off): SQLite calls the whole file malformed, its
+    header counting pages the file lacks; once, every winner of it was tuned again."""
+    data = filled(tmp_path, 400)
+    short = data[: int(len(data) * cut) + 1000]  # mid-page: the last page cut too
+    (tmp_path / DATABASE_NAME).write_bytes(short)
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        store = open_store(str(tmp_path), LAPTOP)
+        found = {n: store.lookup("matmul", Key({"n": n})) for n in range(400)}
+    kept = [n for n, one in found.items() if one is not None]
+    assert least <= len(kept) < 400 and all(found[n] == entry(n) for n in kept), len(kept)
+    [aside] = tmp_path.glob(DATABASE_NAME + ".corrupt-*[0-9Z]")
+    assert aside.read_bytes() == short
+    assert f"moved {len(kept)} stored winner(s) still readable in {aside.name}" in caplog.text
+
+
 @pytest.mark.parametrize("how", ["set aside by another process", "deleted"])
 def test_a_store_whose_database_is_moved_away_while_open_saves_into_the_one_at_the_path(tmp_path, caplog, how):
     """A long run holds the database open while another process sets it aside (it met damage this
