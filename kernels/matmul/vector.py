@@ -18,6 +18,8 @@ Global memory is read one of two ways:
 
 Options: double buffering (two sets of tiles and a register prefetch: the loads of the next K
 step are issued before this step's arithmetic and stored after it, one barrier a step),
+``strided`` (flat loads: an accumulator's four columns ``bn / tn`` apart, not neighbours, so that
+one lane's scalar stores across a warp are consecutive floats of C; the B tile staged in that order),
 ``swizzle`` (workgroups walk groups of block rows, for caches smaller than the operands),
 ``kgrid`` (K cut into as many chunks as the grid's z says, whole K steps each, one workgroup
 a chunk, each adding its sums into C with an atomic compare-exchange loop on C's bits after the
@@ -116,7 +118,7 @@ class _VectorKernel:
                 out.append(f"  let ub_{s} = min(li + {s * self.threads}u, {self.b_units - 1}u);\n")
                 out.append(f"  let bk_{s} = ub_{s} / {tile.bn}u;\n  let bc_{s} = ub_{s} % {tile.bn}u;\n")
                 out.append(f"  let bo_{s} = bk_{s} * p.n + min(col0 + bc_{s}, p.n - 1u);\n")
-                if tile.strided:  # where column bc goes in the B tile: invocation bc % wx's vec4, lane...
+                if tile.strided:  # column bc's slot: invocation bc % wx's vec4 bc / (4 wx), lane bc / wx % 4
                     out.append(f"  let bv_{s} = bc_{s} % {self.wx}u + bc_{s} / {4 * self.wx}u * {self.wx}u;\n")
                     out.append(f"  let bl_{s} = bc_{s} / {self.wx}u % 4u;\n")
             else:
