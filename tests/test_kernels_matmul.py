@@ -445,8 +445,9 @@ def test_sets_are_big_distinct_and_start_naive():
     # 16 or 20 wide for a narrow side of 9-20, which keys of a short K skip; 101 with three 8-row kernels
     # for M of 9-16; 109 with five kgrid tiles for M of 20-64 and three two-pass twins of kgrid tiles,
     # which keys of a short K skip; 110 with a 16-row kernel whose rows of A are staged; 111 with the 64x64 K8
-    # 8x4 flat tile in both column orders).
-    assert 40 <= len(MATMUL) <= 111
+    # 8x4 flat tile in both column orders; 114 with two sliced medium tiles and a sliced kgrid tile,
+    # for grids of fewer blocks than SMs).
+    assert 40 <= len(MATMUL) <= 114
     assert len(MATMUL_F16) >= 12
     for tunables, dtype in ((MATMUL, "f32"), (MATMUL_F16, "f16")):
         assert tunables.candidates[0].name == "naive_wg16x16"
@@ -524,8 +525,8 @@ def test_first_batch_is_the_keys_first_group_and_only_what_can_serve_is_planned(
     if group not in {kernel.group.name for kernel in tunables.candidates}:  # the f16 set has no deep group
         return
     assert {kernel.group.name for kernel in first} == {group}
-    # The rows group on a long K, aligned: 9 flat kernels beside 11 vec4 ones; the deep group with K odd: 22 flat.
-    assert 1 <= len(first) <= 22
+    # The rows group on a long K, aligned: 9 flat kernels beside 11 vec4 ones; the deep group with K odd: 23 flat.
+    assert 1 <= len(first) <= 23
     # Tiles of the vector layout: vec4 first where N and K allow them (the flat twins later),
     # skipped where not (the twins first); vec4 loads of the skinny kernels likewise.
     assert all(_admitted(kernel, size) for kernel in first)

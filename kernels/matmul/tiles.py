@@ -211,6 +211,8 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # 14 changed, median 1.029x (35x1879x4108 1.14x, 53x885x6992 1.09x); a fresh draw, 17 shapes, even.
         *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, kgrid=1024, partials=True)),
         *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, kgrid=512, partials=True)),
+        # The K8 tile sliced in two, K over about 512 workgroups (same probe and tunes): 288x272x834 1.10x.
+        *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, slices=2, kgrid=512, partials=True)),
         *_flat(T(36, 128, 16, 4, 8, double=True, kgrid=256, partials=True)),
         # Blocks as narrow as the narrow side where it is 9-20 and K long: the 32- and 36-wide tiles above
         # do up to 2.3 times the multiply-adds such a product needs (2026-12-04, H200,
@@ -256,6 +258,14 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         # little beside a long K (the strided one 4-17% faster where K is short; h100-probe-strided.txt).
         T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2),
         *_flat(T(96, 64, 12, 12, 4, pad=4, double=True, ahead=2)),
+        # Sliced blocks for grids of fewer blocks than SMs: 4 sets of invocations share each staged step
+        # and add their sums in workgroup memory at the end, so a block has four times the warps to hide
+        # its loads, on the same grid and with no second stage (2026-12-06, H100, 20 general shapes of
+        # 74-5104 rows, bench/results/h100-probe-medium-fill.txt; tuned beside the set,
+        # h100-ab-medium-fill-in-set-compared.txt: 8 winners changed, median 1.073x): 309x759x709 1.27x,
+        # 547x297x858 1.22x (64x32), 1310x325x1511 1.03x, 204x1663x1152 1.02x (64x64 8x8).
+        *_flat(T(64, 32, 8, 8, 4, pad=4, double=True, ahead=2, slices=4)),
+        *_flat(T(64, 64, 8, 8, 8, double=True, slices=4, ahead=2)),
         # Single-buffered with a K step of 16, for a short K (fewer steps, fewer registers): against
         # the 64x64 K8 tile above on the draws' flat shapes (K 46-253; 2026-12-03, H200,
         # bench/results/h200-probe-short-k{,-2}.txt) +8 to +21% at K 46-94 (2127x1953x94 68.4%
