@@ -188,18 +188,10 @@ class PageSession(StoredWinnersCalls):
     async def _reread(self) -> None:
         """Another tab imported or cleared winners: read the store again, after this tab's writes.
         This page's records whose winner the store no longer holds say "cleared", as after a clear
-        here (``page_stored.clear_cache``), and the page hears which."""
+        here (``page_stored.mark_cleared``), and the page hears which."""
         await self.store.settled()
         await self.reload()
-        for item in self.records.items:
-            record = item["record"]
-            if record["stored"] is not True:
-                continue
-            key = Key.from_json(record["entry"]["key"])
-            if self.store.lookup(record["table"], key) is None:
-                record["stored"] = "cleared"
-                name, label = self._page_key(record["table"], key)
-                self._notify({"type": "cleared", "set": name, "table": record["table"], "key": label})
+        self.mark_cleared(elsewhere=True)
 
     async def reload(self) -> None:
         """Read the stored winners (at open, and after an import or a clear): the tuner's cache

@@ -39,6 +39,8 @@ class StoredWinnersCalls:
     seeds: list[StoredEntry]
     records: PageRecords
     _label: Callable[[str, Key], str]
+    _page_key: Callable[[str, Key], tuple[str, str]]
+    _notify: Callable[[dict], None]
     reload: Callable[[], Awaitable[None]]
     """Reread the store, so that the page's keys see what changed in it."""
 
@@ -83,9 +85,6 @@ class StoredWinnersCalls:
         ``every`` every namespace's. How many winners went; the keys they served (here and in the
         other tabs) are tuned again."""
         await self.store.flush()
-        # The records whose winner is written by now: a clear of this device's winners takes those
-        # winners, and the records must not go on saying they are stored.
-        written = [item["record"] for item in self.records.items if item["record"]["stored"] is True]
         database = indexeddb.IndexedDBEntries(self.idb)
         if every:
             count = (await indexeddb.IndexedDBDatabase(self.idb).clear()).entries
@@ -95,9 +94,6 @@ class StoredWinnersCalls:
             count = await database.clear_namespaces([str(device)])
         else:
             raise ConfigError(f"clearCache: device must be a namespace as storedPage() lists them, got {device!r}")
-        if every or device is None:
-            for record in written:
-                record["stored"] = "cleared"  # the record stays: the tune ran, only its winner is gone
         await self._replaced()
         return count
 
@@ -117,7 +113,25 @@ class StoredWinnersCalls:
         return json.dumps({"seeded": len(mine), "entries": total, "namespaces": len(documents)})
 
     async def _replaced(self) -> None:
-        """What IndexedDB holds was replaced: this page's keys and the other tabs' read it again."""
+        """What IndexedDB holds was replaced here: this page's keys and the other tabs' read it again."""
         await self.reload()
+        self.mark_cleared(elsewhere=False)
         if self.coordinator is not None:
             self.coordinator.announce_replaced()
+
+    def mark_cleared(self, elsewhere: bool) -> None:
+        """After the store was read again (a clear or an import, here or in another tab:
+        ``elsewhere``): this page's records that said their winner is stored, and whose key the
+        store no longer holds, say "cleared" (the record stays: the tune ran, only its winner is
+        gone), and the page hears which (a ``cleared`` event a key). A write still pending is left
+        to say for itself whether it is stored."""
+        for item in self.records.items:
+            record = item["record"]
+            if record["stored"] is not True:
+                continue
+            key = Key.from_json(record["entry"]["key"])
+            if self.store.lookup(record["table"], key) is None:
+                record["stored"] = "cleared"
+                name, label = self._page_key(record["table"], key)
+                self._notify({"type": "cleared", "set": name, "table": record["table"], "key": label,
+                              "elsewhere": elsewhere})

@@ -846,12 +846,17 @@ def test_after_clear_the_records_keep_their_rows_and_say_the_winners_were_cleare
     settle(page, "fma", "100003")
     page.wait_for_function(STORED_COLUMN_READS, arg=["yes"])  # the IndexedDB write committed
     stored = page.locator("#records tbody tr[data-table] .stored")
+    page.evaluate("() => { window.events = []; window.wgtune.on((e) => window.events.push(e)); }")
     page.once("dialog", lambda dialog: dialog.accept())
     page.locator("#cache-clear").click()
     page.wait_for_function("document.querySelector('#cache-message').textContent.startsWith('Cleared')")
     # The row stays (the tune ran), but "yes" would no longer be true: its winner is gone.
     assert stored.all_inner_texts() == ["cleared"]
     assert [item["record"]["stored"] for item in page.evaluate("window.wgtune.records()")] == ["cleared"]
+    heard = page.evaluate("window.events.filter((e) => e.type === 'cleared')")
+    assert [(event["set"], event["key"], event["elsewhere"]) for event in heard] == [("fma", "100003", False)]
+    assert "no tune has run since" in page.locator("#progress").inner_text()
+    assert "another tab" not in page.locator("#progress").inner_text()  # the clear was this tab's
     # A tune after the clear stores its winner again: its own row says so, the old one still does not.
     assert state(page, "fma", "100003")["state"] == "Pending"
     settle(page, "fma", "100003")

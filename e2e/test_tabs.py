@@ -169,7 +169,7 @@ def test_a_clear_in_one_tab_leaves_no_record_of_the_other_saying_its_winner_is_s
     assert stored.all_inner_texts() == ["cleared"]
     first.wait_for_function("() => document.querySelector('#progress').textContent.includes('cleared in another tab')")
     [heard] = events_of(first, "cleared", "100003")
-    assert heard["set"] == "fma" and heard["table"] == "fma"
+    assert heard["set"] == "fma" and heard["table"] == "fma" and heard["elsewhere"] is True
     assert first.evaluate("window.wgtune.check('fma', '100003')")["state"] == "Pending"  # tuned again here
     first.evaluate("window.wgtune.settle('fma', '100003')")
     first.evaluate("window.wgtune.clearCache()")  # the tests after this one start from nothing stored

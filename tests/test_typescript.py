@@ -199,6 +199,22 @@ console.log(JSON.stringify({ exports: Object.keys(api).sort(), names }));
     assert all(name == made for name, made in found["names"].items()), found["names"]
 
 
+def test_every_event_the_page_sends_is_declared():
+    """Each event type that the page's Python (``_notify`` and ``event_message``) and web/wgtune.js
+    send is a member of ``WgtuneEvent``, so that an app's TypeScript can narrow on it (the
+    ``cleared`` event was sent one session before it was declared)."""
+    union = (WEB / "wgtune.d.ts").read_text(encoding="utf-8")
+    union = union[union.index("export type WgtuneEvent"):]
+    union = union[:union.index(";\n/**")]
+    declared = set(re.findall(r'\{ type: "([a-z-]+)"', union))
+    python = "".join(path.read_text(encoding="utf-8") for path in sorted((ROOT / "backends").glob("page*.py")))
+    sent = set(re.findall(r'"type": "([a-z-]+)"', python))
+    sent |= set(re.findall(r'\b(?:emit|notify)\(\{ type: "([a-z-]+)"', (WEB / "wgtune.js").read_text(encoding="utf-8")))
+    sent |= set(re.findall(r'notify\(JSON\.stringify\(\{ type: "([a-z-]+)"', (WEB / "wgtune.js").read_text(encoding="utf-8")))
+    assert {"finished", "stored", "cleared", "device-lost"} <= sent, sent  # the patterns still find what is sent
+    assert sorted(sent - declared) == [], "sent by the page, not declared in wgtune.d.ts's WgtuneEvent"
+
+
 def test_the_declarations_compile_without_any_webgpu_types(tmp_path):
     """TypeScript 5.x without @webgpu/types has no GPUDevice: the declarations still compile (a device
     is an `object` there) and the label API is usable."""

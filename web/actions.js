@@ -8,7 +8,6 @@ import { deviceText, plural } from "/format.js";
 import { ui, idOf } from "/state.js";
 import { showRan, showState } from "/keys.js";
 import { resetProgress } from "/progress.js";
-import { markCleared } from "/records.js";
 import { afterStoreChange, refreshKeysSoon, selectKey } from "/sync.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -150,7 +149,6 @@ export async function clearStore() {
 export function resetAfterClear() {
   for (const [id, tune] of ui.tunes) if (tune.phase === "done") ui.tunes.delete(id);
   message("tune-all-status", "");
-  markCleared();
   if (!ui.tunes.has(ui.progressKey)) resetProgress("The stored winners were cleared: no tune has run since.");
 }
 

@@ -89,10 +89,12 @@ const handlers = {
     }
     if (event.ok) refreshCacheSoon();
   },
-  // Another tab cleared this key's winner: its records say so, what this page said of its tune no
-  // longer holds (as after a clear here: web/actions.js, resetAfterClear), and the panels follow.
+  // This key's stored winner was cleared: its records say so. A clear here resets the panels for
+  // every key at once (web/actions.js, resetAfterClear); after one in another tab (`elsewhere`),
+  // what this page said of the key's tune no longer holds, and its panels follow.
   cleared(event) {
     markGone(event);
+    if (!event.elsewhere) return;
     const id = idOf(event.set, event.key);
     if (ui.tunes.get(id)?.phase === "done") ui.tunes.delete(id);
     if (ui.progressKey === id && !ui.tunes.has(id)) {

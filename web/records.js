@@ -72,18 +72,10 @@ function storedTitle(stored) {
 }
 
 /**
- * This device's stored winners were cleared: the rows that said "yes" say "cleared", as their
- * records in `records()` do (backends/page_stored.py). The rows stay, as this page's history. The
- * clear waited for the writes under way, so a row still "pending…" is a winner saved since: its
- * own write's end says whether it is stored.
- */
-export function markCleared() {
-  for (const cell of $("records").tBodies[0].querySelectorAll("td.stored")) sayCleared(cell);
-}
-
-/**
- * Another tab cleared the winner of one key ({table, key}, from backends/page.py): its rows that
- * said "yes" say "cleared".
+ * The stored winner of one key ({table, key}, from the `cleared` event: backends/page_stored.py,
+ * mark_cleared) is gone, cleared here or in another tab: its rows that said "yes" say "cleared", as
+ * their records in `records()` do. The rows stay, as this page's history. A row still "pending…" is
+ * a winner saved since: its own write's end says whether it is stored.
  */
 export function markGone(event) {
   for (const tr of $("records").tBodies[0].rows) {

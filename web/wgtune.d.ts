@@ -156,6 +156,8 @@ export type WgtuneEvent =
   | { type: "failed"; set: string; key: string; reason: string }
   | { type: "record"; record: RecordItem }
   | { type: "stored"; set: string; table: string; key: string; ok: boolean; reason: string | null }
+  /** The key's stored winner is gone: a clear here, or in another tab (`elsewhere`); its records say "cleared". */
+  | { type: "cleared"; set: string; table: string; key: string; elsewhere: boolean }
   /** The app's device lacks timestamp-query: timings fall back to the wall clock. */
   | { type: "warning"; message: string }
   | { type: "device-lost"; reason: string; message: string }
