@@ -10,7 +10,10 @@ traceback, and whose useful part is only the exception's last line.
 An exception one of the app's own functions raised (a set's ``grid`` or ``key``, marked by
 :func:`thrown_by_app` where ``js_set_spec.py`` calls them) goes back as it was thrown: its
 :class:`ForJavaScript` line carries a token instead (``"thrown"``), which ``web/sets.js`` trades
-for the app's own error with :func:`take_thrown`.
+for the app's own error with :func:`take_thrown`. Raising the app's exception itself would not
+do: Pyodide (314.0) rejects an async call's promise with a ``PythonError`` of type ``JsException``,
+not with the error the app's function threw (tried on 2026-12-06: ``e2e/test_js_call_errors.py``
+got "internal error: JsException: MyError: my grid broke").
 
 Messages are written for a JavaScript reader: :func:`js_value` describes a value as JavaScript
 would name it (``null``, ``1.5``, ``"text"``, ``an array``), never as Python's
