@@ -49,7 +49,7 @@ from wgtune.sets.kernel import Kernel
 from wgtune.sets.space import Space
 from wgtune.sets.tunable import TunableSet
 from wgtune.sets.uniforms import param_names, param_scalars
-from wgtune.tune.checks import TypedValues
+from wgtune.tune.expected import TypedValues
 
 from .js_errors import js_value, thrown_by_app
 
@@ -233,7 +233,7 @@ def _reference(fn: Any, calls: Calls, set_name: str) -> Callable:
 
 
 # A typed array's element type, so that a Float32Array given for a u32 output is an error, not bytes
-# read as something else (``checks.as_bytes``).
+# read as something else (``expected.as_bytes``).
 _TYPED_ARRAYS = {"Float32Array": "f", "Float64Array": "d", "Float16Array": "e", "Int32Array": "i",
                  "Uint32Array": "I", "Int16Array": "h", "Uint16Array": "H", "Int8Array": "b", "Uint8Array": "B"}
 
@@ -244,7 +244,7 @@ def _is_js_array(value: Any) -> bool:
 
 
 def _expected(item: Any) -> Any:
-    """One output of a JavaScript reference: a typed array as :class:`~wgtune.tune.checks.TypedValues`
+    """One output of a JavaScript reference: a typed array as :class:`~wgtune.tune.expected.TypedValues`
     of its element type, an ArrayBuffer or bytes as bytes, a plain array of numbers as it is."""
     typecode = _TYPED_ARRAYS.get(str(getattr(getattr(item, "constructor", None), "name", "")))
     value = plain(item)

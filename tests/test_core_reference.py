@@ -10,7 +10,7 @@ from fakes import FakeDevice, call, double_into, floats, make_set, make_tuner, q
 from wgtune import ConfigError, NoValidKernelFound, TuneFailed
 from wgtune.gpu.comparison import compare_bytes
 from wgtune.sets.output_types import OutputSpec
-from wgtune.tune.checks import as_bytes
+from wgtune.tune.expected import as_bytes
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core

@@ -9,7 +9,7 @@ import pytest
 
 from wgtune import ConfigError, TuneFailed
 from wgtune.sets.output_types import OutputSpec
-from wgtune.tune.checks import as_bytes
+from wgtune.tune.expected import as_bytes
 
 
 def spec(typecode: str) -> OutputSpec:
