@@ -113,7 +113,9 @@ class StoredWinnersCalls:
         return json.dumps({"seeded": len(mine), "entries": total, "namespaces": len(documents)})
 
     async def _replaced(self) -> None:
-        """What IndexedDB holds was replaced here: this page's keys and the other tabs' read it again."""
+        """What IndexedDB holds was replaced here: this page's keys and the other tabs' read it again
+        (after the writes under way: a winner stored during a clear is read as stored)."""
+        await self.store.settled()
         await self.reload()
         self.mark_cleared(elsewhere=False)
         if self.coordinator is not None:
@@ -123,8 +125,9 @@ class StoredWinnersCalls:
         """After the store was read again (a clear or an import, here or in another tab:
         ``elsewhere``): this page's records that said their winner is stored, and whose key the
         store no longer holds, say "cleared" (the record stays: the tune ran, only its winner is
-        gone), and the page hears which (a ``cleared`` event a key). A write still pending is left
-        to say for itself whether it is stored."""
+        gone), and the page hears which (a ``cleared`` event a key, its label the records'). A
+        write still pending is left to say for itself whether it is stored."""
+        heard = set()
         for item in self.records.items:
             record = item["record"]
             if record["stored"] is not True:
@@ -132,6 +135,8 @@ class StoredWinnersCalls:
             key = Key.from_json(record["entry"]["key"])
             if self.store.lookup(record["table"], key) is None:
                 record["stored"] = "cleared"
-                name, label = self._page_key(record["table"], key)
-                self._notify({"type": "cleared", "set": name, "table": record["table"], "key": label,
-                              "elsewhere": elsewhere})
+                if (record["table"], item["label"]) not in heard:
+                    heard.add((record["table"], item["label"]))
+                    name = self._page_key(record["table"], key)[0]
+                    self._notify({"type": "cleared", "set": name, "table": record["table"], "key": item["label"],
+                                  "elsewhere": elsewhere})

@@ -89,16 +89,16 @@ const handlers = {
     }
     if (event.ok) refreshCacheSoon();
   },
-  // This key's stored winner was cleared: its records say so. A clear here resets the panels for
-  // every key at once (web/actions.js, resetAfterClear); after one in another tab (`elsewhere`),
-  // what this page said of the key's tune no longer holds, and its panels follow.
+  // This key's stored winner was cleared, here or in another tab (`elsewhere`): its records say so,
+  // what this page said of its tune no longer holds (as after a clear of every winner here:
+  // web/actions.js, resetAfterClear), and the panels follow.
   cleared(event) {
     markGone(event);
-    if (!event.elsewhere) return;
     const id = idOf(event.set, event.key);
     if (ui.tunes.get(id)?.phase === "done") ui.tunes.delete(id);
     if (ui.progressKey === id && !ui.tunes.has(id)) {
-      resetProgress(`The stored winner of ${event.set}/${event.key} was cleared in another tab: no tune has run since.`);
+      const where = event.elsewhere ? " in another tab" : "";
+      resetProgress(`The stored winner of ${event.set}/${event.key} was cleared${where}: no tune has run since.`);
     }
     scheduleChart();
     refreshKeysSoon();

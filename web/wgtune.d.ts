@@ -175,7 +175,7 @@ export interface RecordItem {
     table: string; entry: { key: Record<string, KeyValue>; checksum: string }; winner: number;
     trials: Array<{ name: string; wall: number; samples: number }>;
     short_circuit: string | null; wall: number; dry_run: boolean;
-    /** "pending" while IndexedDB writes it; "cleared" once a clear of this device's winners took it. */
+    /** "pending" while IndexedDB writes it; "cleared" once a clear (here or in another tab) took it. */
     stored: boolean | "pending" | "cleared"; policy: string;
     confidence: Confidence | null; warning?: string;
   };
