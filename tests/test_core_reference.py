@@ -76,11 +76,19 @@ def test_a_set_of_one_candidate_is_checked_against_its_reference():
 def test_a_reference_function_catches_the_racy_first_candidate_and_the_correct_one_wins():
     device = racy_first_device()
     tunables = make_set("a", "b", "c", outputs=(1,), reference=doubled)
-    tuner = make_tuner(device, config=quiet(checks=True))
+    events = []
+    tuner = make_tuner(device, config=quiet(checks=True), observer=events.append)
     assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "b"
     results = results_of(tuner, tunables)
     assert results["a"]["error"] == "Mismatch" and "disagrees with the reference" in results["a"]["reason"]
     assert "median" in results["b"] and "median" in results["c"]
+    # The set's default is wrong here: the tune says so, and it no longer serves while keys are pending
+    # (it did, giving wrong answers, until a page found it from outside on 2026-12-06).
+    finished = [event.outcome for event in events if type(event).__name__ == "TuneFinished"]
+    assert finished[0].judge == "reference"
+    assert finished[0].warning.startswith("candidate 0 (a), the set's default, is wrong here: output buffer 1 "
+                                          "disagrees with the reference")
+    assert tuner.fallback(tunables) == 1
 
 
 def test_the_reference_sees_the_inputs_before_any_kernel_ran_and_may_return_bytes():

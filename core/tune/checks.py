@@ -233,10 +233,17 @@ class OutputCheck:
         """The verdicts of a tune judged by agreement, once every candidate has run: a Mismatch
         for every candidate outside the largest group, a group that left float outputs partly
         unwritten ranking below one that wrote them and agrees elsewhere (see the module doc).
-        Also sets :attr:`warning` when candidate 0 is among them. Against a reference, the
-        verdicts given."""
-        if self.tunables.reference is not None or len(self.agreement.groups) < 2:
-            return dict(self.verdicts)
+        Against a reference, the verdicts given. Either way, sets :attr:`warning` when candidate 0
+        is among them (the tuner then stops using it as the set's fallback)."""
+        if self.tunables.reference is None and len(self.agreement.groups) >= 2:
+            await self._outvote()
+        if 0 in self.verdicts:
+            names = self.tunables.candidates
+            self.warning = f"candidate 0 ({names[0].name}), the set's default, is wrong here: {self.verdicts[0].reason}"
+        return dict(self.verdicts)
+
+    async def _outvote(self) -> None:
+        """The verdicts of a tune judged by agreement (:meth:`judge_all`)."""
         whole = [group for group in self.agreement.groups if group.unwritten is None]
         completed = []
         for group in self.agreement.groups:
@@ -271,9 +278,6 @@ class OutputCheck:
                                "poison), which others wrote, agreeing with it everywhere else")
                 for index in group.members:
                     self.verdicts[index] = Mismatch(names[index].name, reason)
-        if 0 in self.verdicts:
-            self.warning = f"candidate 0 ({names[0].name}), the set's default, is wrong here: {self.verdicts[0].reason}"
-        return dict(self.verdicts)
 
     def _outvoted(self, right: _Group, comparison: tuple[int, Comparison] | None) -> str:
         shown = ", ".join(self.tunables.candidates[i].name for i in right.members[:5])
