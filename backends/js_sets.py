@@ -19,13 +19,14 @@ from wgtune.errors import ConfigError, IllegalTransition, LaunchRefused, NoValid
 from wgtune.key import Key
 from wgtune.sets.args import Args
 from wgtune.sets.tunable import TunableSet
-from wgtune.state import Hit, Pending
+from wgtune.state import Hit, Miss, Pending
 from wgtune.store.results import result_to_json
 
 from .call_launches import CALL_NAME
 from .js_calls import RECENT_CALLS, RecentCalls
 from .js_errors import failed_answer
 from .js_set_spec import Calls, tunable_set
+from .page_settings import settle_timeout
 
 __all__ = ["RECENT_CALLS", "JsSet", "define_set"]
 
@@ -163,10 +164,14 @@ class JsSet:
         return json.dumps({**self._answer(key), "ran": ran})
 
     async def settle(self, call: Any, timeout: float = 600.0) -> str:
-        """Wait while the call's key is Pending; its state after. A WgtuneError past ``timeout`` s."""
+        """The call's key's state once it is no longer Pending: a miss is tuned first (as
+        :meth:`check` starts it), a tune under way is waited for. A WgtuneError past ``timeout`` s."""
+        timeout = settle_timeout(timeout)
         args = self.args(call)
         tuner = self.session.tuner
         key = tuner.key(self.tunables, args)
+        if isinstance(tuner.fastest(self.tunables, key), Miss):
+            self.check(call)
         deadline = time.monotonic() + timeout
         while isinstance(tuner.fastest(self.tunables, key), Pending):
             if time.monotonic() > deadline:

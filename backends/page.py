@@ -35,7 +35,7 @@ from wgtune.key import Key
 from wgtune.sets.args import Args
 from wgtune.sets.bindings import output_indices
 from wgtune.sets.tunable import TunableSet
-from wgtune.state import Hit, Pending
+from wgtune.state import Hit, Miss, Pending
 from wgtune.store.format import StoredEntry, namespace_for
 from wgtune.tune.log import logger
 from wgtune.tuner import Tuner
@@ -45,7 +45,7 @@ from .browser import BrowserDevice, js_object
 from .js_errors import failed_answer
 from .page_dispose import dispose_session
 from .page_events import PageRecords, event_message
-from .page_settings import page_config
+from .page_settings import page_config, settle_timeout
 from .page_stored import StoredWinnersCalls
 from .tabs import TabCoordinator
 
@@ -333,10 +333,13 @@ class PageSession(StoredWinnersCalls):
         return json.dumps(answer)
 
     async def settle(self, set_name: str, label: str, timeout: float = 600.0) -> str:
-        """Wait while the key is Pending; its state after. A WgtuneError after ``timeout`` seconds:
-        the limit catches a tune that never ends, not a slow one (a matmul tune takes a minute on
-        a CPU adapter, more on a busy one)."""
+        """The key's state once it is no longer Pending: a miss is tuned first (as :meth:`check`
+        starts it). A WgtuneError after ``timeout`` seconds: the limit catches a tune that never
+        ends, not a slow one (a matmul tune takes a minute on a CPU adapter, more on a busy one)."""
+        timeout = settle_timeout(timeout)
         problem = self._problem(set_name, label)
+        if isinstance(self.tuner.fastest(problem.tunables, problem.key), Miss):
+            self.check(set_name, label)
         deadline = time.monotonic() + timeout
         while isinstance(self.tuner.fastest(problem.tunables, problem.key), Pending):
             if time.monotonic() > deadline:

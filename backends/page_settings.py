@@ -6,10 +6,15 @@ Pure Python: ``page.py`` reads them in Pyodide; tested natively too.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from wgtune import Config, LogLevel
 from wgtune.errors import ConfigError
 
-__all__ = ["PAGE_SETTINGS", "page_config"]
+from .js_errors import js_value
+
+__all__ = ["PAGE_SETTINGS", "page_config", "settle_timeout"]
 
 # What a page may set (from its URL, say ``/?policy=fixed``): how tunes sample, nothing that
 # touches files or logs.
@@ -33,3 +38,11 @@ def page_config(settings: dict) -> Config:
         for name in settings:
             text = text.replace(f"WGTUNE_{name.upper()}=", f"the page setting {name}=")
         raise ConfigError(text) from None
+
+
+def settle_timeout(value: Any) -> float:
+    """``settle``'s ``timeout`` (seconds, a finite number >= 0; JavaScript's ``undefined`` is the
+    default's to give); a ConfigError naming it otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"settle: timeout is seconds, a finite number >= 0; got {js_value(value)}", field="timeout")
+    return float(value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wgtune import ConfigError
-from wgtune.backends.page_settings import page_config
+from wgtune.backends.page_settings import page_config, settle_timeout
 from wgtune.config import Policy
 
 pytestmark = pytest.mark.core
@@ -24,3 +24,12 @@ def test_a_bad_name_or_value_is_a_config_error_naming_it_as_the_page_setting(set
     with pytest.raises(ConfigError) as error:
         page_config(settings)
     assert problem in str(error.value) and "WGTUNE_" not in str(error.value)
+
+
+@pytest.mark.parametrize("timeout, shown", [("soon", '"soon"'), (None, "null"), (-1, "-1"), (float("nan"), "NaN"),
+                                            (True, "true")])
+def test_a_settle_timeout_that_is_no_number_of_seconds_is_a_config_error_naming_it(timeout, shown):
+    with pytest.raises(ConfigError, match=f"settle: timeout is seconds, a finite number >= 0; got {shown}$") as raised:
+        settle_timeout(timeout)
+    assert raised.value.field == "timeout"
+    assert settle_timeout(0) == 0.0 and settle_timeout(2.5) == 2.5

@@ -301,7 +301,8 @@ export interface TunableSetHandle<P extends ParamsOf<P> = Params> {
    * throws comes back as it was thrown.
    */
   execute(call: Call<P>): Promise<ExecuteAnswer>;
-  /** Wait until the call's key is no longer Pending (`timeout` in seconds, default 600). */
+  /** The key's state once it is no longer Pending: a Miss is tuned first (as `check` starts it), a
+   *  tune under way waited for (`timeout` in seconds, default 600; ConfigError if not a number >= 0). */
   settle(call: Call<P>, options?: { timeout?: number }): Promise<KeyAnswer>;
   /** Forget this key's remembered failure or winner in this page load and tune it again. */
   retune(call: Call<P>): Promise<KeyAnswer>;
