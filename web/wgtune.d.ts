@@ -467,7 +467,9 @@ export interface Wgtune {
   shareWinners(url: string | URL, options?: ShareOptions): Promise<Sharing>;
   /** Wait until winners tuned so far are written to IndexedDB. */
   flush(): Promise<void>;
-  /** Stop tunes, write what is pending, close storage and release wgtune's GPU objects; later calls reject. */
+  /** Stop tunes, write what is pending, close storage and release wgtune's GPU objects; later calls reject.
+   *  A GPUDevice wgtune opened itself (`wgtune.device`) is destroyed, and with it every buffer made on it:
+   *  load with `{device}` of your own to keep them (wgtune leaves an app's device to the app). */
   dispose(): Promise<void>;
   /** Listen to events; returns the function that stops listening. */
   on(listener: (event: WgtuneEvent) => void): () => void;
