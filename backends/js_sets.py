@@ -139,8 +139,11 @@ class JsSet:
 
     def _run(self, args: Args) -> str | Awaitable[str]:
         tuner = self.session.tuner
-        kernel = tuner.execute(self.tunables, args)
         key = tuner.key(self.tunables, args)
+        missed = isinstance(tuner.fastest(self.tunables, key), Miss)
+        kernel = tuner.execute(self.tunables, args)
+        if missed and isinstance(tuner.fastest(self.tunables, key), Pending):  # this call started the tune
+            self.session.notify_pending(self.name, key)
         if CALL_NAME not in args.cache:  # what a batch's refusal names the call by
             args.cache[CALL_NAME] = f"set {self.name!r} [{key}]"
         take = getattr(tuner.device, "take_launch_scope", None)

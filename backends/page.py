@@ -314,7 +314,10 @@ class PageSession(StoredWinnersCalls):
         problem = self._problem(set_name, label)
         await self.tuner.prepare(problem.tunables)  # the fallback, compiled: at once once it is
         before = self._state(problem)
+        missed = isinstance(self.tuner.fastest(problem.tunables, problem.key), Miss)
         kernel = self.tuner.execute(problem.tunables, problem.args)
+        if missed and isinstance(self.tuner.fastest(problem.tunables, problem.key), Pending):  # it started the tune
+            self._notify({"type": "pending", "set": problem.set_name, "key": problem.label})
         take = getattr(self.device, "take_launch_scope", None)  # the call's first launch, in its own scope
         scope = take(problem.args) if take is not None else None
         if scope is not None:

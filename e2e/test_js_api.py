@@ -487,3 +487,37 @@ def test_clear_per_device_dispose_mid_tune_and_a_second_load_on_a_device_without
     assert 'requiredFeatures: adapter.features.has("timestamp-query")' in warning
     assert log.errors == []
     page.close()
+
+
+EXECUTE_FIRST = r"""
+async () => {
+  const wgtune = window.wgtune, device = wgtune.device, n = 256;
+  const wgsl = `@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+override WG: u32 = 64u;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < 256u) { y[g.x] = 3.0; } }`;
+  const y = device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+  const set = await wgtune.defineSet({ name: "js_execute_first", candidates: [64, 128].map((wg) => ({
+    name: `wg${wg}`, wgsl, constants: { WG: wg }, grid: [Math.ceil(n / wg)] })) });
+  const events = [];
+  const off = wgtune.on((event) => { if (event.set === "js_execute_first") events.push(event.type); });
+  const call = { buffers: { y }, params: {} };
+  const first = await set.execute(call);
+  const second = await set.execute(call);
+  const settled = await set.settle(call);
+  off();
+  return { first: first.state, second: second.state, settled: settled.state, events };
+}
+"""
+
+
+def test_an_execute_that_starts_a_tune_says_pending_once_as_a_check_would(browser):
+    # A progress UI built on `on()` learns of the tune whichever call started it (an execute sent no
+    # `pending` before 2026-12-06, found from outside).
+    page, log = browser.open()
+    answer = page.evaluate(EXECUTE_FIRST)
+    assert answer["first"] == "Pending" and answer["settled"] == "Hit", answer
+    events = answer["events"]
+    assert events.count("pending") == 1 and events.index("pending") < events.index("finished"), events
+    assert log.errors == []
+    page.close()
