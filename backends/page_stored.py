@@ -21,6 +21,7 @@ from wgtune.store.format import StoredEntry, canonical_namespace, namespace_of
 from wgtune.tuner import Tuner
 
 from . import idb_transfer, indexeddb
+from .js_errors import js_value
 from .page_events import PageRecords
 from .tabs import TabCoordinator
 
@@ -93,7 +94,8 @@ class StoredWinnersCalls:
         elif isinstance(namespace_of(str(device)).get("device"), dict):
             count = await database.clear_namespaces([str(device)])
         else:
-            raise ConfigError(f"clearCache: device must be a namespace as storedPage() lists them, got {device!r}")
+            raise ConfigError("clearCache: device must be a namespace as storedPage() lists them, "
+                              f"got {js_value(device)}")
         await self._replaced()
         return count
 

@@ -11,6 +11,8 @@ other than the space, surrogates, unassigned code points) as a Python escape (``
 
 from __future__ import annotations
 
+import json
+
 __all__ = ["printable", "shown"]
 
 ELLIPSIS = "…"
@@ -50,3 +52,23 @@ def shown(value: object, limit: int = 60) -> str:
     except (RecursionError, ValueError):  # an int too long to write out, nesting too deep
         text = f"<{type(value).__name__}>"
     return printable(text, limit)
+
+
+def shown_json(value: object, limit: int = 60) -> str:
+    """How an error message quotes a value read from a JSON document: as JSON writes it (``null``,
+    ``"7"``, ``7``), printable and at most about ``limit`` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (RecursionError, ValueError):
+        text = f"<{type(value).__name__}>"
+    return printable(text, limit)
+
+
+def json_kind(value: object) -> str:
+    """What a value read from JSON is, as JSON names it: ``an object``, ``an array``, ``text``,
+    ``a number``, ``true``, ``false`` or ``null``."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {dict: "an object", list: "an array", str: "text"}.get(type(value), type(value).__name__)

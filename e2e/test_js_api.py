@@ -415,7 +415,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < p.x) { y[g.x] =
   // The same winner under another device's namespace: two devices in IndexedDB.
   const exported = JSON.parse(await first.exportCache());
   const elsewhere = exported.namespaces.map((doc) => ({ ...doc, device: { ...doc.device, device: "elsewhere" } }));
-  await first.importCache(JSON.stringify({ ...exported, namespaces: elsewhere }));
+  await first.importCache({ ...exported, namespaces: elsewhere });  // a document as cache() gives it, not its text
   const both = await namespaces(first);
   const clearedMine = await first.clearCache();
   const afterMine = await namespaces(first);

@@ -457,8 +457,8 @@ export interface Wgtune {
     Promise<StoredPage>;
   cache(): Promise<ExportDocument>;
   exportCache(): Promise<string>;
-  /** Merge an export (native or browser) into IndexedDB; how many entries. */
-  importCache(text: string): Promise<number>;
+  /** Merge an export (native or browser) into IndexedDB: its text, or the document `cache()` gives; how many entries. */
+  importCache(text: string | ExportDocument): Promise<number>;
   /** Forget stored winners: this device's, or `device`'s (a namespace as storedPage names it), or `all`; how many. */
   clearCache(options?: { device?: string; all?: boolean }): Promise<number>;
   /** Seed the tuner from a bundle (a same-origin URL, or the bundle); rejects naming what is wrong, seeding nothing. */

@@ -197,8 +197,12 @@ export async function loadWgtune({
      */
     cache: () => py(() => session.export_document()),
     exportCache: () => py(async () => (await session.export_pieces()).join("")),
-    /** Merge an export (native or browser) into IndexedDB; how many entries. Read a slice at a time, written at once. */
-    importCache: (text) => py(() => session.import_cache(inPieces(String(text)))),
+    /**
+     * Merge an export (native or browser) into IndexedDB; how many entries. Read a slice at a time,
+     * written at once. Its text, or the document `cache()` gives (an object is taken as its JSON).
+     */
+    importCache: (text) => py(() => session.import_cache(inPieces(
+      text !== null && typeof text === "object" ? JSON.stringify(text) : String(text)))),
     /**
      * Forget stored winners: this device's (default), `device`'s (a namespace as storedPage lists
      * them), or with `all` every device's; how many winners went. Their keys are tuned again.

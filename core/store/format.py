@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from ..errors import Skip, StoreError
 from ..gpu.device import DeviceIdentity
 from ..key import Key
-from ..text import shown
+from ..text import json_kind, shown, shown_json
 from ..version import __version__
 from .bounded_json import Unreadable, parse_json
 from .confidence import Confidence
@@ -338,7 +338,8 @@ def decode_document_leniently(obj: object) -> tuple[dict, list[StoredEntry], lis
     if not isinstance(obj, dict):
         raise StoreError(f"a wgtune cache document is a JSON object, got {type(obj).__name__}")
     if obj.get("format") != DOCUMENT_FORMAT:
-        raise StoreError(f"not a wgtune cache document (format {shown(obj.get('format'))}, want {DOCUMENT_FORMAT!r})")
+        raise StoreError(f"not a wgtune cache document (format {shown_json(obj.get('format'))}, "
+                         f"want {shown_json(DOCUMENT_FORMAT)})")
     raw_entries = obj.get("entries", [])
     if not isinstance(raw_entries, list):
         raise StoreError("the document's entries must be a list")
@@ -378,8 +379,11 @@ def _decode_export(obj: object) -> list[tuple[dict, list[StoredEntry]]]:
     if isinstance(obj, dict) and obj.get("format") == DOCUMENT_FORMAT:
         return [decode_document(obj)]
     if not isinstance(obj, dict) or obj.get("format") != EXPORT_FORMAT:
-        got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
-        raise StoreError(f"not a wgtune export (format {shown(got)}, want {EXPORT_FORMAT!r})")
+        want = f'want an object whose "format" is {shown_json(EXPORT_FORMAT)}'
+        if not isinstance(obj, dict):
+            raise StoreError(f"not a wgtune export: {json_kind(obj)} ({want})")
+        got = f"format {shown_json(obj['format'])}" if "format" in obj else 'no "format"'
+        raise StoreError(f"not a wgtune export ({got}; {want})")
     namespaces = obj.get("namespaces")
     if not isinstance(namespaces, list):
         raise StoreError("the export's namespaces must be a list")
