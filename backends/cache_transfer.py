@@ -39,6 +39,7 @@ from wgtune.store.format import (
 from wgtune.tune.log import logger
 
 from .export_stream import ExportStream, Unusual, read_export
+from .sqlite_open import Malformed
 from .sqlite_rows import decode_row, entry_text
 from .sqlite_store import CacheDatabase, SqliteStore
 
@@ -247,7 +248,14 @@ class SqliteDatabase:
     async def export_to(self, out: TextIO) -> tuple[int, int]:
         if self.engine.is_empty_cache():
             return export_cache(None, out)
-        return export_cache(self.engine, out)
+        try:
+            return export_cache(self.engine, out)
+        except Malformed as error:  # made afresh with what could be read: export that, from the start
+            if not error.salvaged or not out.seekable():
+                raise
+            out.seek(0)
+            out.truncate()
+            return export_cache(self.engine, out)
 
     async def import_from(self, source: str | os.PathLike | BinaryIO, *, max_bytes: int = IMPORT_LIMIT) -> int:
         return import_cache(self.engine, source, max_bytes=max_bytes)

@@ -21,12 +21,14 @@ from a malformed file, ``sqlite_salvage.py``.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 from wgtune.errors import StoreError
 from wgtune.tune.log import logger
@@ -47,7 +49,9 @@ from .sqlite_migrate import migrate_documents
 from .sqlite_rows import SCHEMA, SCHEMA_VERSION
 from .sqlite_salvage import copy_rows, readable_rows
 
-__all__ = ["BUSY_TIMEOUT", "CacheConnection", "Malformed", "ReadOnly"]
+__all__ = ["BUSY_TIMEOUT", "CacheConnection", "Malformed", "ReadOnly", "again_after_salvage"]
+
+T = TypeVar("T")
 
 BUSY_TIMEOUT = 60.0
 """Seconds a writer waits for another process's transaction; past it, the database is read-only
@@ -62,7 +66,28 @@ class ReadOnly(OSError):
 
 
 class Malformed(OSError):
-    """The cache database was malformed; it was set aside (or could not be) and reads as empty."""
+    """The cache database was malformed; it was set aside (or could not be) and reads as empty.
+    ``salvaged``: a fresh database was made at once with every row of the copy still readable, so
+    the operation that met the damage may run again on it (:func:`again_after_salvage`)."""
+
+    salvaged = False
+
+
+def again_after_salvage(method: Callable[..., T]) -> Callable[..., T]:
+    """``method`` (of a :class:`CacheConnection`) run once more where it met a malformed database
+    that was set aside and made afresh with every row still readable: the first command after the
+    damage reads, lists, bundles or clears what was saved, not nothing (a bundle of no winners, once)."""
+
+    @functools.wraps(method)
+    def run(*args: Any, **kwargs: Any) -> T:
+        try:
+            return method(*args, **kwargs)
+        except Malformed as error:
+            if not error.salvaged:
+                raise
+            return method(*args, **kwargs)
+
+    return run
 
 
 SCHEMA_TABLES = frozenset(("meta", "namespaces", "entries", "damaged", "migrated"))
@@ -319,7 +344,9 @@ class CacheConnection:
                         except (OSError, StoreError) as failure:
                             logger.warning("%s", f"could not make a fresh {self.path} yet: {failure}")
                 kept = f"set aside as {aside}" if aside is not None else "already set aside"
-                raise Malformed(f"the cache database {self.path} was malformed ({error}); {kept}") from error
+                malformed = Malformed(f"the cache database {self.path} was malformed ({error}); {kept}")
+                malformed.salvaged = aside is not None and not self._recovering and self._connection is not None
+                raise malformed from error
             raise OSError(f"the cache database {self.path}: {error}") from error
 
     @contextmanager

@@ -66,7 +66,7 @@ from wgtune.tune.log import logger
 
 from .cache_files import DATABASE_NAME
 from .sqlite_migrate import now
-from .sqlite_open import BUSY_TIMEOUT, CacheConnection, Malformed, ReadOnly
+from .sqlite_open import BUSY_TIMEOUT, CacheConnection, Malformed, ReadOnly, again_after_salvage
 from .sqlite_rows import INSERT_IF_ABSENT, UPSERT, decode_row, entry_text
 
 __all__ = ["BUSY_TIMEOUT", "DATABASE_NAME", "CacheDatabase", "NamespaceSummary", "ReadOnly", "SqliteStore"]
@@ -100,12 +100,14 @@ class CacheDatabase(CacheConnection):
         rows = ((namespace_id, e.set_name, e.key.to_json(), entry_text(e)) for e in entries)
         connection.executemany(UPSERT if replace else INSERT_IF_ABSENT, rows)
 
+    @again_after_salvage
     def save(self, namespace: dict, entries: Iterable[StoredEntry]) -> None:
         """Keep ``entries`` under ``namespace`` in one short transaction; other rows are not touched."""
         text_namespace = check_namespace(namespace)
         with self.transaction() as connection:  # entries are read as they are written: any number
             self.put(connection, self.namespace_id(connection, text_namespace), entries)
 
+    @again_after_salvage
     def matching(self, namespace: dict) -> list[str]:
         """The canonical texts this database holds rows under that read as ``namespace``, in
         preference order (:func:`~wgtune.store.format.namespaces_matching`): its own text first
@@ -116,6 +118,7 @@ class CacheDatabase(CacheConnection):
             stored = [row[0] for row in self.connection().execute("SELECT namespace FROM namespaces")]
         return [own, *(text for text in namespaces_matching(namespace, stored) if text != own)]
 
+    @again_after_salvage
     def load(self, namespace: dict | Sequence[str]) -> list[StoredEntry]:
         """Every readable entry of ``namespace`` (or of those canonical texts, in preference order:
         of a slot two of them hold, the first's entry): by default every text that reads as it
@@ -144,6 +147,7 @@ class CacheDatabase(CacheConnection):
             self._set_aside(text, rows_of_text)
         return [entry for _rank, entry in chosen.values()]
 
+    @again_after_salvage
     def lookup(self, namespace: str | Sequence[str], set_name: str, key: Key) -> StoredEntry | None:
         """The entry of one slot of ``namespace`` (its canonical text, or several in preference
         order: the first that holds a readable entry answers), or None: one indexed query, what the
@@ -165,6 +169,7 @@ class CacheDatabase(CacheConnection):
                 self._set_aside(text, [(rowid, row, _slot(set_name, key.to_json()), str(error))])
         return None
 
+    @again_after_salvage
     def count(self, namespace: str | Sequence[str]) -> int:
         """How many slots ``namespace`` (its canonical text, or several: a slot two hold counts once) has."""
         texts = [namespace] if isinstance(namespace, str) else list(namespace)
@@ -195,6 +200,7 @@ class CacheDatabase(CacheConnection):
             return
         logger.warning("%s", f"skipped {what}, tuned again; moved to its 'damaged' table")
 
+    @again_after_salvage
     def clear(self, namespace: dict) -> int:
         """Forget every entry of ``namespace``, those of the texts that read as it included
         (:meth:`matching`: else they would read as its again); how many there were."""
@@ -209,6 +215,7 @@ class CacheDatabase(CacheConnection):
                 connection.execute("DELETE FROM namespaces WHERE id = ?", row)
         return removed
 
+    @again_after_salvage
     def clear_all(self) -> tuple[int, int, int]:
         """Forget every namespace's entries and the damaged rows kept aside; (namespaces, entries,
         damaged rows) removed."""
@@ -220,6 +227,7 @@ class CacheDatabase(CacheConnection):
             damaged = connection.execute("DELETE FROM damaged").rowcount
         return namespaces, removed, damaged
 
+    @again_after_salvage
     def namespaces(self) -> list[NamespaceSummary]:
         """Every namespace with entries or damaged rows, sorted by its canonical text."""
         with self.lock, self.errors():
@@ -263,20 +271,25 @@ class CacheDatabase(CacheConnection):
     def entries(self) -> tuple[list[tuple[dict, StoredEntry]], list[str]]:
         """Every readable (namespace, entry) in export order, and what was wrong with the others
         (left where they are: a listing moves nothing)."""
-        found, problems = [], []
         fields: dict[str, dict] = {}
-        try:
-            with self.reading() as connection:
-                for namespace, set_name, key_text, text in self.rows(connection, problems=problems):
-                    try:
-                        entry = decode_row(text, set_name, key_text)
-                        if namespace not in fields:
-                            fields[namespace] = namespace_of(namespace)
-                        found.append((fields[namespace], entry))
-                    except StoreError as error:
-                        problems.append(str(error))
-        except Malformed as error:  # met mid-way: set aside (said); what was read before is still shown
-            problems.append(str(error))
+        for attempt in (1, 2):
+            found: list[tuple[dict, StoredEntry]] = []
+            problems: list[str] = []
+            try:
+                with self.reading() as connection:
+                    for namespace, set_name, key_text, text in self.rows(connection, problems=problems):
+                        try:
+                            entry = decode_row(text, set_name, key_text)
+                            if namespace not in fields:
+                                fields[namespace] = namespace_of(namespace)
+                            found.append((fields[namespace], entry))
+                        except StoreError as error:
+                            problems.append(str(error))
+            except Malformed as error:
+                if attempt == 1 and error.salvaged:  # the fresh database holds every row still readable: list it
+                    continue
+                problems.append(str(error))  # set aside (said); what was read before is still shown
+            break
         return found, problems
 
 
