@@ -196,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # whoever read standard output stopped (`| head`): nothing is wrong to say
         _drop_stdout()
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: winners stored so far stay stored, the key being tuned is tuned next time
+        print("wgtune: interrupted", file=sys.stderr)
+        return 130
     except (ConfigError, StoreError, OSError) as error:
         print(f"wgtune: error: {error}", file=sys.stderr)
         return 2

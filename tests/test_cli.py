@@ -301,3 +301,14 @@ def test_an_export_into_a_pipe_its_reader_closed_ends_quietly(tmp_path):
     process.stdout.close()
     error = process.stderr.read().decode()
     assert process.wait(timeout=120) == 1 and error == "", error
+
+
+def test_ctrl_c_ends_a_command_with_one_line_and_status_130_not_a_traceback(monkeypatch, capsys, tmp_path):
+    import wgtune.cli.cache as cache_command
+
+    def interrupted(_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cache_command, "run_cache", interrupted)
+    assert main(["cache", "--cache-dir", str(tmp_path), "list"]) == 130
+    assert capsys.readouterr().err == "wgtune: interrupted\n"
