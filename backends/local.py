@@ -16,7 +16,7 @@ from wgtune.runner import run_inline
 from wgtune.store.bundle import BUNDLE_LIMIT, check_bundle_size, entries_for, parse_bundle, read_bundle
 from wgtune.store.contract import Store
 from wgtune.store.format import StoredEntry, namespace_for
-from wgtune.tune.log import logger
+from wgtune.tune.log import logger, show_log_on_stderr
 from wgtune.tuner import Tuner
 
 from .cache_transfer import SqliteDatabase
@@ -59,6 +59,8 @@ def open_tuner(
     it is ``config.bundle`` (``WGTUNE_BUNDLE``, ``wgtune tune --bundle``), if any.
     """
     config = config if config is not None else Config.from_env()
+    if config.log_to_stderr:  # WGTUNE_LOG set: what opening the store says shows too, not only the tunes
+        show_log_on_stderr(config.log_level)
     bundle = bundle if bundle is not None else config.bundle
     documents = load_bundle(bundle) if bundle is not None else None
     isolate = config.isolate if isolate is None else isolate

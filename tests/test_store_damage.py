@@ -436,3 +436,22 @@ def test_an_old_documents_lock_that_is_a_directory_does_not_make_the_store_unusa
     assert "is a directory, which no process can lock" in caplog.text
     assert any(tmp_path.glob(DATABASE_NAME + ".corrupt-*"))
     assert {e.slot for e in SqliteStore(tmp_path, LAPTOP).load()} == {entry(1).slot, entry(2).slot}
+
+
+def test_with_wgtune_log_set_what_opening_the_store_says_shows_without_a_logging_setup(tmp_path):
+    """``WGTUNE_LOG=minimal`` in a script that set up no logging: the warning that the cache was not
+    a database (set aside) shows on stderr. Once, wgtune's handler came only with the tuner, after
+    the store was opened, so the script saw nothing and every run tuned again."""
+    from test_core_config_log import nothing_configured
+
+    from wgtune import Config
+    from wgtune.backends.local import open_tuner
+    from wgtune.backends.native import NativeDevice
+    from wgtune.tune.log import _QUIET as quiet_handler
+
+    (tmp_path / DATABASE_NAME).write_bytes(b"\x00garbage" * 1024)
+    config = Config.from_env({"WGTUNE_LOG": "minimal", "WGTUNE_CACHE_DIR": str(tmp_path)})
+    with nothing_configured() as stderr:
+        logging.getLogger("wgtune").addHandler(quiet_handler)  # as a library leaves it: Python's last resort silenced
+        open_tuner(NativeDevice.open(), config=config, isolate=False)
+    assert "wgtune.sqlite3" in stderr.getvalue() and "set aside" in stderr.getvalue(), stderr.getvalue()
