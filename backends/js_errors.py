@@ -143,26 +143,27 @@ def _key(key: Any) -> Any:
     return str(key)
 
 
-def for_javascript(method: F) -> F:
+def for_javascript(method: F, set_name: str | None = None) -> F:
     """``method`` (sync or async) with each wgtune error it raises, and each exception of the app's
     own functions (:func:`thrown_by_app`), turned into :class:`ForJavaScript`. Others pass as they
-    are: cancellations, and wgtune's bugs.
+    are: cancellations, and wgtune's bugs. ``set_name``: the set a handle's methods concern, given
+    to an error that names none (its JavaScript ``set``).
     """
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
         async def call_async(*args: Any, **kwargs: Any) -> Any:
-            with _translated():
+            with _translated(set_name):
                 return await method(*args, **kwargs)
 
         return call_async  # type: ignore[return-value]
 
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
-        with _translated():
+        with _translated(set_name):
             answer = method(*args, **kwargs)
         if inspect.isawaitable(answer):  # a method that answers later (a first launch's verdict)
-            return _awaited(answer)
+            return _awaited(answer, set_name)
         return answer
 
     return call  # type: ignore[return-value]
@@ -181,7 +182,7 @@ class Facing:
         value = getattr(self._target, name)
         if name.startswith("_") or not callable(value):
             return value
-        wrapped = for_javascript(value)
+        wrapped = for_javascript(value, getattr(self._target, "javascript_set_name", None))
         if inspect.iscoroutinefunction(value):
 
             async def call(*args: Any, **kwargs: Any) -> Any:
@@ -201,18 +202,21 @@ def _facing(answer: Any) -> Any:
     return Facing(answer) if getattr(answer, "javascript_facing", False) else answer
 
 
-async def _awaited(answer: Any) -> Any:
-    with _translated():
+async def _awaited(answer: Any, set_name: str | None = None) -> Any:
+    with _translated(set_name):
         return await answer
 
 
 @contextlib.contextmanager
-def _translated() -> Iterator[None]:
+def _translated(set_name: str | None = None) -> Iterator[None]:
     """Turn an exception raised in the block into what JavaScript gets (:func:`_for_javascript`);
-    anything that has no JavaScript form (a bug of wgtune's, a cancellation) passes as raised."""
+    anything that has no JavaScript form (a bug of wgtune's, a cancellation) passes as raised. A
+    wgtune error that names no set gets ``set_name``."""
     try:
         yield
     except Exception as error:
+        if set_name is not None and isinstance(error, WgtuneError) and getattr(error, "set_name", None) is None:
+            error.set_name = set_name
         translated = _for_javascript(error)
         if translated is None:
             raise

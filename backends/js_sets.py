@@ -66,6 +66,11 @@ class JsSet:
     def name(self) -> str:
         return self.tunables.name
 
+    @property
+    def javascript_set_name(self) -> str:
+        """The set the handle's errors name to JavaScript (``set``) where they name none (js_errors.Facing)."""
+        return self.tunables.name
+
     def candidate_names(self) -> list[str]:
         return [kernel.name for kernel in self.tunables.candidates]
 

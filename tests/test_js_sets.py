@@ -350,6 +350,11 @@ def test_a_call_that_cannot_run_is_refused_naming_the_field_before_any_tune(para
         assert error.value.field == field
     assert js_set.session.tuner.states(js_set.tunables) == {}  # nothing was tuned, nothing is Pending
     assert device.dispatch_count + device.profile_count == 0
+    # As JavaScript gets it: the error names its set in `set`, not only in its message.
+    with pytest.raises(ForJavaScript) as raised:
+        Facing(js_set).check(call)
+    described = json.loads(str(raised.value))
+    assert described["name"] == "ConfigError" and described["set"] == "scale" and described["field"] == field
 
 
 def test_a_key_whose_candidates_all_fail_is_tuned_once_says_failed_and_is_tuned_again_on_retune():
