@@ -86,6 +86,12 @@ def test_a_set_or_call_described_wrong_is_an_error_that_says_what(browser):
         unknownField: await attempt(() => window.wgtune.defineSet({ ...good, colour: "red" })),
         badCandidate: await attempt(() => window.wgtune.defineSet({ name: "x", candidates: [{ name: "a" }] })),
         badCall: await attempt(() => set.check({ params: [1] })),
+        badCallClass: await (async () => {
+          const { ConfigError } = await import("/wgtune.js");
+          try { set.check({ params: [1] }); return null; } catch (error) {
+            return [error.name, error instanceof ConfigError, error.set, error.field];
+          }
+        })(),
         badBuffers: await attempt(() => set.check({ buffers: 3 })),
         nullLabels: await attempt(() => window.wgtune.check(null, null)),
         handleAsLabel: await attempt(() => window.wgtune.settle(set, "1000")),
@@ -96,7 +102,8 @@ def test_a_set_or_call_described_wrong_is_an_error_that_says_what(browser):
     assert "takes an object" in problems["notObject"] and "number" in problems["notObject"]
     assert "unknown field(s) colour" in problems["unknownField"]
     assert "candidate 'a'" in problems["badCandidate"] and "grid" in problems["badCandidate"]
-    assert "a call is {buffers, params}" in problems["badCall"]
+    assert problems["badCall"] == "set 'js_errors': a call is {buffers, params}, got an object with params"
+    assert problems["badCallClass"] == ["ConfigError", True, "js_errors", "buffers"]  # not a TypeError: as documented
     assert "buffers must be an object by WGSL name or an array" in problems["badBuffers"]
     assert problems["nullLabels"] == "wgtune.check(set, key): the set must be a string label, got null"
     assert "for a set from defineSet, call its handle: set.check(call)" in problems["handleAsLabel"]

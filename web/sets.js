@@ -15,7 +15,7 @@
 //   await scale.execute(call);      // runs the fallback while Pending, then the winner
 //   await scale.settle(call);       // {state: "Hit", winner: "wg128", key: {n: 1000}}
 
-import { pythonError } from "./errors.js";
+import { ConfigError, pythonError } from "./errors.js";
 
 /**
  * What one of the app's own functions threw (a set's grid, key...), taken back from Python by its
@@ -35,7 +35,9 @@ function thrownFrom(api) {
 
 function checkedCall(setName, call) {
   if (call === null || typeof call !== "object" || !("buffers" in call)) {
-    throw new TypeError(`wgtune set ${setName}: a call is {buffers, params}, got ${describe(call)}`);
+    // A ConfigError, as every other call that cannot run (backends/js_calls.py words it alike).
+    throw new ConfigError(`set '${setName}': a call is {buffers, params}, got ${describe(call)}`,
+                          { set: setName, field: "buffers" });
   }
   return call;
 }
