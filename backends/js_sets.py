@@ -26,6 +26,7 @@ from .call_launches import CALL_NAME
 from .js_calls import RECENT_CALLS, RecentCalls
 from .js_errors import failed_answer
 from .js_set_spec import Calls, tunable_set
+from .page_events import execute_saying_start
 from .page_settings import settle_timeout
 
 __all__ = ["RECENT_CALLS", "JsSet", "define_set"]
@@ -145,10 +146,8 @@ class JsSet:
     def _run(self, args: Args) -> str | Awaitable[str]:
         tuner = self.session.tuner
         key = tuner.key(self.tunables, args)
-        missed = isinstance(tuner.fastest(self.tunables, key), Miss)
-        kernel = tuner.execute(self.tunables, args)
-        if missed and isinstance(tuner.fastest(self.tunables, key), Pending):  # this call started the tune
-            self.session.notify_pending(self.name, key)
+        kernel = execute_saying_start(tuner, self.tunables, key, args,
+                                      lambda: self.session.notify_pending(self.name, key))
         if CALL_NAME not in args.cache:  # what a batch's refusal names the call by
             args.cache[CALL_NAME] = f"set {self.name!r} [{key}]"
         take = getattr(tuner.device, "take_launch_scope", None)

@@ -44,7 +44,7 @@ from . import indexeddb
 from .browser import BrowserDevice, js_object
 from .js_errors import failed_answer
 from .page_dispose import dispose_session
-from .page_events import PageRecords, event_message
+from .page_events import PageRecords, event_message, execute_saying_start
 from .page_settings import page_config, settle_timeout
 from .page_stored import StoredWinnersCalls
 from .tabs import TabCoordinator
@@ -314,10 +314,8 @@ class PageSession(StoredWinnersCalls):
         problem = self._problem(set_name, label)
         await self.tuner.prepare(problem.tunables)  # the fallback, compiled: at once once it is
         before = self._state(problem)
-        missed = isinstance(self.tuner.fastest(problem.tunables, problem.key), Miss)
-        kernel = self.tuner.execute(problem.tunables, problem.args)
-        if missed and isinstance(self.tuner.fastest(problem.tunables, problem.key), Pending):  # it started the tune
-            self._notify({"type": "pending", "set": problem.set_name, "key": problem.label})
+        kernel = execute_saying_start(self.tuner, problem.tunables, problem.key, problem.args, lambda: self._notify(
+            {"type": "pending", "set": problem.set_name, "key": problem.label}))
         take = getattr(self.device, "take_launch_scope", None)  # the call's first launch, in its own scope
         scope = take(problem.args) if take is not None else None
         if scope is not None:

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from wgtune.coordinator import WinnerFromElsewhere
 from wgtune.key import Key
+from wgtune.state import Miss, Pending
 from wgtune.store.record import TuneRecord, envelope
 from wgtune.store.results import result_to_json
 from wgtune.tune.events import TrialFinished, TuneFailedEvent, TuneFinished, TuneStarted
 
-__all__ = ["PageRecords", "event_message"]
+__all__ = ["PageRecords", "event_message", "execute_saying_start"]
 
 PageKey = Callable[[str, Key], tuple[str, str]]
 
@@ -70,3 +72,14 @@ def event_message(event: object, page_key: PageKey) -> dict | None:
 
 def _confidence(confidence: object) -> dict | None:
     return confidence.to_json() if confidence is not None else None
+
+
+def execute_saying_start(tuner: Any, tunables: Any, key: Key, args: Any, started: Callable[[], None]) -> Any:
+    """``tuner.execute(tunables, args)`` (the kernel that ran), calling ``started`` where this call
+    began the key's tune (a Miss that is Pending after it): the page hears ``pending`` whichever call
+    started a tune, as ``check`` says it. On a Hit, one more dict lookup."""
+    missed = isinstance(tuner.fastest(tunables, key), Miss)
+    kernel = tuner.execute(tunables, args)
+    if missed and isinstance(tuner.fastest(tunables, key), Pending):
+        started()
+    return kernel

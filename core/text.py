@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["printable", "shown"]
+__all__ = ["json_kind", "printable", "shown", "shown_json"]
 
 ELLIPSIS = "…"
 
