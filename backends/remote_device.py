@@ -130,6 +130,7 @@ class RemoteDevice(Device):
         self.clock_grain = home.clock_grain
         self.background_compiles = info.background_compiles
         self.compile_width = info.compile_width
+        self.placements = info.placements
 
     @property
     def pid(self) -> int:

@@ -39,10 +39,11 @@ from kernels import Workload  # bench/kernels.py
 from wgtune import Args, run_inline
 from wgtune.backends.native import NativeDevice
 
-__all__ = ["DUEL_ROUNDS", "CheckedOracle", "allowance", "checked_candidates", "checked_oracle", "disagreement",
-           "duel"]
+__all__ = ["DUEL_COPIES", "DUEL_ROUNDS", "CheckedOracle", "allowance", "checked_candidates", "checked_oracle",
+           "disagreement", "duel"]
 
 DUEL_ROUNDS = 40  # the rounds of a duel between a pick and the oracle's winner
+DUEL_COPIES = 2  # the sets of copies a spread duel adds to the call's buffers
 
 
 def allowance(want: np.ndarray, atol: float, rtol: float) -> np.ndarray:
@@ -162,13 +163,25 @@ def checked_oracle(
     return CheckedOracle(len(pipelines), wrong, samples, correct)
 
 
-def duel(device: NativeDevice, found: CheckedOracle, pick: int, args: Args, rounds: int = DUEL_ROUNDS) -> float | None:
+def duel(device: NativeDevice, found: CheckedOracle, pick: int, args: Args, rounds: int = DUEL_ROUNDS,
+         copies: int = 0) -> float | None:
     """``pick``'s regret measured again against the oracle's winner alone (see the module doc):
     their medians over ``rounds`` interleaved rounds, the pick's over the winner's, minus one
     (below zero where the pick proves the faster). None where there is no one to duel: the pick
-    is the winner, or is not among the correct candidates."""
+    is the winner, or is not among the correct candidates.
+
+    With ``copies``, the pair is timed so on the call's buffers and on that many sets of copies
+    of them, and a candidate's time is the mean of its medians on each set: where a kernel's
+    speed depends on where its buffers lie (``bench/placement.py``), the call's own buffers are
+    one draw of that, and a tune (which runs on copies) can only pick for buffers nobody chose."""
     best = found.best
     if best is None or pick == best or pick not in found.pipelines:
         return None
-    times = medians(oracle(device, {index: found.pipelines[index] for index in (pick, best)}, args, rounds))
-    return times[pick] / times[best] - 1
+    pair = {index: found.pipelines[index] for index in (pick, best)}
+    sets = [args] + [args.with_buffers([device.clone_buffer(buffer) for buffer in args.buffers])
+                     for _ in range(copies)]
+    each = [medians(oracle(device, pair, one, rounds)) for one in sets]
+    for one in sets[1:]:
+        for buffer in one.buffers:
+            buffer.destroy()
+    return sum(times[pick] for times in each) / sum(times[best] for times in each) - 1

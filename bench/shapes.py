@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from checked_oracle import checked_oracle, duel  # bench/checked_oracle.py
+from checked_oracle import DUEL_COPIES, checked_oracle, duel  # bench/checked_oracle.py
 from held_out import draw_suite, fresh_seed, matmul_class  # bench/held_out.py
 from regret import ORACLE_ROUNDS  # bench/regret.py
 from run_info import Report  # bench/run_info.py
@@ -165,7 +165,9 @@ def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, 
     names = [kernel.name for kernel in workload.tunables.candidates]
     seconds = found.times.get(tuned.index)
     regret = found.regret(tuned.index)
-    dueled = duel(device, found, tuned.index, tuned.args) if REGRET_LIMIT < regret < math.inf else None
+    over = REGRET_LIMIT < regret < math.inf
+    dueled = duel(device, found, tuned.index, tuned.args) if over else None
+    spread = duel(device, found, tuned.index, tuned.args, copies=DUEL_COPIES) if over else None
     if seconds is None:
         seconds = time_candidate(device, workload.tunables, tuned.index, tuned.args, config).stats.median
     return Row(
@@ -173,7 +175,7 @@ def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, 
         workload.work / seconds, torch_rate, torch_graph_rate,
         names[found.best] if found.best is not None else "-",
         regret, found.noise(tuned.index), found.fitting - len(found.wrong), found.fitting,
-        {names[index]: why for index, why in found.wrong.items()}, dueled,
+        {names[index]: why for index, why in found.wrong.items()}, dueled, spread,
     )
 
 

@@ -16,6 +16,7 @@ from wgtune.backends.native import NativeDevice
 from wgtune.kernels.matmul import MatmulTile, matmul_key, naive_matmul_kernel, tiled_matmul_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
+import checked_oracle as checked_oracle_module
 import held_out
 import shape_report
 import shapes
@@ -137,6 +138,37 @@ def test_a_pick_over_the_limit_is_dueled_against_the_oracles_winner_and_the_summ
     assert "run: after the duels <= 2% on 2/3 shapes (67%; target >= 95%: MISSED)" in summary
     assert f"after the duels (2 picks over the limit, each against the oracle's winner over {DUEL_ROUNDS} rounds): " \
            "regret <= 2% on 2/3 shapes (67%); the duels' regrets +1.0%, +3.0%" in summary
+
+
+def test_a_spread_duel_times_the_pair_on_the_calls_buffers_and_copies_and_the_summary_counts_it(device):
+    workload = replace(shapes.matmul_workload(9, 12, 14), tunables=small_set())
+    args, inputs = workload.make(device)
+    found = checked_oracle(device, workload, args, workload.expected(inputs), 2, {})
+    loser = next(index for index in (0, 1, 2) if index != found.best)
+    timed: list[tuple] = []
+    real = checked_oracle_module.oracle
+
+    def counting(device, pipelines, args, rounds):
+        timed.append(tuple(args.buffers))
+        return real(device, pipelines, args, rounds)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checked_oracle_module, "oracle", counting)
+        measured = duel(device, found, loser, args, rounds=3, copies=2)
+    assert measured is not None and math.isfinite(measured)
+    assert len(timed) == 3 and timed[0] == tuple(args.buffers)  # the call's own buffers, then two sets of copies
+    assert len({buffer for buffers in timed for buffer in buffers}) == 3 * len(args.buffers)
+
+    def row(shape: str, regret: float, dueled: float | None, spread: float | None) -> shape_report.Row:
+        return shape_report.Row("matmul", shape, "held:general", "GFLOP/s", "w", 1.0, 90.0, 100.0, 50.0, "v",
+                                regret, 0.01, 3, 3, {}, dueled, spread)
+
+    rows = [row("1x2x3", 0.0, None, None), row("4x5x6", 0.05, 0.04, 0.01), row("7x8x9", 0.04, 0.03, 0.05)]
+    summary = "\n".join(shape_report.summary(rows))
+    assert "run: after the duels <= 2% on 1/3 shapes (33%; target >= 95%: MISSED)" in summary
+    assert "run: after the duels on several sets of buffers <= 2% on 2/3 shapes (67%; target >= 95%: MISSED)" \
+        in summary
+    assert "2 sets of copies" in summary and "their regrets +1.0%, +5.0%" in summary
 
 
 def test_a_held_out_draw_is_added_to_the_fixed_shapes_seeded_and_in_every_class():
