@@ -66,7 +66,6 @@ class DeviceInfo:
     timing: str
     background_compiles: int
     compile_width: int
-    placements: int
 
 
 @dataclass(frozen=True)
@@ -281,8 +280,7 @@ def main() -> int:
         return 0
     try:
         device = open_device(spec)
-        info = DeviceInfo(device.identity.as_dict(), device.timing, device.background_compiles, device.compile_width,
-                          device.placements)
+        info = DeviceInfo(device.identity.as_dict(), device.timing, device.background_compiles, device.compile_width)
     except Exception as error:
         _answer(out, error_answer(error))
         return 1

@@ -130,7 +130,6 @@ class RemoteDevice(Device):
         self.clock_grain = home.clock_grain
         self.background_compiles = info.background_compiles
         self.compile_width = info.compile_width
-        self.placements = info.placements
 
     @property
     def pid(self) -> int:

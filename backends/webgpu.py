@@ -65,10 +65,6 @@ class WebGPUDevice(BindGroups, CallLaunches, Device):
     """
 
     limits = DeviceLimits()
-    # Two sets of the benchmark's buffers a sample spans (``Device.placements``): on an H100 a
-    # tune on one set of copies picked a tile 15% slower on the call's own buffers than the flat
-    # kernel it picks on most sets (``bench/placement.py``).
-    placements = 2
 
     def __init__(self, shim: GPUShim, *, timestamps: bool) -> None:
         self.shim = shim

@@ -82,8 +82,6 @@ class Script:
     ``stall`` is wall-clock seconds every dispatch really takes (``time.sleep``): a runaway; with
     ``stalls``, only the first that many dispatches take it (a machine busy for a moment).
     ``loses_device`` makes a dispatch lose the device: every later sync raises DeviceLost.
-    ``on_buffers`` gives seconds per dispatch by the labels of the buffers a profile ran on,
-    instead of ``duration`` (where a kernel's speed depends on where its buffers lie).
     """
 
     duration: Duration = 1e-3
@@ -96,7 +94,6 @@ class Script:
     stall: float = 0.0
     stalls: int = 0
     loses_device: bool = False
-    on_buffers: Callable[[tuple[str, ...]], float] | None = None
 
     def seconds(self, call: int) -> float:
         return seconds_of(self.duration, call)
@@ -169,7 +166,6 @@ class FakeDevice(wgtune.Device):
     sync_error: BaseException | None = None
     empty_pass: Duration = 0.0
     clock_quantum: float = 0.0
-    placements: int = 1
 
     def __post_init__(self) -> None:
         if self.suspend is True:
@@ -180,7 +176,6 @@ class FakeDevice(wgtune.Device):
         self.compiled_together: list[list[str]] = []  # each compile_many call's kernels
         self.dispatches: Counter[str] = Counter()
         self.profiles: dict[str, list[int]] = {}
-        self.profiled: list[tuple[str, tuple[str, ...], int]] = []  # each profile's candidate, buffer labels, repeats
         self.resolves = 0
         self.syncs = 0
         self.clones = 0
@@ -293,13 +288,10 @@ class FakeDevice(wgtune.Device):
             calls = self.profiles.setdefault(name, [])
             call = len(calls)
             calls.append(repeats)
-            labels = tuple(getattr(buffer, "label", "") for buffer in args.buffers)
-            self.profiled.append((name, labels, repeats))
         if script.profile_error is not None:
             raise script.profile_error
         self._run(pipeline, args, repeats)
-        seconds = script.on_buffers(labels) if script.on_buffers is not None else script.seconds(call)
-        return FakeProfile(name, seconds * repeats, repeats)
+        return FakeProfile(name, script.seconds(call) * repeats, repeats)
 
     async def resolve(self, profile: FakeProfile) -> float:
         await self._maybe_suspend("resolve")

@@ -148,13 +148,6 @@ class Device(ABC):
     """How many of the coming candidates the adaptive policy may compile in the background while
     it measures (:meth:`start_compiles`), once the first batch is compiled: none where compiling
     would slow the measuring (a CPU adapter runs kernels on the cores that compile)."""
-    placements: int = 1
-    """Over how many sets of the benchmark's buffers a tune spreads each sample (``measure.Arm.sample``):
-    where a kernel's speed depends on where its buffers lie in the GPU's memory, a pick made on one
-    set of copies can be wrong on the call's own buffers and on the next (on an H100, two of six sets
-    of copies ran a matmul's tiles 25% faster than the other four, and its tunes picked a tile or a
-    flat kernel by which set they drew: ``bench/placement.py``). 1: one set, as a device that cannot
-    tell."""
     compile_width: int = 1
     """How many compiles :meth:`compile_many` overlaps. Where it is 1 a compile costs its full
     time whenever it is made, so the adaptive policy compiles only what it is sure to screen

@@ -91,7 +91,7 @@ class AdaptiveSampler:
 
     def __init__(self, bench: Bench, on_trial: OnTrial, limit: float | None) -> None:
         self.bench, self.on_trial, self.limit = bench, on_trial, limit
-        self.device, self.tunables, self.sets, self.config = bench.device, bench.tunables, bench.sets, bench.config
+        self.device, self.tunables, self.args, self.config = bench.device, bench.tunables, bench.args, bench.config
         self.step = bench.step
         self.sampled = Sampled()
         self.alive: list[Arm] = []
@@ -122,7 +122,7 @@ class AdaptiveSampler:
         candidate that fails now is out with its error."""
         started = time.perf_counter()
         try:
-            await arm.sample(self.device, self.sets, count, round_)
+            await arm.sample(self.device, self.args, count, round_)
         except Exception as error:
             failure: Result = candidate_failure(arm.name, error, "launch")
         else:

@@ -32,7 +32,7 @@ async def run_candidate(bench: Bench, index: int) -> Result:
     arm.samples.clear()
     samples = bench.config.samples
     try:
-        await arm.sample(bench.device, bench.sets, samples)
+        await arm.sample(bench.device, bench.args, samples)
     except Exception as error:
         return candidate_failure(arm.name, error, "launch")
     bench.step(f"{arm.name}: {len(arm.samples)} of {samples} samples valid, {arm.repeats} dispatches a sample")

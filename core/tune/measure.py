@@ -128,32 +128,17 @@ class Arm:
     wall: float = 0.0
     rounds: list[int] = field(default_factory=list)  # each sample's round (``Stats.rounds``)
 
-    async def sample(self, device: Device, sets: Sequence[Args], count: int = 1, round_: int | None = None) -> None:
+    async def sample(self, device: Device, args: Args, count: int = 1, round_: int | None = None) -> None:
         """Take ``count`` timed samples (submitted together, then resolved), in round ``round_``
-        of the policy's rounds if given (else each a round of its own).
-
-        A sample spans ``sets`` (``Bench.sets``): its repeats are split among them, a timed pass on
-        each, and it reads their total time over their dispatches, so a candidate that runs fast
-        only where one set's buffers happen to lie is not ranked by that set alone. A candidate of
-        one dispatch a sample takes each sample on one set in turn (by round, so that a round
-        compares candidates on the same buffers)."""
-        turn = round_ if round_ is not None else len(self.samples)
-        samples = [[(await device.profile(self.compiled, args, self.grid, repeats), repeats)
-                    for args, repeats in self._passes(sets, turn + number)] for number in range(count)]
-        for passes in samples:
-            seconds = sum([await device.resolve(handle) for handle, _ in passes]) / sum(n for _, n in passes)
+        of the policy's rounds if given (else each a round of its own)."""
+        profiles = [await device.profile(self.compiled, args, self.grid, self.repeats) for _ in range(count)]
+        for handle in profiles:
+            seconds = await device.resolve(handle) / self.repeats
             if math.isfinite(seconds) and seconds > 0:
                 self.samples.append(seconds)
                 self.rounds.append(round_ if round_ is not None else next(_NO_ROUND))
             else:
                 self.invalid += 1
-
-    def _passes(self, sets: Sequence[Args], turn: int) -> list[tuple[Args, int]]:
-        """The timed passes of one sample: ``(args, dispatches)`` each."""
-        if self.repeats >= len(sets):
-            each = -(-self.repeats // len(sets))
-            return [(args, each) for args in sets]
-        return [(sets[turn % len(sets)], self.repeats)]
 
     def record(self, seconds: float) -> None:
         """A sample taken elsewhere (the calibration's last reading), in no round."""
@@ -187,14 +172,6 @@ class Bench:
     """The candidate the adaptive policy screens first: the set's default (its first candidate)
     where the plan has it. Its time is the bar the others are measured against from the start,
     so a group slow on this device is pruned after its probes even in the first batch."""
-    spread: tuple[Args, ...] = ()
-    """Other sets of the benchmark's inputs (more copies of the call, or more of the set's
-    ``input_gen``) that each sample spans beside ``args`` (``Device.placements``)."""
-
-    @property
-    def sets(self) -> tuple[Args, ...]:
-        """Every set of the benchmark's inputs a sample spans: ``args`` first."""
-        return (self.args, *self.spread)
 
     @property
     def device(self) -> Device:
@@ -326,8 +303,6 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
                 return mismatch
         for _ in range(warmups_after(first_launch, config.warmups)):
             device.dispatch(compiled, args, grid)
-        for other in bench.spread:  # its bind groups made, and its buffers touched, before a timed pass
-            device.dispatch(compiled, other, grid)
         # No wait for the warmups: calibration's first timed pass runs after them on the queue (and
         # a wall-clock pass waits for them first), and it raises what they caused. A wait costs a
         # round trip, some 100 ms in a browser on a CPU adapter.

@@ -21,7 +21,6 @@ from dataclasses import replace
 from ..config import Policy
 from ..errors import Mismatch, NoValidKernelFound
 from ..gpu.clock import clock_grain
-from ..sets.args import Args
 from ..sets.shaders import shader_of
 from ..store.results import Measured, Result
 from .adaptive import sample_adaptively
@@ -43,8 +42,6 @@ __all__ = ["POLICIES", "measure_key"]
 POLICIES: dict[Policy, SamplingPolicy] = {Policy.ADAPTIVE: sample_adaptively, Policy.FIXED: sample_fixed}
 # Seconds of reflecting candidates' WGSL between two of the device's pauses (a page's task).
 REFLECT_SLICE = 0.01
-# Bytes of a call's buffers up to which a tune copies them again for ``Device.placements``.
-SPREAD_BYTES = 64 << 20
 
 
 async def measure_key(request: TuneRequest) -> TuneOutcome:
@@ -79,8 +76,7 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     def on_trial(index: int, result: Result, wall: float) -> None:
         request.emit(TrialFinished(tunables.name, key, index, result, wall))
 
-    bench = Bench(request, bench_args, floor, check, TimeLimit(config.time_limit), bar=default,
-                  spread=_spread(request, bench_args))
+    bench = Bench(request, bench_args, floor, check, TimeLimit(config.time_limit), bar=default)
     limit = short_circuit_limit(tunables, key)
     if tunables.search is not None:
         sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)
@@ -96,20 +92,6 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
         raise NoValidKernelFound(tunables.name, key, tuple(sampled.all_results(tunables, plan)))
     return replace(outcome, checked=config.checks and not config.dry_run,
                    judge=check.judge if check is not None else "", warning=warning)
-
-
-def _spread(request: TuneRequest, bench_args: Args) -> tuple[Args, ...]:
-    """The other sets of the benchmark's inputs each sample spans (``Device.placements``):
-    copies of ``bench_args``, or more of the set's ``input_gen``. None in a dry run, or where the
-    inputs are over SPREAD_BYTES (a large call's kernels run long enough that where its buffers
-    lie moved them 1% on an H100, and its copies would double the tune's memory)."""
-    device, tunables = request.device, request.tunables
-    size = sum(getattr(buffer, "size", 0) for buffer in bench_args.buffers)
-    if device.placements < 2 or request.config.dry_run or size > SPREAD_BYTES:
-        return ()
-    if tunables.input_gen is not None:
-        return tuple(tunables.input_gen(device, request.key, request.args) for _ in range(device.placements - 1))
-    return tuple(clone_args(device, bench_args) for _ in range(device.placements - 1))
 
 
 def _begin_first_compiles(request: TuneRequest, plan: Plan, default: int | None) -> None:
