@@ -18,6 +18,7 @@ times the call's own buffers. For each key this measures, on one device:
 Usage::
 
     python bench/placement.py --key 1410x2720x21 --key 752x20x3093
+    python bench/placement.py --key 1410x2720x21 --copy out   # only the output copied: is it its place?
     python bench/placement.py --small                 # tiny keys, for lavapipe
 
 A benchmark, not a test.
@@ -47,8 +48,10 @@ GPU_KEYS = ((1410, 2720, 21), (752, 20, 3093), (103, 599, 2385), (562, 559, 514)
 SMALL_KEYS = ((48, 48, 48), (40, 24, 56))
 
 
-def copies_of(device: NativeDevice, args: Args) -> Args:
-    return args.with_buffers([device.clone_buffer(buffer) for buffer in args.buffers])
+def copies_of(device: NativeDevice, args: Args, slots: set[int]) -> Args:
+    """``args`` with the buffers in ``slots`` replaced by copies (the others the call's own)."""
+    return args.with_buffers([device.clone_buffer(buffer) if slot in slots else buffer
+                              for slot, buffer in enumerate(args.buffers)])
 
 
 def run_key(device: NativeDevice, shape: tuple[int, int, int], options: argparse.Namespace, floor: float,
@@ -62,7 +65,9 @@ def run_key(device: NativeDevice, shape: tuple[int, int, int], options: argparse
     right = {index: found for index, found in pipelines.items() if index not in wrong}
     picks = [workload.tunables.index_of[fresh_tune(device, workload, args, pipelines, "adaptive")[0]]
              for _ in range(options.tunes)]
-    sets = [args] + [copies_of(device, args) for _ in range(options.copies)]
+    everything = set(range(len(args.buffers)))
+    slots = {"all": everything, "out": {workload.out_index}, "in": everything - {workload.out_index}}[options.copy]
+    sets = [args] + [copies_of(device, args, slots) for _ in range(options.copies)]
     run_inline(device.sync())
     repeats = {index: run_inline(calibrate(device, pipeline, args, grid, floor))[0]
                for index, (pipeline, grid) in right.items()}
@@ -80,7 +85,8 @@ def run_key(device: NativeDevice, shape: tuple[int, int, int], options: argparse
     medians = {key: statistics.median(values) for key, values in samples.items()}
     width = max(len(names[index]) for index in chosen)
     report.line(f"matmul {'x'.join(map(str, shape))}: {len(right)} right of {len(pipelines)}; {len(chosen)} timed on "
-                f"the call's buffers (set 0) and {options.copies} sets of copies, {options.rounds} rounds; "
+                f"the call's buffers (set 0) and {options.copies} sets of copies ({options.copy}), "
+                f"{options.rounds} rounds; "
                 f"{options.tunes} tunes picked: {', '.join(names[index] for index in picks)}")
     report.line(f"    {'candidate (us a launch)':{width + 3}} "
                 + " ".join(f"{'set ' + str(s):>7}" for s in range(len(sets))) + "  spread")
@@ -101,9 +107,11 @@ def run_key(device: NativeDevice, shape: tuple[int, int, int], options: argparse
                - 1 for index in chosen]
     report.line(f"  spread over the sets: median {statistics.median(spreads):+.1%}, max {max(spreads):+.1%}; "
                 f"measured in {time.perf_counter() - started:.1f} s")
-    for found in sets:
-        for buffer in found.buffers:
-            buffer.destroy()
+    for found in sets[1:]:
+        for slot in slots:
+            found.buffers[slot].destroy()
+    for buffer in args.buffers:
+        buffer.destroy()
     return [(medians[(index, 0)] / best - 1, mean[index] / min(mean.values()) - 1) for index in picks]
 
 
@@ -112,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--key", action="append", type=matmul_shape, help="MxNxK (repeatable) instead of the defaults")
     parser.add_argument("--small", action="store_true", help="tiny keys, for lavapipe")
     parser.add_argument("--copies", type=int, default=3, help="sets of copies beside the call's buffers (3)")
+    parser.add_argument("--copy", choices=("all", "out", "in"), default="all",
+                        help="which of the call's buffers a set copies (the others stay the call's): all (the "
+                             "tuner's way), the output only, or the inputs only; which buffer's place moves the time")
     parser.add_argument("--top", type=int, default=6, help="the fastest candidates timed (6), the picks added")
     parser.add_argument("--tunes", type=int, default=4, help="fresh tunes a key (4)")
     parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds (10)")

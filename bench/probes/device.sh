@@ -24,6 +24,9 @@
 #   short      bench/short_kernels.py on SHORT_KEYS (default: the picks the H100's duels found over 2% more than
 #              once, sessions 18-24): each candidate by the tuner's own figure, the GPU's timestamps, one pass, a
 #              batch and alone, so whether such a miss is the tune's spread or its timing shows
+#   placement  bench/placement.py on PLACEMENT_KEYS (default: keys whose time moved most with where their buffers lie,
+#              session 25), copying all of a call's buffers, then its output only, then its inputs only: which
+#              buffer's place moves the time (if the inputs', a tune could share the call's own, read-only)
 #   checks     every candidate of every family on 15 fresh shapes a family at a GPU's sizes (bench/fresh_checks.py:
 #              outputs checked on NaN-filled buffers, within the H200's binding limit), a few minutes
 #   sweep:NAME the tiles of bench/probes/<NAME>.txt on sweep-ab's shapes, with bench/k_sweep.py
@@ -62,6 +65,8 @@ SWEEP_AB=${SWEEP_AB:-"1984x907x688 2231x2153x197 397x2597x2132 1147x406x1007"}
 # Picks the duels found over 2% on two or more draws: a vec4 flat kernel undervalued against a tile at K of 12-21,
 # one column group of 512 invocations against two of 256, a two-pass 128x16 tile against a float-atomic 64x64.
 SHORT_KEYS=${SHORT_KEYS:-"693x5648x12 1410x2720x21 2861x916x21 6270x1x2178 1260x2x1883 1673x2x2408 1410x46x1361"}
+# Keys whose candidates' times moved most between sets of copies of their buffers (session 25).
+PLACEMENT_KEYS=${PLACEMENT_KEYS:-"1410x2720x21 752x20x3093 1x811x5126 893x1424x20"}
 SWEEP_MN=${SWEEP_MN:-2048x2048}
 CHECKS_WORK=${CHECKS_WORK:-2e10}
 SWEEP_K=${SWEEP_K:-"64 128 256 512 1024 2048 4096"}
@@ -104,6 +109,9 @@ for part in "$@"; do
       done ;;
     draw) python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --shapes 0:0 ;;
     short) python3 "$R"/bench/short_kernels.py --all $(for k in $SHORT_KEYS; do echo --key matmul:"$k"; done) ;;
+    placement) for copy in all out in; do
+        python3 "$R"/bench/placement.py --copy $copy --copies 5 --tunes 2 $(for k in $PLACEMENT_KEYS; do echo --key "$k"; done)
+      done ;;
     sweep:*)
       name=${part#sweep:}
       $P --out "$OUT/sweep-$name" --tiles @"$R/bench/probes/$name.txt" $(sweep_shapes)
@@ -153,7 +161,7 @@ for part in "$@"; do
       echo "-- with bench/probes/$name.patch, seed $seed${FLAGS:+, $FLAGS}"
       PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" timeout "${LIMIT:-0}" python3 "$R"/bench/shapes.py --full --only matmul \
         $given ${FLAGS:-} ;;
-    *) echo "unknown part $part (tail, staircase, staircase:NAME, k-sweep, hundreds, short-k, narrow, draw, short, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, staircase:NAME, k-sweep, hundreds, short-k, narrow, draw, short, placement, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
     narrow | ab:* | dawn) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
