@@ -200,6 +200,8 @@ def _export(console, database, args) -> None:
         print(f"exported {count} winner(s) from {namespaces} namespace(s) to {args.file}", file=sys.stderr)
         return
     target = Path(os.path.realpath(args.file))  # a link's target is replaced, the link stays
+    if not target.parent.is_dir():  # said of the name asked for, not of the temporary file beside it
+        raise ConfigError(f"cannot export to {args.file}: no such directory {str(target.parent)!r}")
     temp = target.with_name(f".{target.name}.partial")
     try:
         with temp.open("w", encoding="utf-8") as out:

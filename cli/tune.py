@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -12,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from wgtune.config import Config
+from wgtune.errors import ConfigError
 from wgtune.key import Key
 from wgtune.state import Hit
 from wgtune.store.confidence import Confidence
@@ -19,6 +21,9 @@ from wgtune.tune.events import TrialFinished, TuneFinished, TuneStarted
 from wgtune.tune.log import format_seconds
 
 from .console import configure_logging, wide_console
+
+if TYPE_CHECKING:
+    from wgtune.kernels.demo import DemoCase
 
 
 @dataclass
@@ -77,10 +82,23 @@ def summarize(
     )
 
 
-def run_tune(args) -> int:
-    from wgtune.backends.local import open_tuner
+def chosen_cases(only: list[str] | None) -> list[DemoCase]:
+    """The demo suite's cases that ``--only`` names (all without it), in the suite's order; a name
+    that is no set of the suite is a ConfigError naming it and the sets (exit 2, before any work)."""
     from wgtune.kernels.demo import demo_suite
 
+    suite = demo_suite()
+    known = [case.tunables.name for case in suite]
+    unknown = [name for name in dict.fromkeys(only or ()) if name not in known]
+    if unknown:
+        raise ConfigError(f"--only: unknown set(s) {', '.join(unknown)}; sets: {', '.join(known)}")
+    return [case for case in suite if not only or case.tunables.name in only]
+
+
+def run_tune(args) -> int:
+    from wgtune.backends.local import open_tuner
+
+    cases = chosen_cases(args.only)
     overrides = {}
     if args.cache_dir:
         overrides["cache_dir"] = args.cache_dir
@@ -128,14 +146,12 @@ def run_tune(args) -> int:
         from wgtune.backends.dawn import DawnDevice
 
         device = DawnDevice.open()
-    tuner = open_tuner(device, config=config, observer=observe)
+    empty = empty_store(config)
+    # A dry run stores nothing: where nothing is stored either, it has nothing to read, and opening
+    # the store would create its database.
+    tuner = open_tuner(device, config=replace(config, cache=False) if empty else config, observer=observe)
     if not args.json:
-        console.print(store_line(tuner, config), highlight=False)
-    cases = [case for case in demo_suite() if not args.only or case.tunables.name in args.only]
-    if args.only and len(cases) < len(set(args.only)):
-        known = ", ".join(case.tunables.name for case in demo_suite())
-        print(f"wgtune: error: --only names an unknown set; sets: {known}", file=sys.stderr)
-        return 2
+        console.print(store_line(tuner, config, empty), highlight=False)
     summaries: list[KeySummary] = []
     with progress:
         for case in cases:
@@ -173,8 +189,25 @@ def run_tune(args) -> int:
     return 0
 
 
-def store_line(tuner, config: Config) -> str:
-    """Where this run reads and keeps winners, and how many it found (printed before tuning)."""
+def empty_store(config: Config) -> str | None:
+    """For a dry run with the cache on and nothing stored in it yet (no database, no old document),
+    the database's path; else None (the store is opened as usual: a dry run reads its winners)."""
+    if not (config.dry_run and config.cache):
+        return None
+    from wgtune.backends.cache_transfer import SqliteDatabase
+
+    try:
+        with SqliteDatabase(config.cache_dir) as database:
+            return database.where if database.is_empty_cache() else None
+    except OSError:  # an unreadable directory: opening the store says what is wrong, as without --dry-run
+        return None
+
+
+def store_line(tuner, config: Config, empty: str | None = None) -> str:
+    """Where this run reads and keeps winners, and how many it found (printed before tuning);
+    ``empty``: the database a dry run left unopened (``empty_store``)."""
+    if empty is not None:
+        return escape(f"winners: none stored in {empty}; a dry run stores nothing (no database made)")
     if tuner.store is None:
         why = "the cache is off" if not config.cache else "the store could not be opened (see the warning)"
         return f"winners: kept in this process only ({why})"
@@ -203,4 +236,4 @@ def print_table(console: Console, tuner, summaries: list[KeySummary]) -> None:
     )
 
 
-__all__ = ["KeySummary", "run_tune", "store_line", "summarize"]
+__all__ = ["KeySummary", "chosen_cases", "empty_store", "run_tune", "store_line", "summarize"]
