@@ -35,7 +35,7 @@ def decode_record(set_name: object, key_text: object, text: object) -> StoredEnt
     if not isinstance(text, str):
         raise StoreError(f"the record holds a {type(text).__name__}, not an entry's text")
     entry = StoredEntry.from_json(parse_json(text))
-    if entry.set_name != set_name or entry.key.to_json() != key_text:
+    if entry.set_name != set_name or not entry.key.is_slot(key_text):
         raise StoreError(f"the record of {shown(set_name)} [{shown(key_text)}] holds "
                          f"{entry.set_name} [{entry.key.to_json()}]")
     return entry

@@ -59,7 +59,7 @@ def decode_row(text: object, set_name: object = None, key_text: object = None) -
         entry = StoredEntry.from_json(obj)
     except (RecursionError, TypeError, ValueError) as error:  # not expected past the checks: still a skip
         raise StoreError(f"entry is malformed: {shown(error, 200)}") from None
-    if set_name is not None and (entry.set_name != set_name or entry.key.to_json() != key_text):
+    if set_name is not None and (entry.set_name != set_name or not entry.key.is_slot(key_text)):
         raise StoreError(f"the row of {shown(set_name)} [{shown(key_text)}] holds the entry of "
                          f"{shown(entry.set_name)} [{shown(entry.key.to_json())}]")
     return entry

@@ -39,6 +39,11 @@ def _check_value(field: str, value: object) -> Scalar:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"key field {field!r} is {value!r}: keys must be finite")
+        # JavaScript has one number type, so a key made in the page or read back from JSON (bundles,
+        # exports, the collector) may say 4096.0 where Python says 4096: both must be one slot, one
+        # text. Only within the int range: a larger integral float stays the float it was accepted as.
+        if value.is_integer() and KEY_INT_RANGE[0] <= value < KEY_INT_RANGE[1]:
+            return int(value)
         return value
     raise TypeError(
         f"key field {field!r} is a {type(value).__name__}: key values must be int, float, str, bool or None"
@@ -48,8 +53,10 @@ def _check_value(field: str, value: object) -> Scalar:
 class Key(tuple):
     """A frozen, hashable, JSON-serialisable autotune key.
 
-    Values compare as Python compares them: ``True == 1 == 1.0``, so keys differing only so are
-    one key (one winner) though their JSON differs. Use strings for flags where that matters.
+    An integral float is held as the int it equals (``4096.0`` is ``4096``, text included), as
+    JavaScript and JSON do not tell them apart; a non-integral float stays a float, a bool a bool.
+    Values compare as Python compares them: ``True == 1``, so keys differing only so are one key
+    in memory though their JSON (their stored slot) differs. Use strings for flags where that matters.
 
     >>> Key({"n": 1024, "dtype": "f32"})
     Key(dtype='f32', n=1024)
@@ -84,6 +91,17 @@ class Key(tuple):
         if not isinstance(value, Mapping):
             raise ValueError(f"a key must be a JSON object, got {type(value).__name__}")
         return cls(value)
+
+    def is_slot(self, text: object) -> bool:
+        """Whether a stored slot's key ``text`` is this key's: its own text, or the text an older
+        wgtune wrote for it (``{"n":4096.0}`` for ``n=4096``, before integral floats were held as
+        ints), so that such a row is read as this key's rather than as damaged."""
+        if text == self.to_json():
+            return True
+        try:
+            return isinstance(text, str) and Key.from_json(text).to_json() == self.to_json()
+        except (TypeError, ValueError, RecursionError):
+            return False
 
     def __repr__(self) -> str:
         return "Key(" + ", ".join(f"{field}={value!r}" for field, value in self) + ")"
