@@ -11,7 +11,9 @@ A pipeline binds nothing itself: bind groups are made per stage and call (``WebG
 stages with the same code, entry point, constants, runtime checks and features can run one
 pipeline. Its label is the first such stage's name. A failed compile is not kept here: the
 tuner keeps each candidate's failure itself (``PipelineCache.failed``), and a later compile of
-the same code asks the driver again.
+the same code asks the driver again, for a stage that asks: the driver's message names its label
+(Dawn's and the browser's do), so it never names another set's stage that failed on that code
+first. Stages of one code in one compile share its one error.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from wgtune.errors import KernelError
 from wgtune.sets.kernel import Kernel
 
 from .gpu_shim import GPUShim
@@ -56,27 +59,49 @@ class SharedModules:
 
     async def compile(self, stage: Kernel) -> tuple[Any, Any]:
         """``stage``'s ``(pipeline, bind group layout 0)``, compiled unless a stage of the same
-        code was. Raises the shim's KernelError."""
+        code was. Raises the shim's KernelError, in ``stage``'s name (see the module doc)."""
         key = module_key(stage)
         module = self._compiled.get(key)
         if module is None:
             representative = self._representatives.setdefault(key, stage)
-            module = self._compiled[key] = await self._shim.compile_module(representative)
+            try:
+                module = await self._shim.compile_module(representative)
+            except KernelError:
+                self._representatives.pop(key, None)
+                if representative.name == stage.name:
+                    raise
+                module = await self._shim.compile_module(stage)  # begun for another stage: its error names that one
+            self._compiled[key] = module
         return module
 
     async def compile_many(self, stages: Sequence[Kernel]) -> list[tuple[Any, Any] | Exception]:
         """Each of ``stages`` compiled, the codes not compiled yet once each, all at once through
-        the shim (``GPUShim.compile_modules``): each stage's module, or its code's KernelError,
-        in order."""
+        the shim (``GPUShim.compile_modules``): each stage's module, or its code's KernelError
+        in the name of a stage of ``stages`` (see the module doc), in order."""
         wanted = self._not_compiled(stages)
-        failed: dict[Hashable, Exception] = {}
-        if wanted:
-            for key, module in zip(wanted, await self._shim.compile_modules(list(wanted.values())), strict=True):
-                if isinstance(module, Exception):
-                    failed[key] = module
-                else:
-                    self._compiled[key] = module
+        failed = await self._compile(wanted)
+        # A code begun ahead for a stage not asked for here (another set's) that failed: asked again for one that is.
+        names = {stage.name for stage in stages}
+        again = {key: next(stage for stage in stages if module_key(stage) == key)
+                 for key, error in failed.items() if isinstance(error, KernelError) and wanted[key].name not in names}
+        if again:
+            failed = {key: error for key, error in failed.items() if key not in again} | await self._compile(again)
         return [failed[key] if key in failed else self._compiled[key] for key in map(module_key, stages)]
+
+    async def _compile(self, wanted: dict[Hashable, Kernel]) -> dict[Hashable, Exception]:
+        """Compile each stage of ``wanted`` (by code) through the shim and keep the modules; each
+        failed code's error. A failed code keeps no representative: a later compile of it is in
+        the name of the stage that asks."""
+        failed: dict[Hashable, Exception] = {}
+        if not wanted:
+            return failed
+        for key, module in zip(wanted, await self._shim.compile_modules(list(wanted.values())), strict=True):
+            if isinstance(module, Exception):
+                failed[key] = module
+                self._representatives.pop(key, None)
+            else:
+                self._compiled[key] = module
+        return failed
 
     def start(self, stages: Sequence[Kernel]) -> None:
         """Begin compiling, in the background where the shim can (``GPUShim.start_compiles``),
