@@ -37,8 +37,8 @@ from wgtune import errors
 from wgtune.errors import WgtuneError
 from wgtune.key import Key
 
-__all__ = ["Facing", "ForJavaScript", "describe_error", "failed_answer", "for_javascript", "js_value", "take_thrown",
-           "thrown_by_app"]
+__all__ = ["Facing", "ForJavaScript", "concerning", "describe_error", "failed_answer", "for_javascript", "js_value",
+           "take_thrown", "thrown_by_app"]
 
 # The error types JavaScript has a class for (web/errors.js); any other wgtune error is a WgtuneError there.
 JS_ERROR_NAMES = ("ConfigError", "LaunchRefused", "KernelError", "StoreError", "TuneFailed", "DeviceLost",
@@ -115,6 +115,23 @@ def describe_error(error: BaseException) -> dict[str, Any]:
     if getattr(error, "field", None) is not None:
         described["field"] = error.field
     return described
+
+
+@contextlib.contextmanager
+def concerning(key: Any, set_name: str | None = None) -> Iterator[None]:
+    """A wgtune error raised in the block that names no key (a call's LaunchRefused, a settle's
+    timeout, a NoValidKernelFound of the set's fallback) is given ``key``, the one key the block's
+    call concerns, and ``set_name`` where it names no set: JavaScript's ``key`` and ``set``. Use it
+    only once the call's key is known: an error before (a bad param, the app's key function
+    failing) concerns no key, and names none."""
+    try:
+        yield
+    except WgtuneError as error:
+        if getattr(error, "key", None) is None:
+            error.key = key
+        if set_name is not None and getattr(error, "set_name", None) is None:
+            error.set_name = set_name
+        raise
 
 
 def failed_answer(state: object, failure: BaseException) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from wgtune.store.results import result_to_json
 
 from .call_launches import CALL_NAME
 from .js_calls import RECENT_CALLS, RecentCalls
-from .js_errors import failed_answer
+from .js_errors import concerning, failed_answer
 from .js_set_spec import Calls, tunable_set
 from .page_events import execute_saying_start
 from .page_settings import settle_timeout
@@ -113,18 +113,19 @@ class JsSet:
         args = self.args(call)
         tuner = self.session.tuner
         key = tuner.key(self.tunables, args)
-        if not isinstance(tuner.fastest(self.tunables, key), Hit):
-            try:  # a call WebGPU would refuse is not tuned: its error is the caller's
-                tuner.device.check_call(self.tunables.for_key(key).candidates[0], args)
-            except LaunchRefused as error:
-                raise LaunchRefused(f"set {self.name!r} [{key}]: {error}") from None
-            try:
-                state = tuner.check_tune(self.tunables, key, args)
-            except NoValidKernelFound:  # remembered from an earlier tune: the answer says Failed
-                return json.dumps(self._answer(key))
-            if isinstance(state, Pending):
-                self.session.notify_pending(self.name, key)
-        return json.dumps(self._answer(key))
+        with concerning(key):
+            if not isinstance(tuner.fastest(self.tunables, key), Hit):
+                try:  # a call WebGPU would refuse is not tuned: its error is the caller's
+                    tuner.device.check_call(self.tunables.for_key(key).candidates[0], args)
+                except LaunchRefused as error:
+                    raise LaunchRefused(f"set {self.name!r} [{key}]: {error}") from None
+                try:
+                    state = tuner.check_tune(self.tunables, key, args)
+                except NoValidKernelFound:  # remembered from an earlier tune: the answer says Failed
+                    return json.dumps(self._answer(key))
+                if isinstance(state, Pending):
+                    self.session.notify_pending(self.name, key)
+            return json.dumps(self._answer(key))
 
     def execute(self, call: Any) -> str | Awaitable[str]:
         """Run the key's winner on the call (the fallback while it is Pending, starting a tune on
@@ -137,7 +138,8 @@ class JsSet:
         buffers or grid show it; for the call's first launch on its buffers, where only WebGPU
         can tell (a destroyed buffer, another device's), the answer is an awaitable instead,
         which raises WebGPU's refusal once its error scope closes (``set.execute`` awaits it).
-        A key whose candidates all failed raises NoValidKernelFound: there is nothing to run."""
+        A key whose candidates all failed raises NoValidKernelFound: there is nothing to run.
+        Each error raised once the call's key is known names it (``js_errors.concerning``)."""
         args = self.args(call)
         if not self.session.tuner.pipelines.ready(self.tunables):
             return self._when_ready(args)
@@ -146,8 +148,9 @@ class JsSet:
     def _run(self, args: Args) -> str | Awaitable[str]:
         tuner = self.session.tuner
         key = tuner.key(self.tunables, args)
-        kernel = execute_saying_start(tuner, self.tunables, key, args,
-                                      lambda: self.session.notify_pending(self.name, key))
+        with concerning(key):
+            kernel = execute_saying_start(tuner, self.tunables, key, args,
+                                          lambda: self.session.notify_pending(self.name, key))
         if CALL_NAME not in args.cache:  # what a batch's refusal names the call by
             args.cache[CALL_NAME] = f"set {self.name!r} [{key}]"
         take = getattr(tuner.device, "take_launch_scope", None)
@@ -157,17 +160,19 @@ class JsSet:
         return self._after_scope(scope, key, kernel.name)
 
     async def _when_ready(self, args: Args) -> str:
-        await self.session.tuner.prepare(self.tunables)
+        with concerning(self.session.tuner.key(self.tunables, args)):  # no fallback: nothing runs for the call
+            await self.session.tuner.prepare(self.tunables)
         answer = self._run(args)
         return answer if isinstance(answer, str) else await answer
 
     async def _after_scope(self, scope: Awaitable[None], key: Key, ran: str) -> str:
         """The answer of a call's first launch, once WebGPU validated it; its refusal raised as
         LaunchRefused naming the set and key."""
-        try:
-            await scope
-        except LaunchRefused as error:
-            raise LaunchRefused(f"set {self.name!r} [{key}]: {error}") from None
+        with concerning(key):
+            try:
+                await scope
+            except LaunchRefused as error:
+                raise LaunchRefused(f"set {self.name!r} [{key}]: {error}") from None
         return json.dumps({**self._answer(key), "ran": ran})
 
     async def settle(self, call: Any, timeout: float = 600.0) -> str:
@@ -180,10 +185,11 @@ class JsSet:
         if isinstance(tuner.fastest(self.tunables, key), Miss):
             self.check(call)
         deadline = time.monotonic() + timeout
-        while isinstance(tuner.fastest(self.tunables, key), Pending):
-            if time.monotonic() > deadline:
-                raise WgtuneError(f"{self.name} [{key}] still Pending after {timeout} s")
-            await asyncio.sleep(0.02)
+        with concerning(key):
+            while isinstance(tuner.fastest(self.tunables, key), Pending):
+                if time.monotonic() > deadline:
+                    raise WgtuneError(f"{self.name} [{key}] still Pending after {timeout} s")
+                await asyncio.sleep(0.02)
         return json.dumps(self._answer(key))
 
     def retune(self, call: Any) -> str:

@@ -42,7 +42,7 @@ from wgtune.tuner import Tuner
 
 from . import indexeddb
 from .browser import BrowserDevice, js_object
-from .js_errors import failed_answer
+from .js_errors import concerning, failed_answer
 from .page_dispose import dispose_session
 from .page_events import PageRecords, event_message, execute_saying_start
 from .page_settings import page_config, settle_timeout
@@ -298,7 +298,8 @@ class PageSession(StoredWinnersCalls):
         state = self.tuner.fastest(problem.tunables, problem.key)
         if not isinstance(state, Hit):
             try:
-                state = self.tuner.check_tune(problem.tunables, problem.key, problem.args)
+                with concerning(problem.key, problem.set_name):
+                    state = self.tuner.check_tune(problem.tunables, problem.key, problem.args)
             except NoValidKernelFound:  # every candidate failed before: the answer says Failed, and why
                 return json.dumps(self._state(problem))
             if isinstance(state, Pending):
@@ -312,17 +313,19 @@ class PageSession(StoredWinnersCalls):
         after the run: what a test compares with a reference.
         """
         problem = self._problem(set_name, label)
-        await self.tuner.prepare(problem.tunables)  # the fallback, compiled: at once once it is
-        before = self._state(problem)
-        kernel = execute_saying_start(self.tuner, problem.tunables, problem.key, problem.args, lambda: self._notify(
-            {"type": "pending", "set": problem.set_name, "key": problem.label}))
-        take = getattr(self.device, "take_launch_scope", None)  # the call's first launch, in its own scope
-        scope = take(problem.args) if take is not None else None
-        if scope is not None:
-            try:
-                await scope  # a refusal is this call's, not the next tune's
-            except LaunchRefused as error:
-                raise LaunchRefused(f"set {set_name!r} [{problem.key}]: {error}") from None
+        with concerning(problem.key, problem.set_name):
+            await self.tuner.prepare(problem.tunables)  # the fallback, compiled: at once once it is
+            before = self._state(problem)
+            kernel = execute_saying_start(self.tuner, problem.tunables, problem.key, problem.args,
+                                          lambda: self._notify({"type": "pending", "set": problem.set_name,
+                                                                "key": problem.label}))
+            take = getattr(self.device, "take_launch_scope", None)  # the call's first launch, in its own scope
+            scope = take(problem.args) if take is not None else None
+            if scope is not None:
+                try:
+                    await scope  # a refusal is this call's, not the next tune's
+                except LaunchRefused as error:
+                    raise LaunchRefused(f"set {set_name!r} [{problem.key}]: {error}") from None
         fallback = problem.tunables.candidates[self.tuner.fallback(problem.tunables)].name
         answer = {**before, "ran": kernel.name, "ran_fallback": before.get("winner") != kernel.name,
                   "fallback": fallback}
@@ -342,10 +345,11 @@ class PageSession(StoredWinnersCalls):
         if isinstance(self.tuner.fastest(problem.tunables, problem.key), Miss):
             self.check(set_name, label)
         deadline = time.monotonic() + timeout
-        while isinstance(self.tuner.fastest(problem.tunables, problem.key), Pending):
-            if time.monotonic() > deadline:
-                raise WgtuneError(f"{set_name} {label} still Pending after {timeout} s")
-            await asyncio.sleep(0.02)
+        with concerning(problem.key, problem.set_name):
+            while isinstance(self.tuner.fastest(problem.tunables, problem.key), Pending):
+                if time.monotonic() > deadline:
+                    raise WgtuneError(f"{set_name} {label} still Pending after {timeout} s")
+                await asyncio.sleep(0.02)
         return json.dumps(self._state(problem))
 
     def records_json(self) -> str:

@@ -175,19 +175,22 @@ class DeviceLost(WgtuneError):
 
 
 class NoValidKernelFound(WgtuneError):
-    """No candidate of the set worked for the key; ``errors`` holds each candidate's reason."""
+    """No candidate of the set worked for the key; ``errors`` holds each candidate's reason.
+    ``key`` is None where the failure is of no one key: the set has no fallback (none of its
+    candidates compiles, or every one was found wrong); the message says ``[fallback]`` then."""
 
     def __init__(self, set_name: str, key: object, errors: tuple[CandidateError, ...]):
         self.set_name = set_name
         self.key = key
         self.errors = errors
+        where = "fallback" if key is None else key
         reasons = {(type(error).__name__, error.reason) for error in errors}
         if len(errors) > 1 and len(reasons) == 1:  # the call itself is wrong (its buffers, its params)
             kind, reason = reasons.pop()
-            super().__init__(f"no valid kernel found for {set_name} [{key}]: every candidate failed on this call: "
+            super().__init__(f"no valid kernel found for {set_name} [{where}]: every candidate failed on this call: "
                              f"{kind}: {reason}")
             return
-        lines = [f"no valid kernel found for {set_name} [{key}]:"]
+        lines = [f"no valid kernel found for {set_name} [{where}]:"]
         lines += [f"  - {error.name}: {type(error).__name__}: {error.reason}" for error in errors]
         super().__init__("\n".join(lines))
 

@@ -220,3 +220,60 @@ def test_a_call_without_params_or_with_no_gpu_buffer_and_an_apps_failing_functio
         assert "internal error" not in error["message"]
     assert log.errors == []
     page.close()
+
+
+# The key an error names (`key`: the key's fields): a call's error once its key is known, whether
+# the key was never tuned, failed every candidate, or is waited for; none where the error concerns
+# no one key (a definition, a call refused before its key is known).
+ERROR_KEYS = r"""
+async () => {
+""" + HELPERS + r"""
+  const caught = async (action) => {
+    try { await action(); return "resolved"; } catch (error) {
+      return { name: error.name, set: error.set ?? null, key: error.key === undefined ? "absent" : error.key };
+    }
+  };
+  const n = 256;
+  const x = buffer(n, 1), y = buffer(n, 0);
+  const call = { buffers: { x, y }, params: { n } };
+  // Both candidates write 3 x; the reference says 2 x: the key's tune finds no valid kernel.
+  const wrong = await wgtune.defineSet({ name: "js_keys_wrong", candidates: candidates("triple", "3.0 * x[g.x]"),
+    outputs: ["y"], reference: (_call, inputs) => [new Float32Array(inputs[0].slice().buffer).map((v) => 2 * v)] });
+  wrong.check(call);
+  const failure = (await wrong.settle(call)).failure;
+  const noValid = await caught(() => wrong.execute(call));
+  const copy = await wgtune.defineSet({ name: "js_keys_copy", candidates: candidates("copy", "x[g.x]") });
+  const noStorage = { buffers: { x, y: device.createBuffer({ size: 4 * n, usage: GPUBufferUsage.COPY_SRC }) },
+                      params: { n: 100 } };
+  const destroyed = buffer(n, 0);
+  destroyed.destroy();
+  return {
+    failure: failure.key, noValid,
+    refused: [await caught(() => copy.execute(noStorage)), await caught(async () => copy.check(noStorage))],
+    refusedLater: await caught(() => copy.execute({ buffers: { x, y: destroyed }, params: { n: 8 } })),
+    timeout: await caught(() => copy.settle({ buffers: { x, y }, params: { n: 3000 } }, { timeout: 0.001 })),
+    badParam: await caught(() => copy.execute({ buffers: { x, y }, params: { n: 1.5 } })),
+    definition: await caught(() => wgtune.defineSet({ name: "js_keys_broken",
+                                                      candidates: [{ name: "a", wgsl: "fn main( {", grid: [1] }] })),
+    label: await caught(() => wgtune.settle("fma", "100003", { timeout: 0.001 })),
+  };
+}
+"""
+
+
+def test_an_error_names_the_key_of_its_call_as_its_fields_and_none_where_it_concerns_no_one_key(browser):
+    page, log = browser.open()
+    answer = page.evaluate(ERROR_KEYS)
+    assert answer["failure"] == {"n": 256}
+    assert answer["noValid"] == {"name": "NoValidKernelFound", "set": "js_keys_wrong", "key": {"n": 256}}
+    for refused in (*answer["refused"], answer["refusedLater"]):
+        assert refused["name"] == "LaunchRefused" and refused["set"] == "js_keys_copy", refused
+    assert [refused["key"] for refused in answer["refused"]] == [{"n": 128}, {"n": 128}]  # 100, anchored
+    assert answer["refusedLater"]["key"] == {"n": 8}  # WebGPU's word, after the call's first launch
+    assert answer["timeout"] == {"name": "WgtuneError", "set": "js_keys_copy", "key": {"n": 4096}}
+    assert answer["badParam"] == {"name": "ConfigError", "set": "js_keys_copy", "key": "absent"}
+    assert answer["definition"] == {"name": "NoValidKernelFound", "set": "js_keys_broken", "key": "absent"}
+    assert answer["label"] == {"name": "WgtuneError", "set": "fma",  # a registered key: its fields, not its label
+                               "key": {"n": 131072, "dtype": "f32", "vec": 1}}
+    assert log.errors == []
+    page.close()

@@ -25,8 +25,13 @@ export type KeyValue = number | string | boolean | null;
 /** Base of every error wgtune throws on purpose; `set` and `key` name the set and key where known. */
 export declare class WgtuneError extends Error {
   set?: string;
-  /** A defineSet key's fields, or a registered key's label ("128x128x128"). */
-  key?: Record<string, KeyValue> | string;
+  /**
+   * The one key the error concerns, as its fields (`{n: 1024}`; a registered key's too, not its
+   * label): a call's once its key is known (a launch refused, no valid kernel, a settle's timeout).
+   * Absent (`undefined`) where the error concerns no one key: a set's definition, a call refused
+   * before its key is known (a bad param, the app's key function failing), a batch, an import.
+   */
+  key?: Record<string, KeyValue>;
 }
 /** A setting, a set's description or a call is wrong; `field` names the field or param to blame. */
 export declare class ConfigError extends WgtuneError {
@@ -55,7 +60,7 @@ export interface CandidateFailure { candidate: string; reason: FailureReason; me
 /** An answer's failure: the error a call would throw, as data (its class's name and fields). */
 export interface Failure {
   name: WgtuneErrorName | (string & {}); message: string; failures?: CandidateFailure[];
-  set?: string; key?: Record<string, KeyValue> | string; field?: string;
+  set?: string; key?: Record<string, KeyValue>; field?: string;
 }
 /** `x` (a whole number >= 0) rounded up to a power of `base` (default 2), clamped to [min, max]: Python's `wgtune.anchor`. */
 export declare function anchor(x: number, options?: { max?: number; min?: number; base?: number }): number;
@@ -457,7 +462,12 @@ export interface Wgtune {
     Promise<StoredPage>;
   cache(): Promise<ExportDocument>;
   exportCache(): Promise<string>;
-  /** Merge an export (native or browser) into IndexedDB: its text, or the document `cache()` gives; how many entries. */
+  /**
+   * Merge an export (native or browser) into IndexedDB: its text, or the document `cache()` gives;
+   * how many entries it wrote. All or none: a damaged entry (a winner out of range of its results)
+   * rejects it, StoreError naming the entry. Entries are kept whatever this page's sets, as natively:
+   * one whose winner is none of its set's candidates is stored and counted, and never serves.
+   */
   importCache(text: string | ExportDocument): Promise<number>;
   /** Forget stored winners: this device's, or `device`'s (a namespace as storedPage names it), or `all`; how many. */
   clearCache(options?: { device?: string; all?: boolean }): Promise<number>;

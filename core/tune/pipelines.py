@@ -160,7 +160,7 @@ class PipelineCache:
             self._fallbacks[tunables.name] = index
             return index
         failures += [Mismatch(tunables.candidates[index].name, "an output check found it wrong") for index in wrong]
-        raise NoValidKernelFound(tunables.name, "fallback", tuple(failures))
+        raise NoValidKernelFound(tunables.name, None, tuple(failures))  # of no one key: the set's
 
     def ready(self, tunables: TunableSet) -> bool:
         """Whether :meth:`fallback` answers at once: the set's fallback is compiled, or compiles
