@@ -25,7 +25,7 @@ from .native import NativeDevice
 from .native_adapters import is_wgpu_native
 from .records import JsonlRecords
 
-__all__ = ["load_bundle", "open_store", "open_tuner"]
+__all__ = ["dry_run_leaves_unmade", "load_bundle", "open_store", "open_tuner"]
 
 
 def open_tuner(
@@ -41,7 +41,9 @@ def open_tuner(
     for the default adapter).
 
     Winners go to the SQLite store (``wgtune.sqlite3``) under ``config.cache_dir`` (default: the user
-    cache directory; old JSON documents there are migrated into it) unless the cache is off. A store
+    cache directory; old JSON documents there are migrated into it) unless the cache is off. A dry
+    run (``config.dry_run``) stores nothing: it reads the winners stored there, and where nothing
+    is stored yet (:func:`dry_run_leaves_unmade`) the store is not opened, so no database is made. A store
     that cannot be opened (the directory is a file, the database is unreadable or of a newer wgtune)
     is a warning on the ``wgtune`` logger, and the tuner keeps winners in this process only. Records
     of every tune go to ``config.records`` when set. ``isolate`` (default ``config.isolate``, on;
@@ -64,8 +66,9 @@ def open_tuner(
     bundle = bundle if bundle is not None else config.bundle
     documents = load_bundle(bundle) if bundle is not None else None
     isolate = config.isolate if isolate is None else isolate
+    unmade = dry_run_leaves_unmade(config)
     # Where every key will tune, the tuning process starts now: beside this device's opening.
-    begin_early = isolate and documents is None and _nothing_stored(config)
+    begin_early = isolate and documents is None and (unmade is not None or _nothing_stored(config))
     early = None
     if device is None:
         early = begin_tuning_process(spec_for(None)) if begin_early else None
@@ -80,7 +83,7 @@ def open_tuner(
     if begin_early and early is None:
         early = begin_tuning_process(spec_for(device))
     store = None
-    if config.cache:
+    if config.cache and unmade is None:
         store = open_store(config.cache_dir, namespace_for(device.identity, name))
     records = JsonlRecords(config.records) if config.records else None
     guard = WorkerGuard(device, time_limit=config.time_limit, early=early) if isolate else None
@@ -90,6 +93,16 @@ def open_tuner(
         tuner.cache.seed(seeds)
         logger.info("seeded %d winner(s) for this device from the bundle", len(seeds))
     return tuner
+
+
+def dry_run_leaves_unmade(config: Config) -> str | None:
+    """For a dry run with the cache on and nothing stored in it yet (no database, no old document),
+    the database's path: the run has nothing to read there and stores nothing, so :func:`open_tuner`
+    does not open the store, which would make the database. None otherwise (the store is opened:
+    a dry run reads the winners stored)."""
+    if not (config.dry_run and config.cache and _nothing_stored(config)):
+        return None
+    return SqliteDatabase(config.cache_dir).where
 
 
 def _nothing_stored(config: Config) -> bool:

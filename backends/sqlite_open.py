@@ -278,22 +278,31 @@ class CacheConnection:
     def _recover(self, connection: sqlite3.Connection) -> None:
         """Move every row still readable in the malformed copy this process set aside into the fresh
         database (:func:`readable_rows`), where no row of the same slot was written meanwhile: one
-        damaged page costs its own rows, not the cache. Said as a warning; the copy stays as it was."""
+        damaged page costs its own rows, not the cache. Said as a warning, with how many rows were
+        lost ("at least" that many, and why, where the copy's damage hides rows: a file cut short);
+        the copy stays as it was."""
         aside, self._salvage = self._salvage, None
         if aside is None:
             return
         self._recovering = True  # a fresh database malformed too is set aside, not recovered from in turn
+        uncounted: list[str] = []  # why rows of the copy may not have been found at all
         try:
             with self.transaction(connection):
-                recovered, lost = copy_rows(connection, readable_rows(aside, self.timeout))
+                recovered, lost = copy_rows(connection, readable_rows(aside, self.timeout, uncounted))
         except OSError as error:  # the fresh database cannot take them (full, read-only): they stay in the copy
             logger.warning("%s", f"could not move the rows still readable in {aside.name} into {self.path} "
                                  f"({error}); they stay in the copy")
             return
         finally:
             self._recovering = False
+        if not uncounted:  # every row of the copy was found: those lost are counted
+            unread = f"{lost} row(s) could not be read: their keys are tuned again"
+        else:
+            count = f"at least {lost} row(s)" if lost else "an unknown number of rows"
+            unread = (f"{count} could not be read: their keys are tuned again ("
+                      f"{'not an exact count: ' if lost else ''}{uncounted[0]})")
         logger.warning("%s", f"moved {recovered} stored winner(s) still readable in {aside.name} into the fresh "
-                             f"{self.path.name}; {lost} row(s) could not be read: their keys are tuned again")
+                             f"{self.path.name}; {unread}")
 
     def _set_aside_malformed(self, error: BaseException) -> str | None:
         """Move the malformed file aside (unless another process already did: the file is no longer

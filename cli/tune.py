@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -146,12 +146,9 @@ def run_tune(args) -> int:
         from wgtune.backends.dawn import DawnDevice
 
         device = DawnDevice.open()
-    empty = empty_store(config)
-    # A dry run stores nothing: where nothing is stored either, it has nothing to read, and opening
-    # the store would create its database.
-    tuner = open_tuner(device, config=replace(config, cache=False) if empty else config, observer=observe)
+    tuner = open_tuner(device, config=config, observer=observe)
     if not args.json:
-        console.print(store_line(tuner, config, empty), highlight=False)
+        console.print(store_line(tuner, config), highlight=False)
     summaries: list[KeySummary] = []
     with progress:
         for case in cases:
@@ -189,26 +186,14 @@ def run_tune(args) -> int:
     return 0
 
 
-def empty_store(config: Config) -> str | None:
-    """For a dry run with the cache on and nothing stored in it yet (no database, no old document),
-    the database's path; else None (the store is opened as usual: a dry run reads its winners)."""
-    if not (config.dry_run and config.cache):
-        return None
-    from wgtune.backends.cache_transfer import SqliteDatabase
-
-    try:
-        with SqliteDatabase(config.cache_dir) as database:
-            return database.where if database.is_empty_cache() else None
-    except OSError:  # an unreadable directory: opening the store says what is wrong, as without --dry-run
-        return None
-
-
-def store_line(tuner, config: Config, empty: str | None = None) -> str:
-    """Where this run reads and keeps winners, and how many it found (printed before tuning);
-    ``empty``: the database a dry run left unopened (``empty_store``)."""
-    if empty is not None:
-        return escape(f"winners: none stored in {empty}; a dry run stores nothing (no database made)")
+def store_line(tuner, config: Config) -> str:
+    """Where this run reads and keeps winners, and how many it found (printed before tuning)."""
     if tuner.store is None:
+        from wgtune.backends.local import dry_run_leaves_unmade
+
+        unmade = dry_run_leaves_unmade(config)  # a dry run with nothing stored: open_tuner left it unopened
+        if unmade is not None:
+            return escape(f"winners: none stored in {unmade}; a dry run stores nothing (no database made)")
         why = "the cache is off" if not config.cache else "the store could not be opened (see the warning)"
         return f"winners: kept in this process only ({why})"
     return escape(f"winners: {tuner.store.where} ({tuner.store.count()} stored for this device)")
@@ -236,4 +221,4 @@ def print_table(console: Console, tuner, summaries: list[KeySummary]) -> None:
     )
 
 
-__all__ = ["KeySummary", "chosen_cases", "empty_store", "run_tune", "store_line", "summarize"]
+__all__ = ["KeySummary", "chosen_cases", "run_tune", "store_line", "summarize"]

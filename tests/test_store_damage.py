@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import sqlite3
 
 import pytest
@@ -342,6 +343,76 @@ def test_a_database_cut_short_keeps_the_rows_of_the_pages_it_still_has(tmp_path,
     [aside] = tmp_path.glob(DATABASE_NAME + ".corrupt-*[0-9Z]")
     assert aside.read_bytes() == short
     assert f"moved {len(kept)} stored winner(s) still readable in {aside.name}" in caplog.text
+
+
+def lost_as_said(text: str) -> tuple[str, int | None]:
+    """What the salvage's warning says of the rows lost: ("exactly", n), ("at least", n) or ("unknown", None)."""
+    said = re.search(r"still readable in \S+ into the fresh \S+; (at least )?(\d+ row\(s\)|an unknown number of rows) "
+                     r"could not be read", text)
+    assert said is not None, text
+    if said[2].startswith("an unknown"):
+        return "unknown", None
+    return ("at least" if said[1] else "exactly"), int(said[2].split()[0])
+
+
+def kept_of(directory, count: int) -> int:
+    """How many of ``count`` winners (``filled``) the store at ``directory`` serves, each its own."""
+    store = open_store(str(directory), LAPTOP)
+    found = {n: store.lookup("matmul", Key({"n": n})) for n in range(count)}
+    assert all(one in (None, entry(n)) for n, one in found.items())
+    return sum(one is not None for one in found.values())
+
+
+@pytest.mark.parametrize("cut", [0.95, 0.9, 0.75, 0.45, "a page's end"])
+def test_a_database_cut_short_says_how_many_rows_it_lost_or_at_least_how_many_and_why(tmp_path, caplog, cut):
+    """The rows of the pages a file cut short lacks cannot be counted (SQLite keeps no count but its
+    pages): the warning said "N row(s) could not be read" of only those it knew, as though that
+    were all (46 of the 121 lost; 0 of 247), once one more than were (a cell of zeros read as a row)."""
+    data = filled(tmp_path / "whole", 400)
+    end = len(data) // 2 // 4096 * 4096 if cut == "a page's end" else int(len(data) * cut) + 1000
+    (tmp_path / DATABASE_NAME).write_bytes(data[:end])
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        kept = kept_of(tmp_path, 400)
+    assert kept < 400 and f"moved {kept} stored winner(s) still readable" in caplog.text
+    how, said = lost_as_said(caplog.text)
+    if how == "exactly":
+        assert said == 400 - kept
+    else:
+        assert said is None or said <= 400 - kept
+        assert f"of the {len(data) // 4096} its header counts, and how many rows the missing pages held cannot be " \
+               "known" in caplog.text
+        assert ("(not an exact count: the file is cut short" if said is not None else "(the file is cut short") \
+            in caplog.text
+
+
+def pages_of(data: bytes | bytearray, kind: int) -> list[int]:
+    """The pages (counted from 0) of one b-tree page kind from 6 on, past the schema's, ``meta``'s and
+    ``namespaces``' and the entries' root: 0x0D a table leaf (the entries', and the empty roots of
+    ``damaged`` and ``migrated``), 0x0A an index leaf, 0x02 an index's interior page (the entries')."""
+    return [page for page in range(6, len(data) // 4096) if data[page * 4096] == kind]
+
+
+@pytest.mark.parametrize("damage", ["a table leaf zeroed", "the index zeroed, a table leaf's cells all its first"])
+def test_a_damaged_page_says_exactly_how_many_rows_it_lost(tmp_path, caplog, damage):
+    """Where its pages are all there, the file counts its rows (each page's header counts its cells),
+    however damaged the cells: the rows lost are that count less those read. Once, with the index
+    unreadable and a leaf whose every cell pointer names its first cell (read as that one row over
+    and over, no error), it said 0 were lost of the leaf's rows but one."""
+    data = bytearray(filled(tmp_path / "whole", 400))
+    leaves = pages_of(data, 0x0D)
+    middle = leaves[len(leaves) // 2] * 4096
+    if damage == "a table leaf zeroed":
+        data[middle:middle + 4096] = bytes(4096)
+    else:
+        for page in pages_of(data, 0x0A) + pages_of(data, 0x02):  # the entries' index, every page of it
+            data[page * 4096:(page + 1) * 4096] = bytes(4096)
+        cells = int.from_bytes(data[middle + 3:middle + 5], "big")
+        data[middle + 8:middle + 8 + 2 * cells] = data[middle + 8:middle + 10] * cells
+    (tmp_path / DATABASE_NAME).write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="wgtune"):
+        kept = kept_of(tmp_path, 400)
+    assert kept < 400
+    assert lost_as_said(caplog.text) == ("exactly", 400 - kept)
 
 
 @pytest.mark.parametrize("how", ["set aside by another process", "deleted"])
