@@ -66,9 +66,10 @@ def open_tuner(
     bundle = bundle if bundle is not None else config.bundle
     documents = load_bundle(bundle) if bundle is not None else None
     isolate = config.isolate if isolate is None else isolate
-    unmade = dry_run_leaves_unmade(config)
+    nothing_stored = _nothing_stored(config)
+    unmade = _unmade(config, nothing_stored)
     # Where every key will tune, the tuning process starts now: beside this device's opening.
-    begin_early = isolate and documents is None and (unmade is not None or _nothing_stored(config))
+    begin_early = isolate and documents is None and nothing_stored
     early = None
     if device is None:
         early = begin_tuning_process(spec_for(None)) if begin_early else None
@@ -100,7 +101,12 @@ def dry_run_leaves_unmade(config: Config) -> str | None:
     the database's path: the run has nothing to read there and stores nothing, so :func:`open_tuner`
     does not open the store, which would make the database. None otherwise (the store is opened:
     a dry run reads the winners stored)."""
-    if not (config.dry_run and config.cache and _nothing_stored(config)):
+    return _unmade(config, _nothing_stored(config))
+
+
+def _unmade(config: Config, nothing_stored: bool) -> str | None:
+    """:func:`dry_run_leaves_unmade`, with :func:`_nothing_stored` already read."""
+    if not (config.dry_run and config.cache and nothing_stored):
         return None
     return SqliteDatabase(config.cache_dir).where
 

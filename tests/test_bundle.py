@@ -11,6 +11,7 @@ import json
 
 import pytest
 from fakes import FakeDevice, Script, call, make_set, make_tuner
+from wgsl_samples import scale
 
 import wgtune
 from wgtune import Hit, Key, MemoryStore, StoredEntry, StoreError
@@ -281,15 +282,7 @@ def device():
 
 
 def scale_set() -> wgtune.TunableSet:
-    source = """
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@group(0) @binding(2) var<uniform> n: vec4<u32>;
-@compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    if (id.x < n.x) { y[id.x] = 3.0 * x[id.x]; }
-}"""
-    candidates = [wgtune.Kernel(f"wg{wg}", source.replace("WG", str(wg)), workgroup_size=(wg, 1, 1),
+    candidates = [wgtune.Kernel(f"wg{wg}", scale(3, wg), workgroup_size=(wg, 1, 1),
                                 grid=lambda args, wg=wg: ((args.params[0] + wg - 1) // wg, 1, 1)) for wg in (32, 64)]
     return wgtune.TunableSet("bundle-scale", candidates, key=lambda a: {"n": wgtune.anchor(a.params[0])})
 

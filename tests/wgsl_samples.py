@@ -54,3 +54,21 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) n:
     if (a == 7u && b == 9u) { y[0] = -1.0; }  // never both: keeps the loop from being optimised away
 }
 """
+
+
+# y = FACTOR * x over the call's n (a uniform), WG invocations a workgroup: the native tests' two-candidate
+# set whose winners are stored, bundled or read in a dry run.
+SCALE_TEMPLATE = """
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> n: vec4<u32>;
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < n.x) { y[id.x] = FACTOR * x[id.x]; }
+}
+"""
+
+
+def scale(factor: float, workgroup_size: int) -> str:
+    """The scale kernel's WGSL: y = ``factor`` * x with ``workgroup_size`` invocations a workgroup."""
+    return SCALE_TEMPLATE.replace("FACTOR", repr(float(factor))).replace("WG", str(workgroup_size))
