@@ -101,14 +101,18 @@ class Settler:
 
     def snapshot(self, tunables: TunableSet, args: Args) -> Args:
         """The call's buffers as they are at the miss, copied for the tune (the set's ``input_gen``
-        makes its own). Copied now, not when the tune starts: in the page the fallback runs on the
+        makes its own; a tune run inline takes the call as it is and copies only what a candidate
+        may write, ``measure.clone_written``: nothing else runs before it ends). Copied now, not when the tune starts: in the page the fallback runs on the
         call's buffers before the tune's task does, and a copy made after it would hold the
         fallback's answer, which a candidate that leaves elements unwritten would then seem to give."""
         self.tuner.device.flush()  # a miss in a batch: the launches recorded before it come first
-        return args if tunables.input_gen is not None else clone_args(self.tuner.device, args)
+        if tunables.input_gen is not None or self.tuner.tunes_inline:
+            return args
+        return clone_args(self.tuner.device, args)
 
     async def settle(self, tunables: TunableSet, key: Key, args: Args, missed_at: float) -> TuneState:
-        """Decide the claimed ``key`` on ``args``, the tune's own copy of the call."""
+        """Decide the claimed ``key`` on ``args``: the tune's own copy of the call, or the call
+        itself where the tune runs inline (``snapshot``)."""
         coordinated, stored = await self._wait_for_others(tunables, key)
         try:
             if stored is not None and self.tuner.cache.take_stored(tunables, stored, require_checked=self.verify):
@@ -173,7 +177,8 @@ class Settler:
         tuner = self.tuner
         log = TuneLog(tuner.config.log_level, tunables.name, key)
         request = TuneRequest(tuner.device, tuner.pipelines, tuner.config, tunables, key, args, tuner._emit,
-                              log.step, tuner.cache.ruled_out.get((tunables.name, key)) or {}, snapshot=True)
+                              log.step, tuner.cache.ruled_out.get((tunables.name, key)) or {},
+                              snapshot=not tuner.tunes_inline)
         measure = tuner.guard.measure if tuner.guard is not None else measure_key
         try:
             tuner._emit(TuneStarted(tunables.name, key, len(tunables)))

@@ -35,7 +35,7 @@ from .coordinator import Coordinator, WinnerFromElsewhere
 from .errors import ConfigError, LaunchRefused, StoreError, Timeout, WgtuneError
 from .gpu.device import Device
 from .key import Key, KeyMemo
-from .runner import Spawner, default_spawner
+from .runner import Spawner, default_spawner, run_inline
 from .sets.args import Args
 from .sets.kernel import Kernel
 from .sets.tunable import AnySet, PerKeySet, TunableSet
@@ -90,6 +90,13 @@ class Tuner:
         self._tasks: set = set()  # tunes running on the event loop (strong references)
         self._settler = Settler(self)
         self.reload()
+
+    @property
+    def tunes_inline(self) -> bool:
+        """Whether a tune runs to its end before the call that missed returns (natively): then
+        nothing else can write or free the call's buffers meanwhile, and the tune benchmarks on
+        the call's own inputs, copying only the buffers a candidate may write."""
+        return self._spawn is run_inline
 
     @property
     def running(self) -> int:

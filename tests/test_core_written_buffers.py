@@ -1,12 +1,16 @@
-"""Which of a call's buffers a check run must have its own copy of (``checks.written_buffers``):
-those some candidate binds ``read_write``, among the candidates the tune may run."""
+"""Which of a call's buffers a check run, and a native tune's timed launches, must have their own
+copy of (``checks.written_buffers``): those some candidate binds ``read_write``, among the
+candidates the tune may run."""
 
 from __future__ import annotations
 
-import pytest
-from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet
+import asyncio
+from array import array
 
-from wgtune import Args
+import pytest
+from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, settle
+
+from wgtune import Args, Key, spawn_task
 from wgtune.tune.checks import written_buffers
 
 # Pure core: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
@@ -63,3 +67,51 @@ def test_a_checked_tune_reflects_the_candidates_it_may_run_a_slice_at_a_time(mon
     assert device.pauses == 2
     reflected = {kernel.name for kernel in shaders._SHADERS}
     assert {"a", "b"} <= reflected and "skipped" not in reflected
+
+
+class BufferWatchingDevice(FakeDevice):
+    """Keeps the buffers of every timed launch (``profile``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.timed_on: list[tuple] = []
+
+    async def profile(self, pipeline, args, grid, repeats):
+        self.timed_on.append(args.buffers)
+        return await super().profile(pipeline, args, grid, repeats)
+
+
+def test_a_native_tune_times_on_the_calls_own_inputs_and_copies_of_what_it_may_write():
+    device = BufferWatchingDevice()
+    tunables = make_set(kernel("a", wgsl=wgsl("read")), kernel("b", wgsl=wgsl("read")))
+    args = call(device, [1.0, 2.0], [5.0, 5.0])
+    make_tuner(device, config=quiet(checks=False)).execute(tunables, args)
+    assert device.timed_on
+    assert all(x is args.buffers[0] and y is not args.buffers[1] for x, y in device.timed_on)
+    assert args.buffers[0].data == array("f", [1.0, 2.0]).tobytes()  # the tune wrote no input
+
+
+def test_a_candidate_that_may_write_an_input_is_timed_on_a_copy_of_it():
+    device = BufferWatchingDevice()
+    tunables = make_set(kernel("a", wgsl=wgsl("read")), kernel("in_place", wgsl=wgsl("read_write")))
+    args = call(device, [1.0, 2.0], [5.0, 5.0])
+    make_tuner(device, config=quiet(checks=False)).execute(tunables, args)
+    assert device.timed_on
+    assert all(x is not args.buffers[0] and y is not args.buffers[1] for x, y in device.timed_on)
+
+
+def test_a_tune_on_the_event_loop_copies_every_buffer_at_the_miss():
+    """In the page the fallback runs on the call's buffers, and the app may write or free them
+    while the tune goes on: the tune keeps its own copies of them all."""
+    device = BufferWatchingDevice()
+    tunables = make_set(kernel("a", wgsl=wgsl("read")), kernel("b", wgsl=wgsl("read")))
+    args = call(device, [1.0, 2.0], [5.0, 5.0])
+
+    async def main():
+        tuner = make_tuner(device, spawn=spawn_task)
+        tuner.execute(tunables, args)
+        await settle(tuner, tunables, Key({"n": 4}))
+
+    asyncio.run(main())
+    assert device.timed_on
+    assert all(x is not args.buffers[0] and y is not args.buffers[1] for x, y in device.timed_on)

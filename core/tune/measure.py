@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,6 +37,7 @@ __all__ = [
     "Bench",
     "calibrate",
     "clone_args",
+    "clone_written",
     "prepare_candidate",
     "sample_floor",
     "warmups_after",
@@ -76,8 +77,18 @@ class OutputChecker(Protocol):
 
 
 def clone_args(device: Device, args: Args) -> Args:
-    """The same call on copies of its buffers: what benchmarks run on, by default."""
+    """The same call on copies of all its buffers: what a tune in the page runs on (made at the
+    miss, before the fallback runs on the call's own)."""
     return args.with_buffers([device.clone_buffer(buffer) for buffer in args.buffers])
+
+
+def clone_written(device: Device, args: Args, written: Collection[int]) -> Args:
+    """The same call on copies of the buffers in ``written`` (those a candidate may write), its
+    other buffers the call's own: a candidate is then timed reading the inputs the call reads, where
+    they lie in memory (on an H100 a tile's time moved by up to 26% with the set of copies it ran on,
+    bench/placement.py), and the tune copies no input."""
+    return args.with_buffers([device.clone_buffer(buffer) if index in written else buffer
+                              for index, buffer in enumerate(args.buffers)])
 
 
 async def calibrate(

@@ -50,8 +50,9 @@ class TuneRequest:
     """One tune of ``key`` of the concrete set ``tunables`` on ``device``.
 
     ``args`` is the call to tune on: ``snapshot`` True when it is already the tune's own copy
-    of the call (``Settler.snapshot``), else the tune copies it (or the set's ``input_gen`` makes
-    its inputs). ``emit`` receives the tune's events (a TrialFinished per candidate), ``step`` the
+    of the call (``Settler.snapshot``, in the page), else the tune copies the buffers a candidate may
+    write and reads the call's others as they are (``measure.clone_written``), or the set's
+    ``input_gen`` makes its inputs. ``emit`` receives the tune's events (a TrialFinished per candidate), ``step`` the
     log's steps; ``ruled_out`` candidates are not launched, their failures taken as they are
     (``TuneCache.ruled_out``, and a :class:`LaunchGuard`'s runaways).
     """

@@ -3,7 +3,8 @@
 What a tune does, in order: plan the key's candidates (``plan.py``) and begin compiling the
 first ones where the device compiles in the background, wait for work submitted before it (its
 errors are not the candidates'), learn the clock's grain (``clock.py``), make the benchmark's
-inputs (copies of the call's buffers, or the set's ``input_gen``), set up the output checks
+inputs (the call's own buffers, with copies of those a candidate may write; the tune's copies of
+them all where the tuner made them at the miss; or the set's ``input_gen``), set up the output checks
 (``checks.py``, on unless turned off: the WGSL of the candidates the plan may run is reflected
 first, a slice at a time between ``Device.pause``), sample with the configured policy
 (``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``, over the adaptive
@@ -24,11 +25,11 @@ from ..gpu.clock import clock_grain
 from ..sets.shaders import shader_of
 from ..store.results import Measured, Result
 from .adaptive import sample_adaptively
-from .checks import OutputCheck
+from .checks import OutputCheck, written_buffers
 from .events import TrialFinished
 from .fixed import sample_fixed
 from .log import logger
-from .measure import Bench, clone_args, sample_floor
+from .measure import Bench, clone_written, sample_floor
 from .outcome import TuneOutcome
 from .plan import Plan
 from .ranking import decide
@@ -45,7 +46,7 @@ REFLECT_SLICE = 0.01
 
 
 async def measure_key(request: TuneRequest) -> TuneOutcome:
-    """Measure the request's key's candidates on a copy of its call and rank them (see the
+    """Measure the request's key's candidates on the call (its written buffers copied) and rank them (see the
     module doc). Each candidate's result is emitted as a TrialFinished event as it comes.
     Raises NoValidKernelFound when no candidate was measured."""
     device, config, tunables, key, pipelines = (request.device, request.config, request.tunables, request.key,
@@ -56,15 +57,20 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     _begin_first_compiles(request, plan, default)
     await device.sync()
     floor = sample_floor(await clock_grain(device), config)
+    among = None if tunables.search is not None else plan.planned - set(request.ruled_out)
+    checking = config.checks and not config.dry_run and bool(tunables.outputs)
+    copies_written = tunables.input_gen is None and not request.snapshot
+    if checking or copies_written:
+        await _reflect(request, among)  # what the checks and the copies ask of the WGSL, ahead of them
     if tunables.input_gen is not None:
         bench_args = tunables.input_gen(device, key, request.args)
+    elif request.snapshot:
+        bench_args = request.args
     else:
-        bench_args = request.args if request.snapshot else clone_args(device, request.args)
+        bench_args = clone_written(device, request.args, written_buffers(tunables, request.args, among))
     check = None
     if config.checks and not config.dry_run:
         if tunables.outputs:
-            among = None if tunables.search is not None else plan.planned - set(request.ruled_out)
-            await _reflect(request, among)
             check = OutputCheck(device, tunables, bench_args, pipelines, among=among)
         elif not tunables.outputs_given:
             _say_once(tunables.name, "tunable set %s has no outputs to compare: its first candidate declares no "
