@@ -102,9 +102,10 @@ class Settler:
     def snapshot(self, tunables: TunableSet, args: Args) -> Args:
         """The call's buffers as they are at the miss, copied for the tune (the set's ``input_gen``
         makes its own; a tune run inline takes the call as it is and copies only what a candidate
-        may write, ``measure.clone_written``: nothing else runs before it ends). Copied now, not when the tune starts: in the page the fallback runs on the
-        call's buffers before the tune's task does, and a copy made after it would hold the
-        fallback's answer, which a candidate that leaves elements unwritten would then seem to give."""
+        may write, ``measure.clone_written``: nothing else runs before it ends). Copied now, not
+        when the tune starts: in the page the fallback runs on the call's buffers before the tune's
+        task does, and a copy made after it would hold the fallback's answer, which a candidate that
+        leaves elements unwritten would then seem to give."""
         self.tuner.device.flush()  # a miss in a batch: the launches recorded before it come first
         if tunables.input_gen is not None or self.tuner.tunes_inline:
             return args
