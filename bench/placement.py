@@ -2,9 +2,9 @@
 
 A tune benchmarked on copies of the call's buffers (``measure.clone_args``): fresh allocations,
 made again for every tune; since session 26 a native one copies only the buffers a candidate may
-write (``measure.clone_written``), so its inputs are the call's. If where a buffer lands in the GPU's memory moves a kernel's time,
-two tunes of one key can rank its candidates apart, and both apart from the oracle, which
-times the call's own buffers. For each key this measures, on one device:
+write (``measure.clone_written``), so its inputs are the call's. If where a buffer lands in the
+GPU's memory moves a kernel's time, two tunes of one key can rank its candidates apart, and both
+apart from the oracle, which times the call's own buffers. For each key this measures, on one device:
 
 - **placements**: the call's buffers and ``--copies`` sets of copies of them (``clone_buffer``,
   the tuner's own), the fastest ``--top`` candidates (by a first reading; the picks of the tunes

@@ -1,4 +1,5 @@
-"""Split-K tiles with a narrow side come first in their group where that side fits the key.
+"""Split-K tiles with a narrow side come first in their group where that side fits the key, and
+sliced tiles where the key has few outputs.
 
 The adaptive policy drops a group whose first two screened candidates take over twice the
 leader's time (``tests/test_core_sampling.py`` tests that rule). On a key of 9-16 rows the deep
@@ -13,7 +14,7 @@ import pytest
 
 from wgtune import Args
 from wgtune.kernels import matmul
-from wgtune.kernels.matmul.keys import NARROW_BLOCK, narrow_fit
+from wgtune.kernels.matmul.keys import NARROW_BLOCK, narrow_fit, sliced_fit
 from wgtune.tune.plan import Plan
 
 MATMUL = matmul.matmul_set()
@@ -65,3 +66,30 @@ def test_keys_without_a_narrow_side_keep_the_sets_order():
     order = _group_order((500, 600, 4000), "deep")
     by_set = [kernel.name for kernel in deep if priorities[kernel.name] == 1]
     assert order[:len(by_set)] == by_set
+
+
+def test_a_key_of_few_outputs_screens_the_medium_groups_four_slice_tiles_first():
+    """875x237x835 (about 60 blocks of 64x64): the medium group was dropped after its 64x128 and
+    128x64 tiles, and its 64x32 tile of four slices, 26% ahead of the pick, never ran (H100)."""
+    order = _group_order((875, 237, 835), "medium")
+    assert [name.split("_")[0] for name in order[:2]] == ["tile64x32", "tile64x64"]
+    assert all("_s4" in name for name in order[:2])
+    sliced = [i for i, name in enumerate(order) if "_s2" in name]
+    unsliced = [i for i, name in enumerate(order) if "_s2" not in name and "_s4" not in name]
+    assert max(sliced) < min(unsliced)  # two slices next, then the rest as the set orders them
+
+
+def test_keys_of_many_outputs_keep_the_sliced_tiles_where_the_set_puts_them():
+    key = MATMUL.key(Args((), (2048, 1024, 1024)))  # 2^21 outputs as keyed
+    assert all(sliced_fit(key, slices) == 0 for slices in (2, 4))
+    medium = [kernel for kernel in MATMUL.candidates if kernel.group.name == "medium"]
+    priorities = [kernel.priority(key) if callable(kernel.priority) else kernel.priority for kernel in medium]
+    assert max(priorities) <= 1
+
+
+@pytest.mark.parametrize(("size", "slices", "boost"), [
+    ((875, 237, 835), 4, 2), ((875, 237, 835), 2, 1), ((1024, 1024, 64), 4, 2), ((1025, 1024, 64), 4, 0),
+])
+def test_sliced_fit_boosts_by_half_the_slices_up_to_the_output_bound(size, slices, boost):
+    key = MATMUL.key(Args((), size))
+    assert sliced_fit(key, slices) == boost

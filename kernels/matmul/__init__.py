@@ -58,7 +58,8 @@ The adaptive policy screens every batch the plan does not skip, in that order (a
 first two candidates take over twice the leader's time is dropped), so the order mostly decides
 how soon the likely winner is measured, and whether a group's best is measured at all: split-K
 tiles with a narrow side (16-40 rows or columns) come first in their group where that side fits
-the key's (:func:`~wgtune.kernels.matmul.keys.narrow_fit`). The fixed policy measures the first
+the key's (:func:`~wgtune.kernels.matmul.keys.narrow_fit`), and tiles of several slices on keys of
+few outputs (:func:`~wgtune.kernels.matmul.keys.sliced_fit`). The fixed policy measures the first
 batch only.
 
 On an NVIDIA H200 (Vulkan, wgpu-py 0.32), ``bench/shapes.py --full`` (the tune as it ships,

@@ -83,6 +83,9 @@ FLAT_LATE_MAX_K = 128
 # Blocks of up to this many rows (or columns) are narrow: made for keys whose M (or N) is a few dozen
 # (:func:`narrow_fit`).
 NARROW_BLOCK = 40
+# Keys of at most this many outputs (as keyed) take the sliced tiles first in their group
+# (:func:`sliced_fit`): 256 blocks of 64x64, about two of an H200's waves.
+FEW_OUTPUTS = 1 << 20
 
 
 def matmul_sizes(args: Args) -> tuple[int, int, int]:
@@ -191,16 +194,40 @@ def tile_priority(tile: MatmulTile) -> int | Callable[[Key], int]:
     reserve where vec4 is allowed, first elsewhere; tiles of the scalar layout: always first;
     vec4 tiles on copies: first where the key's misalignment is what they copy. Split-K tiles
     with a narrow side come before the rest of their group where that side fits the key's
-    (:func:`narrow_fit`)."""
+    (:func:`narrow_fit`), and tiles of several slices (not split-K) where the key has few outputs
+    (:func:`sliced_fit`)."""
     if tile.copy:
         return copy_priority(tile.copy)
     if tile.vec4:
         priority: int | Callable[[Key], int] = needs_vec4(k=True, n=True)
     else:
         priority = _flat_twin if tile.vector else 1
+    if tile.slices > 1 and not tile.kgrid:
+        return _sliced_first(priority, tile.slices)
     if not tile.kgrid or min(tile.bm, tile.bn) > NARROW_BLOCK:
         return priority
     return _fitted(priority, tile.bm, tile.bn)
+
+
+def sliced_fit(key: Key, slices: int) -> int:
+    """How much earlier a tile of ``slices`` sets of invocations a block comes on ``key``: by
+    ``slices // 2`` on keys of at most FEW_OUTPUTS outputs, else not at all.
+
+    Such tiles exist for grids of fewer blocks than a GPU has cores, and their groups open with
+    large blocks: the adaptive policy drops a group whose first two candidates take over twice the
+    leader's time, and on 875x237x835 the medium group's 64x128 and 128x64 tiles did, so its 64x32
+    tile of four slices, 26% ahead of the pick, was never measured (2026-12-06, H100, in both
+    tunes of two wheels, bench/results/h100-ab-ownbuffers-draw3.txt)."""
+    fields = dict(key)
+    return slices // 2 if fields["m"] * fields["n"] <= FEW_OUTPUTS else 0
+
+
+def _sliced_first(priority: int | Callable[[Key], int], slices: int) -> Callable[[Key], int]:
+    def rule(key: Key) -> int:
+        within = priority(key) if callable(priority) else priority
+        return within if within < 0 else within + sliced_fit(key, slices)
+
+    return rule
 
 
 def narrow_fit(side: int, block: int) -> int:
