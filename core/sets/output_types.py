@@ -17,7 +17,11 @@ even when the buffer it copies already held the right answer (in the page the fa
 written it). Not where a kernel reads the output before it writes it: an accumulating atomic
 output (a histogram) or an in-place update (``out[i] += x``). :func:`reads_before_writing` tells
 those apart from the WGSL's tokens, conservatively: any use of the output but a plain store
-(``out[i] = v``, ``out[i].x = v``) or ``arrayLength(&out)`` counts as a read.
+(``out[i] = v``, ``out[i].x = v``) or ``arrayLength(&out)`` counts as a read. A candidate of
+several stages is judged by the first stage that uses the output (:func:`candidate_reads_first`):
+once a stage has stored into it (a split-K matmul's first stage zeroes C), later stages that add
+into it read what the candidate wrote, not what the buffer held; an element no stage wrote still
+shows as poison.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from .buffer_names import Output
 from .shaders import shader_of
 from .tunable import Kernel, TunableSet
 
-__all__ = ["DEFAULT_TOLERANCES", "OutputSpec", "output_specs", "reads_before_writing"]
+__all__ = ["DEFAULT_TOLERANCES", "OutputSpec", "candidate_reads_first", "output_specs", "reads_before_writing", "uses"]
 
 _TYPECODES = {"f32": "f", "f16": "e", "i32": "i", "u32": "I"}
 DEFAULT_TOLERANCES = {"f": (1e-4, 1e-4), "d": (1e-4, 1e-4), "e": (1e-2, 2e-3)}
@@ -71,7 +75,7 @@ def output_specs(tunables: TunableSet, args: Args) -> tuple[OutputSpec, ...]:
         default_atol, default_rtol = DEFAULT_TOLERANCES.get(typecode, (0.0, 0.0))
         accumulates = element is not None and element[1]
         reads = name is None or accumulates or any(
-            reads_before_writing(stage.wgsl, name) for kernel in tunables.candidates for stage in kernel.stages)
+            candidate_reads_first(kernel, name) for kernel in tunables.candidates)
         label = f"{name!r} (buffer {index})" if name else f"buffer {index}"
         specs.append(OutputSpec(index, label, typecode, default_atol if atol is None else atol,
                                 default_rtol if rtol is None else rtol, poison=not reads,
@@ -135,6 +139,23 @@ _MEMBER = re.compile(r"\s*\.\s*\w+")
 
 
 @functools.lru_cache(maxsize=4096)
+def candidate_reads_first(kernel: Kernel, name: str) -> bool:
+    """Whether ``kernel``'s first stage that uses the variable ``name`` (see :func:`uses`) reads
+    it before writing it (:func:`reads_before_writing`); False where no stage uses it."""
+    for stage in kernel.stages:
+        if uses(stage.wgsl, name):
+            return reads_before_writing(stage.wgsl, name)
+    return False
+
+
+def uses(source: str, name: str) -> bool:
+    """Whether WGSL ``source`` uses the variable ``name`` anywhere but in its declaration (by the
+    same tokens as :func:`reads_before_writing`: a local of the same name counts as a use)."""
+    text = _COMMENT.sub(" ", source)
+    return any(not text.startswith(":", _SPACE.match(text, match.end()).end())
+               for match in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", text))
+
+
 def reads_before_writing(source: str, name: str) -> bool:
     """Whether WGSL ``source`` uses the variable ``name`` other than by plain stores into it and
     ``arrayLength(&name)`` (see the module doc). A regular expression over the source, not a
