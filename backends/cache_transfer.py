@@ -136,25 +136,35 @@ def _stage(stream: ExportStream, staging: _Staging) -> None:
 
 
 def _merge_staged(database: CacheDatabase, staging: _Staging) -> int:
+    """Write the staged entries in one transaction, each replacing the stored one of its namespace,
+    set and key (of one the file gives twice, the last given stays); how many entries it stored,
+    each namespace, set and key once. Not the upsert's ``rowcount``: that counts a key given twice
+    twice, and ``wgtune cache import`` said "imported 2" of the one row it stored."""
     staging.connection.execute("COMMIT")
+    stored = staging.connection.execute(  # counted before the write: the database's lock is held no longer for it
+        "SELECT COUNT(*) FROM (SELECT DISTINCT d.namespace, s.set_name, s.key FROM temp.staged s "
+        "JOIN temp.staged_docs d ON d.doc = s.doc)").fetchone()[0]
     with database.transaction(staging.connection) as connection:
         connection.execute("INSERT INTO namespaces (namespace) SELECT DISTINCT namespace FROM temp.staged_docs "
                            "WHERE true ON CONFLICT (namespace) DO NOTHING")
-        return connection.execute(
+        connection.execute(
             "INSERT INTO entries (namespace_id, set_name, key, entry) "
             "SELECT n.id, s.set_name, s.key, s.entry FROM temp.staged s JOIN temp.staged_docs d ON d.doc = s.doc "
             "JOIN namespaces n ON n.namespace = d.namespace WHERE true ORDER BY s.seq "
-            "ON CONFLICT (namespace_id, set_name, key) DO UPDATE SET entry = excluded.entry").rowcount
+            "ON CONFLICT (namespace_id, set_name, key) DO UPDATE SET entry = excluded.entry")
+    return stored
 
 
 def import_document(database: CacheDatabase, obj: object) -> int:
-    """Merge a decoded export (or one namespace document) in one transaction; the number of entries.
+    """Merge a decoded export (or one namespace document) in one transaction; the number of entries
+    stored: a namespace, set and key the document gives twice is one entry (the last given).
     Everything is checked first (StoreError): a bad one writes nothing."""
     decoded = [(check_namespace(namespace), entries) for namespace, entries in decode_export(obj)]
     with database.transaction() as connection:
         for namespace, entries in decoded:
             database.put(connection, database.namespace_id(connection, namespace), entries)
-    return sum(len(entries) for _namespace, entries in decoded)
+    return len({(canonical_namespace(namespace), entry.set_name, entry.key.to_json())
+                for namespace, entries in decoded for entry in entries})
 
 
 def _size_checked(handle: BinaryIO, name: str, max_bytes: int) -> bytes:
@@ -167,7 +177,8 @@ def _size_checked(handle: BinaryIO, name: str, max_bytes: int) -> bytes:
 def import_cache(database: CacheDatabase, source: str | os.PathLike | BinaryIO, *,
                  max_bytes: int = IMPORT_LIMIT) -> int:
     """Merge the export in ``source`` (a path, or a binary file such as standard input) into the
-    database, all in one transaction after all of it was checked; the number of entries imported.
+    database, all in one transaction after all of it was checked; the number of entries imported
+    (stored: a namespace, set and key the file gives twice counts once).
     Raises StoreError for a file over ``max_bytes`` or one that is not a valid export."""
     if not hasattr(source, "read"):
         path = Path(source)

@@ -80,19 +80,23 @@ def _entry_text(entry: StoredEntry) -> str:
 
 async def import_export(idb: Any, text: Any, slices: Slices | None = None) -> int:
     """Merge the export (or one namespace document) in ``text`` (a str, or see :class:`TextSource`)
-    into IndexedDB in one transaction; the number of entries. StoreError naming what is wrong
-    before anything is written (see the module doc)."""
+    into IndexedDB in one transaction; the number of entries stored (:func:`_stored`: a namespace,
+    set and key the text gives twice counts once). StoreError naming what is wrong before
+    anything is written (see the module doc)."""
     slices = slices or Slices()
     source = TextSource(text)
     importer = idb.importer()
     rows: list[list] = []
     namespaces: dict[int, str] = {}
     counts: dict[int, int] = {}
+    given: set[tuple[int, str, str]] = set()
     try:
         for doc, item in read_export(ExportStream(source.read, chunk=TEXT_PIECE)):
             if isinstance(item, StoredEntry):
-                rows.append([doc, item.set_name, item.key.to_json(), _entry_text(item)])
+                key = item.key.to_json()
+                rows.append([doc, item.set_name, key, _entry_text(item)])
                 counts[doc] = counts.get(doc, 0) + 1
+                given.add((doc, item.set_name, key))
             else:
                 namespaces[doc] = canonical_namespace(item)
             if slices.due():
@@ -107,27 +111,44 @@ async def import_export(idb: Any, text: Any, slices: Slices | None = None) -> in
     expected = sum(counts.get(doc, 0) for doc in namespaces)
     if written != expected:  # a page bug, not a document's: say so rather than miscount
         raise StoreError(f"IndexedDB wrote {written} of the import's {expected} entries")
-    return written
+    return _stored(given, namespaces)
+
+
+def _stored(given: set[tuple[int, str, str]], namespaces: dict[int, str]) -> int:
+    """How many entries an import stored, of the ``(doc, set, key)`` its entries ``given``: each
+    namespace, set and key once. The page's writer puts each entry it is handed (``written``
+    counts a key given twice twice, one record stored: the last put), and an entry of a document
+    with no namespace (an export's stray top-level ``entries``) is none of them."""
+    if len(set(namespaces.values())) == len(namespaces):  # each namespace one document's: doc stands for it
+        return sum(doc in namespaces for doc, _set, _key in given)
+    return len({(namespaces[doc], set_name, key) for doc, set_name, key in given if doc in namespaces})
 
 
 async def _import_plainly(idb: Any, text: str, slices: Slices) -> int:
     """The plain path: the whole text parsed and checked at once (one task), then staged and
-    written as :func:`import_export` does."""
+    written as :func:`import_export` does; the number of entries stored, as it counts them."""
     decoded = decode_whole(DocumentStore.check_import(text))  # StoreError before anything is staged
     await slices.pause()
     importer = idb.importer()
     rows: list[list] = []
     namespaces: dict[int, str] = {}
+    given: set[tuple[int, str, str]] = set()
     for doc, (namespace, entries) in enumerate(decoded):
         namespaces[doc] = canonical_namespace(check_namespace(namespace))
         for entry in entries:
-            rows.append([doc, entry.set_name, entry.key.to_json(), _entry_text(entry)])
+            key = entry.key.to_json()
+            rows.append([doc, entry.set_name, key, _entry_text(entry)])
+            given.add((doc, entry.set_name, key))
             if slices.due():
                 importer.add(json.dumps(rows, ensure_ascii=False))
                 rows = []
                 await slices.pause()
     importer.add(json.dumps(rows, ensure_ascii=False))
-    return int(await importer.write(json.dumps(namespaces, ensure_ascii=False)))
+    written = int(await importer.write(json.dumps(namespaces, ensure_ascii=False)))
+    expected = sum(len(entries) for _namespace, entries in decoded)
+    if written != expected:  # as import_export says it
+        raise StoreError(f"IndexedDB wrote {written} of the import's {expected} entries")
+    return _stored(given, namespaces)
 
 
 # -- export ---------------------------------------------------------------------------------------

@@ -226,10 +226,16 @@ class PageSession(StoredWinnersCalls):
     # -- the JSON API -------------------------------------------------------------------------
 
     def _problem(self, set_name: str, label: str) -> _Problem:
+        """The registered key ``label`` of ``set_name``. A label that is none of the set's is a
+        WgtuneError naming the set (JavaScript's ``set``, as a call's errors name theirs: see
+        ``js_errors.describe_error``) and no key; a set that is not on the page names none."""
         problem = self.problems.get((str(set_name), str(label)))
         if problem is None:
             known = ", ".join(f"{s} {k}" for s, k in self.problems)
-            raise WgtuneError(f"no key {label!r} of set {set_name!r} on this page; keys: {known}")
+            error = WgtuneError(f"no key {label!r} of set {set_name!r} on this page; keys: {known}")
+            if any(name == str(set_name) for name, _label in self.problems):
+                error.set_name = str(set_name)
+            raise error
         return problem
 
     def _state(self, problem: _Problem) -> dict:

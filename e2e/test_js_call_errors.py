@@ -224,7 +224,7 @@ def test_a_call_without_params_or_with_no_gpu_buffer_and_an_apps_failing_functio
 
 # The key an error names (`key`: the key's fields): a call's error once its key is known, whether
 # the key was never tuned, failed every candidate, or is waited for; none where the error concerns
-# no one key (a definition, a call refused before its key is known).
+# no one key (a definition, a call refused before its key is known, a label that is no key).
 ERROR_KEYS = r"""
 async () => {
 """ + HELPERS + r"""
@@ -256,6 +256,10 @@ async () => {
     definition: await caught(() => wgtune.defineSet({ name: "js_keys_broken",
                                                       candidates: [{ name: "a", wgsl: "fn main( {", grid: [1] }] })),
     label: await caught(() => wgtune.settle("fma", "100003", { timeout: 0.001 })),
+    // A label that is no key of a registered set: its set named, no key; a set not on the page: none.
+    unknownLabel: [await caught(() => wgtune.check("fma", "12345")), await caught(() => wgtune.execute("fma", "12345")),
+                   await caught(() => wgtune.settle("fma", "12345"))],
+    unknownSet: await caught(() => wgtune.check("js_keys_nowhere", "12345")),
   };
 }
 """
@@ -275,5 +279,7 @@ def test_an_error_names_the_key_of_its_call_as_its_fields_and_none_where_it_conc
     assert answer["definition"] == {"name": "NoValidKernelFound", "set": "js_keys_broken", "key": "absent"}
     assert answer["label"] == {"name": "WgtuneError", "set": "fma",  # a registered key: its fields, not its label
                                "key": {"n": 131072, "dtype": "f32", "vec": 1}}
+    assert answer["unknownLabel"] == [{"name": "WgtuneError", "set": "fma", "key": "absent"}] * 3
+    assert answer["unknownSet"] == {"name": "WgtuneError", "set": None, "key": "absent"}
     assert log.errors == []
     page.close()
