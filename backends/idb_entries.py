@@ -140,11 +140,15 @@ class IndexedDBEntries:
         return await export_document(self.idb, ExportDocument())
 
     async def import_document(self, obj: object) -> int:
-        """Merge an export (or one namespace document) into IndexedDB; the number of entries.
+        """Merge an export (or one namespace document) into IndexedDB; the number of entries
+        stored: a namespace, set and key the document gives twice (in one namespace's entries, or
+        in two documents of the same namespace) is one entry, the last given.
 
         All of ``obj`` is checked first (a StoreError changes nothing), then written in one
         transaction: each entry replaces the stored one of its namespace, set and key, every
         other stored entry stays, and another tab importing at the same time loses nothing.
+        Not ``len(records)``: ``putEntries`` puts each record in order (a key given twice is one
+        record, the last put), and ``IndexedDBDatabase.import_from`` said 2 of the one it stored.
         """
         records = []
         for namespace, entries in decode_export(obj):
@@ -152,7 +156,7 @@ class IndexedDBEntries:
             records.extend(record_of(text, entry) for entry in entries)
         if records:
             await self.idb.putEntries(json.dumps(records, ensure_ascii=False))
-        return len(records)
+        return len({(text, set_name, key) for text, set_name, key, _entry_text in records})
 
     async def clear_all(self) -> int:
         """Forget every namespace, in one transaction; how many namespaces had winners."""

@@ -1,12 +1,15 @@
 """What an import says it imported, where its document gives one namespace, set and key twice
 (once in one namespace's entries, or in two documents of the same namespace): the entries it
 stored, each once, the last one given kept; natively (``cache_transfer.py``: the streamed path, the
-plain one, ``wgtune cache import``) and in the page (``idb_transfer.py``, on the fake IndexedDB).
-Both once said 2 of the one entry stored (found from outside)."""
+plain one, ``wgtune cache import``), in the page (``idb_transfer.py``, on the fake IndexedDB), and
+through each ``Database.import_from``: the IndexedDB one's whole-document import
+(``idb_entries.py``) and the old file store's (``DocumentStore.import_document``). Each once said
+2 of the one entry stored (found from outside)."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 
 import pytest
@@ -14,8 +17,10 @@ from fake_idb import FakeIdb
 from test_sqlite_store import LAVAPIPE, OTHER_GPU, entry
 
 from wgtune.backends import cache_transfer, idb_transfer
-from wgtune.backends.cache_transfer import import_cache, import_document
+from wgtune.backends.cache_transfer import SqliteDatabase, import_cache, import_document
+from wgtune.backends.file_store import LegacyDocuments
 from wgtune.backends.idb_transfer import import_export
+from wgtune.backends.indexeddb import IndexedDBDatabase
 from wgtune.backends.sqlite_store import CacheDatabase
 from wgtune.cli import main
 from wgtune.store.format import canonical_namespace, namespace_for
@@ -29,10 +34,19 @@ def export(*documents) -> dict:
     return {"format": "wgtune.export/1", "namespaces": list(documents)}
 
 
+def reordered(document: dict) -> dict:
+    """``document`` with its fields, and its device's, in the reverse order: the same namespace."""
+    return {name: dict(reversed(value.items())) if isinstance(value, dict) else value
+            for name, value in reversed(document.items())}
+
+
 # Each: the document, and how many entries it stores.
 TWICE = {
     "one-namespace": (document(LAVAPIPE, entry(1), entry(2), entry(1, winner=1)), 2),
     "same-namespace-twice": (export(document(LAVAPIPE, entry(1)), document(LAVAPIPE, entry(1, winner=1))), 1),
+    # The second document's namespace written in another order: one namespace (its canonical text).
+    "same-namespace-reordered": (export(document(LAVAPIPE, entry(1)),
+                                        reordered(document(LAVAPIPE, entry(1, winner=1)))), 1),
     # A namespace's fields after its entries: which namespace they are of is known at its end.
     "fields-after-entries": ({"namespaces": [{"entries": [entry(1).to_json(), entry(1, winner=1).to_json()],
                                               **namespace_for(LAVAPIPE), "format": "wgtune.cache/1"}],
@@ -89,3 +103,47 @@ def test_the_pages_import_counts_a_key_given_twice_once_and_keeps_the_last(monke
     records = [(namespace, set_name, key, json.loads(text)["winner"]) for (namespace, set_name, key), text
                in idb.entries.items()]
     assert winner_of_the_key_given_twice(records) == 1
+
+
+def import_from(database, obj: dict) -> int:
+    """``Database.import_from`` of ``obj``'s JSON text, as ``wgtune cache import -`` hands it (on a
+    loop: the fake IndexedDB's helpers suspend, as the page's promises do)."""
+    return asyncio.run(database.import_from(io.BytesIO(json.dumps(obj, indent=1).encode())))
+
+
+def listed(database) -> list:
+    """What ``database`` lists, as :func:`stored` gives it."""
+    return [(canonical_namespace(namespace), found.set_name, found.key.to_json(), found.winner)
+            for namespace, found in asyncio.run(database.entries()).entries]
+
+
+@pytest.mark.parametrize("shape", sorted(TWICE))
+def test_the_indexeddb_databases_import_from_counts_a_key_given_twice_once_and_keeps_the_last(shape):
+    obj, count = TWICE[shape]  # IndexedDBEntries.import_document: the whole document, one putEntries
+    idb = FakeIdb()
+    assert import_from(IndexedDBDatabase(idb), obj) == count
+    assert len(idb.entries) == count
+    records = [(namespace, set_name, key, json.loads(text)["winner"]) for (namespace, set_name, key), text
+               in idb.entries.items()]
+    assert winner_of_the_key_given_twice(records) == 1
+
+
+@pytest.mark.parametrize("shape", sorted(TWICE))
+def test_the_file_stores_import_from_counts_a_key_given_twice_once_and_keeps_the_last(tmp_path, shape):
+    obj, count = TWICE[shape]  # DocumentStore.import_document: a locked merge per document
+    database = LegacyDocuments(tmp_path)
+    assert import_from(database, obj) == count
+    assert len(listed(database)) == count
+    assert winner_of_the_key_given_twice(listed(database)) == 1
+
+
+# Keys that differ only as True and 1 do: two slots where a key's JSON is the slot (SQLite, IndexedDB),
+# one where the Key is (the file store's documents: Key's doc). Whichever, the count is what is stored.
+TRUE_AND_ONE = document(LAVAPIPE, entry(1), entry(True, winner=1))
+
+
+@pytest.mark.parametrize("make", [SqliteDatabase, LegacyDocuments, lambda _directory: IndexedDBDatabase(FakeIdb())],
+                         ids=["sqlite", "file-store", "indexeddb"])
+def test_an_imports_count_is_what_its_database_lists(tmp_path, make):
+    database = make(tmp_path)
+    assert import_from(database, TRUE_AND_ONE) == len(listed(database))

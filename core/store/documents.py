@@ -265,15 +265,21 @@ class DocumentStore:
         return obj
 
     async def import_document(self, obj: object) -> int:
-        """Merge an export (or one namespace document) into the store; the number of entries.
+        """Merge an export (or one namespace document) into the store; the number of entries
+        stored: a namespace, set and key the document gives twice (in one namespace's entries, or
+        in two documents of the same namespace) is one entry, the last given.
 
         All of ``obj`` is decoded and checked before anything is written: a bad one (StoreError)
-        changes nothing. Imported entries replace stored ones of the same set and key.
+        changes nothing. Imported entries replace stored ones of the same set and key. Counted by
+        the slot a document keeps an entry in (:attr:`~wgtune.store.format.StoredEntry.slot`, as
+        :meth:`save` merges), each namespace's once: not the entries given, which counted a key
+        given twice twice (an import said 2 of the one entry it stored).
         """
         decoded = [(check_namespace(namespace), entries) for namespace, entries in decode_export(obj)]
         for namespace, entries in decoded:
             await self.save(namespace, entries)
-        return sum(len(entries) for _namespace, entries in decoded)
+        return len({(canonical_namespace(namespace), entry.slot)
+                    for namespace, entries in decoded for entry in entries})
 
     async def clear_all(self) -> int:
         """Forget every namespace (each document under its lock); how many documents were removed."""
