@@ -6,7 +6,7 @@ page's), then calls :meth:`PageSession.open`. Every answer crosses to JS as JSON
 side never holds Python objects it would have to release. What it hears of tunes is
 ``page_events.py``'s; its calls on stored winners (export, import, clearing, bundles) are
 ``page_stored.py``'s, and the stored-winners panel's pages ``stored_view.py``'s; the other tabs
-are ``tabs.py``'s; a lost device is reopened by :meth:`PageSession.reopen`.
+are ``tabs.py``'s; a lost device is reopened by :meth:`PageSession.reopen` (``page_reopen.py``).
 
 Registered keys are named by their problem size as text (``"128x128x128"``, ``"262144"``): the
 label a person reads on the page and a test passes to ``check``. Each key's call (its buffers) is
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wgtune import Config
-from wgtune.errors import DeviceLost, LaunchRefused, NoValidKernelFound, WgtuneError
+from wgtune.errors import LaunchRefused, NoValidKernelFound, WgtuneError
 from wgtune.gpu.clock import clock_grain as measure_grain
 from wgtune.kernels.demo import DemoCase, demo_suite
 from wgtune.kernels.families import FAMILIES
@@ -45,6 +45,7 @@ from .browser import BrowserDevice, js_object
 from .js_errors import concerning, failed_answer
 from .page_dispose import dispose_session
 from .page_events import PageRecords, event_message, execute_saying_start
+from .page_reopen import reopen_session
 from .page_settings import page_config, settle_timeout
 from .page_stored import StoredWinnersCalls
 from .tabs import TabCoordinator
@@ -143,35 +144,7 @@ class PageSession(StoredWinnersCalls):
         when the device was lost (ruled out: it would lose this device too). The keys tuned again,
         as ``"set key"``.
         """
-        old = self.tuner
-        deadline = time.monotonic() + wait
-        while old.running and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        interrupted: dict[tuple[str, str], DeviceLost | None] = {}
-        for (set_name, label), problem in self.problems.items():
-            failure = old.failures.get((problem.tunables.name, problem.key))
-            if isinstance(failure, DeviceLost) or isinstance(old.fastest(problem.tunables, problem.key), Pending):
-                interrupted[(set_name, label)] = failure if isinstance(failure, DeviceLost) else None
-        info = adapter_info.to_py() if hasattr(adapter_info, "to_py") else dict(adapter_info)
-        self.device = BrowserDevice(gpu_device, info, use_timestamps=self.use_timestamps,
-                                    clock_grain=self.clock_grain)
-        self.clock_grain = await measure_grain(self.device)
-        self.tuner = None
-        await self.reload()
-        cases, self.problems = self.cases, {}
-        for case in cases:
-            await self.add_case(case)
-        again = []
-        for (set_name, label), lost in interrupted.items():
-            problem = self.problems.get((set_name, label))
-            if problem is None:
-                continue
-            if lost is not None and lost.candidate is not None:
-                self.tuner.rule_out(problem.tunables, problem.key, lost.candidate,
-                                    f"the GPU device was lost during its first launch ({lost.reason})")
-            self.check(set_name, label)
-            again.append(f"{set_name} {label}")
-        return again
+        return await reopen_session(self, gpu_device, adapter_info, wait)
 
     async def _open_store(self, tabs: Any) -> None:
         """Before the store is first read: move version 1's documents into records (nothing is
