@@ -98,11 +98,14 @@ class FakeIdb:
         return json.dumps(sorted(self.documents.items()))
 
     async def migrateDocument(self, name, records, keep):
+        """As web/idb.js: a slot given twice is one record, the last copy given, added only where
+        none was stored before the call (its counts all see the store as it was)."""
         await self._step("migrateDocument")
+        distinct = {(namespace, set_name, key): text for namespace, set_name, key, text in json.loads(records)}
         added = 0
-        for namespace, set_name, key, text in json.loads(records):
-            if (namespace, set_name, key) not in self.entries:
-                self.entries[(namespace, set_name, key)] = text
+        for slot, text in distinct.items():
+            if slot not in self.entries:
+                self.entries[slot] = text
                 added += 1
         if not keep:
             self.documents.pop(name, None)

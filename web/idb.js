@@ -258,12 +258,17 @@ export async function openDocuments(name = "wgtune") {
      * Move a version-1 document's entries ([[namespace, set, key, text], ...], JSON text, read
      * from it by Python) into "entries", each only where no entry is stored (another tab's newer
      * winner stays), then delete the document unless `keep` (it had damage: kept for a
-     * post-mortem): one transaction. Resolves to how many entries were added.
+     * post-mortem): one transaction. Resolves to how many entries were added: a namespace, set
+     * and key the document gives twice is one entry, the last copy given. (Every count is
+     * queued before any put, so each sees the store as it was before this call: without the
+     * Map, a key given twice was counted and put twice, 2 added of the 1 stored.)
      */
     migrateDocument: (name, records, keep) =>
       transact([ENTRIES, DOCUMENTS], "readwrite", (s) => {
+        const distinct = new Map(); // a key given again keeps its place and takes the later copy
+        for (const record of JSON.parse(records)) distinct.set(JSON.stringify(record.slice(0, 3)), record);
         let added = 0;
-        for (const [namespace, set, key, text] of JSON.parse(records)) {
+        for (const [namespace, set, key, text] of distinct.values()) {
           const request = s.entries.count([namespace, set, key]);
           request.onsuccess = () => {
             if (request.result === 0) {
