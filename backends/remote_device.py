@@ -46,7 +46,8 @@ OP_SECONDS = 60.0
 """Seconds any other call may take when no launch is in hand: the process is stuck past that."""
 
 # WebGPU's buffer usage flags (the spec's numbers, wgpu-py's too).
-COPY_BOTH_WAYS = 0x4 | 0x8  # COPY_SRC | COPY_DST
+COPY_SRC = 0x4
+COPY_BOTH_WAYS = COPY_SRC | 0x8  # COPY_SRC | COPY_DST
 STORAGE_USAGE = 0x80 | COPY_BOTH_WAYS
 
 _SERIALS = itertools.count(1)
@@ -215,11 +216,15 @@ class RemoteDevice(Device):
         known = self._imported.get(id(buffer))
         if known is not None and known[0] is buffer:
             return known[1]
-        data = run_inline(self.home.read_buffer(buffer))
+        usage = int(buffer.usage)
+        if usage & COPY_SRC:
+            data: bytes | None = run_inline(self.home.read_buffer(buffer))
+            nbytes = len(data)
+        else:  # nobody can copy it (the app made it without COPY_SRC): zero-filled, as clone_buffer's stand-in
+            data, nbytes = None, int(buffer.size)
         # Posted, not waited for: the process writes it to its GPU while this one reads the next
         # buffer from its own (a call's inputs at 4096^3 are 192 MB). The size and usage are what
         # the process makes (whole words; the call's usage, copyable).
-        usage, nbytes = int(buffer.usage), len(data)
         self._posted_bytes += nbytes  # the next call's wait covers moving them
         remote = self._posted_buffer("create", (data, nbytes, usage), _whole_words(nbytes), usage | COPY_BOTH_WAYS)
         self._imported[id(buffer)] = (buffer, remote)

@@ -138,7 +138,6 @@ _SPACE = re.compile(r"\s*")
 _MEMBER = re.compile(r"\s*\.\s*\w+")
 
 
-@functools.lru_cache(maxsize=4096)
 def candidate_reads_first(kernel: Kernel, name: str) -> bool:
     """Whether ``kernel``'s first stage that uses the variable ``name`` (see :func:`uses`) reads
     it before writing it (:func:`reads_before_writing`); False where no stage uses it."""
@@ -148,14 +147,23 @@ def candidate_reads_first(kernel: Kernel, name: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
 def uses(source: str, name: str) -> bool:
-    """Whether WGSL ``source`` uses the variable ``name`` anywhere but in its declaration (by the
-    same tokens as :func:`reads_before_writing`: a local of the same name counts as a use)."""
+    """Whether WGSL ``source`` uses the variable ``name`` anywhere but in its declaration and
+    ``arrayLength(&name)``, which touches no element (by the same tokens as
+    :func:`reads_before_writing`: a local of the same name counts as a use). A stage that only
+    takes the output's length (a bound) neither reads nor writes it, so it does not decide."""
     text = _COMMENT.sub(" ", source)
-    return any(not text.startswith(":", _SPACE.match(text, match.end()).end())
-               for match in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", text))
+    for match in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", text):
+        if text.startswith(":", _SPACE.match(text, match.end()).end()):
+            continue
+        if re.search(r"arrayLength\s*\(\s*&$", text[:match.start()].rstrip()):
+            continue
+        return True
+    return False
 
 
+@functools.lru_cache(maxsize=4096)
 def reads_before_writing(source: str, name: str) -> bool:
     """Whether WGSL ``source`` uses the variable ``name`` other than by plain stores into it and
     ``arrayLength(&name)`` (see the module doc). A regular expression over the source, not a

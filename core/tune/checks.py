@@ -32,6 +32,7 @@ the buffer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
@@ -178,7 +179,8 @@ class OutputCheck:
             if slot < 0:
                 return None
             verdict = Mismatch(self.tunables.candidates[index].name,
-                               f"output {self.specs[slot].label} disagrees with the reference: {comparison.describe()}")
+                               f"output {self.specs[slot].label} disagrees with the reference: {comparison.describe()}"
+                               + self._poison_note(slot, comparison))
             self.verdicts[index] = verdict
             return verdict
         for group in self.agreement.groups:
@@ -285,8 +287,16 @@ class OutputCheck:
         text = f"disagrees with the {len(right.members)} candidates that agree ({shown}{more})"
         if comparison is not None and comparison[0] >= 0:
             slot, how = comparison
-            text += f": output {self.specs[slot].label}: {how.describe()}"
+            text += f": output {self.specs[slot].label}: {how.describe()}" + self._poison_note(slot, how)
         return text
+
+    def _poison_note(self, slot: int, comparison: Comparison) -> str:
+        """Why a candidate's NaN in a poisoned output may be the check's own: it started as NaN bits."""
+        spec = self.specs[slot]
+        if not spec.poison or not isinstance(comparison.got, float) or not math.isnan(comparison.got):
+            return ""
+        return (f" (the check starts output {spec.label} as NaN bits, since no candidate reads it before writing "
+                "it: an element left unwritten, or read before any stage wrote it, is NaN there)")
 
     async def _expected(self) -> tuple[list[Any], list[int]]:
         """The set's reference outputs for the check's inputs, on the device, and their sizes in
