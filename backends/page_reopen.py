@@ -4,7 +4,9 @@ adapter and calls :meth:`~wgtune.backends.page.PageSession.reopen`): :func:`reop
 The tunes the loss interrupted end first; then a new tuner over the same store and records, on the
 new device, with every registered key's call made again on it; each interrupted tune starts again
 without the candidate whose first launch was running when the device was lost (ruled out: it would
-lose this device too). Pure Python over the session's attributes, as ``page_dispose.py`` is.
+lose this device too).
+
+Importable only in Pyodide (it makes the browser device).
 """
 
 from __future__ import annotations
