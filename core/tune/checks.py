@@ -97,9 +97,12 @@ class OutputCheck:
         self.tunables = tunables
         self.pipelines = pipelines
         self.specs: tuple[OutputSpec, ...] = output_specs(tunables, args)
-        # What every check run starts from, copied now: the sampling may write the benchmark's buffers.
-        buffers = [device.clone_buffer(buffer) for buffer in args.buffers]
+        # What every check run starts from, copied now: the sampling may write the benchmark's buffers
+        # a candidate binds read_write; the others no candidate of the tune writes, so they are shared
+        # (natively the call's own inputs: a tune copies none of them).
         self._written = written_buffers(tunables, args, among)
+        buffers = [device.clone_buffer(buffer) if index in self._written else buffer
+                   for index, buffer in enumerate(args.buffers)]
         for spec in self.specs:
             if spec.poison:
                 buffers[spec.index] = device.create_buffer(bytes([POISON]) * args.buffers[spec.index].size)
