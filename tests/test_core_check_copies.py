@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet
 
+from wgtune.tune.checks import written_buffers
+
 # Pure core: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
 
@@ -35,6 +37,7 @@ def test_a_checked_native_tune_copies_no_input_its_candidates_only_read():
     device = CloneWatchingDevice()
     tunables = make_set(kernel("a", wgsl=WGSL), kernel("b", wgsl=WGSL))
     args = call(device, [1.0, 2.0], [5.0, 5.0])
+    assert written_buffers(tunables, args) == {1}  # x is only read
     make_tuner(device, config=quiet(checks=True)).execute(tunables, args)
     assert device.cloned  # the output is copied for the benchmark
     assert all(source is not args.buffers[0] for source in device.cloned)
