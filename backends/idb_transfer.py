@@ -119,8 +119,6 @@ def _stored(given: set[tuple[int, str, str]], namespaces: dict[int, str]) -> int
     namespace, set and key once. The page's writer puts each entry it is handed (``written``
     counts a key given twice twice, one record stored: the last put), and an entry of a document
     with no namespace (an export's stray top-level ``entries``) is none of them."""
-    if len(set(namespaces.values())) == len(namespaces):  # each namespace one document's: doc stands for it
-        return sum(doc in namespaces for doc, _set, _key in given)
     return len({(namespaces[doc], set_name, key) for doc, set_name, key in given if doc in namespaces})
 
 

@@ -81,23 +81,16 @@ class BufferWatchingDevice(FakeDevice):
         return await super().profile(pipeline, args, grid, repeats)
 
 
-def test_a_native_tune_times_on_the_calls_own_inputs_and_copies_of_what_it_may_write():
+@pytest.mark.parametrize(("second", "x_shared"), [("read", True), ("read_write", False)])
+def test_a_native_tune_times_on_the_calls_own_inputs_and_copies_what_a_candidate_may_write(second, x_shared):
+    """x is the call's own where every candidate only reads it; a copy where one may write it."""
     device = BufferWatchingDevice()
-    tunables = make_set(kernel("a", wgsl=wgsl("read")), kernel("b", wgsl=wgsl("read")))
+    tunables = make_set(kernel("a", wgsl=wgsl("read")), kernel("b", wgsl=wgsl(second)))
     args = call(device, [1.0, 2.0], [5.0, 5.0])
-    make_tuner(device, config=quiet(checks=False)).execute(tunables, args)
+    make_tuner(device, config=quiet(checks=False)).check_tune(tunables, Key({"n": 4}), args)
     assert device.timed_on
-    assert all(x is args.buffers[0] and y is not args.buffers[1] for x, y in device.timed_on)
+    assert all((x is args.buffers[0]) == x_shared and y is not args.buffers[1] for x, y in device.timed_on)
     assert args.buffers[0].data == array("f", [1.0, 2.0]).tobytes()  # the tune wrote no input
-
-
-def test_a_candidate_that_may_write_an_input_is_timed_on_a_copy_of_it():
-    device = BufferWatchingDevice()
-    tunables = make_set(kernel("a", wgsl=wgsl("read")), kernel("in_place", wgsl=wgsl("read_write")))
-    args = call(device, [1.0, 2.0], [5.0, 5.0])
-    make_tuner(device, config=quiet(checks=False)).execute(tunables, args)
-    assert device.timed_on
-    assert all(x is not args.buffers[0] and y is not args.buffers[1] for x, y in device.timed_on)
 
 
 def test_a_tune_on_the_event_loop_copies_every_buffer_at_the_miss():

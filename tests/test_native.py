@@ -6,27 +6,19 @@ import struct
 
 import pytest
 import wgpu
+from wgsl_samples import scale
 
 import wgtune
 from wgtune import Args, Config, Hit, Kernel, Launch, Mismatch, NoValidKernelFound, TunableSet, Tuner
 from wgtune.backends.native import NativeDevice
 
-SCALE = """
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@group(0) @binding(2) var<uniform> n: vec4<u32>;
-@compute @workgroup_size(WG)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    if (id.x < n.x) { y[id.x] = FACTOR * x[id.x]; }
-}"""
-
 N = 4099  # not a multiple of any workgroup size
 
 
-def scale_kernel(name: str, wg: int = 64, factor: str = "3.0", **extra) -> Kernel:
+def scale_kernel(name: str, wg: int = 64, factor: float = 3.0, **extra) -> Kernel:
     return Kernel(
         name,
-        SCALE.replace("WG", str(wg)).replace("FACTOR", factor),
+        scale(factor, wg),
         grid=lambda args, wg=wg: ((args.params[0] + wg - 1) // wg, 1, 1),
         workgroup_size=(wg, 1, 1),
         **extra,
@@ -92,7 +84,7 @@ def test_tune_survives_invalid_wgsl_a_device_limit_and_wrong_output(device):
         scale_kernel("wg64"),
         Kernel("bad_wgsl", "fn main( {", grid=lambda a: (1, 1, 1)),
         too_much_shared(over_limit),
-        scale_kernel("wrong", factor="2.0"),
+        scale_kernel("wrong", factor=2.0),
         scale_kernel("wg128", wg=128),
     )
     tuner = Tuner(device, config=quick(checks=True))

@@ -46,6 +46,7 @@ from ..sets.output_types import OutputSpec, output_specs
 from ..sets.shaders import shader_of
 from ..sets.tunable import TunableSet
 from .expected import as_bytes
+from .measure import clone_written
 from .pipelines import PipelineCache
 
 __all__ = ["MAX_GROUPS", "Agreement", "OutputCheck"]
@@ -101,8 +102,7 @@ class OutputCheck:
         # a candidate binds read_write; the others no candidate of the tune writes, so they are shared
         # (natively the call's own inputs: a tune copies none of them).
         self._written = written_buffers(tunables, args, among)
-        buffers = [device.clone_buffer(buffer) if index in self._written else buffer
-                   for index, buffer in enumerate(args.buffers)]
+        buffers = list(clone_written(device, args, self._written).buffers)
         for spec in self.specs:
             if spec.poison:
                 buffers[spec.index] = device.create_buffer(bytes([POISON]) * args.buffers[spec.index].size)
@@ -134,9 +134,7 @@ class OutputCheck:
             for index in self._written:
                 self.device.copy_buffer(self.start.buffers[index], args.buffers[index])
             return args
-        return self.start.with_buffers([
-            self.device.clone_buffer(buffer) if index in self._written else buffer
-            for index, buffer in enumerate(self.start.buffers)])
+        return clone_written(self.device, self.start, self._written)
 
     def _done_with(self, ran: Args) -> None:
         """``ran``'s buffers may take the next candidate's run, where the device can refill them.
