@@ -85,10 +85,11 @@ class OutputCheck:
 
     def __init__(
         self, device: Device, tunables: TunableSet, args: Args, pipelines: PipelineCache,
-        among: Collection[int] | None = None,
+        among: Collection[int] | None = None, written: set[int] | None = None,
     ) -> None:
         """``among``: the candidates the tune may run (None: every one); only their WGSL says which
-        buffers a check run must have copies of."""
+        buffers a check run must have copies of. ``written``: those buffers, where the tune has
+        already worked them out (``written_buffers`` of the same ``among``)."""
         bad = [index for index in tunables.outputs if isinstance(index, int) and not 0 <= index < len(args.buffers)]
         if bad:
             raise ConfigError(
@@ -101,7 +102,7 @@ class OutputCheck:
         # What every check run starts from, copied now: the sampling may write the benchmark's buffers
         # a candidate binds read_write; the others no candidate of the tune writes, so they are shared
         # (natively the call's own inputs: a tune copies none of them).
-        self._written = written_buffers(tunables, args, among)
+        self._written = written_buffers(tunables, args, among) if written is None else written
         buffers = list(clone_written(device, args, self._written).buffers)
         for spec in self.specs:
             if spec.poison:

@@ -60,18 +60,21 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     among = None if tunables.search is not None else plan.planned - set(request.ruled_out)
     checking = config.checks and not config.dry_run and bool(tunables.outputs)
     copies_written = tunables.input_gen is None and not request.snapshot
+    written = None  # the call's buffers some candidate the tune may run writes: what its copies and checks copy
     if checking or copies_written:
         await _reflect(request, among)  # what the checks and the copies ask of the WGSL, ahead of them
+        if tunables.input_gen is None:  # generated inputs are other buffers, which the check works out itself
+            written = written_buffers(tunables, request.args, among)
     if tunables.input_gen is not None:
         bench_args = tunables.input_gen(device, key, request.args)
     elif request.snapshot:
         bench_args = request.args
     else:
-        bench_args = clone_written(device, request.args, written_buffers(tunables, request.args, among))
+        bench_args = clone_written(device, request.args, written)
     check = None
     if config.checks and not config.dry_run:
         if tunables.outputs:
-            check = OutputCheck(device, tunables, bench_args, pipelines, among=among)
+            check = OutputCheck(device, tunables, bench_args, pipelines, among=among, written=written)
         elif not tunables.outputs_given:
             _say_once(tunables.name, "tunable set %s has no outputs to compare: its first candidate declares no "
                       "var<storage, read_write> wgtune can read, so its winners are not checked; give outputs= (or "
