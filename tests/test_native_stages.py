@@ -134,3 +134,41 @@ def test_a_softmax_with_its_uniform_struct_at_binding_zero_binds_and_computes():
         top = max(row)
         total = sum(math.exp(v - top) for v in row)
         assert list(got[r * cols:(r + 1) * cols]) == pytest.approx([math.exp(v - top) / total for v in row], rel=1e-5)
+
+
+def test_a_later_stages_grid_is_worked_out_once_per_call_not_once_per_launch():
+    """A later stage's grid (a split-K tile's is several microseconds of Python) is kept in the
+    call's cache like the first's: a batch of launches of one call, and a timed pass, work it out
+    once; another call's Args works it out again, and every launch still runs both stages."""
+    calls = []
+
+    def counted_grid(args):
+        calls.append(args)
+        return grid(args)
+
+    two_pass = Kernel("scale_then_shift", SCALE, grid, then=(Kernel("shift", SHIFT, counted_grid),))
+    tunables = TunableSet("scale_shift_once", [two_pass], key=lambda a: {"n": a.params[0]}, outputs=(2,))
+    device = NativeDevice.open()
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled", checks=False, samples=3, warmups=1))
+    x = device.create_buffer(struct.pack(f"{N}f", *range(N)))
+
+    def call(factor):
+        out = device.create_buffer(size=4 * N)
+        return Args((x, device.create_buffer(size=4 * N), out), (N, factor)), out
+
+    first, first_out = call(3)
+    tuner.execute(tunables, first)  # the tune, then the winner's launch on the call
+    calls.clear()
+    with tuner.batch():
+        for _ in range(5):
+            tuner.execute(tunables, first)
+    assert calls == []
+    second, second_out = call(2)
+    for _ in range(3):
+        tuner.execute(tunables, second)
+    # The call's first launch checks its grids against the device's limits (once a call), then
+    # its launches work out the later grid once: two, however many launches (four before).
+    assert len(calls) == 2 and all(seen is second for seen in calls)
+    for out, factor in ((first_out, 3.0), (second_out, 2.0)):
+        got = struct.unpack(f"{N}f", device.read_buffer_sync(out))
+        assert list(got) == pytest.approx([factor * i + 1 for i in range(N)])
