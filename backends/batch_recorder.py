@@ -25,10 +25,11 @@ from wgtune.errors import LaunchRefused, WgtuneError
 from wgtune.gpu.device import CompiledKernel
 from wgtune.sets.args import Args, Grid
 
-__all__ = ["LAUNCHES_PER_SUBMISSION", "NOTHING_BOUND", "BatchRecorder", "Submitted", "encode_launches",
+__all__ = ["LAUNCHES_PER_SUBMISSION", "NOTHING_BOUND", "STEPS", "BatchRecorder", "Submitted", "encode_launches",
            "launch_steps"]
 
 NOTHING_BOUND = (None, None)  # a pass's (pipeline, first bind group) before it has set any
+STEPS = "steps"  # with a CompiledKernel of several stages, the key in ``args.cache`` of its kept launch steps
 # Launches a batch records before it submits them and goes on in a new command buffer, so that
 # the GPU runs those while the next are recorded instead of idling until the end. Recording a
 # launch costs the CPU about as long as a small kernel runs (7-10 us on an H200's host, against
@@ -127,11 +128,16 @@ class BatchRecorder:
 def launch_steps(device: Any, kernel: CompiledKernel, args: Args, grid: Grid) -> Sequence[tuple[Any, Any, Grid]]:
     """What one launch of ``kernel`` on ``args`` dispatches (``CompiledKernel.steps``) on
     ``device`` (its WebGPUDevice), worked out as each launch of a batch works it out: the bind
-    groups looked up, and the grid of every stage past the first computed again. One stage
-    needs no list."""
+    groups looked up. A kernel of several stages has its steps worked out once per ``args`` (an
+    Args is immutable) and kept in its cache beside its bind groups, as the tuner keeps its first
+    grid: a split-K tile's later grid is microseconds of Python, which every launch of a batch
+    and of a timed pass paid again. One stage needs no list."""
     if not kernel.then:
         return ((kernel.pipeline, device._bind_groups(kernel, args), grid),)
-    return kernel.steps(args, grid, device._bind_groups)
+    kept = args.cache.get((kernel, STEPS))
+    if kept is None or kept[0] != grid:
+        kept = args.cache[(kernel, STEPS)] = (grid, kernel.steps(args, grid, device._bind_groups))
+    return kept[1]
 
 
 def encode_launches(

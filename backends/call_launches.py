@@ -39,7 +39,7 @@ from wgtune.sets.bindings import PARAMS, Scratch, binding_plan, stage_entries
 from wgtune.sets.kernel import Kernel
 from wgtune.tune.log import logger
 
-from .batch_recorder import Submitted
+from .batch_recorder import STEPS, Submitted
 
 __all__ = ["CALL_NAME", "CallLaunches"]
 
@@ -243,6 +243,7 @@ def _drop_bind_groups(args: Args, pipeline: CompiledKernel) -> None:
     and scoped anew."""
     for stage in (pipeline, *pipeline.then):
         args.cache.pop(stage, None)
+    args.cache.pop((pipeline, STEPS), None)  # the launch steps kept with them (``launch_steps``)
 
 
 def _refuse_batch(calls: list[tuple[Args, CompiledKernel]], launches: int, message: str) -> LaunchRefused:

@@ -106,9 +106,6 @@ def check_grid(grid: Grid, limits: DeviceLimits) -> str | None:
     return None
 
 
-LATER_GRIDS = "later grids"  # with a CompiledKernel, the key in ``args.cache`` of its later stages' grids
-
-
 @dataclass(frozen=True, eq=False)
 class CompiledKernel:
     """A kernel as a backend compiled it: its pipeline and bind-group layout 0 (the backend's own
@@ -123,15 +120,10 @@ class CompiledKernel:
 
     def steps(self, args: Args, grid: Grid, bind: Callable[[CompiledKernel, Args], Any]) -> list[tuple[Any, Any, Grid]]:
         """What one launch dispatches, in order: each stage's pipeline, bind groups (``bind``) and
-        grid. ``grid`` is the first stage's, which the caller has already computed; the later
-        stages' are worked out once per ``args`` (an Args is immutable) and kept in its cache, as
-        the tuner keeps the first's: a split-K tile's grid is several microseconds of Python, which
-        every launch of a batch (and every launch of a timed pass) paid again."""
-        later = args.cache.get((self, LATER_GRIDS))
-        if later is None:
-            later = args.cache[(self, LATER_GRIDS)] = tuple(tuple(stage.kernel.grid(args)) for stage in self.then)
-        return [(self.pipeline, bind(self, args), grid)] + [
-            (stage.pipeline, bind(stage, args), stage_grid) for stage, stage_grid in zip(self.then, later, strict=True)
+        grid. ``grid`` is the first stage's, which the caller has already computed."""
+        return [
+            (stage.pipeline, bind(stage, args), grid if stage is self else tuple(stage.kernel.grid(args)))
+            for stage in (self, *self.then)
         ]
 
 
