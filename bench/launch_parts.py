@@ -6,7 +6,10 @@ host; the pass's GPU span is read from timestamps around it. Two encodings are t
 sets every stage's pipeline and bind group in every launch (how the tuner's timed passes have
 been recorded), ``elided`` sets them only where they change (how a batch records). The batch's
 own wall clock over R launches (``tuner.batch()``) is beside them. Figures are medians over
-rounds, in microseconds a launch.
+rounds, in microseconds a launch. ``record`` is the pass's recording with its launch steps
+worked out once; ``tuner`` records R launches as a timed pass of the tuner and a batch do
+(``WebGPUDevice._encode``: ``launch_steps`` each launch, then ``encode_launches``), which is what
+a launch's host time in the tuner's figures is.
 
 Usage::
 
@@ -67,6 +70,13 @@ def parts_of(device: NativeDevice, pipeline, args, grid, launches: int, elided: 
             "submit": submitted / launches, "gpu": (end - begin) * 1e-9 / launches}
 
 
+def tuner_record(device: NativeDevice, pipeline, args, grid, launches: int) -> float:
+    """Seconds a launch to record a pass of ``launches`` as the tuner's timed passes record it."""
+    started = time.perf_counter()
+    device._encode(pipeline, args, grid, launches, None)
+    return (time.perf_counter() - started) / launches
+
+
 def batch_wall(device: NativeDevice, pipeline, args, grid, launches: int) -> float:
     run_inline(device.sync())
     started = time.perf_counter()
@@ -98,11 +108,13 @@ def main(argv: list[str] | None = None) -> int:
                 for elided in (False, True):
                     for part, value in parts_of(device, pipeline, args, grid, options.launches, elided).items():
                         figures[index].setdefault(f"{'el' if elided else 'ea'}_{part}", []).append(value)
+                figures[index].setdefault("tuner", []).append(
+                    tuner_record(device, pipeline, args, grid, options.launches))
                 wall = batch_wall(device, pipeline, args, grid, options.launches)
                 figures[index].setdefault("batch", []).append(wall)
         print(f"matmul {workload.label}: us a launch (ea_: sets in every launch; el_: sets elided), "
               f"R = {options.launches}")
-        columns = [f"{e}_{p}" for e in ("ea", "el") for p in PARTS] + ["batch"]
+        columns = [f"{e}_{p}" for e in ("ea", "el") for p in PARTS] + ["tuner", "batch"]
         print(f"  {'candidate':44} " + " ".join(f"{c:>9}" for c in columns))
         medians = {index: {c: statistics.median(v) * 1e6 for c, v in f.items()} for index, f in figures.items()}
         for index in sorted(medians, key=lambda i: medians[i]["batch"]):

@@ -24,7 +24,7 @@ def test_each_candidate_of_a_small_key_gets_every_part_of_a_launch(capsys):
                          "tile64x64_k8_reg8x4_pad_db_a2_sc", "tile64x64_k8_reg8x4_pad_db_a2"}, rows
     for cells in rows.values():
         figures = [float(cell) for cell in cells[2:]]
-        assert len(figures) == 2 * len(launch_parts.PARTS) + 1
+        assert len(figures) == 2 * len(launch_parts.PARTS) + 2
         assert all(math.isfinite(value) and value >= 0 for value in figures)
     stages = {name: int(cells[1].strip("()")) for name, cells in rows.items()}
     assert set(stages.values()) == {1, 2}, "the key plans kernels of one stage and of two (split K)"
