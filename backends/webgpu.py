@@ -187,8 +187,8 @@ class WebGPUDevice(BindGroups, CallLaunches, Device):
         """An encoder holding one compute pass of ``repeats`` launches of ``kernel`` (each launch
         every stage in order, each seeing the previous one's writes: dispatches in a pass are
         ordered), recorded launch by launch as a batch records as many calls (``launch_steps``,
-        then ``encode_launches``: a stage's pipeline and groups set only where they change, the
-        grids of the stages past the first worked out again), so that the host's time to record
+        then ``encode_launches``: each launch's steps looked up in the call's cache, a stage's
+        pipeline and groups set only where they change), so that the host's time to record
         it is what those launches cost a batch; with no ``kernel``, the same pass empty (what
         :meth:`time_empty_pass` times)."""
         encoder = self._create_command_encoder()

@@ -236,8 +236,9 @@ def test_later_stages_are_compiled_and_dispatched_in_order_with_their_own_grids_
 
 
 def test_a_timed_pass_is_recorded_launch_by_launch_as_a_batch_records_as_many_calls():
-    """Its host time is the tune's charge for recording a launch in a batch: each launch works out
-    its later stages' grids again, as each call of a batch does, and sets what changed only."""
+    """Its host time is the tune's charge for recording a launch in a batch: each launch looks up
+    its steps as each call of a batch does (kept per call: a later stage's grid is worked out once
+    per Args, not per launch), and sets what changed only."""
     shim = RecordingShim(timestamps=[(0, 1_000)] * 2)
     device = device_on(shim)
     grids = []
@@ -252,7 +253,7 @@ def test_a_timed_pass_is_recorded_launch_by_launch_as_a_batch_records_as_many_ca
     kernel = run_inline(device.compile(two_stage))
     args = Args((device.create_buffer(size=4),))
     run_inline(device.resolve(run_inline(device.profile(kernel, args, (3, 1, 1), 4))))
-    assert len(grids) == 4  # once a launch
+    assert grids == [args]  # once for the call, not once a launch
     assert len(shim.passes[0]) == 4 * 6 + 1  # both stages' pipeline, group and dispatch, each launch
     run_inline(device.resolve(run_inline(device.profile(one_stage, args, (5, 1, 1), 4))))
     (_, group, _) = args.cache[one_stage]
