@@ -18,7 +18,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from kernel_checks import tune_checked
-from matmul_checks import check_products
 
 import wgtune
 from wgtune import Args, run_inline
@@ -27,7 +26,6 @@ from wgtune.gpu.device import check_grid, check_limits
 from wgtune.kernels import demo, matmul
 from wgtune.kernels.common import wrapped_grid
 from wgtune.kernels.matmul import chunks as matmul_chunks
-from wgtune.kernels.matmul import partials as matmul_partials
 from wgtune.kernels.matmul import wgsl as matmul_wgsl
 from wgtune.kernels.matmul.flat import FlatTile
 from wgtune.kernels.matmul.skinny import SkinnyTile
@@ -386,7 +384,7 @@ def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c
         z = kernel.grid(call)[2]
         assert z == tile.chunks(m, n, k) and 1 <= z <= matmul_chunks.MAX_FLOAT_K_CHUNKS
         assert kernel.scratch["part"](call) == 4 * z * (-(-m * n // 4) * 4)
-        assert total.params(call) == (m, n, z, matmul_partials.reduce_lanes(z))
+        assert total.params(call) == (m, n, z)
     plan = binding_plan(kernel)
     assert plan[0].candidate.positions == {(0, 0): 0, (0, 1): 1, (0, 2): 2}
     with pytest.raises(ValueError, match="partials need kgrid"):
@@ -395,20 +393,6 @@ def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c
         MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, kgrid=256, partials=True, float_atomics=True)
     with pytest.raises(ValueError, match="partials are f32"):
         matmul.tiled_matmul_kernel(tile, "f16")
-
-
-def test_the_reduce_stage_gives_a_vec4_of_outputs_as_many_lanes_as_its_chunks_need():
-    """One lane a vec4 up to 8 chunks, then twice the lanes each time the chunks double, 16 at most;
-    every lane count sums right (C starts as NaN, so an output left unwritten fails), on odd
-    output counts whose last vec4 is partly past C (nothing is stored past it)."""
-    lanes = matmul_partials.reduce_lanes
-    assert [lanes(c) for c in (1, 2, 8, 9, 16, 17, 32, 33, 64, 65, 128, 256)] == [1, 1, 1, 2, 2, 4, 4, 8, 8, 16, 16, 16]
-    kernel = next(k for k in MATMUL.candidates if k.name == "tile64x64_k8_reg8x4_pad_db_a2_sc_kg1024_2p")
-    tile = TILE_OF[kernel.name]
-    # One block of C, so chunks = K / 256 (the shortest chunk): 2, 9, 17, 40 and 100 chunks.
-    sizes = [(13, 7, 512), (16, 16, 2304), (13, 7, 4352), (5, 31, 10240), (16, 16, 25600)]
-    assert [lanes(tile.chunks(m, n, k)) for m, n, k in sizes] == [1, 2, 4, 8, 16]
-    check_products(NativeDevice.open(), kernel, sizes, 1e-4)
 
 
 def test_skinny_kernels_that_split_k_are_planned_on_long_k_only_and_add_into_zeroed_c():

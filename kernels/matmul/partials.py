@@ -25,17 +25,11 @@ from wgtune import Args, Kernel
 
 from ..common import F32_BYTES, ceil_div, wrapped_grid
 
-__all__ = [
-    "CHUNKS_A_LANE", "MOST_LANES", "PARTIALS", "REDUCE_WORKGROUP", "partials_bytes", "partials_header",
-    "partials_stride", "reduce_lanes", "reduce_stage",
-]
+__all__ = ["PARTIALS", "REDUCE_WORKGROUP", "partials_bytes", "partials_header", "partials_stride", "reduce_stage"]
 
 PARTIALS = "part"  # the scratch buffer's WGSL name
-# The reduce stage's workgroup: 256 invocations, each a lane of a vec4 of outputs (``reduce_wgsl``).
-REDUCE_WORKGROUP = (256, 1, 1)
-# Chunks a lane of the reduce stage adds at most before a vec4 of outputs takes more lanes, and
-# the most lanes a vec4 takes (256 chunks at most: MAX_FLOAT_K_CHUNKS).
-CHUNKS_A_LANE, MOST_LANES = 8, 16
+# The reduce stage's workgroup: 16 vec4 of outputs by 16 lanes along the chunks.
+REDUCE_WORKGROUP = (16, 16, 1)
 
 # A chunk's block of partial sums starts on a vec4 (the reduce stage reads four outputs at once).
 _STRIDE = "((p.m * p.n + 3u) / 4u * 4u)"
@@ -81,61 +75,30 @@ def partials_base() -> str:
     return f"  part_base = wid.z * {_STRIDE};\n"
 
 
-def reduce_lanes(chunks: int) -> int:
-    """Invocations that share one vec4 of outputs in the reduce stage, a power of two: one where
-    there are at most :data:`CHUNKS_A_LANE` chunks, so each lane adds that many at most, up to
-    :data:`MOST_LANES`."""
-    lanes = 1
-    while lanes < MOST_LANES and lanes * CHUNKS_A_LANE < chunks:
-        lanes *= 2
-    return lanes
-
-
 def reduce_wgsl() -> str:
     """The second stage: every output of C the sum of its chunks' partials (the params' ``k``
-    holds the number of chunks, ``lanes`` how many invocations share a vec4 of outputs:
-    :func:`reduce_lanes`). A workgroup of 256 takes ``256 / lanes`` vec4 of outputs, invocation
-    ``t`` the ``t % (256 / lanes)``-th, as lane ``t / (256 / lanes)``: so the invocations of a warp
-    read consecutive vec4 of one chunk. Each lane adds chunks ``lane, lane + lanes, ...`` four at a
-    time into four sums (four loads in flight, not one after another), and the lanes' sums meet in
-    workgroup memory. With few chunks (most calls) a vec4 has one lane: 1,024 outputs a workgroup,
-    where 16 lanes of 16 vec4 gave 64 (5,934 workgroups for 437x869 in 5 chunks, 8.2 us on an
-    H100, most lanes idle)."""
-    size = REDUCE_WORKGROUP[0]
-    add = f"{PARTIALS}[z * quads + q]"
+    holds the number of chunks). Lane ``y`` of a workgroup sums chunks ``y, y + 16, ...`` of 16
+    vec4 of outputs, and the lanes' sums meet in workgroup memory."""
+    lanes = REDUCE_WORKGROUP[1]
     return (
         "@group(0) @binding(2) var<storage, read_write> c: array<f32>;\n"
         f"@group(0) @binding(4) var<storage, read_write> {PARTIALS}: array<vec4<f32>>;\n"
-        "struct Params { m: u32, n: u32, k: u32, lanes: u32 }\n"
+        "struct Params { m: u32, n: u32, k: u32 }\n"
         "@group(0) @binding(3) var<uniform> p: Params;\n"
-        f"var<workgroup> sums: array<vec4<f32>, {size}>;\n\n"
-        f"@compute @workgroup_size({size}, 1, 1)\n"
+        f"var<workgroup> sums: array<array<vec4<f32>, {REDUCE_WORKGROUP[0]}>, {lanes}>;\n\n"
+        f"@compute @workgroup_size({REDUCE_WORKGROUP[0]}, {lanes}, 1)\n"
         "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,\n"
-        "        @builtin(local_invocation_index) t: u32) {\n"
+        "        @builtin(local_invocation_id) lid: vec3<u32>) {\n"
         "  let outputs = p.m * p.n;\n"
         "  let quads = (outputs + 3u) / 4u;\n"
-        f"  let across = {size}u / p.lanes;\n"
-        "  let lane = t / across;\n"
-        "  let slot = t % across;\n"
-        "  let q = (wid.y * groups.x + wid.x) * across + slot;\n"
-        "  var s0 = vec4<f32>();\n"
-        "  var s1 = vec4<f32>();\n"
-        "  var s2 = vec4<f32>();\n"
-        "  var s3 = vec4<f32>();\n"
-        "  if (q < quads) {\n"
-        "    let step = p.lanes;\n"
-        "    for (var z = lane; z < p.k; z += 4u * step) {\n"
-        f"      s0 += {add};\n"
-        f"      if (z + step < p.k) {{ s1 += {PARTIALS}[(z + step) * quads + q]; }}\n"
-        f"      if (z + 2u * step < p.k) {{ s2 += {PARTIALS}[(z + 2u * step) * quads + q]; }}\n"
-        f"      if (z + 3u * step < p.k) {{ s3 += {PARTIALS}[(z + 3u * step) * quads + q]; }}\n"
-        "    }\n"
-        "  }\n"
-        "  sums[t] = (s0 + s1) + (s2 + s3);\n"
+        f"  let q = (wid.y * groups.x + wid.x) * {REDUCE_WORKGROUP[0]}u + lid.x;\n"
+        "  var sum = vec4<f32>();\n"
+        f"  if (q < quads) {{ for (var z = lid.y; z < p.k; z += {lanes}u) {{ sum += {PARTIALS}[z * quads + q]; }} }}\n"
+        "  sums[lid.y][lid.x] = sum;\n"
         "  workgroupBarrier();\n"
-        "  if (lane == 0u && q < quads) {\n"
-        "    var total = sums[slot];\n"
-        "    for (var l = 1u; l < p.lanes; l += 1u) { total += sums[l * across + slot]; }\n"
+        "  if (lid.y == 0u && q < quads) {\n"
+        "    var total = vec4<f32>();\n"
+        f"    for (var y = 0u; y < {lanes}u; y += 1u) {{ total += sums[y][lid.x]; }}\n"
         "    let i = q * 4u;\n"
         "    c[i] = total.x;\n"
         "    if (i + 1u < outputs) { c[i + 1u] = total.y; }\n"
@@ -150,15 +113,14 @@ def reduce_stage(name: str, chunks: Callable[[int, int, int], int]) -> Kernel:
     """The stage ``<name>_sum`` that adds a candidate's partials into C; ``chunks(m, n, k)`` is
     how many K chunks its first stage wrote (the reduce stage's own params carry it)."""
 
-    def params(args: Args) -> tuple[int, int, int, int]:
+    def params(args: Args) -> tuple[int, int, int]:
         m, n, k = args.params[:3]
-        split = chunks(m, n, k)
-        return (m, n, split, reduce_lanes(split))
+        return (m, n, chunks(m, n, k))
 
     def grid(args: Args) -> tuple[int, int, int]:
-        m, n, k = args.params[:3]
-        return wrapped_grid(ceil_div(ceil_div(m * n, 4), REDUCE_WORKGROUP[0] // reduce_lanes(chunks(m, n, k))))
+        m, n = args.params[:2]
+        return wrapped_grid(ceil_div(ceil_div(m * n, 4), REDUCE_WORKGROUP[0]))
 
-    storage = F32_BYTES * 4 * REDUCE_WORKGROUP[0]
+    storage = F32_BYTES * 4 * REDUCE_WORKGROUP[0] * REDUCE_WORKGROUP[1]
     return Kernel(f"{name}_sum", reduce_wgsl(), grid=grid, workgroup_size=REDUCE_WORKGROUP,
                   workgroup_storage=storage, params=params)
