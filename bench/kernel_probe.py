@@ -209,6 +209,17 @@ def _seconds(device: NativeDevice, pipeline, args: Args, grid, repeats: int) -> 
     return run_inline(device.resolve(run_inline(device.profile(pipeline, args, grid, repeats)))) / repeats
 
 
+def calibrated_repeats(seconds_a_launch: Callable[[int], float], min_sample: float, most: int = 4096) -> int:
+    """Launches a timed pass needs to last ``min_sample`` seconds (``most`` at most), found by
+    timing passes of more and more: ``seconds_a_launch(repeats)`` is one such pass's time a launch."""
+    repeats = 1
+    while True:
+        seconds = seconds_a_launch(repeats)
+        if seconds * repeats >= min_sample or repeats >= most:
+            return repeats
+        repeats = min(most, max(repeats * 2, math.ceil(repeats * min_sample * 1.2 / max(seconds * repeats, 1e-9))))
+
+
 def measure(device: NativeDevice, problem: Problem, compiled: dict, index: int, best: float, samples: int,
             min_sample: float) -> dict:
     """One candidate on one problem: its check, then its median seconds (or why not)."""
@@ -235,12 +246,7 @@ def measure(device: NativeDevice, problem: Problem, compiled: dict, index: int, 
         return record | {"status": "slow", "first_s": first}
     if not problem.ok(device.read_buffer_sync(problem.args.buffers[problem.output])):
         return record | {"status": "wrong"}
-    repeats = 1
-    while True:
-        seconds = _seconds(device, pipeline, problem.args, grid, repeats)
-        if seconds * repeats >= min_sample or repeats >= 4096:
-            break
-        repeats = min(4096, max(repeats * 2, math.ceil(repeats * min_sample * 1.2 / max(seconds * repeats, 1e-9))))
+    repeats = calibrated_repeats(lambda count: _seconds(device, pipeline, problem.args, grid, count), min_sample)
     timed = statistics.median(_seconds(device, pipeline, problem.args, grid, repeats) for _ in range(samples))
     return record | {"status": "ok", "seconds": timed, "rate": problem.work / timed / 1e9}
 

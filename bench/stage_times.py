@@ -15,7 +15,10 @@ timestamps around one pass of R launches (R calibrated to ``--min-sample``, the 
 - ``stage 1``, ``stage 2``: that stage alone, R launches of it in one pass (its own grid and
   params; a later stage binds the candidate's scratch, whose contents it reads undefined);
 - ``gap``: ``whole`` minus the stages' sum: what ordering the two dispatches costs beyond
-  their own time (the second waits for the first to drain).
+  their own time (the second waits for the first to drain). A later stage alone reads scratch
+  its earlier stage did not fill, so where a stage's speed depends on what it reads (the
+  ``_cab`` tiles, whose first stage copies A and B into padded scratch) the stages do not add
+  up (gaps of up to 192 us on an H100, ``bench/results/h100-stage-times.txt``).
 
 Outputs are checked once against the float64 product before a candidate is timed (a wrong one
 is said, not timed). A benchmark, not a test.
@@ -36,7 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_probe import matmul_problem, trial_tiles  # bench/kernel_probe.py
+from kernel_probe import calibrated_repeats, matmul_problem, trial_tiles  # bench/kernel_probe.py
 from torch_timing import CUDA, torch  # bench/torch_timing.py
 
 from kernels import matmul_shape, open_device  # bench/kernels.py
@@ -46,8 +49,6 @@ from wgtune.gpu.device import check_grid, check_limits
 from wgtune.kernels.matmul import matmul_set
 from wgtune.tune.plan import Plan
 
-MAX_REPEATS = 4096
-
 
 def timed(device: NativeDevice, pipeline, args: Args, grid, repeats: int) -> tuple[float, float]:
     """One pass of ``repeats`` launches: (GPU seconds between its timestamps, host seconds
@@ -55,17 +56,6 @@ def timed(device: NativeDevice, pipeline, args: Args, grid, repeats: int) -> tup
     profile = run_inline(device.profile(pipeline, args, grid, repeats))
     total = run_inline(device.resolve(profile))
     return (total - profile.host) / repeats, profile.host / repeats
-
-
-def calibrated(device: NativeDevice, pipeline, args: Args, grid, min_sample: float) -> int:
-    """Launches a pass needs to last ``min_sample`` seconds on the GPU."""
-    repeats = 1
-    while repeats < MAX_REPEATS:
-        gpu, _host = timed(device, pipeline, args, grid, repeats)
-        if gpu * repeats >= min_sample:
-            break
-        repeats = min(MAX_REPEATS, max(2 * repeats, int(repeats * min_sample * 1.2 / max(gpu * repeats, 1e-9))))
-    return repeats
 
 
 def median_times(device: NativeDevice, pipeline, args: Args, grid, repeats: int, samples: int) -> tuple[float, float]:
@@ -91,7 +81,8 @@ def check(device: NativeDevice, problem, pipeline, grid) -> bool:
 
 
 def shape_rows(device: NativeDevice, problem, chosen: list[Kernel], samples: int, min_sample: float) -> list[str]:
-    rows = []
+    timed_rows: list[tuple[float, str]] = []
+    wrong: list[str] = []
     for candidate in chosen:
         why = check_limits(candidate, device.limits, device.features)
         grids = [tuple(stage.grid(problem.args)) for stage in candidate.stages]
@@ -100,9 +91,12 @@ def shape_rows(device: NativeDevice, problem, chosen: list[Kernel], samples: int
         pipeline = run_inline(device.compile(candidate))
         grid = tuple(candidate.grid(problem.args))
         if not check(device, problem, pipeline, grid):
-            rows.append(f"    {candidate.name:<52} WRONG (not timed)")
+            wrong.append(f"    {candidate.name:<52} WRONG (not timed)")
             continue
-        repeats = calibrated(device, pipeline, problem.args, grid, min_sample)
+        def gpu_seconds(count: int, pipeline=pipeline, grid=grid) -> float:
+            return timed(device, pipeline, problem.args, grid, count)[0]
+
+        repeats = calibrated_repeats(gpu_seconds, min_sample)
         whole, host = median_times(device, pipeline, problem.args, grid, repeats, samples)
         stages = []
         if len(candidate.stages) > 1:
@@ -113,10 +107,9 @@ def shape_rows(device: NativeDevice, problem, chosen: list[Kernel], samples: int
         figures = "  ".join(f"{1e6 * s:8.2f}" for s in stages)
         gap = f"{1e6 * (whole - sum(stages)):7.2f}" if stages else ""
         rate = problem.work / whole / 1e9
-        rows.append((whole, f"    {candidate.name:<52} {1e6 * whole:8.2f} {1e6 * host:6.2f} {rate:9,.1f}  "
+        timed_rows.append((whole, f"    {candidate.name:<52} {1e6 * whole:8.2f} {1e6 * host:6.2f} {rate:9,.1f}  "
                             f"{figures:<18} {gap:>7}   wg {workgroups}"))
-    timed_rows = sorted((r for r in rows if isinstance(r, tuple)), key=lambda r: r[0])
-    return [r[1] for r in timed_rows] + [r for r in rows if isinstance(r, str)]
+    return [text for _whole, text in sorted(timed_rows, key=lambda row: row[0])] + wrong
 
 
 def main(argv: list[str] | None = None) -> int:

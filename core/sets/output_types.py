@@ -136,6 +136,7 @@ def _scalars(laid: Layout, into: set[str]) -> bool:
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _SPACE = re.compile(r"\s*")
 _MEMBER = re.compile(r"\s*\.\s*\w+")
+_LENGTH_OF = re.compile(r"arrayLength\s*\(\s*&\s*$")  # what precedes a name whose length is taken
 
 
 def candidate_reads_first(kernel: Kernel, name: str) -> bool:
@@ -157,7 +158,7 @@ def uses(source: str, name: str) -> bool:
     for match in re.finditer(rf"(?<![\w.]){re.escape(name)}\b", text):
         if text.startswith(":", _SPACE.match(text, match.end()).end()):
             continue
-        if re.search(r"arrayLength\s*\(\s*&$", text[:match.start()].rstrip()):
+        if _LENGTH_OF.search(text, max(0, match.start() - 64), match.start()):
             continue
         return True
     return False
