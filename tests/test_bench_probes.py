@@ -42,7 +42,7 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
     assert parts - {"*"} == {"tail", "staircase", "staircase:*", "k-sweep", "hundreds", "short-k", "narrow", "draw",
                              "short", "placement", "checks", "dawn", "probe:*", "probe-dawn:*", "sweep:*",
-                             "sweep-ab:*", "ab:*"}
+                             "sweep-ab:*", "stages-ab:*", "ab:*"}
 
 
 def test_each_variant_patch_still_applies_to_this_tree_and_the_answered_ones_are_marked():

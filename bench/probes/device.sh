@@ -41,6 +41,9 @@
 #   dawn       one draw of 30 (SEED, if set, else a fresh one) tuned on wgpu-native's device (naga compiles the
 #              WGSL), on Dawn's with its robustness off (Tint, as Chromium compiles it), on Dawn's as it ships, and
 #              on wgpu-native's again: whether the compiler in front of the driver moves the kernels' rates
+#   stages-ab:NAME  bench/stage_times.py with this wheel and .whl/NAME's in turn, twice, on STAGE_SHAPES with
+#              STAGE_CANDIDATES (the two-pass leaders of the few-block shapes), then bench/stage_ab.py's
+#              table: whether a change to one stage of a multi-stage candidate moves that stage and the whole
 #   ab:NAME    one fresh draw of 30 (SEED, if set, else a fresh one; SHAPES, if set, instead) tuned with this wheel, then with
 #              .whl/NAME's: a wheel built here from this tree with bench/probes/NAME.patch applied (the set
 #              with the candidates a probe found, say), so whether they move the draw in a tune, tune time
@@ -67,6 +70,11 @@ SWEEP_AB=${SWEEP_AB:-"1984x907x688 2231x2153x197 397x2597x2132 1147x406x1007"}
 SHORT_KEYS=${SHORT_KEYS:-"693x5648x12 1410x2720x21 2861x916x21 6270x1x2178 1260x2x1883 1673x2x2408 1410x46x1361"}
 # Keys whose candidates' times moved most between sets of copies of their buffers (session 25).
 PLACEMENT_KEYS=${PLACEMENT_KEYS:-"1410x2720x21 752x20x3093 1x811x5126 893x1424x20"}
+# Few-block shapes and their two-pass leaders (sessions 27-28), for stages-ab.
+STAGE_SHAPES=${STAGE_SHAPES:-"437x869x1061 194x529x6966 500x321x5545 895x346x2587 64x64x65536 256x256x16384 781x133x1668
+  302x271x1518"}
+STAGE_CANDIDATES=${STAGE_CANDIDATES:-"tile64x64_k8_reg8x4_pad_db_a2_sc_kg1024_2p tile128x128_k16_reg8x8_db_sc_kg1056_w132_2p
+  tile128x32_k16_reg8x4_db_sc_kg256_2p tile128x128_k16_reg8x8_v4_db_kg128_2p"}
 SWEEP_MN=${SWEEP_MN:-2048x2048}
 CHECKS_WORK=${CHECKS_WORK:-2e10}
 SWEEP_K=${SWEEP_K:-"64 128 256 512 1024 2048 4096"}
@@ -151,6 +159,17 @@ for part in "$@"; do
         echo "-- $run, seed $seed"
         python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --seed "$seed" --shapes 0:0 $flags
       done ;;
+    stages-ab:*)
+      name=${part#stages-ab:}
+      install_variant "$name" || exit 1
+      for round in 1 2; do
+        for wheel in this "$name"; do
+          path=$PYTHONPATH; [ "$wheel" = this ] || path="/tmp/ab_$name:$PYTHONPATH"
+          echo "-- round $round: $wheel wheel"
+          PYTHONPATH=$path python3 "$R"/bench/stage_times.py $(shapes $STAGE_SHAPES) \
+            $(for c in $STAGE_CANDIDATES; do echo --candidate "$c"; done)
+        done
+      done ;;
     ab:*)
       name=${part#ab:}
       install_variant "$name" || exit 1
@@ -161,11 +180,13 @@ for part in "$@"; do
       echo "-- with bench/probes/$name.patch, seed $seed${FLAGS:+, $FLAGS}"
       PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" timeout "${LIMIT:-0}" python3 "$R"/bench/shapes.py --full --only matmul \
         $given ${FLAGS:-} ;;
-    *) echo "unknown part $part (tail, staircase, staircase:NAME, k-sweep, hundreds, short-k, narrow, draw, short, placement, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, staircase:NAME, k-sweep, hundreds, short-k, narrow, draw, short, placement, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, stages-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
     narrow | ab:* | dawn) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
       tail -n 8 "$OUT/${part/:/-}-compared.txt" ;;
+    stages-ab:*) python3 "$R"/bench/stage_ab.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
+      cat "$OUT/${part/:/-}-compared.txt" ;;
   esac
   tail -n 25 "$OUT/${part/:/-}.txt"
 done
