@@ -5,7 +5,8 @@
 one stage (the two-pass sum, say) shows in that stage's column and in the whole; the candidate's
 other stage, which the change leaves alone, says how far the two wheels' runs drift. For each
 shape and candidate this prints the median over the rounds of each wheel's whole and per-stage
-times (us a launch) and B/A of each, then the median B/A of the wholes.
+times (us a launch) and B/A of each, every candidate whose output a wheel got wrong (the table
+says so and does not time it), then the median B/A of the wholes.
 
 Usage::
 
@@ -27,15 +28,18 @@ _ROUND = re.compile(r"^-- round \d+: (\S+) wheel")
 _SHAPE = re.compile(r"^matmul (\S+) \(")
 # A timed row: the name, whole, host, GFLOP/s, each stage, the gap (stages only), "wg", workgroups.
 _ROW = re.compile(r"^    (\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d,.]+)\s+(.*?)\s+wg (\S+)$")
+_WRONG = re.compile(r"^    (\S+)\s+WRONG")
 
 Times = dict[tuple[str, str], dict[str, list[list[float]]]]  # (shape, candidate) -> wheel -> [whole, stages...] runs
 
 
-def read_tables(lines: list[str]) -> tuple[list[str], Times]:
-    """The wheels in the order they first ran, and every timed row's figures by shape, candidate and
-    wheel: ``[whole, stage 1, stage 2, ...]`` a round (a row without stages has the whole alone)."""
+def read_tables(lines: list[str]) -> tuple[list[str], Times, list[tuple[str, str, str]]]:
+    """The wheels in the order they first ran; every timed row's figures by shape, candidate and
+    wheel: ``[whole, stage 1, stage 2, ...]`` a round (a row without stages has the whole alone);
+    and each ``(wheel, shape, candidate)`` whose output was wrong (not timed)."""
     wheels: list[str] = []
     times: Times = defaultdict(lambda: defaultdict(list))
+    wrong: list[tuple[str, str, str]] = []
     wheel = shape = None
     for line in lines:
         if match := _ROUND.match(line):
@@ -48,11 +52,13 @@ def read_tables(lines: list[str]) -> tuple[list[str], Times]:
             rest = [float(cell) for cell in match.group(5).split()]
             stages = rest[:-1] if len(rest) > 1 else []  # the last figure is the gap
             times[(shape, match.group(1))][wheel].append([float(match.group(2)), *stages])
-    return wheels, times
+        elif (match := _WRONG.match(line)) and wheel and shape:
+            wrong.append((wheel, shape, match.group(1)))
+    return wheels, times, wrong
 
 
 def compare(lines: list[str]) -> list[str]:
-    wheels, times = read_tables(lines)
+    wheels, times, wrong = read_tables(lines)
     if len(wheels) != 2:
         raise ValueError(f"two wheels' tables expected (lines '-- round R: WHEEL wheel'), found {wheels or 'none'}")
     a, b = wheels
@@ -67,6 +73,7 @@ def compare(lines: list[str]) -> list[str]:
         pairs = [f"{x:.2f}/{y:.2f} {y / x:.3f}" for x, y in zip(first, second, strict=False)]
         ratios.append(second[0] / first[0])
         out.append(f"{shape:<16} {name:<48} {pairs[0]:>19}  {'  '.join(pairs[1:])}")
+    out += [f"WRONG with the {wheel} wheel (not timed): {name} on {shape}" for wheel, shape, name in wrong]
     if ratios:
         out.append(f"B/A of the whole, median {statistics.median(ratios):.3f} over {len(ratios)} candidates "
                    f"(min {min(ratios):.3f}, max {max(ratios):.3f})")

@@ -26,7 +26,8 @@ def recorded_rounds() -> list[str]:
 
 
 def test_the_changed_stage_moves_and_the_other_stays():
-    wheels, times = stage_ab.read_tables(recorded_rounds())
+    wheels, times, wrong = stage_ab.read_tables(recorded_rounds())
+    assert not wrong
     assert wheels == ["this", "lanes-busy"]
     runs = times[("437x869x1061", TWO_PASS)]
     assert len(runs["this"]) == len(runs["lanes-busy"]) == 2 and all(len(run) == 3 for run in runs["this"])
@@ -48,3 +49,12 @@ def test_a_file_without_two_wheels_is_said(tmp_path, capsys):
     assert "two wheels' tables expected" in capsys.readouterr().err
     with pytest.raises(ValueError, match="found none"):
         stage_ab.compare([])
+
+
+def test_a_candidate_a_wheel_got_wrong_is_said():
+    lines = recorded_rounds()
+    at = next(i for i, line in enumerate(lines) if line.startswith("-- round 2: lanes-busy"))
+    row = next(i for i in range(at, len(lines)) if lines[i].startswith(f"    {TWO_PASS}"))
+    lines[row] = f"    {TWO_PASS:<52} WRONG (not timed)"
+    table = stage_ab.compare(lines)
+    assert table[-2] == f"WRONG with the lanes-busy wheel (not timed): {TWO_PASS} on 437x869x1061"
