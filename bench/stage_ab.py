@@ -26,8 +26,8 @@ from pathlib import Path
 
 _ROUND = re.compile(r"^-- round \d+: (\S+) wheel")
 _SHAPE = re.compile(r"^matmul (\S+) \(")
-# A timed row: the name, whole, host, GFLOP/s, each stage, the gap (stages only), "wg", workgroups.
-_ROW = re.compile(r"^    (\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d,.]+)\s+(.*?)\s+wg (\S+)$")
+# A timed row: the name, whole, host, GFLOP/s, each stage and the gap (stages only), "wg", workgroups.
+_ROW = re.compile(r"^    (\S+)\s+([\d.]+)\s+[\d.]+\s+[\d,.]+\s+(.*?)\s+wg \S+$")
 _WRONG = re.compile(r"^    (\S+)\s+WRONG")
 
 Times = dict[tuple[str, str], dict[str, list[list[float]]]]  # (shape, candidate) -> wheel -> [whole, stages...] runs
@@ -49,7 +49,7 @@ def read_tables(lines: list[str]) -> tuple[list[str], Times, list[tuple[str, str
         elif match := _SHAPE.match(line):
             shape = match.group(1)
         elif (match := _ROW.match(line)) and wheel and shape:
-            rest = [float(cell) for cell in match.group(5).split()]
+            rest = [float(cell) for cell in match.group(3).split()]
             stages = rest[:-1] if len(rest) > 1 else []  # the last figure is the gap
             times[(shape, match.group(1))][wheel].append([float(match.group(2)), *stages])
         elif (match := _WRONG.match(line)) and wheel and shape:

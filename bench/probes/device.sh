@@ -93,6 +93,8 @@ staircase() {
 install_variant() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "/tmp/ab_$1" "$R/.whl/$1"/*.whl
 }
+# The PYTHONPATH that runs wheel $1: "this" (the tree's own), or a variant install_variant installed.
+wheel_path() { if [ "$1" = this ]; then echo "$PYTHONPATH"; else echo "/tmp/ab_$1:$PYTHONPATH"; fi; }
 
 for part in "$@"; do
   echo "== $part ($(date -u +%H:%M:%S))"
@@ -113,7 +115,7 @@ for part in "$@"; do
         echo "-- round $round: this wheel"
         python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
         echo "-- round $round: without the narrow tiles (8997445^)"
-        PYTHONPATH=/tmp/ab_pre-narrow:$PYTHONPATH python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
+        PYTHONPATH=$(wheel_path pre-narrow) python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
       done ;;
     draw) python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --shapes 0:0 ;;
     short) python3 "$R"/bench/short_kernels.py --all $(for k in $SHORT_KEYS; do echo --key matmul:"$k"; done) ;;
@@ -135,9 +137,8 @@ for part in "$@"; do
       install_variant "$name" || exit 1
       for round in 1 2; do
         for wheel in this "$name"; do
-          path=$PYTHONPATH; [ "$wheel" = this ] || path="/tmp/ab_$name:$PYTHONPATH"
           echo "-- round $round: $wheel wheel"
-          PYTHONPATH=$path $P --out "$OUT/sweep-ab-$name/$wheel$round" --tiles @"$R"/bench/probes/k-sweep.txt \
+          PYTHONPATH=$(wheel_path "$wheel") $P --out "$OUT/sweep-ab-$name/$wheel$round" --tiles @"$R"/bench/probes/k-sweep.txt \
             $(sweep_shapes)
           python3 "$R"/bench/k_sweep.py "$OUT/sweep-ab-$name/$wheel$round"/probe.jsonl
         done
@@ -164,9 +165,8 @@ for part in "$@"; do
       install_variant "$name" || exit 1
       for round in 1 2; do
         for wheel in this "$name"; do
-          path=$PYTHONPATH; [ "$wheel" = this ] || path="/tmp/ab_$name:$PYTHONPATH"
           echo "-- round $round: $wheel wheel"
-          PYTHONPATH=$path python3 "$R"/bench/stage_times.py $(shapes $STAGE_SHAPES) \
+          PYTHONPATH=$(wheel_path "$wheel") python3 "$R"/bench/stage_times.py $(shapes $STAGE_SHAPES) \
             $(for c in $STAGE_CANDIDATES; do echo --candidate "$c"; done)
         done
       done ;;
@@ -178,7 +178,7 @@ for part in "$@"; do
       echo "-- this wheel, seed $seed${FLAGS:+, $FLAGS}"
       timeout "${LIMIT:-0}" python3 "$R"/bench/shapes.py --full --only matmul $given ${FLAGS:-}
       echo "-- with bench/probes/$name.patch, seed $seed${FLAGS:+, $FLAGS}"
-      PYTHONPATH="/tmp/ab_$name:$PYTHONPATH" timeout "${LIMIT:-0}" python3 "$R"/bench/shapes.py --full --only matmul \
+      PYTHONPATH=$(wheel_path "$name") timeout "${LIMIT:-0}" python3 "$R"/bench/shapes.py --full --only matmul \
         $given ${FLAGS:-} ;;
     *) echo "unknown part $part (tail, staircase, staircase:NAME, k-sweep, hundreds, short-k, narrow, draw, short, placement, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, stages-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
