@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from kernel_checks import tune_checked
+from matmul_checks import check_products
 
 import wgtune
 from wgtune import Args, run_inline
@@ -26,6 +27,7 @@ from wgtune.gpu.device import check_grid, check_limits
 from wgtune.kernels import demo, matmul
 from wgtune.kernels.common import wrapped_grid
 from wgtune.kernels.matmul import chunks as matmul_chunks
+from wgtune.kernels.matmul import partials as matmul_partials
 from wgtune.kernels.matmul import wgsl as matmul_wgsl
 from wgtune.kernels.matmul.flat import FlatTile
 from wgtune.kernels.matmul.skinny import SkinnyTile
@@ -384,7 +386,7 @@ def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c
         z = kernel.grid(call)[2]
         assert z == tile.chunks(m, n, k) and 1 <= z <= matmul_chunks.MAX_FLOAT_K_CHUNKS
         assert kernel.scratch["part"](call) == 4 * z * (-(-m * n // 4) * 4)
-        assert total.params(call) == (m, n, z)
+        assert total.params(call) == (m, n, z, matmul_partials.reduce_lanes(z, -(-m * n // 4)))
     plan = binding_plan(kernel)
     assert plan[0].candidate.positions == {(0, 0): 0, (0, 1): 1, (0, 2): 2}
     with pytest.raises(ValueError, match="partials need kgrid"):
@@ -393,6 +395,25 @@ def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c
         MatmulTile(bm=32, bn=32, bk=16, tm=4, tn=4, kgrid=256, partials=True, float_atomics=True)
     with pytest.raises(ValueError, match="partials are f32"):
         matmul.tiled_matmul_kernel(tile, "f16")
+
+
+def test_the_reduce_stage_gives_a_vec4_of_outputs_as_many_lanes_as_its_chunks_and_outputs_need():
+    """Many outputs: one lane a vec4 up to 8 chunks, then twice the lanes each time the chunks
+    double, 32 at most. Few outputs: more lanes, up to one for every two chunks, until the stage
+    has 65,536 invocations. Every lane count sums right (C starts as NaN, so an output left
+    unwritten fails), on odd output counts whose last vec4 is partly past C (nothing is stored past it)."""
+    lanes = matmul_partials.reduce_lanes
+    many = matmul_partials.BUSY_INVOCATIONS
+    chunks = (1, 2, 8, 9, 16, 17, 32, 33, 64, 65, 128, 256)
+    assert [lanes(c, many) for c in chunks] == [1, 1, 1, 2, 2, 4, 4, 8, 8, 16, 16, 32]
+    assert [lanes(c, 1024) for c in (1, 2, 5, 9, 100)] == [1, 2, 4, 8, 64]
+    assert [lanes(5, q) for q in (many, many // 2, many // 4, 1)] == [1, 2, 4, 4]
+    kernel = next(k for k in MATMUL.candidates if k.name == "tile64x64_k8_reg8x4_pad_db_a2_sc_kg1024_2p")
+    tile = TILE_OF[kernel.name]
+    # One block of C, so chunks = K / 256 (the shortest chunk): 1, 2, 4, 9, 17, 32 and 64 chunks.
+    sizes = [(13, 7, 200), (16, 16, 512), (13, 7, 1024), (16, 16, 2304), (13, 7, 4352), (16, 16, 8192), (13, 7, 16384)]
+    assert [lanes(tile.chunks(m, n, k), -(-m * n // 4)) for m, n, k in sizes] == [1, 2, 4, 8, 16, 32, 64]
+    check_products(NativeDevice.open(), kernel, sizes, 1e-4)
 
 
 def test_skinny_kernels_that_split_k_are_planned_on_long_k_only_and_add_into_zeroed_c():

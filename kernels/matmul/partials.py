@@ -25,11 +25,20 @@ from wgtune import Args, Kernel
 
 from ..common import F32_BYTES, ceil_div, wrapped_grid
 
-__all__ = ["PARTIALS", "REDUCE_WORKGROUP", "partials_bytes", "partials_header", "partials_stride", "reduce_stage"]
+__all__ = [
+    "BUSY_INVOCATIONS", "CHUNKS_A_LANE", "MOST_LANES", "PARTIALS", "REDUCE_WORKGROUP", "partials_bytes",
+    "partials_header", "partials_stride", "reduce_lanes", "reduce_stage",
+]
 
 PARTIALS = "part"  # the scratch buffer's WGSL name
-# The reduce stage's workgroup: 16 vec4 of outputs by 16 lanes along the chunks.
-REDUCE_WORKGROUP = (16, 16, 1)
+# The reduce stage's workgroup: 256 invocations, each a lane of a vec4 of outputs (``reduce_wgsl``).
+REDUCE_WORKGROUP = (256, 1, 1)
+# Chunks a lane of the reduce stage adds at most before a vec4 of outputs takes more lanes, and
+# the most lanes a vec4 takes (256 chunks at most: MAX_FLOAT_K_CHUNKS).
+CHUNKS_A_LANE, MOST_LANES = 8, 64
+# Invocations the reduce stage keeps busy where its chunks allow: about 500 an SM of an H100.
+BUSY_INVOCATIONS = 1 << 16
+_LANE_COUNTS = (1, 2, 4, 8, 16, 32, 64)  # reduce_lanes' powers of two up to MOST_LANES
 
 # A chunk's block of partial sums starts on a vec4 (the reduce stage reads four outputs at once).
 _STRIDE = "((p.m * p.n + 3u) / 4u * 4u)"
@@ -75,30 +84,69 @@ def partials_base() -> str:
     return f"  part_base = wid.z * {_STRIDE};\n"
 
 
+def reduce_lanes(chunks: int, quads: int) -> int:
+    """Invocations that share one vec4 of outputs in the reduce stage, a power of two: the fewest
+    that leave each lane :data:`CHUNKS_A_LANE` chunks at most, then more (as long as the chunks go
+    round, two a lane at least) until the stage has :data:`BUSY_INVOCATIONS` in all, up to
+    :data:`MOST_LANES`. Few outputs want many lanes for loads in flight (64x64 outputs in 256
+    chunks: 64 lanes, 256 workgroups); many outputs in few chunks want one (437x869 in 5 chunks:
+    the old stage's 16 lanes left 11 idle)."""
+    lanes = 1
+    while lanes < MOST_LANES and lanes * CHUNKS_A_LANE < chunks:
+        lanes *= 2
+    while lanes < MOST_LANES and 2 * lanes <= chunks and quads * lanes < BUSY_INVOCATIONS:
+        lanes *= 2
+    return lanes
+
+
 def reduce_wgsl() -> str:
     """The second stage: every output of C the sum of its chunks' partials (the params' ``k``
-    holds the number of chunks). Lane ``y`` of a workgroup sums chunks ``y, y + 16, ...`` of 16
-    vec4 of outputs, and the lanes' sums meet in workgroup memory."""
-    lanes = REDUCE_WORKGROUP[1]
+    holds the number of chunks, ``lanes`` how many invocations share a vec4 of outputs:
+    :func:`reduce_lanes`). A workgroup of 256 takes ``256 / lanes`` vec4 of outputs, invocation
+    ``t`` the ``t % (256 / lanes)``-th, as lane ``t / (256 / lanes)``: so the invocations of a warp
+    read consecutive vec4 of one chunk. Each lane adds chunks ``lane, lane + lanes, ...``, and the
+    lanes' sums meet in workgroup memory. With many outputs in few chunks a vec4 has one lane:
+    1,024 outputs a workgroup, where 16 lanes of 16 vec4 gave 64 (5,934 workgroups for 437x869 in
+    5 chunks, 8.2 us on an H100, most lanes idle). On an H100 (2026-12-06, each wheel twice in
+    turn, ``bench/results/h100-stages-ab-lanes-wide-compared.txt``) this stage took 437x869x1061's
+    sum from 8.1-8.3 to 4.3-5.0 us (the whole candidate 0.92 of its time), 895x346x2587's from
+    7.3-7.5 to 4.8-5.6; over 26 two-pass candidates of 8 few-block shapes the whole took 0.985 of
+    its time at the median, 1.010 at most (64x64x65536, whose sum took 3.6 to 3.8 us)."""
+    size = REDUCE_WORKGROUP[0]
+    add = f"{PARTIALS}[z * quads + q]"
     return (
         "@group(0) @binding(2) var<storage, read_write> c: array<f32>;\n"
         f"@group(0) @binding(4) var<storage, read_write> {PARTIALS}: array<vec4<f32>>;\n"
-        "struct Params { m: u32, n: u32, k: u32 }\n"
+        "struct Params { m: u32, n: u32, k: u32, lanes: u32 }\n"
         "@group(0) @binding(3) var<uniform> p: Params;\n"
-        f"var<workgroup> sums: array<array<vec4<f32>, {REDUCE_WORKGROUP[0]}>, {lanes}>;\n\n"
-        f"@compute @workgroup_size({REDUCE_WORKGROUP[0]}, {lanes}, 1)\n"
+        f"var<workgroup> sums: array<vec4<f32>, {size}>;\n\n"
+        f"@compute @workgroup_size({size}, 1, 1)\n"
         "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,\n"
-        "        @builtin(local_invocation_id) lid: vec3<u32>) {\n"
+        "        @builtin(local_invocation_index) t: u32) {\n"
         "  let outputs = p.m * p.n;\n"
         "  let quads = (outputs + 3u) / 4u;\n"
-        f"  let q = (wid.y * groups.x + wid.x) * {REDUCE_WORKGROUP[0]}u + lid.x;\n"
+        f"  let across = {size}u / p.lanes;\n"
+        "  let lane = t / across;\n"
+        "  let slot = t % across;\n"
+        "  let q = (wid.y * groups.x + wid.x) * across + slot;\n"
         "  var sum = vec4<f32>();\n"
-        f"  if (q < quads) {{ for (var z = lid.y; z < p.k; z += {lanes}u) {{ sum += {PARTIALS}[z * quads + q]; }} }}\n"
-        "  sums[lid.y][lid.x] = sum;\n"
-        "  workgroupBarrier();\n"
-        "  if (lid.y == 0u && q < quads) {\n"
-        "    var total = vec4<f32>();\n"
-        f"    for (var y = 0u; y < {lanes}u; y += 1u) {{ total += sums[y][lid.x]; }}\n"
+        # A constant stride a lane count, so that the compiler unrolls each loop (with the
+        # stride a uniform, 64x64 outputs in 256 chunks took 5.8 us on an H100, not 3.6).
+        "  if (q < quads) {\n"
+        "    switch p.lanes {\n"
+        + "".join(f"      case {lanes}u: {{ for (var z = lane; z < p.k; z += {lanes}u) {{ sum += {add}; }} }}\n"
+                  for lanes in _LANE_COUNTS[1:])
+        + f"      default: {{ for (var z = 0u; z < p.k; z += 1u) {{ sum += {add}; }} }}\n"
+        "    }\n"
+        "  }\n"
+        "  sums[t] = sum;\n"
+        # The lanes' sums meet in a tree: log2(lanes) steps, not lanes - 1 reads by lane 0.
+        "  for (var width = p.lanes / 2u; width > 0u; width = width / 2u) {\n"
+        "    workgroupBarrier();\n"
+        "    if (lane < width) { sums[t] += sums[t + width * across]; }\n"
+        "  }\n"
+        "  if (lane == 0u && q < quads) {\n"
+        "    let total = sums[t];\n"
         "    let i = q * 4u;\n"
         "    c[i] = total.x;\n"
         "    if (i + 1u < outputs) { c[i + 1u] = total.y; }\n"
@@ -113,14 +161,16 @@ def reduce_stage(name: str, chunks: Callable[[int, int, int], int]) -> Kernel:
     """The stage ``<name>_sum`` that adds a candidate's partials into C; ``chunks(m, n, k)`` is
     how many K chunks its first stage wrote (the reduce stage's own params carry it)."""
 
-    def params(args: Args) -> tuple[int, int, int]:
+    def params(args: Args) -> tuple[int, int, int, int]:
         m, n, k = args.params[:3]
-        return (m, n, chunks(m, n, k))
+        split = chunks(m, n, k)
+        return (m, n, split, reduce_lanes(split, ceil_div(m * n, 4)))
 
     def grid(args: Args) -> tuple[int, int, int]:
-        m, n = args.params[:2]
-        return wrapped_grid(ceil_div(ceil_div(m * n, 4), REDUCE_WORKGROUP[0]))
+        m, n, k = args.params[:3]
+        quads = ceil_div(m * n, 4)
+        return wrapped_grid(ceil_div(quads, REDUCE_WORKGROUP[0] // reduce_lanes(chunks(m, n, k), quads)))
 
-    storage = F32_BYTES * 4 * REDUCE_WORKGROUP[0] * REDUCE_WORKGROUP[1]
+    storage = F32_BYTES * 4 * REDUCE_WORKGROUP[0]
     return Kernel(f"{name}_sum", reduce_wgsl(), grid=grid, workgroup_size=REDUCE_WORKGROUP,
                   workgroup_storage=storage, params=params)
