@@ -45,6 +45,39 @@ def test_the_device_script_names_existing_probe_files_and_parts():
                              "sweep-ab:*", "stages-ab:*", "ab:*"}
 
 
+@pytest.mark.parametrize(("parts", "flags"), [(["ab:lanes-cap"], "--dawn"), (["draw", "dawn"], ""),
+                                             (["checks"], ""), (["probe-dawn:tail"], "")])
+def test_the_device_script_refuses_dawn_parts_at_once_without_wgpudawn(tmp_path, parts, flags):
+    """A part on Dawn's device without wgpudawn's wheel would fail tune by tune after the call began
+    (session 29 lost a call so): the script says what to put in .whl/ before any part runs."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\necho \"python3 $*\" >> \"$LOG\"\nexit 1\n")
+    (fake / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "R": str(BENCH.parent), "OUT": str(out), "FLAGS": flags,
+           "LOG": str(tmp_path / "calls")}
+    ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), *parts], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode == 2
+    assert "wgpudawn is not installed" in ran.stderr and "pip download --no-deps wgpudawn" in ran.stderr
+    assert list(out.iterdir()) == []  # no part began
+    assert (tmp_path / "calls").read_text().splitlines() == ["python3 -c import wgpudawn"]
+
+
+def test_the_device_script_runs_parts_off_dawn_without_asking_for_wgpudawn(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\nexit 1\n")
+    (fake / "python3").chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "R": str(BENCH.parent), "OUT": str(tmp_path), "FLAGS": ""}
+    ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "ab:lanes-cap"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert "wgpudawn" not in ran.stderr
+    assert (tmp_path / "ab-lanes-cap.txt").exists()  # the part began (its install failed: no real python3)
+
+
 def test_each_variant_patch_still_applies_to_this_tree_and_the_answered_ones_are_marked():
     """A variant for ``device.sh ab:NAME`` is a patch on this tree (its wheel is built from it): one
     that no longer applies after a change to the files it touches must be made again, or moved to

@@ -96,6 +96,23 @@ install_variant() {
 # The PYTHONPATH that runs wheel $1: "this" (the tree's own), or a variant install_variant installed.
 wheel_path() { if [ "$1" = this ]; then echo "$PYTHONPATH"; else echo "/tmp/ab_$1:$PYTHONPATH"; fi; }
 
+# The parts that run on Dawn's device need wgpudawn, whose wheel .whl/ holds only if it was put there
+# (docs/development.md): without it each such tune fails at once, so say it before any part spends the call.
+needs_dawn() {
+  for part in "$@"; do
+    case $part in
+      dawn | checks | probe-dawn:*) return 0 ;;
+      ab:*) [[ " ${FLAGS:-} " == *" --dawn "* ]] && return 0 ;;
+    esac
+  done
+  return 1
+}
+if needs_dawn "$@" && ! python3 -c "import wgpudawn" 2>/dev/null; then
+  echo "device.sh: $* runs on Dawn's device, and wgpudawn is not installed: put its wheel in .whl/" \
+    "(pip download --no-deps wgpudawn==0.32.0.4 -d .whl; docs/development.md)" >&2
+  exit 2
+fi
+
 for part in "$@"; do
   echo "== $part ($(date -u +%H:%M:%S))"
   case $part in
