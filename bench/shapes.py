@@ -6,11 +6,14 @@ them (issue 14): matmul on odd, small, skinny, K-heavy, rectangular and power-of
 shape, one row:
 
 - **the tune as it ships**: a fresh tuner, cache off (``kernels.tune``): its winner and its wall
-  time (compiles included); the winner's rate is its time in the oracle below (GPU timestamps
-  around back-to-back launches in one pass, what torch's CUDA events around its loop measure; the
-  tuner's own samples also count each sample's host encoding, issue 29, so they are not the rate
-  of calls made back to back), or as a tune times it (``kernels.time_candidate``) where the
-  oracle has no time for it; and, where torch has a CUDA GPU, torch's figure for the same work
+  time (compiles included); the winner's rate is its time in the oracle below, or as a tune times
+  it (``kernels.time_candidate``) where the oracle has no time for it. Either is a pass of
+  back-to-back launches as a batch runs them: the span between the GPU's timestamps around the
+  pass plus the host's time to record it (``WebGPUDevice.resolve``, since issue 29: what the
+  tuner ranks by), which torch's CUDA events around its loop of launches do not count while its
+  GPU is the slower side. So the winner's host recording is measured again alone
+  (:func:`host_share`), and the summary also gives the ratios by GPU time alone. And, where
+  torch has a CUDA GPU, torch's figure for the same work
   measured right after it (CUDA events around a Python loop of launches, and around a CUDA graph
   of them: fp32 matmul with TF32 off, ``torch.sum`` / ``torch.amax`` along the last axis), and
   the ratios;
@@ -57,7 +60,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from checked_oracle import DUEL_COPIES, checked_oracle, duel  # bench/checked_oracle.py
 from held_out import draw_suite, fresh_seed, matmul_class  # bench/held_out.py
-from regret import ORACLE_ROUNDS  # bench/regret.py
+from regret import ORACLE_ROUNDS, ORACLE_SAMPLE  # bench/regret.py
 from run_info import Report  # bench/run_info.py
 from shape_report import (  # bench/shape_report.py
     FAMILIES,
@@ -81,7 +84,7 @@ from kernels import (  # bench/kernels.py: workloads, numpy checks
     time_candidate,
     tune,
 )
-from wgtune import Config
+from wgtune import Config, run_inline
 from wgtune.backends.native import NativeDevice
 from wgtune.errors import ConfigError
 
@@ -170,13 +173,32 @@ def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, 
     spread = duel(device, found, tuned.index, tuned.args, copies=DUEL_COPIES) if over else None
     if seconds is None:
         seconds = time_candidate(device, workload.tunables, tuned.index, tuned.args, config).stats.median
+    pipeline = found.pipelines.get(tuned.index)
+    share = host_share(device, *pipeline, tuned.args, seconds) if pipeline else None
     return Row(
         workload.family, workload.label, tag, workload.unit, names[tuned.index], tuned.seconds,
         workload.work / seconds, torch_rate, torch_graph_rate,
         names[found.best] if found.best is not None else "-",
         regret, found.noise(tuned.index), found.fitting - len(found.wrong), found.fitting,
-        {names[index]: why for index, why in found.wrong.items()}, dueled, spread,
+        {names[index]: why for index, why in found.wrong.items()}, dueled, spread, share,
     )
+
+
+def host_share(device: NativeDevice, pipeline: Any, grid: tuple, args: Any, seconds: float,
+               samples: int = 5) -> float | None:
+    """The share of a launch's ``seconds`` (as the oracle timed it: GPU span plus the host's
+    recording) that is the host's recording of it, measured again in passes as long as the
+    oracle's (the median of ``samples``); None without timestamps (the wall clock counts both
+    as one)."""
+    if not device.timestamps:
+        return None
+    repeats = max(1, min(4096, int(ORACLE_SAMPLE / max(seconds, 1e-7)) + 1))
+    hosts = []
+    for _ in range(samples):
+        profile = run_inline(device.profile(pipeline, args, grid, repeats))
+        run_inline(device.resolve(profile))  # frees the pass's readback
+        hosts.append(profile.host / repeats)
+    return min(0.95, sorted(hosts)[len(hosts) // 2] / seconds)
 
 
 # -- running ---------------------------------------------------------------------------------------

@@ -107,6 +107,8 @@ def test_one_tiny_shape_runs_end_to_end(device):
     # oracle's check would make infinite.
     assert row.winner != "skips_odd_k" and math.isfinite(row.regret)
     assert row.rate > 0 and row.torch_rate is None and row.tune_s > 0
+    # The winner's time counts the host's recording of its launches, measured again alone: a share of it.
+    assert row.host_share is not None and 0 < row.host_share < 1
     line = shape_report.row_line(row)
     assert line.startswith("matmul  9x12x13") and line.split()[-2] == "2/3"
     # A regret over the limit (on a busy machine a two-round oracle may see one) is dueled, and shown.
@@ -115,6 +117,7 @@ def test_one_tiny_shape_runs_end_to_end(device):
     summary = "\n".join(shape_report.summary([row]))
     assert "matmul: vs torch - (torch has no CUDA GPU here)" in summary
     assert "1 wrong candidates on 1 shapes" in summary
+    assert "the host's recording of a launch: a median" in summary
 
 
 def test_a_pick_over_the_limit_is_dueled_against_the_oracles_winner_and_the_summary_counts_both(device):
@@ -200,6 +203,27 @@ def test_the_summary_holds_the_held_out_draw_to_issue_29s_targets_apart_from_the
     assert "issue 29's targets" in held and "median 93.0% (target >= 95%: MISSED)" in held
     assert "held:thin 85.0% (target >= 90%: MISSED)" in held and "held:flat 93.0% (target >= 90%: met)" in held
     assert "vs torch's CUDA graph median 186.0%" in held  # twice: the graph rate is half
+
+
+def test_the_summary_gives_the_ratios_by_gpu_time_alone_where_the_host_share_is_known():
+    """A winner's rate counts its launches' host recording (what a batch pays); torch's events around its
+    loop count only the GPU's time while the GPU is the slower side: the summary says both."""
+    def row(shape: str, versus: float, share: float | None) -> shape_report.Row:
+        return shape_report.Row("matmul", shape, "held:general", "GFLOP/s", "w", 1.0, versus * 100.0, 100.0, 50.0,
+                                "w", 0.0, 0.0, 3, 3, {}, host_share=share)
+
+    rows = [row("1x2x3", 0.738, 0.10), row("4x5x6", 0.7695, 0.05), row("7x8x9", 0.90, 0.10)]
+    assert [round(r.versus_gpu, 3) for r in rows] == [0.82, 0.81, 1.0]
+    summary = "\n".join(shape_report.summary(rows))
+    assert "min 73.8% at 1x2x3 (target none under 80%: 2 of 3 under)" in summary  # the rate as before
+    assert ("  the host's recording of a launch: a median 10.0% of the winners' time (their rates count it, as a "
+            "batch pays it); by GPU time alone vs torch median 82.0%, min 81.0% at 4x5x6, 0 of 3 under 80%") in summary
+    unknown = "\n".join(shape_report.summary([row("1x2x3", 0.72, None)]))
+    assert "host's recording" not in unknown  # no timestamps: the wall clock counts both as one
+    no_torch = replace(rows[0], torch_rate=None, torch_graph_rate=None)
+    alone = "\n".join(shape_report.summary([no_torch]))
+    assert "the host's recording of a launch: a median 10.0% of the winners' time (their rates count it, as a " \
+           "batch pays it)\n" in alone
 
 
 def test_given_shapes_replace_the_lists_and_are_held_to_issue_29s_targets_by_class():
