@@ -38,7 +38,7 @@ REDUCE_WORKGROUP = (256, 1, 1)
 CHUNKS_A_LANE, MOST_LANES = 8, 64
 # Invocations the reduce stage keeps busy where its chunks allow: about 500 an SM of an H100.
 BUSY_INVOCATIONS = 1 << 16
-_LANE_COUNTS = (1, 2, 4, 8, 16, 32, 64)  # reduce_lanes' powers of two up to MOST_LANES
+_LANE_COUNTS = tuple(1 << i for i in range(MOST_LANES.bit_length()))  # reduce_lanes' answers
 
 # A chunk's block of partial sums starts on a vec4 (the reduce stage reads four outputs at once).
 _STRIDE = "((p.m * p.n + 3u) / 4u * 4u)"
@@ -130,8 +130,9 @@ def reduce_wgsl() -> str:
         "  let slot = t % across;\n"
         "  let q = (wid.y * groups.x + wid.x) * across + slot;\n"
         "  var sum = vec4<f32>();\n"
-        # A constant stride a lane count, so that the compiler unrolls each loop (with the
-        # stride a uniform, 64x64 outputs in 256 chunks took 5.8 us on an H100, not 3.6).
+        # A constant stride a lane count, so that the compiler may unroll each loop. Alone it did
+        # not take back 64x64x65536's loss with a uniform stride (bench/results/variant-lanes-switch.patch);
+        # it stays as timed, with the wider lanes and the tree that did.
         "  if (q < quads) {\n"
         "    switch p.lanes {\n"
         + "".join(f"      case {lanes}u: {{ for (var z = lane; z < p.k; z += {lanes}u) {{ sum += {add}; }} }}\n"
