@@ -149,21 +149,23 @@ def encode_launches(
     ``dispatch_workgroups``), where the pass's pipeline and first bind group are ``bound`` now
     (``NOTHING_BOUND`` in a new pass); answers what they are after.
 
-    Within a pass a bind group stays set across dispatches, and the same bind group object means
-    the same stage (``args.cache`` keeps one per stage and call), so the same pipeline and the
-    same further groups: they are set only where they change. A batch records its launches so,
-    and a timed pass too, so that a candidate is charged what a launch costs in a batch: a
-    kernel of one stage a dispatch a launch, one of two stages both stages' pipelines and
-    groups as well (on an H200's host 1.4 us against 3-5 us a launch, as long as a short
-    kernel: ``bench/launch_parts.py``)."""
+    Within a pass a pipeline and a bind group stay set across dispatches, and a group stays set
+    across a change of pipeline where both pipelines have its layout: they are set only where
+    they change. The same bind group object means the same further groups (``args.cache`` keeps
+    them per stage and call), and a layout its pipeline has (stages share a group only where
+    their layout is one object: ``Kernel.layout``). A batch records its launches so, and a timed
+    pass too, so that a candidate is charged what a launch costs in a batch: a kernel of one
+    stage a dispatch a launch, one of two stages both stages' pipelines and groups as well (on
+    an H200's host 1.4 us against 3-5 us a launch, as long as a short kernel:
+    ``bench/launch_parts.py``), its group once where its stages share one."""
     set_pipeline, set_bind_group, dispatch_workgroups = commands
     current_pipeline, current_group = bound
     for _ in range(repeats):
         for pipeline, (index, group, more), (x, y, z) in steps:
+            if pipeline is not current_pipeline:
+                set_pipeline(compute, pipeline)
+                current_pipeline = pipeline
             if group is not current_group:
-                if pipeline is not current_pipeline:
-                    set_pipeline(compute, pipeline)
-                    current_pipeline = pipeline
                 set_bind_group(compute, index, group)
                 if more:  # the groups past the first, for a stage that binds several
                     for more_index, more_group in more:

@@ -20,7 +20,9 @@ from wgtune.sets.bindings import PARAMS, Scratch, params_of, stage_entries
 from wgtune.sets.kernel import Kernel
 from wgtune.sets.uniforms import uniform_bytes
 
-__all__ = ["BindGroups"]
+__all__ = ["DECLARED_GROUPS", "BindGroups"]
+
+DECLARED_GROUPS = "wgtune-declared-groups"  # args.cache: the call's bind groups of declared layouts
 
 
 class BindGroups:
@@ -51,7 +53,8 @@ class BindGroups:
         by_group: dict[int, list[tuple[int, Any]]] = {}
         params = None
         entries = stage_entries(stage.bindings, args, stage.kernel.name)
-        if stage.bindings is not None:  # a binding the source never uses has no place in the "auto" layout
+        declared = stage.kernel.layout == "declared"
+        if stage.bindings is not None and not declared:  # a binding the source never uses has no place in "auto"
             unused = {(slot.group, slot.binding) for slot in stage.bindings.slots if not slot.used}
             entries = [entry for entry in entries if entry[:2] not in unused] if unused else entries
         self._refuse_buffers(stage.kernel, entries)
@@ -66,6 +69,8 @@ class BindGroups:
             by_group.setdefault(group, []).append((binding, buffer))
         for index in range(max(by_group, default=0) + 1):
             by_group.setdefault(index, [])
+        if declared:
+            return ((0, self._declared_group(stage.layout, sorted(by_group[0], key=lambda entry: entry[0]), args)),)
         try:
             return tuple(
                 (index, self.shim.create_bind_group(
@@ -75,6 +80,25 @@ class BindGroups:
             )
         except KernelError as error:
             raise KernelError(f"cannot bind the call's buffers: {error}") from None
+
+    def _declared_group(self, layout: Any, entries: list[tuple[int, Any]], args: Args) -> Any:
+        """The bind group of a declared ``layout`` (``Kernel.layout``) with ``entries``, made once
+        per call: a candidate's stages that declare the same bindings and bind the same buffers
+        there (the same params too) get one group object, which a launch sets once for all of
+        them (``batch_recorder.encode_launches``). Compared by identity, as the objects are the
+        backend's own (JS proxies in a browser)."""
+        made = args.cache.setdefault(DECLARED_GROUPS, [])
+        for known_layout, known_entries, group in made:
+            if known_layout is layout and len(known_entries) == len(entries) and all(
+                    binding == known_binding and buffer is known_buffer
+                    for (binding, buffer), (known_binding, known_buffer) in zip(entries, known_entries, strict=True)):
+                return group
+        try:
+            group = self.shim.create_bind_group(layout, entries)
+        except KernelError as error:
+            raise KernelError(f"cannot bind the call's buffers: {error}") from None
+        made.append((layout, entries, group))
+        return group
 
     def _scratch(self, scratch: Scratch, args: Args) -> Any:
         """The scratch buffer ``scratch`` for the call (``Kernel.scratch``): one per name and size

@@ -42,6 +42,7 @@ from pyodide.ffi import JsException, create_proxy, jsnull, to_js
 
 from wgtune.errors import KernelError
 from wgtune.gpu.device import DeviceIdentity, DeviceLimits
+from wgtune.sets.bindings import declared_layout
 from wgtune.sets.kernel import Kernel
 
 from .webgpu import WebGPUDevice, as_value
@@ -98,6 +99,7 @@ class BrowserShim:
         self._errors: list[str] = []
         self._last_scope: Any = None
         self._in_call = False  # a call's scope is open (begin_call_scope): the others are not pushed
+        self._layouts: dict[tuple, tuple[Any, Any]] = {}  # declared layouts (Kernel.layout) by their entries
         self._launch_owners: deque = deque()  # submit_launch's owners, oldest first
         self._on_launch_scope = create_proxy(self._launch_scope_closed)
         self.on_launch_refused: Any = None  # set by the device: (owner, message) -> None
@@ -224,6 +226,7 @@ class BrowserShim:
 
     async def compile_module(self, kernel: Kernel) -> tuple[Any, Any]:
         gpu = self.gpu
+        layouts = self._declared_layout(kernel) if kernel.layout == "declared" else None
         gpu.pushErrorScope("validation")
         module = gpu.createShaderModule(js_object({"code": kernel.wgsl, "label": kernel.name}))
         problem = await gpu.popErrorScope()
@@ -236,12 +239,27 @@ class BrowserShim:
         compute = {"module": module, "entryPoint": kernel.entry_point}
         if kernel.constants:  # GPUPipelineConstantValue is a double
             compute["constants"] = {name: float(value) for name, value in kernel.constants.items()}
-        descriptor = {"layout": "auto", "compute": compute, "label": kernel.name}
+        descriptor = {"layout": "auto" if layouts is None else layouts[0], "compute": compute, "label": kernel.name}
         try:
             pipeline = await gpu.createComputePipelineAsync(js_object(descriptor))
         except JsException as error:  # a GPUPipelineError: the pipeline's own validation failed
             raise KernelError(_message(error)) from None
-        return pipeline, pipeline.getBindGroupLayout(0)
+        return pipeline, pipeline.getBindGroupLayout(0) if layouts is None else layouts[1]
+
+    def _declared_layout(self, kernel: Kernel) -> tuple[Any, Any]:
+        """The pipeline layout and bind group layout of ``kernel``'s declared bindings
+        (``bindings.declared_layout``; a KernelError where it has none), made once per set of
+        entries. Made from wgtune's own reading of the WGSL, they are valid; a layout the shader
+        does not fit fails the pipeline, whose error names it."""
+        entries = declared_layout(kernel)
+        made = self._layouts.get(entries)
+        if made is None:
+            group = self.gpu.createBindGroupLayout(js_object({"entries": [
+                {"binding": binding, "visibility": js.GPUShaderStage.COMPUTE, "buffer": {"type": kind}}
+                for binding, kind in entries]}))
+            layout = self.gpu.createPipelineLayout(js_object({"bindGroupLayouts": [group]}))
+            made = self._layouts[entries] = (layout, group)
+        return made
 
     async def compile_modules(self, kernels: Sequence[Kernel]) -> list[tuple[Any, Any] | Exception]:
         """All at once: each compile's synchronous part (module, error scope) runs before its

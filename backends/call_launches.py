@@ -40,6 +40,7 @@ from wgtune.sets.kernel import Kernel
 from wgtune.tune.log import logger
 
 from .batch_recorder import STEPS, Submitted
+from .bind_groups import DECLARED_GROUPS
 
 __all__ = ["CALL_NAME", "CallLaunches"]
 
@@ -244,6 +245,7 @@ def _drop_bind_groups(args: Args, pipeline: CompiledKernel) -> None:
     for stage in (pipeline, *pipeline.then):
         args.cache.pop(stage, None)
     args.cache.pop((pipeline, STEPS), None)  # the launch steps kept with them (``launch_steps``)
+    args.cache.pop(DECLARED_GROUPS, None)  # groups its stages may share with others' (made again as needed)
 
 
 def _refuse_batch(calls: list[tuple[Args, CompiledKernel]], launches: int, message: str) -> LaunchRefused:

@@ -61,8 +61,9 @@ class GPUShim(Protocol):
 
     async def compile_module(self, kernel: Kernel) -> tuple[Any, Any]:
         """``kernel``'s WGSL compiled to a compute pipeline (entry point ``kernel.entry_point``,
-        layout "auto"): the pipeline and its bind group layout 0. Raises KernelError with the
-        compiler's message."""
+        layout ``kernel.layout``: "auto", or for "declared" one made from
+        ``bindings.declared_layout``, the same object for the same entries): the pipeline and its
+        bind group layout 0. Raises KernelError with the compiler's message."""
 
     async def compile_modules(self, kernels: Sequence[Kernel]) -> list[tuple[Any, Any] | Exception]:
         """:meth:`compile_module` of each kernel, overlapped where the platform can (worker

@@ -84,6 +84,7 @@ class KernelSpec:
     has_params: bool
     scratch: tuple[str, ...]
     then: tuple[KernelSpec, ...] = ()
+    layout: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ def rebuilt(kernel_id: int, spec: KernelSpec) -> Any:
         return Kernel(part.name, part.wgsl, grid=lambda args: args.cache[slot][0][index],
                       workgroup_size=part.workgroup_size, workgroup_storage=part.workgroup_storage,
                       entry_point=part.entry_point, constants=part.constants, features=part.features,
-                      then=then, params=params, scratch=scratch or {}, runtime_checks=part.runtime_checks)
+                      then=then, params=params, scratch=scratch or {}, runtime_checks=part.runtime_checks,
+                      layout=part.layout)
 
     def size(name: str) -> Callable:
         def scratch_size(args: Any) -> int:

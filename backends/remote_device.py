@@ -417,7 +417,8 @@ def _raised(kind: str, message: str, reason: str | None = None) -> BaseException
 def _spec(kernel: Kernel) -> KernelSpec:
     return KernelSpec(kernel.name, kernel.wgsl, kernel.entry_point, dict(kernel.constants), tuple(kernel.features),
                       kernel.workgroup_size, kernel.workgroup_storage, kernel.runtime_checks,
-                      kernel.params is not None, tuple(kernel.scratch), tuple(_spec(stage) for stage in kernel.then))
+                      kernel.params is not None, tuple(kernel.scratch), tuple(_spec(stage) for stage in kernel.then),
+                      kernel.layout)
 
 
 def _values(kernel: Kernel, args: Args) -> tuple:

@@ -8,12 +8,12 @@ whole compile each time (the largest shared one is 25 KB of WGSL) and keeps a se
 same machine code on the device.
 
 A pipeline binds nothing itself: bind groups are made per stage and call (``WebGPUDevice``), so
-stages with the same code, entry point, constants, runtime checks and features can run one
-pipeline. Its label is the first such stage's name. A failed compile is not kept here: the
-tuner keeps each candidate's failure itself (``PipelineCache.failed``), and a later compile of
-the same code asks the driver again, for a stage that asks: the driver's message names its label
-(Dawn's and the browser's do), so it never names another set's stage that failed on that code
-first. Stages of one code in one compile share its one error.
+stages with the same code, entry point, constants, runtime checks, features and layout
+(``Kernel.layout``) can run one pipeline. Its label is the first such stage's name. A failed
+compile is not kept here: the tuner keeps each candidate's failure itself
+(``PipelineCache.failed``), and a later compile of the same code asks the driver again, for a
+stage that asks: the driver's message names its label (Dawn's and the browser's do), so it never
+names another set's stage that failed on that code first. Stages of one code in one compile share its one error.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ __all__ = ["SharedModules", "module_key"]
 def module_key(stage: Kernel) -> Hashable:
     """What decides a stage's compiled pipeline: equal keys compile to interchangeable pipelines."""
     return (stage.wgsl, stage.entry_point, tuple(sorted(stage.constants.items())), stage.runtime_checks,
-            stage.features)
+            stage.features, stage.layout)
 
 
 class SharedModules:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,6 +24,7 @@ import wgpu
 
 from wgtune.errors import KernelError
 from wgtune.runner import run_inline
+from wgtune.sets.bindings import declared_layout
 from wgtune.sets.kernel import Kernel
 
 from .native_adapters import is_wgpu_native
@@ -71,6 +73,10 @@ class WgpuShim:
         self._compilers: ThreadPoolExecutor | None = None  # made on the first compile of several
         self._started: dict[int, tuple[Kernel, Future]] = {}  # compiles begun ahead, by id(kernel)
         self._probe_layout: Any = None  # buffer_problem's bind group layout, made on first use
+        # Declared layouts (Kernel.layout), one per set of entries, so that stages declaring the
+        # same bindings get one layout object and can share bind groups; compile threads make them.
+        self._layouts: dict[tuple, tuple[Any, Any]] = {}
+        self._layouts_lock = threading.Lock()
         # Read back to wait for the queue (see the module's docstring).
         self._sync_buffer = device.create_buffer(size=16, usage=self.STORAGE | self.COPY_SRC | self.COPY_DST)
 
@@ -133,10 +139,26 @@ class WgpuShim:
             compute = {"module": module, "entry_point": kernel.entry_point}
             if kernel.constants:
                 compute["constants"] = {name: float(value) for name, value in kernel.constants.items()}
-            pipeline = self.device.create_compute_pipeline(layout="auto", compute=compute, label=kernel.name)
-            return pipeline, pipeline.get_bind_group_layout(0)
+            if kernel.layout == "auto":
+                pipeline = self.device.create_compute_pipeline(layout="auto", compute=compute, label=kernel.name)
+                return pipeline, pipeline.get_bind_group_layout(0)
+            layout, group = self._declared_layout(kernel)
+            return self.device.create_compute_pipeline(layout=layout, compute=compute, label=kernel.name), group
         except Exception as error:  # wgpu-py raises GPUValidationError and friends synchronously
             raise KernelError(_clean(error)) from None
+
+    def _declared_layout(self, kernel: Kernel) -> tuple[Any, Any]:
+        """The pipeline layout and bind group layout of ``kernel``'s declared bindings
+        (``bindings.declared_layout``), made once per set of entries."""
+        entries = declared_layout(kernel)
+        with self._layouts_lock:
+            made = self._layouts.get(entries)
+            if made is None:
+                group = self.device.create_bind_group_layout(entries=[
+                    {"binding": binding, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": kind}}
+                    for binding, kind in entries])
+                made = self._layouts[entries] = (self.device.create_pipeline_layout(bind_group_layouts=[group]), group)
+        return made
 
     async def compile_modules(self, kernels: Sequence[Kernel]) -> list[tuple[Any, Any] | Exception]:
         """Compiled from worker threads: the driver's compiler is most of a pipeline's cost and runs

@@ -34,8 +34,8 @@ from wgtune.kernels.matmul.skinny import SkinnyTile
 from wgtune.kernels.matmul.tile import HARD_MAX_STORAGE, MatmulTile
 from wgtune.kernels.matmul.vector import vector_wgsl
 from wgtune.kernels.matmul.zeroing import ZERO_WORKGROUP
-from wgtune.sets.bindings import binding_plan
-from wgtune.sets.shaders import workgroup_shape
+from wgtune.sets.bindings import binding_plan, declared_layout
+from wgtune.sets.shaders import shader_of, workgroup_shape
 from wgtune.tune.plan import Plan
 
 GUARD = 64  # elements after each output, which no candidate may write
@@ -373,20 +373,26 @@ def test_kgrid_tiles_in_two_passes_write_partials_to_scratch_and_sum_them_into_c
     kernel = next(k for k in MATMUL.candidates if k.name.endswith("_2p"))
     chunks, total = kernel.stages
     assert not kernel.features and "atomic" not in chunks.wgsl + total.wgsl  # no device feature: browsers too
-    assert "var<storage, read_write> c:" not in chunks.wgsl
+    # The chunks' stage declares C, unused (the sum writes it), and the sum A and B: one layout,
+    # so that one bind group serves both stages (Kernel.layout).
+    assert "c" in shader_of(chunks).unused and {"a", "b"} <= shader_of(total).unused
+    assert chunks.layout == total.layout == "declared"
+    assert declared_layout(chunks) == declared_layout(total) == (
+        (0, "read-only-storage"), (1, "read-only-storage"), (2, "storage"), (3, "uniform"), (4, "storage"))
     # A vec4 tile writes its sums four at a time (a flat one one by one).
     assert "part[(part_base + index) >> 2u] = value" in chunks.wgsl and "store_c4(row_0 * p.n" in chunks.wgsl
     flat = next(k for k in MATMUL.candidates if k.name.endswith("_2p") and "_v4" not in k.name)
     assert "part[part_base + index] = value" in flat.stages[0].wgsl and "store_c4" not in flat.stages[0].wgsl
-    # The scratch holds every chunk's sums, each chunk's starting on a vec4; the sum's own params
-    # carry the number of chunks, and the call in order is still (A, B, C).
+    # The scratch holds every chunk's sums, each chunk's starting on a vec4; both stages' params
+    # (one set, so one uniform buffer) carry the number of chunks, and the call in order is still (A, B, C).
     tile = TILE_OF[kernel.name]
     for m, n, k in [(9, 20, 1100), (64, 64, 65536), (3, 5, 16500)]:
         call = Args((), (m, n, k))
         z = kernel.grid(call)[2]
         assert z == tile.chunks(m, n, k) and 1 <= z <= matmul_chunks.MAX_FLOAT_K_CHUNKS
         assert kernel.scratch["part"](call) == 4 * z * (-(-m * n // 4) * 4)
-        assert total.params(call) == (m, n, z, matmul_partials.reduce_lanes(z, -(-m * n // 4)))
+        assert kernel.params(call) == total.params(call) == (
+            m, n, k, z, matmul_partials.reduce_lanes(z, -(-m * n // 4)))
     plan = binding_plan(kernel)
     assert plan[0].candidate.positions == {(0, 0): 0, (0, 1): 1, (0, 2): 2}
     with pytest.raises(ValueError, match="partials need kgrid"):

@@ -46,6 +46,7 @@ __all__ = [
     "Slot",
     "StageBindings",
     "binding_plan",
+    "declared_layout",
     "output_indices",
     "params_of",
     "stage_entries",
@@ -149,6 +150,28 @@ def binding_plan(candidate: Kernel) -> tuple[StageBindings, ...] | None:
     names = {s.name for s in every} | {(s.group, s.binding) for s in every}
     plan = CandidateBindings(frozenset(names), params_at, positions, scratch)
     return tuple(StageBindings(slots, plan) for slots in declared)
+
+
+def declared_layout(stage: Kernel) -> tuple[tuple[int, str], ...]:
+    """The bind group layout of a stage with ``layout="declared"``: ``(binding, buffer type)`` for
+    each buffer its WGSL declares in group 0, used or not, in binding order, the type as WebGPU's
+    ``GPUBufferBindingType`` names it (``"uniform"``, ``"storage"`` for read_write,
+    ``"read-only-storage"`` for read). Stages with equal answers share one layout, so one bind
+    group. A KernelError where the stage's WGSL cannot be read, or declares what such a layout
+    does not take (a binding in another group, a texture or sampler)."""
+    shader = shader_of(stage)
+    if shader is None:
+        raise KernelError(f"{stage.name}: layout='declared' needs WGSL whose bindings wgtune can read")
+    entries = []
+    for binding in shader.bindings:
+        if binding.group != 0 or binding.address_space not in ("storage", "uniform"):
+            raise KernelError(f"{stage.name}: layout='declared' takes buffers in group 0 only, and the WGSL "
+                              f"declares {binding.name} (@group({binding.group}) @binding({binding.binding})"
+                              f"{', not a buffer' if binding.address_space not in ('storage', 'uniform') else ''})")
+        kind = ("uniform" if binding.address_space == "uniform"
+                else "storage" if binding.access == "read_write" else "read-only-storage")
+        entries.append((binding.binding, kind))
+    return tuple(sorted(entries))
 
 
 def params_of(stage: Kernel, args: Args) -> tuple[int | float, ...]:

@@ -18,9 +18,12 @@ from ..errors import ConfigError
 from ..key import Key
 from .args import Args, Grid
 
-__all__ = ["Group", "Kernel", "Priority"]
+__all__ = ["LAYOUTS", "Group", "Kernel", "Priority"]
 
 Priority = int | Callable[[Key], int]
+
+LAYOUTS = ("auto", "declared")
+"""The values of :attr:`Kernel.layout`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,13 @@ class Kernel:
     is undefined behaviour, not a clamped read: the output checks still catch a wrong answer, and
     a tune in a tuning process (natively, ``isolate=True``) still contains a hang. Part of the
     identity.
+    ``layout`` is the stage's pipeline layout, as WebGPU's ``layout`` of a compute pipeline:
+    ``"auto"``, what the stage's WGSL uses, or ``"declared"``, one bind group layout of every
+    buffer binding its WGSL declares in group 0, used or not (``bindings.declared_layout``).
+    Stages that declare the same bindings then have one layout, and where a call binds the same
+    buffers (and params) at each, one bind group serves them all: a launch of such a candidate
+    sets its bind group once, not once a stage (a bind group set costs the host about as much as
+    a dispatch, ``bench/pass_commands.py``). Part of the identity.
     """
 
     name: str
@@ -97,6 +107,7 @@ class Kernel:
     params: Callable[[Args], Sequence[int | float]] | None = None
     scratch: Mapping[str, Callable[[Args], int]] = field(default_factory=dict)
     runtime_checks: bool = True
+    layout: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -118,6 +129,9 @@ class Kernel:
         if not isinstance(self.runtime_checks, bool):
             raise ConfigError(
                 f"kernel {self.name!r}: runtime_checks must be True or False, got {self.runtime_checks!r}")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"kernel {self.name!r}: layout must be one of {', '.join(map(repr, LAYOUTS))}, "
+                              f"got {self.layout!r}")
         object.__setattr__(self, "features", tuple(self.features))
         object.__setattr__(self, "then", tuple(self.then))
         for stage in self.then:
@@ -152,6 +166,8 @@ class Kernel:
             parts.append("scratch:" + ",".join(sorted(self.scratch)))
         if not self.runtime_checks:  # absent when checked: such kernels keep their checksums
             parts.append("runtime_checks:off")
+        if self.layout != "auto":  # absent when auto: such kernels keep their checksums
+            parts.append(f"layout:{self.layout}")
         parts.extend(stage.fingerprint() for stage in self.then)
         return "\x1f".join(parts)
 

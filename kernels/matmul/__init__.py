@@ -113,7 +113,7 @@ from .keys import (
     tile_priority,
 )
 from .padded import padded_kernel
-from .partials import PARTIALS, partials_bytes, reduce_stage
+from .partials import PARTIALS, partials_bytes, partials_params, reduce_stage
 from .references import make_matmul_args, make_matmul_f16_args, matmul_f16_reference, matmul_reference, pack_f16
 from .skinny import SkinnyTile, skinny_wgsl
 from .subgroup_matrix import SubgroupMatrixTile, subgroup_matrix_kernel
@@ -125,6 +125,7 @@ from .vector import vector_wgsl
 from .wgsl import (
     DTYPES,
     FLOAT_ATOMICS,
+    params_struct,
     scalar_wgsl,
 )
 from .wgsl import naive_wgsl as naive_matmul_wgsl
@@ -228,15 +229,19 @@ def tiled_matmul_kernel(tile: MatmulTile, dtype: str = "f32", **options) -> Kern
     if tile.copy:
         return padded_kernel(tile, dtype, _features(dtype, float_atomics=tile.float_atomics), **options)
     adds_into_c = tile.splits_k and not tile.partials
-    if tile.partials:
+    params = wave_params if tile.tail else steps_params if tile.rolled else None
+    if tile.partials:  # both stages on one bind group: the same bindings and params (Kernel.layout)
         if dtype != "f32":
             raise ValueError(f"{tile.name}: partials are f32 (the reduce stage writes f32 C)")
-        options |= {"then": (reduce_stage(tile.name, tile.chunks),), "scratch": {PARTIALS: scratch_bytes}}
+        params = partials_params(tile.chunks, params)
+        struct = params_struct(bool(tile.tail), bool(tile.rolled), partials=True)
+        options |= {"then": (reduce_stage(tile.name, tile.chunks, params, struct),),
+                    "scratch": {PARTIALS: scratch_bytes}, "layout": "declared"}
     kernel = Kernel(
         tile.name,
         tiled_matmul_wgsl(tile, dtype),
         grid=grid,
-        params=wave_params if tile.tail else steps_params if tile.rolled else None,
+        params=params,
         workgroup_size=tile.workgroup_size,
         workgroup_storage=tile.workgroup_storage,
         features=_features(dtype, tile.subgroup, tile.float_atomics),

@@ -19,15 +19,16 @@ two passes reached 37.0 there and 128x128 ones 34.1 at 256x256x16384 (30.3 with 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from wgtune import Args, Kernel
 
 from ..common import F32_BYTES, ceil_div, wrapped_grid
+from .wgsl import params_struct
 
 __all__ = [
-    "BUSY_INVOCATIONS", "CHUNKS_A_LANE", "MOST_LANES", "PARTIALS", "REDUCE_WORKGROUP", "partials_bytes",
-    "partials_header", "partials_stride", "reduce_lanes", "reduce_stage",
+    "BUSY_INVOCATIONS", "CHUNKS_A_LANE", "MOST_LANES", "PARTIALS", "PARTIALS_PARAMS", "REDUCE_WORKGROUP",
+    "partials_bytes", "partials_header", "partials_params", "partials_stride", "reduce_lanes", "reduce_stage",
 ]
 
 PARTIALS = "part"  # the scratch buffer's WGSL name
@@ -39,6 +40,8 @@ CHUNKS_A_LANE, MOST_LANES = 8, 64
 # Invocations the reduce stage keeps busy where its chunks allow: about 500 an SM of an H100.
 BUSY_INVOCATIONS = 1 << 16
 _LANE_COUNTS = tuple(1 << i for i in range(MOST_LANES.bit_length()))  # reduce_lanes' answers
+# The params of a two-pass candidate whose first stage has none of its own (partials_params).
+PARTIALS_PARAMS = params_struct(partials=True)
 
 # A chunk's block of partial sums starts on a vec4 (the reduce stage reads four outputs at once).
 _STRIDE = "((p.m * p.n + 3u) / 4u * 4u)"
@@ -57,7 +60,8 @@ def partials_bytes(m: int, n: int, chunks: int) -> int:
 def partials_header(vector: bool = False) -> str:
     """The scratch binding (after the params, at 4: a call's buffers are A, B, C), the chunk's
     offset in it, and ``add_to_c``, which here writes the chunk's sum of an output instead of
-    adding it. A stage declaring this declares no C: the reduce stage writes that. ``vector``:
+    adding it. Such a stage declares C without using it (the reduce stage writes it), so that
+    its bindings are the reduce stage's (``Kernel.layout``). ``vector``:
     the scratch is read as vec4 and written four outputs at a time by ``store_c4`` (for tiles
     whose N is a multiple of 4, so each four start on a vec4: a chunk's block does too), which
     writes a quarter of the stores; on an H200 the scalar ones cost a 128x128 chunk's epilogue
@@ -99,10 +103,29 @@ def reduce_lanes(chunks: int, quads: int) -> int:
     return lanes
 
 
-def reduce_wgsl() -> str:
-    """The second stage: every output of C the sum of its chunks' partials (the params' ``k``
-    holds the number of chunks, ``lanes`` how many invocations share a vec4 of outputs:
-    :func:`reduce_lanes`). A workgroup of 256 takes ``256 / lanes`` vec4 of outputs, invocation
+def partials_params(chunks: Callable[[int, int, int], int],
+                    first: Callable[[Args], Sequence[int]] | None = None) -> Callable[[Args], tuple[int, ...]]:
+    """The params of both stages of a two-pass candidate: the first stage's own (``first``, else
+    the call's M, N, K), then the K chunks (``chunks(m, n, k)``) and the reduce stage's lanes a
+    vec4 (:func:`reduce_lanes`). One set for both, packed alike (``wgsl.params_struct`` with
+    ``partials``), so that one uniform buffer and one bind group serve the two stages
+    (``Kernel.layout``)."""
+
+    def params(args: Args) -> tuple[int, ...]:
+        m, n, k = args.params[:3]
+        split = chunks(m, n, k)
+        own = tuple(first(args)) if first is not None else (m, n, k)
+        return (*own, split, reduce_lanes(split, ceil_div(m * n, 4)))
+
+    return params
+
+
+def reduce_wgsl(params: str = PARTIALS_PARAMS) -> str:
+    """The second stage: every output of C the sum of its chunks' partials (the params'
+    ``chunks``; ``lanes``, how many invocations share a vec4 of outputs: :func:`reduce_lanes`).
+    ``params``: the params struct and binding its first stage declares (``wgsl.params_struct``),
+    so that both pack alike. It declares A and B, which it does not use, so that its bindings are
+    its first stage's (``Kernel.layout``). A workgroup of 256 takes ``256 / lanes`` vec4 of outputs, invocation
     ``t`` the ``t % (256 / lanes)``-th, as lane ``t / (256 / lanes)``: so the invocations of a warp
     read consecutive vec4 of one chunk. Each lane adds chunks ``lane, lane + lanes, ...``, and the
     lanes' sums meet in workgroup memory. With many outputs in few chunks a vec4 has one lane:
@@ -115,11 +138,12 @@ def reduce_wgsl() -> str:
     size = REDUCE_WORKGROUP[0]
     add = f"{PARTIALS}[z * quads + q]"
     return (
+        "@group(0) @binding(0) var<storage, read> a: array<f32>;\n"
+        "@group(0) @binding(1) var<storage, read> b: array<f32>;\n"
         "@group(0) @binding(2) var<storage, read_write> c: array<f32>;\n"
         f"@group(0) @binding(4) var<storage, read_write> {PARTIALS}: array<vec4<f32>>;\n"
-        "struct Params { m: u32, n: u32, k: u32, lanes: u32 }\n"
-        "@group(0) @binding(3) var<uniform> p: Params;\n"
-        f"var<workgroup> sums: array<vec4<f32>, {size}>;\n\n"
+        + params
+        + f"var<workgroup> sums: array<vec4<f32>, {size}>;\n\n"
         f"@compute @workgroup_size({size}, 1, 1)\n"
         "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,\n"
         "        @builtin(local_invocation_index) t: u32) {\n"
@@ -135,9 +159,9 @@ def reduce_wgsl() -> str:
         # it stays as timed, with the wider lanes and the tree that did.
         "  if (q < quads) {\n"
         "    switch p.lanes {\n"
-        + "".join(f"      case {lanes}u: {{ for (var z = lane; z < p.k; z += {lanes}u) {{ sum += {add}; }} }}\n"
+        + "".join(f"      case {lanes}u: {{ for (var z = lane; z < p.chunks; z += {lanes}u) {{ sum += {add}; }} }}\n"
                   for lanes in _LANE_COUNTS[1:])
-        + f"      default: {{ for (var z = 0u; z < p.k; z += 1u) {{ sum += {add}; }} }}\n"
+        + f"      default: {{ for (var z = 0u; z < p.chunks; z += 1u) {{ sum += {add}; }} }}\n"
         "    }\n"
         "  }\n"
         "  sums[t] = sum;\n"
@@ -158,14 +182,12 @@ def reduce_wgsl() -> str:
     )
 
 
-def reduce_stage(name: str, chunks: Callable[[int, int, int], int]) -> Kernel:
+def reduce_stage(name: str, chunks: Callable[[int, int, int], int],
+                 params: Callable[[Args], tuple[int, ...]] | None = None, struct: str = PARTIALS_PARAMS) -> Kernel:
     """The stage ``<name>_sum`` that adds a candidate's partials into C; ``chunks(m, n, k)`` is
-    how many K chunks its first stage wrote (the reduce stage's own params carry it)."""
-
-    def params(args: Args) -> tuple[int, int, int, int]:
-        m, n, k = args.params[:3]
-        split = chunks(m, n, k)
-        return (m, n, split, reduce_lanes(split, ceil_div(m * n, 4)))
+    how many K chunks its first stage wrote. ``params`` and ``struct``: its first stage's
+    (:func:`partials_params`, ``wgsl.params_struct``), which carry the chunks and lanes; by
+    default those of a first stage with no params of its own."""
 
     def grid(args: Args) -> tuple[int, int, int]:
         m, n, k = args.params[:3]
@@ -173,5 +195,5 @@ def reduce_stage(name: str, chunks: Callable[[int, int, int], int]) -> Kernel:
         return wrapped_grid(ceil_div(quads, REDUCE_WORKGROUP[0] // reduce_lanes(chunks(m, n, k), quads)))
 
     storage = F32_BYTES * 4 * REDUCE_WORKGROUP[0]
-    return Kernel(f"{name}_sum", reduce_wgsl(), grid=grid, workgroup_size=REDUCE_WORKGROUP,
-                  workgroup_storage=storage, params=params)
+    return Kernel(f"{name}_sum", reduce_wgsl(struct), grid=grid, workgroup_size=REDUCE_WORKGROUP,
+                  workgroup_storage=storage, params=params or partials_params(chunks), layout="declared")

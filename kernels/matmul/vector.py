@@ -324,8 +324,9 @@ class _VectorKernel:
         tile = self.tile
         buffers = 2 if tile.double else 1
         c_element, add_to_c = adds_into_c(tile.float_atomics)
-        lines = [header(self.dtype, self.element, subgroups=tile.subgroup, c=c_element if tile.splits_k else None,
-                        with_c=not tile.partials, wave=bool(tile.tail), steps=bool(tile.rolled))]
+        lines = [header(self.dtype, self.element, subgroups=tile.subgroup,
+                        c=c_element if tile.splits_k and not tile.partials else None,
+                        wave=bool(tile.tail), steps=bool(tile.rolled), partials=tile.partials)]
         if tile.splits_k:
             lines.append(partials_header(vector=not self.flat) if tile.partials else add_to_c)
         if tile.tail:  # a block that takes all of K is C's only writer there: it stores, with no add to wait on

@@ -75,25 +75,32 @@ def adds_into_c(float_atomics: bool) -> tuple[str, str]:
 
 
 def header(dtype: str, element: str, subgroups: bool = False, b: str | None = None, c: str | None = None,
-           with_c: bool = True, wave: bool = False, steps: bool = False) -> str:
-    """Directives, bindings (``element`` of A, and of B and C unless ``b`` or ``c`` say otherwise;
-    no C without ``with_c``) and the params struct (with ``wave``, a fourth field: a tail tile's
-    workgroups a wave, which its stage's own params carry, so that tiles of other waves share one
-    WGSL; with ``steps``, a field for a ``rolled`` tile's loop bound)."""
+           wave: bool = False, steps: bool = False, partials: bool = False) -> str:
+    """Directives, bindings (``element`` of A, and of B and C unless ``b`` or ``c`` say otherwise)
+    and the params struct (:func:`params_struct`)."""
     lines = []
     if dtype == "f16":
         lines.append("enable f16;\n")
     if subgroups:
         lines.append(SUBGROUPS_DIRECTIVE)
-    extra = (", wave: u32" if wave else "") + (", steps: u32" if steps else "")
     lines.append(
         f"@group(0) @binding(0) var<storage, read> a: array<{element}>;\n"
         f"@group(0) @binding(1) var<storage, read> b: array<{b or element}>;\n"
-        + (f"@group(0) @binding(2) var<storage, read_write> c: array<{c or element}>;\n" if with_c else "")
-        + f"struct Params {{ m: u32, n: u32, k: u32{extra} }}\n"
-        "@group(0) @binding(3) var<uniform> p: Params;\n"
+        f"@group(0) @binding(2) var<storage, read_write> c: array<{c or element}>;\n"
+        + params_struct(wave, steps, partials)
     )
     return "".join(lines)
+
+
+def params_struct(wave: bool = False, steps: bool = False, partials: bool = False) -> str:
+    """The params struct and its binding: M, N, K, then with ``wave`` a tail tile's workgroups a
+    wave, which its stage's own params carry, so that tiles of other waves share one WGSL; with
+    ``steps`` a ``rolled`` tile's loop bound; with ``partials`` the K chunks and the reduce
+    stage's lanes a vec4 (``partials.partials_params``), which both stages of a two-pass
+    candidate declare, so that one uniform buffer, and one bind group, serves both."""
+    extra = (", wave: u32" if wave else "") + (", steps: u32" if steps else "") + (
+        ", chunks: u32, lanes: u32" if partials else "")
+    return f"struct Params {{ m: u32, n: u32, k: u32{extra} }}\n@group(0) @binding(3) var<uniform> p: Params;\n"
 
 
 def widen(dtype: str, expr: str, vector: bool = False) -> str:
