@@ -9,7 +9,7 @@ say (JavaScript names, camelCase)::
     name            the set's name (its stored winners are kept under it)
     candidates      [{name, wgsl, grid, entryPoint?, constants?, workgroupSize?, workgroupStorage?,
                       features?, priority?, params?, then?: [stage, ...],
-                      scratch?: {wgslName: bytes | (call) => bytes}}, ...]
+                      scratch?: {wgslName: bytes | (call) => bytes}, layout?: "auto" | "declared"}, ...]
     space           or one source and parameter lists: {name?, source | render(point), params,
                       default, grid(point, call), restrict?(point), constants?(point),
                       workgroupSize?(point), entryPoint?, features?}
@@ -56,7 +56,7 @@ from .js_errors import js_value, thrown_by_app
 __all__ = ["Calls", "plain", "tunable_set"]
 
 _CANDIDATE_FIELDS = {"name", "wgsl", "grid", "entryPoint", "constants", "workgroupSize", "workgroupStorage",
-                     "features", "priority", "params", "then", "scratch"}
+                     "features", "priority", "params", "then", "scratch", "layout"}
 _SET_FIELDS = {"name", "candidates", "space", "key", "outputs", "outputType", "atol", "rtol", "reference", "search"}
 
 
@@ -159,6 +159,7 @@ def _candidate(spec: Any, index: int, calls: Calls, set_name: str) -> Kernel:
                                                                lambda answer, _w: tuple(plain(answer))),
         then=tuple(_candidate(stage, i, calls, set_name) for i, stage in enumerate(spec.get("then") or ())),
         scratch=_scratch(spec.get("scratch"), where, calls),
+        layout=spec.get("layout", "auto"),
     )
 
 

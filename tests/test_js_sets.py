@@ -17,6 +17,7 @@ from fakes import FakeDevice, f32, make_tuner, quiet
 
 from wgtune import ConfigError, Hit, Measured, NoValidKernelFound
 from wgtune.backends.js_errors import Facing, ForJavaScript, take_thrown
+from wgtune.backends.js_set_spec import tunable_set
 from wgtune.backends.js_sets import define_set
 
 SCALE = """
@@ -116,6 +117,8 @@ def test_a_space_from_javascript_makes_its_candidates_from_a_render_function():
     ({"candidates": [{"name": "a", "wgsl": SCALE, "grid": [1],
                       "then": [{"name": "b", "wgsl": SCALE, "grid": [1], "scratch": {"t": 4}}]}]},
      "declare it on the candidate"),
+    ({"candidates": [{"name": "a", "wgsl": SCALE, "grid": [1], "layout": "explicit"}]},
+     "kernel 'a': layout must be one of 'auto', 'declared', got 'explicit'"),
 ])
 def test_a_set_described_wrong_is_a_config_error_naming_the_field(bad, problem):
     described, _ = spec(**bad)
@@ -377,3 +380,14 @@ def test_a_key_whose_candidates_all_fail_is_tuned_once_says_failed_and_is_tuned_
     assert device.dispatch_count + device.profile_count == launched  # remembered: no tune again
     device.script("wg64", launch_error=None, kernel=scale_kernel)
     assert json.loads(js_set.retune(call))["winner"] == "wg64"
+
+
+def test_a_candidates_stages_may_declare_their_layout_to_share_one_bind_group():
+    """``layout: "declared"`` (``Kernel.layout``) on a candidate and its stages, "auto" where left out."""
+    stage = {"name": "b", "wgsl": SCALE.replace("WG", "64"), "grid": [1], "layout": "declared"}
+    described, _ = spec(candidates=[{"name": "a", "wgsl": SCALE.replace("WG", "64"), "grid": [1],
+                                     "layout": "declared", "then": [stage]},
+                                    {"name": "c", "wgsl": SCALE.replace("WG", "32"), "grid": [1]}])
+    tunables, _ = tunable_set(described)
+    declared, plain = tunables.candidates
+    assert [stage.layout for stage in declared.stages] == ["declared", "declared"] and plain.layout == "auto"

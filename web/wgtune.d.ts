@@ -237,6 +237,11 @@ export interface Candidate<P extends ParamsOf<P> = Params> {
    * stages declare them under: bytes, or a function of the call. Contents undefined at each launch.
    */
   scratch?: Record<string, number | ((call: CallView<P>) => number)>;
+  /**
+   * "declared": the stage's pipeline layout is every buffer its WGSL declares in group 0, used or
+   * not, so that stages declaring the same bindings share one bind group (set once a launch).
+   */
+  layout?: "auto" | "declared";
 }
 /** A point of a parameter space: parameter name -> value. */
 export type Point = Record<string, number | string | boolean>;
