@@ -8,6 +8,7 @@ import struct
 from collections import Counter
 
 import pytest
+from dawn_null import dawn_null_report
 
 from wgtune import Args, Config, Kernel, Measured, TunableSet, Tuner
 from wgtune.backends.native import NativeDevice
@@ -120,3 +121,48 @@ def test_stages_that_bind_alike_share_one_bind_group_set_once_a_pass(device, lay
     assert counts["dispatch"] == 2 * launches and counts["set_pipeline"] == 2 * launches
     assert counts["set_bind_group"] == (1 if groups_a_launch == 0 else groups_a_launch * launches)
     assert list(struct.unpack(f"{N}f", device.read_buffer_sync(y))) == [2.0 * i + 0.5 for i in range(N)]
+
+
+# Dawn validates a pipeline's explicit layout against its shader (a read binding must be
+# read-only-storage, every binding the shader uses must be in the layout) and each dispatch's bind
+# groups against its pipeline, as a browser does; its Null backend validates and runs nothing.
+DECLARED_ON_DAWN = r"""
+import json
+
+from wgtune import run_inline
+from wgtune.backends.dawn import DawnDevice
+from wgtune.gpu.device import check_limits
+from wgtune.kernels.matmul import matmul_set
+from wgtune.kernels.matmul.references import make_matmul_args
+
+device = DawnDevice.open()
+report = {"launched": [], "failed": {}, "skipped": []}
+args = make_matmul_args(device, (67, 45, 3000))
+for kernel in matmul_set().candidates:
+    if len(kernel.stages) < 2 or kernel.layout != "declared":
+        continue
+    if check_limits(kernel, device.limits, frozenset(device.features)):  # as a tune refuses it
+        report["skipped"].append(kernel.name)
+        continue
+    try:
+        compiled = run_inline(device.compile(kernel))
+        for _ in range(3):
+            device.launch(compiled, args, kernel.grid(args))
+        run_inline(device.sync())
+        report["launched"].append(kernel.name)
+    except Exception as error:
+        report["failed"][kernel.name] = f"{type(error).__name__}: {error}"[:600]
+print("REPORT " + json.dumps(report))
+"""
+
+
+def test_dawn_takes_the_declared_layouts_of_the_split_k_candidates_and_their_shared_bind_groups():
+    """Every split-K matmul candidate that fits Dawn's device (no float atomics, WebGPU's default
+    limits: two-pass ones and those adding with compare-exchange, as a browser tunes them)
+    compiles with its declared layout and launches three times on one call's buffers with no
+    validation error."""
+    report = dawn_null_report(DECLARED_ON_DAWN)
+    assert report["failed"] == {}
+    assert any(name.endswith("_2p") for name in report["launched"]), report
+    assert any(name.endswith("_st8") for name in report["launched"]), report  # adds with compare-exchange
+    assert len(report["launched"]) >= 8, report
