@@ -1,5 +1,6 @@
 """The bind groups of a call's launches: made once per compiled stage and call arguments, kept in
-``args.cache`` with the params uniform and scratch buffers they hold.
+``args.cache`` with the params uniform and scratch buffers they hold. Stages of a declared layout
+(``Kernel.layout``) that bind the same buffers share one group.
 
 A mixin of :class:`~wgtune.backends.webgpu.WebGPUDevice`, apart so that the device's module holds
 the pass and timing algorithm. It uses the device's ``shim``, ``limits``, ``create_buffer`` and
@@ -62,6 +63,10 @@ class BindGroups:
             if buffer is PARAMS:
                 params = params_of(stage.kernel, args) if params is None else params
                 if not params:
+                    if declared:  # its layout has the uniform, used or not: the group must bind one
+                        raise KernelError(f"{stage.kernel.name} declares the uniform at @group({group}) "
+                                          f"@binding({binding}) and layout='declared' binds every declared "
+                                          "buffer, but the call has no params to fill it")
                     continue
                 buffer = self._uniform(stage.kernel, params, group, binding, args)
             elif isinstance(buffer, Scratch):

@@ -226,7 +226,7 @@ class BrowserShim:
 
     async def compile_module(self, kernel: Kernel) -> tuple[Any, Any]:
         gpu = self.gpu
-        layouts = self._declared_layout(kernel) if kernel.layout == "declared" else None
+        layouts = await self._declared_layout(kernel) if kernel.layout == "declared" else None
         gpu.pushErrorScope("validation")
         module = gpu.createShaderModule(js_object({"code": kernel.wgsl, "label": kernel.name}))
         problem = await gpu.popErrorScope()
@@ -246,18 +246,23 @@ class BrowserShim:
             raise KernelError(_message(error)) from None
         return pipeline, pipeline.getBindGroupLayout(0) if layouts is None else layouts[1]
 
-    def _declared_layout(self, kernel: Kernel) -> tuple[Any, Any]:
+    async def _declared_layout(self, kernel: Kernel) -> tuple[Any, Any]:
         """The pipeline layout and bind group layout of ``kernel``'s declared bindings
         (``bindings.declared_layout``; a KernelError where it has none), made once per set of
-        entries. Made from wgtune's own reading of the WGSL, they are valid; a layout the shader
-        does not fit fails the pipeline, whose error names it."""
+        entries, in an error scope of their own: one WebGPU refuses (more storage buffers than
+        the device binds in a stage, say) is that candidate's KernelError, and is not kept."""
         entries = declared_layout(kernel)
         made = self._layouts.get(entries)
         if made is None:
-            group = self.gpu.createBindGroupLayout(js_object({"entries": [
+            gpu = self.gpu
+            gpu.pushErrorScope("validation")
+            group = gpu.createBindGroupLayout(js_object({"entries": [
                 {"binding": binding, "visibility": js.GPUShaderStage.COMPUTE, "buffer": {"type": kind}}
                 for binding, kind in entries]}))
-            layout = self.gpu.createPipelineLayout(js_object({"bindGroupLayouts": [group]}))
+            layout = gpu.createPipelineLayout(js_object({"bindGroupLayouts": [group]}))
+            problem = await gpu.popErrorScope()
+            if not _absent(problem):
+                raise KernelError(f"{kernel.name}: its declared layout: {_message(problem)}")
             made = self._layouts[entries] = (layout, group)
         return made
 

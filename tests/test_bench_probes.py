@@ -45,7 +45,7 @@ def test_the_device_script_names_existing_probe_files_and_parts():
                              "sweep-ab:*", "stages-ab:*", "ab:*"}
 
 
-@pytest.mark.parametrize(("parts", "flags"), [(["ab:lanes-cap"], "--dawn"), (["draw", "dawn"], ""),
+@pytest.mark.parametrize(("parts", "flags"), [(["ab:example"], "--dawn"), (["draw", "dawn"], ""),
                                              (["checks"], ""), (["probe-dawn:tail"], "")])
 def test_the_device_script_refuses_dawn_parts_at_once_without_wgpudawn(tmp_path, parts, flags):
     """A part on Dawn's device without wgpudawn's wheel would fail tune by tune after the call began
@@ -72,10 +72,10 @@ def test_the_device_script_runs_parts_off_dawn_without_asking_for_wgpudawn(tmp_p
     (fake / "python3").write_text("#!/bin/sh\nexit 1\n")
     (fake / "python3").chmod(0o755)
     env = {"PATH": f"{fake}:/usr/bin:/bin", "R": str(BENCH.parent), "OUT": str(tmp_path), "FLAGS": ""}
-    ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "ab:lanes-cap"], env=env, capture_output=True,
+    ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "ab:example"], env=env, capture_output=True,
                          text=True, timeout=60)
     assert "wgpudawn" not in ran.stderr
-    assert (tmp_path / "ab-lanes-cap.txt").exists()  # the part began (its install failed: no real python3)
+    assert (tmp_path / "ab-example.txt").exists()  # the part began (its install failed: no real python3)
 
 
 def test_each_variant_patch_still_applies_to_this_tree_and_the_answered_ones_are_marked():

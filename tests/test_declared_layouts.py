@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from dawn_null import dawn_null_report
 
-from wgtune import Args, Config, Kernel, Measured, TunableSet, Tuner
+from wgtune import Args, Config, Kernel, Measured, NoValidKernelFound, TunableSet, Tuner
 from wgtune.backends.native import NativeDevice
 from wgtune.errors import ConfigError, KernelError
 from wgtune.sets.bindings import declared_layout
@@ -166,3 +167,15 @@ def test_dawn_takes_the_declared_layouts_of_the_split_k_candidates_and_their_sha
     assert any(name.endswith("_2p") for name in report["launched"]), report
     assert any(name.endswith("_st8") for name in report["launched"]), report  # adds with compare-exchange
     assert len(report["launched"]) >= 8, report
+
+
+def test_a_declared_uniform_without_params_to_fill_it_fails_the_candidate_naming_the_binding(device):
+    fixed = [replace(kernel, grid=lambda args: (1, 1, 1), then=(replace(kernel.then[0], grid=lambda args: (1, 1, 1)),))
+             for kernel in (two_stages(f"no_params_{wg}", "declared", wg=wg) for wg in (64, 128))]
+    tunables = TunableSet("declared_no_params", fixed, key=lambda args: {"n": 1})
+    x, y = device.create_buffer(struct.pack("4f", 1, 2, 3, 4)), device.create_buffer(size=16)
+    tuner = Tuner(device, config=Config(cache=False, log_level="disabled", checks=False, samples=3, warmups=1))
+    with pytest.raises(NoValidKernelFound) as failed:
+        tuner.execute(tunables, Args({"x": x, "y": y}, ()))
+    assert str(failed.value).count("declares the uniform at @group(0) @binding(2) and layout='declared' binds every "
+                                   "declared buffer, but the call has no params to fill it") == 2, str(failed.value)
