@@ -6,8 +6,10 @@ pipeline, a bind group and a dispatch for each stage, in every launch of a timed
 since the stages take turns. ``bench/launch_parts.py`` splits a launch's host time into recording,
 ending, finishing and submitting the pass; this splits the recording into its commands, each
 repeated N times in one compute pass through the device's own calls (``_pass_commands``), so
-that what sharing one bind group between a candidate's stages would save is known. Microseconds
-a repetition, the median over rounds.
+that what sharing one bind group between a candidate's stages would save is known (session 30:
+``Kernel.layout``). A line before them times a pass's own calls (its encoder, beginning it with
+timestamps, ending it), the fixed part every pass pays. Microseconds a repetition, the median
+over rounds.
 
 Usage::
 
@@ -29,14 +31,16 @@ from kernel_probe import matmul_problem  # bench/kernel_probe.py
 
 from kernels import matmul_shape  # bench/kernels.py
 from wgtune import run_inline
-from wgtune.backends.batch_recorder import launch_steps
+from wgtune.backends.batch_recorder import NOTHING_BOUND, encode_launches, launch_steps
 from wgtune.backends.native import NativeDevice
 from wgtune.kernels.matmul import matmul_set
 
 
 def command_costs(device: NativeDevice, steps, count: int) -> dict[str, float]:
-    """Seconds a repetition of each command (of the first and last stage, in turn), and of a whole
-    launch, each timed over ``count`` repetitions in a pass of its own."""
+    """Seconds a repetition of each command (of the first and last stage, in turn), of a whole
+    launch with every command, and of a launch as a batch records it (``encode_launches``: where
+    the stages share a bind group, ``Kernel.layout``, it stays set), each timed over ``count``
+    repetitions in a pass of its own."""
     set_pipeline, set_bind_group, dispatch = device._pass_commands
     (first, (index, group, _), _grid), (last, (last_index, last_group, _), _) = steps[0], steps[-1]
 
@@ -58,9 +62,16 @@ def command_costs(device: NativeDevice, steps, count: int) -> dict[str, float]:
             set_bind_group(compute, at, bound)
             dispatch(compute, 1, 1, 1)
 
+    ones = tuple((pipeline, groups, (1, 1, 1)) for pipeline, groups, _grid in steps)
+    recorded = [NOTHING_BOUND]
+
+    def as_recorded(compute) -> None:  # as a batch records it: a pipeline or group set only where it changes
+        recorded[0] = encode_launches(device._pass_commands, compute, ones, 1, recorded[0])
+
+    stages = f"{len(steps)} stage{'s' if len(steps) > 1 else ''}"
     costs = {}
     for name, body in (("2 pipelines", pipelines), ("2 bind groups", bind_groups), ("2 dispatches", dispatches),
-                       (f"a launch ({len(steps)} stage{'s' if len(steps) > 1 else ''})", launch)):
+                       (f"a launch ({stages})", launch), ("as recorded", as_recorded)):
         encoder = device._create_command_encoder()
         compute = device._begin_compute_pass(encoder)
         set_pipeline(compute, first)
@@ -71,6 +82,25 @@ def command_costs(device: NativeDevice, steps, count: int) -> dict[str, float]:
         costs[name] = (time.perf_counter() - started) / count
         device._end_pass(compute)  # never submitted: the dispatches of 1x1x1 never run
     return costs
+
+
+def pass_costs(device: NativeDevice, count: int) -> dict[str, float]:
+    """Seconds each of a timed pass's own calls takes, whatever it holds (the fixed part of a pass's
+    recording, which every launch in it shares): a command encoder, a compute pass begun on it with
+    timestamps (as the tuner's timed passes are), and ending an empty pass; each the mean of
+    ``count``."""
+    encoders = [None] * count
+    started = time.perf_counter()
+    for at in range(count):
+        encoders[at] = device._create_command_encoder()
+    made = time.perf_counter()
+    passes = [device._begin_compute_pass(encoder, timestamp_writes=device._timestamp_writes) for encoder in encoders]
+    begun = time.perf_counter()
+    for compute in passes:
+        device._end_pass(compute)
+    ended = time.perf_counter()
+    return {"encoder": (made - started) / count, "begin (timestamps)": (begun - made) / count,
+            "end (empty)": (ended - begun) / count}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     problem = matmul_problem(device, tunables, *options.shape)
     by_name = {kernel.name: kernel for kernel in tunables.candidates}
     print(f"# adapter {device.identity.device}; us a repetition, the median of {options.rounds} rounds")
+    if device._timestamp_writes is not None:
+        passes = [pass_costs(device, min(options.count, 200)) for _ in range(options.rounds)]
+        print("a pass, whatever it holds: " + "  ".join(
+            f"{what} {1e6 * statistics.median(r[what] for r in passes):5.2f}" for what in passes[0]))
     for name in options.candidate:
         if name not in by_name:
             parser.error(f"no candidate {name!r} in the matmul set")
