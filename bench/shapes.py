@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -198,7 +199,7 @@ def host_share(device: NativeDevice, pipeline: Any, grid: tuple, args: Any, seco
         profile = run_inline(device.profile(pipeline, args, grid, repeats))
         run_inline(device.resolve(profile))  # frees the pass's readback
         hosts.append(profile.host / repeats)
-    return min(0.95, sorted(hosts)[len(hosts) // 2] / seconds)
+    return min(0.95, statistics.median_high(hosts) / seconds)
 
 
 # -- running ---------------------------------------------------------------------------------------

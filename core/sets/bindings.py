@@ -164,10 +164,11 @@ def declared_layout(stage: Kernel) -> tuple[tuple[int, str], ...]:
         raise KernelError(f"{stage.name}: layout='declared' needs WGSL whose bindings wgtune can read")
     entries = []
     for binding in shader.bindings:
-        if binding.group != 0 or binding.address_space not in ("storage", "uniform"):
+        buffer = binding.address_space in ("storage", "uniform")
+        if binding.group != 0 or not buffer:
             raise KernelError(f"{stage.name}: layout='declared' takes buffers in group 0 only, and the WGSL "
                               f"declares {binding.name} (@group({binding.group}) @binding({binding.binding})"
-                              f"{', not a buffer' if binding.address_space not in ('storage', 'uniform') else ''})")
+                              f"{'' if buffer else ', not a buffer'})")
         kind = ("uniform" if binding.address_space == "uniform"
                 else "storage" if binding.access == "read_write" else "read-only-storage")
         entries.append((binding.binding, kind))

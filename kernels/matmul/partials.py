@@ -24,10 +24,9 @@ from collections.abc import Callable, Sequence
 from wgtune import Args, Kernel
 
 from ..common import F32_BYTES, ceil_div, wrapped_grid
-from .wgsl import params_struct
 
 __all__ = [
-    "BUSY_INVOCATIONS", "CHUNKS_A_LANE", "MOST_LANES", "PARTIALS", "PARTIALS_PARAMS", "REDUCE_WORKGROUP",
+    "BUSY_INVOCATIONS", "CHUNKS_A_LANE", "MOST_LANES", "PARTIALS", "REDUCE_WORKGROUP",
     "partials_bytes", "partials_header", "partials_params", "partials_stride", "reduce_lanes", "reduce_stage",
 ]
 
@@ -40,8 +39,6 @@ CHUNKS_A_LANE, MOST_LANES = 8, 64
 # Invocations the reduce stage keeps busy where its chunks allow: about 500 an SM of an H100.
 BUSY_INVOCATIONS = 1 << 16
 _LANE_COUNTS = tuple(1 << i for i in range(MOST_LANES.bit_length()))  # reduce_lanes' answers
-# The params of a two-pass candidate whose first stage has none of its own (partials_params).
-PARTIALS_PARAMS = params_struct(partials=True)
 
 # A chunk's block of partial sums starts on a vec4 (the reduce stage reads four outputs at once).
 _STRIDE = "((p.m * p.n + 3u) / 4u * 4u)"
@@ -120,7 +117,7 @@ def partials_params(chunks: Callable[[int, int, int], int],
     return params
 
 
-def reduce_wgsl(params: str = PARTIALS_PARAMS) -> str:
+def reduce_wgsl(params: str) -> str:
     """The second stage: every output of C the sum of its chunks' partials (the params'
     ``chunks``; ``lanes``, how many invocations share a vec4 of outputs: :func:`reduce_lanes`).
     ``params``: the params struct and binding its first stage declares (``wgsl.params_struct``),
@@ -182,12 +179,11 @@ def reduce_wgsl(params: str = PARTIALS_PARAMS) -> str:
     )
 
 
-def reduce_stage(name: str, chunks: Callable[[int, int, int], int],
-                 params: Callable[[Args], tuple[int, ...]] | None = None, struct: str = PARTIALS_PARAMS) -> Kernel:
+def reduce_stage(name: str, chunks: Callable[[int, int, int], int], params: Callable[[Args], tuple[int, ...]],
+                 struct: str) -> Kernel:
     """The stage ``<name>_sum`` that adds a candidate's partials into C; ``chunks(m, n, k)`` is
     how many K chunks its first stage wrote. ``params`` and ``struct``: its first stage's
-    (:func:`partials_params`, ``wgsl.params_struct``), which carry the chunks and lanes; by
-    default those of a first stage with no params of its own."""
+    (:func:`partials_params`, ``wgsl.params_struct``), which carry the chunks and lanes."""
 
     def grid(args: Args) -> tuple[int, int, int]:
         m, n, k = args.params[:3]
@@ -196,4 +192,4 @@ def reduce_stage(name: str, chunks: Callable[[int, int, int], int],
 
     storage = F32_BYTES * 4 * REDUCE_WORKGROUP[0]
     return Kernel(f"{name}_sum", reduce_wgsl(struct), grid=grid, workgroup_size=REDUCE_WORKGROUP,
-                  workgroup_storage=storage, params=params or partials_params(chunks), layout="declared")
+                  workgroup_storage=storage, params=params, layout="declared")
