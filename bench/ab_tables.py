@@ -53,10 +53,11 @@ def _share(text: str) -> float | None:
 def parse_row(line: str) -> TableRow | None:
     """The row ``line`` is, or None for any other line (a header, a summary, a failed shape)."""
     parts = line.split()
-    if len(parts) not in (13, 14) or "FAILED" in line:  # 14: with the duel's column
+    # 14: with the duel's column; 16: with the batch loop's rate and ratio too (since session 31)
+    if len(parts) not in (13, 14, 16) or "FAILED" in line:
         return None
     try:
-        duel = _share(parts[13]) if len(parts) == 14 else None
+        duel = _share(parts[13]) if len(parts) >= 14 else None
         return TableRow(parts[1], parts[3], float(parts[4]), _number(parts[5]), _share(parts[7]), _share(parts[10]),
                         duel)
     except ValueError:

@@ -316,6 +316,7 @@ class Tuned:
     measured: int  # candidates that were measured
     seconds: float  # the tune's wall time, compiles included
     error: float  # the winner's output: max error relative to the largest exact value
+    tuner: Tuner  # the tuner that ran it, its winner for the call kept (cache off: in memory only)
 
 
 def tune(workload: Workload, device: NativeDevice, config: Config) -> Tuned:
@@ -329,7 +330,7 @@ def tune(workload: Workload, device: NativeDevice, config: Config) -> Tuned:
     want = workload.expected(inputs)
     error = rel_error(workload.output(device.read_buffer_sync(args.buffers[workload.out_index]), want.size), want)
     measured = len({t.index for t in trials if isinstance(t.result, Measured)})
-    return Tuned(args, inputs, want, workload.tunables.index_of[winner.name], measured, tune_seconds, error)
+    return Tuned(args, inputs, want, workload.tunables.index_of[winner.name], measured, tune_seconds, error, tuner)
 
 
 def run(workload: Workload, device: NativeDevice, config: Config) -> dict:

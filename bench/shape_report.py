@@ -63,6 +63,9 @@ class Row:
     # The share of the winner's time (``rate``'s) that is the host's recording of a launch (shapes.host_share);
     # None where unknown (no timestamps). ``rate`` counts it as a batch pays it; the GPU's span alone is the rest.
     host_share: float | None = None
+    # The winner's rate as a program's ``tuner.batch()`` loop runs it (batch_rate.batch_seconds: the wall clock,
+    # the GPU running while the host records): the counterpart of torch's plain loop. None where not measured.
+    batch_rate: float | None = None
 
     @property
     def confirmed_regret(self) -> float:
@@ -91,6 +94,11 @@ class Row:
         return self.versus / (1.0 - self.host_share)
 
     @property
+    def versus_batch(self) -> float | None:
+        """The ratio to torch's plain loop of the winner's rate in a program's batch loop."""
+        return self.batch_rate / self.torch_rate if self.batch_rate and self.torch_rate else None
+
+    @property
     def held_out(self) -> bool:
         """Whether the shape is off the fixed suite (drawn, or given with ``--shape``)."""
         return self.tag.startswith((HELD_OUT, GIVEN))
@@ -100,7 +108,7 @@ class Row:
 
 HEADER = (f"{'family':7} {'shape':16} {'class':12} {'wgtune winner':32} {'tune s':>6} {'wgtune':>10} "
           f"{'torch':>10} {'vs torch':>8} {'vs graph':>8} {'oracle winner':32} {'regret':>7} {'noise':>6} "
-          f"{'ok/fit':>7} {'duel':>7}")
+          f"{'ok/fit':>7} {'duel':>7} {'batch':>10} {'vs torch':>8}")
 
 
 def percent(value: float | None, sign: bool = False) -> str:
@@ -117,7 +125,8 @@ def row_line(row: Row) -> str:
             f"{scaled(row.rate, row.unit):>10} {torch_rate:>10} {percent(row.versus):>8} "
             f"{percent(row.versus_graph):>8} {row.oracle_winner:32} "
             f"{percent(row.regret, sign=True):>7} {percent(row.noise):>6} {f'{row.correct}/{row.fitting}':>7} "
-            f"{percent(row.duel, sign=True):>7}")
+            f"{percent(row.duel, sign=True):>7} {scaled(row.batch_rate, row.unit) if row.batch_rate else '-':>10} "
+            f"{percent(row.versus_batch):>8}")
 
 
 def summary(rows: list[Row], failed: Sequence[str] = ()) -> list[str]:
@@ -174,7 +183,7 @@ def family_summary(family: str, rows: list[Row], target: Target) -> list[str]:
     shares = [row.host_share for row in rows if row.host_share is not None]
     if shares:
         text = (f"  the host's recording of a launch: a median {percent(statistics.median(shares))} of the winners' "
-                "time (their rates count it, as a batch pays it)")
+                "time (their rates count it, as a pass recorded in full pays it)")
         gpu = [(row.versus_gpu, row) for row in rows if row.versus_gpu is not None]
         if gpu:
             low, low_row = min(gpu, key=lambda pair: pair[0])
@@ -182,6 +191,18 @@ def family_summary(family: str, rows: list[Row], target: Target) -> list[str]:
                      f"min {percent(low)} at {low_row.shape}, "
                      f"{sum(1 for ratio, _ in gpu if ratio < target.floor)} of {len(gpu)} under {target.floor:.0%}")
         by_gpu.append(text)
+    loops = [row.batch_rate / row.rate for row in rows if row.batch_rate]
+    if loops:
+        by_gpu.append(f"  a program's tuner.batch() loop of the winners (wall clock, the GPU running while the host "
+                      f"records) against their rates above: a median {statistics.median(loops):.2f}x, "
+                      f"{min(loops):.2f}-{max(loops):.2f}x")
+    batched = [(row.versus_batch, row) for row in rows if row.versus_batch is not None]
+    if batched:
+        low, low_row = min(batched, key=lambda pair: pair[0])
+        by_gpu.append(f"  the batch loop vs torch's plain loop: median "
+                      f"{percent(statistics.median(ratio for ratio, _ in batched))}, min {percent(low)} at "
+                      f"{low_row.shape}, {sum(1 for ratio, _ in batched if ratio < target.floor)} of {len(batched)} "
+                      f"under {target.floor:.0%}")
     regrets = [row.regret for row in rows]
     within = sum(1 for regret in regrets if regret <= REGRET_LIMIT)
     confirmed = sum(1 for row in rows if row.confirmed_regret <= REGRET_LIMIT)

@@ -8,15 +8,18 @@ shape, one row:
 - **the tune as it ships**: a fresh tuner, cache off (``kernels.tune``): its winner and its wall
   time (compiles included); the winner's rate is its time in the oracle below, or as a tune times
   it (``kernels.time_candidate``) where the oracle has no time for it. Either is a pass of
-  back-to-back launches as a batch runs them: the span between the GPU's timestamps around the
-  pass plus the host's time to record it (``WebGPUDevice.resolve``, since issue 29: what the
-  tuner ranks by), which torch's CUDA events around its loop of launches do not count while its
-  GPU is the slower side. So the winner's host recording is measured again alone
-  (:func:`host_share`), and the summary also gives the ratios by GPU time alone. And, where
-  torch has a CUDA GPU, torch's figure for the same work
-  measured right after it (CUDA events around a Python loop of launches, and around a CUDA graph
-  of them: fp32 matmul with TF32 off, ``torch.sum`` / ``torch.amax`` along the last axis), and
-  the ratios;
+  back-to-back launches recorded in full, then submitted: the span between the GPU's timestamps
+  around the pass plus the host's time to record it (``WebGPUDevice.resolve``, since issue 29:
+  what the tuner ranks by), which torch's CUDA events around its loop of launches do not count
+  while its GPU is the slower side. So the winner's host recording is measured again alone
+  (:func:`host_share`), and the summary also gives the ratios by GPU time alone;
+- **the winner as a program runs it** (``batch_rate.batch_seconds``, the ``batch`` columns): a
+  ``with tuner.batch():`` loop of ``tuner.execute`` calls, timed by the wall clock until the
+  queue is done. The device submits it part by part, so the GPU runs while the host records:
+  the counterpart of torch's plain loop;
+- where torch has a CUDA GPU, torch's figure for the same work measured right after the tune
+  (CUDA events around a Python loop of launches, and around a CUDA graph of them: fp32 matmul
+  with TF32 off, ``torch.sum`` / ``torch.amax`` along the last axis), and the ratios;
 - **the oracle** (``checked_oracle``): every candidate of the set that fits the device and the
   key, each one's output checked against the exact result (float64) within the set's tolerance,
   a wrong one excluded; the others sampled interleaved; the best is the oracle's winner, and
@@ -59,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from batch_rate import batch_seconds  # bench/batch_rate.py
 from checked_oracle import DUEL_COPIES, checked_oracle, duel  # bench/checked_oracle.py
 from held_out import draw_suite, fresh_seed, matmul_class  # bench/held_out.py
 from regret import ORACLE_ROUNDS, ORACLE_SAMPLE  # bench/regret.py
@@ -176,12 +180,13 @@ def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, 
         seconds = time_candidate(device, workload.tunables, tuned.index, tuned.args, config).stats.median
     pipeline = found.pipelines.get(tuned.index)
     share = host_share(device, *pipeline, tuned.args, seconds) if pipeline else None
+    batched = batch_seconds(tuned.tuner, workload.tunables, tuned.args, seconds)
     return Row(
         workload.family, workload.label, tag, workload.unit, names[tuned.index], tuned.seconds,
         workload.work / seconds, torch_rate, torch_graph_rate,
         names[found.best] if found.best is not None else "-",
         regret, found.noise(tuned.index), found.fitting - len(found.wrong), found.fitting,
-        {names[index]: why for index, why in found.wrong.items()}, dueled, spread, share,
+        {names[index]: why for index, why in found.wrong.items()}, dueled, spread, share, workload.work / batched,
     )
 
 

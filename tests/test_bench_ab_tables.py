@@ -51,10 +51,13 @@ def test_two_tables_are_read_and_compared_shape_by_shape(tmp_path, capsys):
 
 def test_a_duel_replaces_the_oracles_regret_and_tables_from_before_the_duels_still_read():
     dueled = table("duels", [("100x2000x300", "t1", 10_000.0, 20_000.0, 0.05)])
-    dueled[4] = dueled[4].rsplit(maxsplit=1)[0] + "   +1.0%"  # the duel found the pick within 1%
+    parts = dueled[4].split()
+    dueled[4] = " ".join([*parts[:13], "+1.0%", *parts[14:]])  # the duel found the pick within 1%
     old = table("before the duels", [("100x2000x300", "t1", 10_000.0, 20_000.0, 0.05)])
-    old[4] = old[4].rsplit(maxsplit=1)[0]  # thirteen columns: no duel column yet
+    old[4] = " ".join(old[4].split()[:13])  # thirteen columns: no duel column yet, nor the batch loop's
+    before_batch = " ".join([*parts[:13], "+1.0%"])  # fourteen: a duel, no batch loop yet
     (_, [new_row]), (_, [old_row]) = ab_tables.read_tables(dueled + old)
+    assert len(dueled[4].split()) == 16 and ab_tables.parse_row(before_batch) == new_row
     assert (new_row.regret, new_row.duel, new_row.confirmed_regret) == (0.05, 0.01, 0.01)
     assert (old_row.regret, old_row.duel, old_row.confirmed_regret) == (0.05, None, 0.05)
     lines = "\n".join(ab_tables.compare(("a", [new_row]), ("b", [old_row])))

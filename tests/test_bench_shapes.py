@@ -109,11 +109,14 @@ def test_one_tiny_shape_runs_end_to_end(device):
     assert row.rate > 0 and row.torch_rate is None and row.tune_s > 0
     # The winner's time counts the host's recording of its launches, measured again alone: a share of it.
     assert row.host_share is not None and 0 < row.host_share < 1
+    # The winner in a program's batch loop, by the wall clock: a rate of its own (no torch here: no ratio).
+    assert row.batch_rate is not None and row.batch_rate > 0 and row.versus_batch is None
     line = shape_report.row_line(row)
-    assert line.startswith("matmul  9x12x13") and line.split()[-2] == "2/3"
+    assert line.startswith("matmul  9x12x13") and line.split()[-4] == "2/3"
+    assert line.split()[-2:] == [shape_report.scaled(row.batch_rate, row.unit), "-"]
     # A regret over the limit (on a busy machine a two-round oracle may see one) is dueled, and shown.
     assert (row.duel is not None) == (row.regret > shape_report.REGRET_LIMIT)
-    assert line.split()[-1] == shape_report.percent(row.duel, sign=True)
+    assert line.split()[-3] == shape_report.percent(row.duel, sign=True)
     summary = "\n".join(shape_report.summary([row]))
     assert "matmul: vs torch - (torch has no CUDA GPU here)" in summary
     assert "1 wrong candidates on 1 shapes" in summary
@@ -135,7 +138,7 @@ def test_a_pick_over_the_limit_is_dueled_against_the_oracles_winner_and_the_summ
                                 regret, 0.01, 3, 3, {}, dueled)
 
     rows = [row("1x2x3", 0.0, None), row("4x5x6", 0.05, 0.01), row("7x8x9", 0.04, 0.03)]
-    assert shape_report.row_line(rows[1]).split()[-1] == "+1.0%"
+    assert shape_report.row_line(rows[1]).split()[-3] == "+1.0%"
     summary = "\n".join(shape_report.summary(rows))
     assert "run: regret <= 2% on 1/3 shapes (33%; target >= 95%: MISSED)" in summary
     assert "run: after the duels <= 2% on 2/3 shapes (67%; target >= 95%: MISSED)" in summary
@@ -217,13 +220,29 @@ def test_the_summary_gives_the_ratios_by_gpu_time_alone_where_the_host_share_is_
     summary = "\n".join(shape_report.summary(rows))
     assert "min 73.8% at 1x2x3 (target none under 80%: 2 of 3 under)" in summary  # the rate as before
     assert ("  the host's recording of a launch: a median 10.0% of the winners' time (their rates count it, as a "
-            "batch pays it); by GPU time alone vs torch median 82.0%, min 81.0% at 4x5x6, 0 of 3 under 80%") in summary
+            "pass recorded in full pays it); by GPU time alone vs torch median 82.0%, min 81.0% at 4x5x6, "
+            "0 of 3 under 80%") in summary
     unknown = "\n".join(shape_report.summary([row("1x2x3", 0.72, None)]))
     assert "host's recording" not in unknown  # no timestamps: the wall clock counts both as one
     no_torch = replace(rows[0], torch_rate=None, torch_graph_rate=None)
     alone = "\n".join(shape_report.summary([no_torch]))
     assert "the host's recording of a launch: a median 10.0% of the winners' time (their rates count it, as a " \
-           "batch pays it)\n" in alone
+           "pass recorded in full pays it)\n" in alone
+
+
+def test_the_summary_sets_the_batch_loops_rates_beside_torchs_plain_loop():
+    def row(shape: str, batch_rate: float | None) -> shape_report.Row:
+        return shape_report.Row("matmul", shape, "held:general", "GFLOP/s", "w", 1.0, 70.0, 100.0, 50.0,
+                                "w", 0.0, 0.0, 3, 3, {}, batch_rate=batch_rate)
+
+    rows = [row("1x2x3", 78.0), row("4x5x6", 95.0), row("7x8x9", 120.0), row("9x9x9", None)]
+    assert [r.versus_batch for r in rows] == [0.78, 0.95, 1.2, None]
+    summary = "\n".join(shape_report.summary(rows))
+    assert ("  a program's tuner.batch() loop of the winners (wall clock, the GPU running while the host records) "
+            "against their rates above: a median 1.36x, 1.11-1.71x\n"
+            "  the batch loop vs torch's plain loop: median 95.0%, min 78.0% at 1x2x3, 1 of 3 under 80%") in summary
+    assert "batch() loop" not in "\n".join(shape_report.summary([row("1x2x3", None)]))
+    assert shape_report.row_line(rows[2]).split()[-2:] == ["0.0", "120.0%"]  # rates in G: 120 of them is 0.0
 
 
 def test_given_shapes_replace_the_lists_and_are_held_to_issue_29s_targets_by_class():
