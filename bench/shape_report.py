@@ -66,6 +66,7 @@ class Row:
     # The winner's rate as a program's ``tuner.batch()`` loop runs it (batch_rate.batch_seconds: the wall clock,
     # the GPU running while the host records): the counterpart of torch's plain loop. None where not measured.
     batch_rate: float | None = None
+    batch_host: float | None = None  # the host's part of that loop's time (near 1: the loop is the host's pace)
 
     @property
     def confirmed_regret(self) -> float:
@@ -195,7 +196,9 @@ def family_summary(family: str, rows: list[Row], target: Target) -> list[str]:
     if loops:
         by_gpu.append(f"  a program's tuner.batch() loop of the winners (wall clock, the GPU running while the host "
                       f"records) against their rates above: a median {statistics.median(loops):.2f}x, "
-                      f"{min(loops):.2f}-{max(loops):.2f}x")
+                      f"{min(loops):.2f}-{max(loops):.2f}x; the host's part of the loop's time a median "
+                      f"{percent(_median([row.batch_host for row in rows]))}, over 90% on "
+                      f"{sum(1 for row in rows if row.batch_host and row.batch_host > 0.9)} of {len(loops)} shapes")
     batched = [(row.versus_batch, row) for row in rows if row.versus_batch is not None]
     if batched:
         low, low_row = min(batched, key=lambda pair: pair[0])

@@ -186,7 +186,8 @@ def measure(device: NativeDevice, workload: Workload, tag: str, config: Config, 
         workload.work / seconds, torch_rate, torch_graph_rate,
         names[found.best] if found.best is not None else "-",
         regret, found.noise(tuned.index), found.fitting - len(found.wrong), found.fitting,
-        {names[index]: why for index, why in found.wrong.items()}, dueled, spread, share, workload.work / batched,
+        {names[index]: why for index, why in found.wrong.items()}, dueled, spread, share,
+        workload.work / batched.seconds, batched.host / batched.seconds,
     )
 
 

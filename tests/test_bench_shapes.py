@@ -111,6 +111,7 @@ def test_one_tiny_shape_runs_end_to_end(device):
     assert row.host_share is not None and 0 < row.host_share < 1
     # The winner in a program's batch loop, by the wall clock: a rate of its own (no torch here: no ratio).
     assert row.batch_rate is not None and row.batch_rate > 0 and row.versus_batch is None
+    assert row.batch_host is not None and row.batch_host > 0
     line = shape_report.row_line(row)
     assert line.startswith("matmul  9x12x13") and line.split()[-4] == "2/3"
     assert line.split()[-2:] == [shape_report.scaled(row.batch_rate, row.unit), "-"]
@@ -231,15 +232,16 @@ def test_the_summary_gives_the_ratios_by_gpu_time_alone_where_the_host_share_is_
 
 
 def test_the_summary_sets_the_batch_loops_rates_beside_torchs_plain_loop():
-    def row(shape: str, batch_rate: float | None) -> shape_report.Row:
+    def row(shape: str, batch_rate: float | None, host: float | None = None) -> shape_report.Row:
         return shape_report.Row("matmul", shape, "held:general", "GFLOP/s", "w", 1.0, 70.0, 100.0, 50.0,
-                                "w", 0.0, 0.0, 3, 3, {}, batch_rate=batch_rate)
+                                "w", 0.0, 0.0, 3, 3, {}, batch_rate=batch_rate, batch_host=host)
 
-    rows = [row("1x2x3", 78.0), row("4x5x6", 95.0), row("7x8x9", 120.0), row("9x9x9", None)]
+    rows = [row("1x2x3", 78.0, 0.95), row("4x5x6", 95.0, 0.855), row("7x8x9", 120.0, 0.5), row("9x9x9", None)]
     assert [r.versus_batch for r in rows] == [0.78, 0.95, 1.2, None]
     summary = "\n".join(shape_report.summary(rows))
     assert ("  a program's tuner.batch() loop of the winners (wall clock, the GPU running while the host records) "
-            "against their rates above: a median 1.36x, 1.11-1.71x\n"
+            "against their rates above: a median 1.36x, 1.11-1.71x; the host's part of the loop's time a median 85.5%, "
+            "over 90% on 1 of 3 shapes\n"
             "  the batch loop vs torch's plain loop: median 95.0%, min 78.0% at 1x2x3, 1 of 3 under 80%") in summary
     assert "batch() loop" not in "\n".join(shape_report.summary([row("1x2x3", None)]))
     assert shape_report.row_line(rows[2]).split()[-2:] == ["0.0", "120.0%"]  # rates in G: 120 of them is 0.0
