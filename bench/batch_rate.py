@@ -11,7 +11,10 @@ Python launches the next).
 :func:`batch_seconds` times it with the wall clock only: ``R`` and ``2R`` launches of one call in
 a batch, each from the first ``execute`` until the device's queue is done, and the difference
 over ``R``, so that what any batch pays once (its first part's recording before the GPU starts,
-the wait at the end) drops out, as it does from torch's loop. A benchmark helper, not a test.
+the wait at the end) drops out, as it does from torch's loop. Where ``R`` is under the device's
+128 launches a submission (kernels of more than about 80 us), the batches are one or two
+submissions and the figure counts some of the host's recording, as a batch that short pays it:
+a few % of such a kernel's time. A benchmark helper, not a test.
 """
 
 from __future__ import annotations

@@ -61,7 +61,8 @@ class Row:
     duel: float | None = None  # the regret measured again, pick against winner, where it was over the limit
     spread_duel: float | None = None  # the same duel over the call's buffers and copies (checked_oracle.duel)
     # The share of the winner's time (``rate``'s) that is the host's recording of a launch (shapes.host_share);
-    # None where unknown (no timestamps). ``rate`` counts it as a batch pays it; the GPU's span alone is the rest.
+    # None where unknown (no timestamps). ``rate`` counts it as a pass recorded in full pays it; the GPU span is
+    # the rest.
     host_share: float | None = None
     # The winner's rate as a program's ``tuner.batch()`` loop runs it (batch_rate.batch_seconds: the wall clock,
     # the GPU running while the host records): the counterpart of torch's plain loop. None where not measured.
