@@ -8,8 +8,8 @@ whole compile each time (the largest shared one is 25 KB of WGSL) and keeps a se
 same machine code on the device.
 
 A pipeline binds nothing itself: bind groups are made per call (``bind_groups.py``: per stage
-under the "auto" layout, one shared by a call's stages under a declared one), so stages with the
-same code, entry point, constants, runtime checks, features and layout
+under the "auto" layout; under a declared one, one shared by the stages that bind the same
+buffers), so stages with the same code, entry point, constants, runtime checks, features and layout
 (``Kernel.layout``) can run one pipeline. Its label is the first such stage's name. A failed
 compile is not kept here: the tuner keeps each candidate's failure itself
 (``PipelineCache.failed``), and a later compile of the same code asks the driver again, for a

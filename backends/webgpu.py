@@ -234,8 +234,10 @@ class WebGPUDevice(BindGroups, CallLaunches, Device):
 
     async def resolve(self, profile: TimedPass) -> float:
         """Seconds the pass took: its span between the GPU's timestamps plus the host's time to
-        record it (:meth:`_encode`: as a batch records its launches). A launch in a batch costs
-        both, one after the other (a batch is recorded, then submitted): for a kernel of a few
+        record it (:meth:`_encode`: as a batch records its launches). A pass recorded in full, then
+        submitted, costs both, one after the other, as a call alone and a batch of up to 128
+        launches do (a longer batch is submitted part by part, and its GPU runs while the host
+        records the next part, which this does not credit: ``bench/batch_rate.py``): for a kernel of a few
         microseconds the recording of each stage's dispatch is as long as the kernel, and
         timestamps alone ranked two-stage candidates first that run slower in every way calls
         run (``bench/results/h200-short-kernels.txt``). On an H200's host the commands of a launch

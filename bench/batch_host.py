@@ -8,16 +8,20 @@ what wgpu-native does, by running the same loop several ways, interleaved round 
 - ``execute``: ``tuner.execute`` in a batch, as a program calls it;
 - ``launch``: the device's ``launch`` alone (no key, no lookup): what is wgtune's device layer;
 - ``record``: the batch recorder's ``record`` alone: the launch's steps and its commands;
-- ``commands``: the recorded commands themselves, ``set_pipeline``/``set_bind_group``/``dispatch``
-  straight through the device's pass-command calls, nothing else;
-- each of the first three again with the pass commands made no-ops (``... (no GPU calls)``):
-  the difference to the same way with them is wgpu-native's recording of the commands.
+- ``commands``: one pass of the launches' commands (``set_pipeline``/``set_bind_group``/
+  ``dispatch`` straight through the device's pass-command calls), its encoder, begin, end and
+  finish: wgpu-native's part of the launches, with none of wgtune's Python;
+- each of the first three again with the pass commands made no-ops (``(no pass commands)``): the
+  same Python, and each pass's encoder, begin, end and finish (once every 128 launches), but no
+  command recorded or finished. The difference to the same way with them is wgpu-native's
+  recording and finishing of the launches' commands.
 
 In every way the batch's command buffers are finished but not submitted (the queue's ``submit``
 is held back), so that the GPU's work, and on a CPU adapter its threads, do not run beside the
-host's; ``finish`` and each pass's encoder stay in. A command buffer's ``finish`` costs
-wgpu-native about as much again a dispatch as recording it (``--finish`` times that alone).
-Microseconds a launch, the least and the median of ``--rounds`` rounds of ``--launches``.
+host's. Two lines after the table split wgpu-native's part: a dispatch's recording and its
+share of ``finish`` in one pass of the launches, and a pass's own cost (an empty pass: encoder,
+begin, end, finish), which a batch pays once every 128 launches. Microseconds, the least and
+the median of ``--rounds`` rounds of ``--launches``.
 
 Usage: ``python bench/batch_host.py`` (a few seconds). A benchmark, not a test.
 """
@@ -103,49 +107,74 @@ def finish_cost(device: NativeDevice, steps: Any, launches: int) -> tuple[float,
     return (recorded - started) / launches, (time.perf_counter() - ended) / launches
 
 
+def empty_pass_cost(device: NativeDevice) -> tuple[float, float]:
+    """Seconds a pass with no command costs whole (encoder, begin, end, finish), and its finish."""
+    started = time.perf_counter()
+    encoder = device._create_command_encoder()
+    device._end_pass(device._begin_compute_pass(encoder))
+    ended = time.perf_counter()
+    encoder.finish()
+    done = time.perf_counter()
+    return done - started, done - ended
+
+
+def timed_ways(device: NativeDevice, queue: HeldQueue, loops: dict[str, Callable[[], None]], launches: int,
+               rounds: int) -> dict[str, list[float]]:
+    """Seconds a launch of each way (and of each but ``commands`` with the pass commands as no-ops),
+    by round; the queue held and the device's own commands put back whatever a loop raises."""
+    real = device._pass_commands
+    seen: dict[str, list[float]] = {}
+    names = list(loops)
+    for round_ in range(rounds):
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            for quiet in (False, True) if name != "commands" else (False,):
+                device._pass_commands = NO_COMMANDS if quiet else real
+                queue.held = True
+                try:
+                    device.begin_batch()
+                    started = time.perf_counter()
+                    try:
+                        loops[name]()
+                    finally:
+                        device.end_batch()  # the last part's pass ended and finished (not submitted)
+                    seconds = (time.perf_counter() - started) / launches
+                finally:
+                    queue.held = False
+                    device._pass_commands = real
+                seen.setdefault(name + (" (no pass commands)" if quiet else ""), []).append(seconds)
+    return seen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--launches", type=int, default=2048, help="launches a round (default 2048)")
     parser.add_argument("--rounds", type=int, default=9)
     options = parser.parse_args(argv)
-    device = NativeDevice.open()
-    queue = device.shim.queue = HeldQueue(device.shim.queue)
-    tuner = Tuner(device, config=Config(log_level="disabled", cache=False))
-    ones = struct.pack(f"<{ELEMENTS}f", *([1.0] * ELEMENTS))
-    args = Args((device.create_buffer(ones), device.create_buffer(ones), device.create_buffer(size=4 * ELEMENTS)),
-                (ELEMENTS, 0.5))
-    tunables = fma_set()
-    winner = tuner.execute(tunables, args)  # tunes
-    tuner.execute(tunables, args)  # the call's first launch, checked: the loops time later ones
-    run_inline(device.sync())
-    loops = ways(tuner, tunables, args, options.launches)
-    real = device._pass_commands
-    seen: dict[str, list[float]] = {}
-    for round_ in range(options.rounds):
-        for name in list(loops)[round_ % 4:] + list(loops)[:round_ % 4]:
-            for quiet in (False, True):
-                if quiet and name == "commands":
-                    continue
-                device._pass_commands = NO_COMMANDS if quiet else real
-                queue.held = True
-                device.begin_batch()
-                started = time.perf_counter()
-                loops[name]()
-                device.end_batch()  # the last part's pass ended and finished (not submitted)
-                seen.setdefault(name + (" (no GPU calls)" if quiet else ""), []).append(
-                    (time.perf_counter() - started) / options.launches)
-                queue.held = False
-                device._pass_commands = real
-    run_inline(device.sync())
-    print(f"# adapter {device.identity.device}; fma on {ELEMENTS} floats ({winner.name}), on a hit, in a batch; "
-          f"us a launch, least / median of {options.rounds} rounds of {options.launches}")
-    for name, values in seen.items():
-        print(f"{name:26} {1e6 * min(values):6.2f} {1e6 * statistics.median(values):6.2f}")
-    steps = launch_steps(device, tuner._compiled[(tunables.name, tunables.index_of[winner.name])], args,
-                         args.cache[winner.grid])
-    costs = [finish_cost(device, steps, options.launches) for _ in range(options.rounds)]
-    print(f"wgpu-native, a dispatch in one pass: record {1e6 * statistics.median(c[0] for c in costs):.2f}, "
-          f"finish {1e6 * statistics.median(c[1] for c in costs):.2f}")
+    with NativeDevice.open() as device:
+        queue = device.shim.queue = HeldQueue(device.shim.queue)
+        tuner = Tuner(device, config=Config(log_level="disabled", cache=False))
+        ones = struct.pack(f"<{ELEMENTS}f", *([1.0] * ELEMENTS))
+        args = Args((device.create_buffer(ones), device.create_buffer(ones),
+                     device.create_buffer(size=4 * ELEMENTS)), (ELEMENTS, 0.5))
+        tunables = fma_set()
+        winner = tuner.execute(tunables, args)  # tunes, then the call's first launch (checked)
+        tuner.execute(tunables, args)  # a launch on a hit, as every one the loops time
+        run_inline(device.sync())
+        seen = timed_ways(device, queue, ways(tuner, tunables, args, options.launches), options.launches,
+                          options.rounds)
+        run_inline(device.sync())
+        print(f"# adapter {device.identity.device}; fma on {ELEMENTS} floats ({winner.name}), on a hit, in a "
+              f"batch; us a launch, least / median of {options.rounds} rounds of {options.launches}")
+        for name, values in seen.items():
+            print(f"{name:29} {1e6 * min(values):6.2f} {1e6 * statistics.median(values):6.2f}")
+        steps = launch_steps(device, tuner._compiled[(tunables.name, tunables.index_of[winner.name])], args,
+                             args.cache[winner.grid])
+        costs = [finish_cost(device, steps, options.launches) for _ in range(options.rounds)]
+        print(f"wgpu-native, a dispatch in one pass: record {1e6 * statistics.median(c[0] for c in costs):.2f}, "
+              f"finish {1e6 * statistics.median(c[1] for c in costs):.2f}")
+        empty = [empty_pass_cost(device) for _ in range(max(options.rounds, 50))]
+        print(f"wgpu-native, a pass with no command: {1e6 * statistics.median(c[0] for c in empty):.2f} in all, "
+              f"finish {1e6 * statistics.median(c[1] for c in empty):.2f}")
     return 0
 
 

@@ -11,10 +11,13 @@ Python launches the next).
 :func:`batch_seconds` times it with the wall clock only: ``R`` and ``2R`` launches of one call in
 a batch, each from the first ``execute`` until the device's queue is done, and the difference
 over ``R``, so that what any batch pays once (its first part's recording before the GPU starts,
-the wait at the end) drops out, as it does from torch's loop. Where ``R`` is under the device's
-128 launches a submission (kernels of more than about 80 us), the batches are one or two
-submissions and the figure counts some of the host's recording, as a batch that short pays it:
-a few % of such a kernel's time. A benchmark helper, not a test.
+the wait at the end) drops out, as it does from torch's loop. ``R`` is a whole number of the
+device's submissions (``LAUNCHES_PER_SUBMISSION``, 128): so the ``2R`` batch overlaps recording
+and running where the ``R`` one is a single submission, and the last part of both is a whole
+one, whose GPU time then cancels too. (Before session 31's review ``R`` was any number: for
+kernels over about 78 us it was under 128, and over 156 us both batches were one submission
+each, so the figure was the plain sum of host and GPU, as the pass's is.) A benchmark helper,
+not a test.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import time
 from typing import Any, NamedTuple
 
 from wgtune import Args, Tuner, run_inline
+from wgtune.backends.batch_recorder import LAUNCHES_PER_SUBMISSION
 
 __all__ = ["BATCH_SPAN", "BatchCost", "batch_seconds"]
 
-BATCH_SPAN = 0.01  # seconds of work in the shorter batch: edges of ~0.3 ms are a few % of it, and cancel
-MOST_LAUNCHES = 8192
+BATCH_SPAN = 0.01  # seconds of work in the shorter batch, at least (one submission's launches at most)
+MOST_LAUNCHES = 8192  # a multiple of LAUNCHES_PER_SUBMISSION
 
 
 class BatchCost(NamedTuple):
@@ -43,9 +47,11 @@ class BatchCost(NamedTuple):
 def batch_seconds(tuner: Tuner, tunables: Any, args: Args, estimate: float, samples: int = 5) -> BatchCost:
     """What a launch of ``tunables`` on ``args`` costs in a long ``tuner.batch()``, by the wall
     clock: the median of ``samples`` batches of ``2R`` launches less the median of ``samples`` of
-    ``R``, over ``R`` (``R`` about :data:`BATCH_SPAN` of work at ``estimate`` seconds a launch).
-    The tuner must have a winner for the call already (it runs, it does not tune)."""
-    launches = max(16, min(MOST_LAUNCHES, int(BATCH_SPAN / max(estimate, 1e-7))))
+    ``R``, over ``R`` (``R`` about :data:`BATCH_SPAN` of work at ``estimate`` seconds a launch,
+    rounded to whole submissions). The tuner must have a winner for the call already (it runs,
+    it does not tune)."""
+    wanted = int(BATCH_SPAN / max(estimate, 1e-7))
+    launches = min(MOST_LAUNCHES, LAUNCHES_PER_SUBMISSION * max(1, round(wanted / LAUNCHES_PER_SUBMISSION)))
     device = tuner.device
 
     def timed(count: int) -> tuple[float, float]:
@@ -63,10 +69,9 @@ def batch_seconds(tuner: Tuner, tunables: Any, args: Args, estimate: float, samp
     for _ in range(samples):  # interleaved, so that drift on the host touches both
         short.append(timed(launches))
         long.append(timed(2 * launches))
-    return BatchCost(*(_per_launch([s[part] for s in short], [s[part] for s in long], launches) for part in (0, 1)))
-
-
-def _per_launch(short: list[float], long: list[float], launches: int) -> float:
-    marginal = statistics.median(long) - statistics.median(short)
-    # Noise can swamp the difference on a very busy host; then the long batch's own average, edges and all.
-    return marginal / launches if marginal > 0 else statistics.median(long) / (2 * launches)
+    shorter = [statistics.median(sample[part] for sample in short) for part in (0, 1)]
+    longer = [statistics.median(sample[part] for sample in long) for part in (0, 1)]
+    if longer[0] > shorter[0] and longer[1] > shorter[1]:
+        return BatchCost((longer[0] - shorter[0]) / launches, (longer[1] - shorter[1]) / launches)
+    # Noise can swamp a difference on a very busy host; then the long batch's own averages, edges and all.
+    return BatchCost(longer[0] / (2 * launches), longer[1] / (2 * launches))
