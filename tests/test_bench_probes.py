@@ -101,3 +101,24 @@ def test_the_probe_ranks_candidates_over_the_shapes_by_their_share_of_each_best(
     assert [row.split() for row in rows] == [["a", "3", "2", "1.000", "0.500"], ["b", "3", "1", "0.900", "0.800"],
                                              ["c", "1", "0", "0.400", "0.400"]]
     assert kernel_probe.standing_lines({"a": [1.0], "b": [0.7]}) == []  # one shape: nothing to rank over
+
+
+def test_the_device_script_refuses_a_stdout_that_is_a_parts_own_table(tmp_path):
+    """``device.sh draw > $OUT/draw.txt`` puts two writers on one file, which overwrite each other
+    (session 31 lost most of a draw so): the script says so before any part runs."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\necho \"python3 $*\" >> \"$LOG\"\nexit 1\n")
+    (fake / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "R": str(BENCH.parent), "OUT": str(out), "LOG": str(tmp_path / "calls")}
+    with (out / "draw.txt").open("w") as table:
+        ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "short", "draw"], env=env,
+                             stdout=table, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert ran.returncode == 2 and "the table part draw writes itself" in ran.stderr, ran.stderr
+    assert not (tmp_path / "calls").exists() and sorted(path.name for path in out.iterdir()) == ["draw.txt"]
+    with (tmp_path / "elsewhere.txt").open("w") as other:  # any other stdout: the parts run
+        subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "short"], env=env, stdout=other,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert (out / "short.txt").exists()

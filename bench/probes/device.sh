@@ -107,6 +107,15 @@ needs_dawn() {
   done
   return 1
 }
+# Each part writes its table to $OUT/PART.txt and prints its tail: a caller whose stdout is that file has two
+# writers on it, which overwrite each other (session 31 lost most of a draw's table so). Refuse that first.
+stdout=$(readlink -f /proc/$$/fd/1 2>/dev/null || true)
+for part in "$@"; do
+  if [ -n "$stdout" ] && [ "$stdout" = "$(readlink -f "$OUT/${part/:/-}.txt" 2>/dev/null)" ]; then
+    echo "device.sh: stdout is $OUT/${part/:/-}.txt, the table part $part writes itself: send stdout elsewhere" >&2
+    exit 2
+  fi
+done
 if needs_dawn "$@" && ! python3 -c "import wgpudawn" 2>/dev/null; then
   echo "device.sh: $* runs on Dawn's device, and wgpudawn is not installed: put its wheel in .whl/" \
     "(pip download --no-deps wgpudawn==0.32.0.4 -d .whl; docs/development.md)" >&2
