@@ -154,9 +154,9 @@ def encode_launches(
     they change. The same bind group object means the same further groups (``args.cache`` keeps
     them per stage and call), and a layout its pipeline has (stages share a group only where
     their layout is one object: ``Kernel.layout``). A batch records its launches so, and a timed
-    pass too, so that a candidate is charged what recording a launch costs in a batch: a kernel of one
-    stage a dispatch a launch, one of two stages both stages' pipelines and groups as well (on
-    an H200's host 1.4 us against 3-5 us a launch, as long as a short kernel:
+    pass too, so that a candidate is charged what recording a launch costs in a batch: a kernel
+    of one stage a dispatch a launch, one of two stages both stages' pipelines and groups as well
+    (on an H200's host 1.4 us against 3-5 us a launch, as long as a short kernel:
     ``bench/launch_parts.py``), its group once where its stages share one."""
     set_pipeline, set_bind_group, dispatch_workgroups = commands
     current_pipeline, current_group = bound

@@ -9,8 +9,8 @@ same machine code on the device.
 
 A pipeline binds nothing itself: bind groups are made per call (``bind_groups.py``: per stage
 under the "auto" layout; under a declared one, one shared by the stages that bind the same
-buffers), so stages with the same code, entry point, constants, runtime checks, features and layout
-(``Kernel.layout``) can run one pipeline. Its label is the first such stage's name. A failed
+buffers), so stages with the same code, entry point, constants, runtime checks, features and
+layout (``Kernel.layout``) can run one pipeline. Its label is the first such stage's name. A failed
 compile is not kept here: the tuner keeps each candidate's failure itself
 (``PipelineCache.failed``), and a later compile of the same code asks the driver again, for a
 stage that asks: the driver's message names its label (Dawn's and the browser's do), so it never

@@ -237,15 +237,15 @@ class WebGPUDevice(BindGroups, CallLaunches, Device):
         record it (:meth:`_encode`: as a batch records its launches). A pass recorded in full, then
         submitted, costs both, one after the other, as a call alone and a batch of up to 128
         launches do (a longer batch is submitted part by part, and its GPU runs while the host
-        records the next part, which this does not credit: ``bench/batch_rate.py``): for a kernel of a few
-        microseconds the recording of each stage's dispatch is as long as the kernel, and
-        timestamps alone ranked two-stage candidates first that run slower in every way calls
-        run (``bench/results/h200-short-kernels.txt``). On an H200's host the commands of a launch
-        of one stage record in about 1.5 us, of two stages in 3-5 us (``bench/launch_parts.py``),
-        and working out a later stage's grid and groups costs its Python on top. The wall clock
-        (no timestamps) counts both already. A pass whose end timestamp is not after its begin (a
-        zero duration, or a clock that went backwards) is not a valid sample: NaN, which the core
-        discards."""
+        records the next part, which this does not credit: ``bench/batch_rate.py``): for a
+        kernel of a few microseconds the recording of each stage's dispatch is as long as the
+        kernel, and timestamps alone ranked two-stage candidates first that run slower in every
+        way calls run (``bench/results/h200-short-kernels.txt``). On an H200's host the commands of
+        a launch of one stage record in about 1.5 us, of two stages in 3-5 us
+        (``bench/launch_parts.py``), and working out a later stage's grid and groups costs its
+        Python on top. The wall clock (no timestamps) counts both already. A pass whose end
+        timestamp is not after its begin (a zero duration, or a clock that went backwards) is not a
+        valid sample: NaN, which the core discards."""
         if profile.seconds is not None:
             return profile.seconds
         begin, end = await self._timestamps(profile)

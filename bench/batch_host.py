@@ -20,8 +20,8 @@ In every way the batch's command buffers are finished but not submitted (the que
 is held back), so that the GPU's work, and on a CPU adapter its threads, do not run beside the
 host's. Two lines after the table split wgpu-native's part: a dispatch's recording and its
 share of ``finish`` in one pass of the launches, and a pass's own cost (an empty pass: encoder,
-begin, end, finish), which a batch pays once every 128 launches. Microseconds, the least and
-the median of ``--rounds`` rounds of ``--launches``.
+begin, end, finish, ``pass_commands.pass_costs``), which a batch pays once every 128 launches.
+Microseconds, the least and the median of ``--rounds`` rounds of ``--launches``.
 
 Usage: ``python bench/batch_host.py`` (a few seconds). A benchmark, not a test.
 """
@@ -34,7 +34,11 @@ import struct
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pass_commands import pass_costs  # bench/pass_commands.py
 
 from wgtune import Args, Config, Hit, Tuner, run_inline
 from wgtune.backends.batch_recorder import NOTHING_BOUND, encode_launches, launch_steps
@@ -85,11 +89,7 @@ def ways(tuner: Tuner, tunables: Any, args: Args, launches: int) -> dict[str, Ca
             recorder.record(pipeline, args, grid, 1)
 
     def commands() -> None:
-        encoder = device._create_command_encoder()
-        compute = device._begin_compute_pass(encoder)
-        encode_launches(device._pass_commands, compute, steps, launches, NOTHING_BOUND)
-        device._end_pass(compute)
-        encoder.finish()
+        finish_cost(device, steps, launches)  # its own split of the time unused here: the whole is timed
 
     return {"execute": execute, "launch": launch, "record": record, "commands": commands}
 
@@ -105,17 +105,6 @@ def finish_cost(device: NativeDevice, steps: Any, launches: int) -> tuple[float,
     ended = time.perf_counter()
     encoder.finish()
     return (recorded - started) / launches, (time.perf_counter() - ended) / launches
-
-
-def empty_pass_cost(device: NativeDevice) -> tuple[float, float]:
-    """Seconds a pass with no command costs whole (encoder, begin, end, finish), and its finish."""
-    started = time.perf_counter()
-    encoder = device._create_command_encoder()
-    device._end_pass(device._begin_compute_pass(encoder))
-    ended = time.perf_counter()
-    encoder.finish()
-    done = time.perf_counter()
-    return done - started, done - ended
 
 
 def timed_ways(device: NativeDevice, queue: HeldQueue, loops: dict[str, Callable[[], None]], launches: int,
@@ -172,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         costs = [finish_cost(device, steps, options.launches) for _ in range(options.rounds)]
         print(f"wgpu-native, a dispatch in one pass: record {1e6 * statistics.median(c[0] for c in costs):.2f}, "
               f"finish {1e6 * statistics.median(c[1] for c in costs):.2f}")
-        empty = [empty_pass_cost(device) for _ in range(max(options.rounds, 50))]
-        print(f"wgpu-native, a pass with no command: {1e6 * statistics.median(c[0] for c in empty):.2f} in all, "
-              f"finish {1e6 * statistics.median(c[1] for c in empty):.2f}")
+        empty = [pass_costs(device, 50, timestamps=False) for _ in range(options.rounds)]
+        print(f"wgpu-native, a pass with no command: {1e6 * statistics.median(sum(c.values()) for c in empty):.2f} "
+              f"in all, finish {1e6 * statistics.median(c['finish (empty)'] for c in empty):.2f}")
     return 0
 
 

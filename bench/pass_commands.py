@@ -84,23 +84,28 @@ def command_costs(device: NativeDevice, steps, count: int) -> dict[str, float]:
     return costs
 
 
-def pass_costs(device: NativeDevice, count: int) -> dict[str, float]:
-    """Seconds each of a timed pass's own calls takes, whatever it holds (the fixed part of a pass's
-    recording, which every launch in it shares): a command encoder, a compute pass begun on it with
-    timestamps (as the tuner's timed passes are), and ending an empty pass; each the mean of
-    ``count``."""
+def pass_costs(device: NativeDevice, count: int, timestamps: bool = True) -> dict[str, float]:
+    """Seconds each of a pass's own calls takes, whatever it holds (the fixed part of a pass's
+    recording, which every launch in it shares): a command encoder, a compute pass begun on it
+    (with timestamps, as the tuner's timed passes are, or without, as a batch's are), ending an
+    empty pass and finishing its command buffer; each the mean of ``count``."""
     encoders = [None] * count
     started = time.perf_counter()
     for at in range(count):
         encoders[at] = device._create_command_encoder()
     made = time.perf_counter()
-    passes = [device._begin_compute_pass(encoder, timestamp_writes=device._timestamp_writes) for encoder in encoders]
+    writes = {"timestamp_writes": device._timestamp_writes} if timestamps else {}
+    passes = [device._begin_compute_pass(encoder, **writes) for encoder in encoders]
     begun = time.perf_counter()
     for compute in passes:
         device._end_pass(compute)
     ended = time.perf_counter()
-    return {"encoder": (made - started) / count, "begin (timestamps)": (begun - made) / count,
-            "end (empty)": (ended - begun) / count}
+    for encoder in encoders:
+        encoder.finish()
+    finished = time.perf_counter()
+    begin = "begin (timestamps)" if timestamps else "begin"
+    return {"encoder": (made - started) / count, begin: (begun - made) / count, "end (empty)": (ended - begun) / count,
+            "finish (empty)": (finished - ended) / count}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ def test_each_command_of_a_launch_is_timed(capsys):
     assert lines[0].startswith("# adapter ")
     assert lines[1].startswith("a pass, whatever it holds: "), lines  # lavapipe has timestamps
     figures = [float(cell) for cell in re.findall(r"\d+\.\d\d", lines[1])]
-    assert len(figures) == 3 and all(figure > 0 for figure in figures), lines[1]
+    assert len(figures) == 4 and all(figure > 0 for figure in figures), lines[1]
     rows = {line.split()[0]: line for line in lines[2:]}
     assert set(rows) == {TWO_PASS, ONE_STAGE}, lines
     assert "a launch (2 stages)" in rows[TWO_PASS] and "a launch (1 stage)" in rows[ONE_STAGE]

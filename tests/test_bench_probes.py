@@ -45,19 +45,24 @@ def test_the_device_script_names_existing_probe_files_and_parts():
                              "sweep-ab:*", "stages-ab:*", "ab:*"}
 
 
+def script_env(tmp_path: Path, **more: str) -> dict[str, str]:
+    """device.sh's environment with a python3 that logs its arguments to ``tmp_path/calls`` and
+    fails (so that no part does real work), tables going to ``tmp_path/out``."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\necho \"python3 $*\" >> \"$LOG\"\nexit 1\n")
+    (fake / "python3").chmod(0o755)
+    (tmp_path / "out").mkdir()
+    return {"PATH": f"{fake}:/usr/bin:/bin", "R": str(BENCH.parent), "OUT": str(tmp_path / "out"),
+            "LOG": str(tmp_path / "calls"), **more}
+
+
 @pytest.mark.parametrize(("parts", "flags"), [(["ab:example"], "--dawn"), (["draw", "dawn"], ""),
                                              (["checks"], ""), (["probe-dawn:tail"], "")])
 def test_the_device_script_refuses_dawn_parts_at_once_without_wgpudawn(tmp_path, parts, flags):
     """A part on Dawn's device without wgpudawn's wheel would fail tune by tune after the call began
     (session 29 lost a call so): the script says what to put in .whl/ before any part runs."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "python3").write_text("#!/bin/sh\necho \"python3 $*\" >> \"$LOG\"\nexit 1\n")
-    (fake / "python3").chmod(0o755)
-    out = tmp_path / "out"
-    out.mkdir()
-    env = {"PATH": f"{fake}:/usr/bin:/bin", "R": str(BENCH.parent), "OUT": str(out), "FLAGS": flags,
-           "LOG": str(tmp_path / "calls")}
+    env, out = script_env(tmp_path, FLAGS=flags), tmp_path / "out"
     ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), *parts], env=env, capture_output=True,
                          text=True, timeout=60)
     assert ran.returncode == 2
@@ -67,15 +72,11 @@ def test_the_device_script_refuses_dawn_parts_at_once_without_wgpudawn(tmp_path,
 
 
 def test_the_device_script_runs_parts_off_dawn_without_asking_for_wgpudawn(tmp_path):
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "python3").write_text("#!/bin/sh\nexit 1\n")
-    (fake / "python3").chmod(0o755)
-    env = {"PATH": f"{fake}:/usr/bin:/bin", "R": str(BENCH.parent), "OUT": str(tmp_path), "FLAGS": ""}
+    env = script_env(tmp_path, FLAGS="")
     ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "ab:example"], env=env, capture_output=True,
                          text=True, timeout=60)
     assert "wgpudawn" not in ran.stderr
-    assert (tmp_path / "ab-example.txt").exists()  # the part began (its install failed: no real python3)
+    assert (tmp_path / "out" / "ab-example.txt").exists()  # the part began (its install failed: no real python3)
 
 
 def test_each_variant_patch_still_applies_to_this_tree_and_the_answered_ones_are_marked():
@@ -106,13 +107,7 @@ def test_the_probe_ranks_candidates_over_the_shapes_by_their_share_of_each_best(
 def test_the_device_script_refuses_a_stdout_that_is_a_parts_own_table(tmp_path):
     """``device.sh draw > $OUT/draw.txt`` puts two writers on one file, which overwrite each other
     (session 31 lost most of a draw so): the script says so before any part runs."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "python3").write_text("#!/bin/sh\necho \"python3 $*\" >> \"$LOG\"\nexit 1\n")
-    (fake / "python3").chmod(0o755)
-    out = tmp_path / "out"
-    out.mkdir()
-    env = {"PATH": f"{fake}:/usr/bin:/bin", "R": str(BENCH.parent), "OUT": str(out), "LOG": str(tmp_path / "calls")}
+    env, out = script_env(tmp_path), tmp_path / "out"
     with (out / "draw.txt").open("w") as table:
         ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "short", "draw"], env=env,
                              stdout=table, stderr=subprocess.PIPE, text=True, timeout=60)
