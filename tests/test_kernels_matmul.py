@@ -165,6 +165,9 @@ OTHER_TILES = [
     MatmulTile(64, 36, 16, 4, 4, slices=2, kgrid=1024, stagger=4, strided=True),
     MatmulTile(64, 64, 16, 8, 8, double=True, kgrid=256, partials=True, strided=True),
     MatmulTile(16, 16, 8, 4, 4, double=True, ahead=2, tail=4, float_atomics=True, strided=True),
+    # K chunks shorter than MIN_K_CHUNK, down to chunks shorter than a K step (the last ones empty).
+    MatmulTile(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, kgrid=1024, float_atomics=True, strided=True, chunk=64),
+    MatmulTile(32, 32, 8, 4, 4, double=True, kgrid=1024, partials=True, strided=True, chunk=4),
 ]
 
 
@@ -288,6 +291,19 @@ def test_kgrid_tiles_split_k_into_bounded_chunks_after_zeroing_c(float_atomics):
     assert add.grid(Args((), (9, 20, 10**7)))[2] == min(most, TILE_OF[kernel.name].kgrid)  # one block of C
     assert add.grid(Args((), (4096, 4096, 10**7)))[2] == 1  # enough blocks of C already
     assert zero.grid(Args((), (9, 20, 1100))) == (1, 1, 1)
+
+
+def test_a_kgrid_tiles_chunk_sets_its_shortest_k_chunk_and_changes_only_its_grid():
+    tile = MatmulTile(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, kgrid=1024, partials=True, strided=True)
+    short = replace(tile, chunk=64)
+    assert short.name == tile.name.replace("_kg1024_2p", "_kg1024_kc64_2p")
+    # 814x123x1512: 26 blocks of 64x64, kgrid 1024 would take 39 chunks; K allows 6 of MIN_K_CHUNK, 24 of 64.
+    assert tile.chunks(814, 123, 1512) == 6 and short.chunks(814, 123, 1512) == 24
+    assert short.chunks(4096, 4096, 1512) == 1  # enough blocks of C already: the kgrid target's cap
+    assert [stage.wgsl for stage in matmul.tiled_matmul_kernel(short).stages] == [
+        stage.wgsl.replace(tile.name, short.name) for stage in matmul.tiled_matmul_kernel(tile).stages]
+    with pytest.raises(ValueError, match="chunk must be >= 0, and needs kgrid"):
+        MatmulTile(64, 64, 8, 8, 4, chunk=64)
 
 
 def test_wave_tiles_take_the_fewest_k_chunks_that_fill_whole_waves():

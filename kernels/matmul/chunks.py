@@ -33,13 +33,14 @@ MAX_K_CHUNKS = 64
 MAX_FLOAT_K_CHUNKS = 256
 
 
-def k_chunks(target: int, blocks: int, k: int, most: int = MAX_K_CHUNKS) -> int:
+def k_chunks(target: int, blocks: int, k: int, most: int = MAX_K_CHUNKS, shortest: int = MIN_K_CHUNK) -> int:
     """K chunks (workgroups along the grid's z) of a candidate that splits K over about
-    ``target`` workgroups, for ``blocks`` blocks of C and a K of ``k``: none under MIN_K_CHUNK,
-    at most ``most``, and 1 for a candidate that does not split (``target`` 0)."""
+    ``target`` workgroups, for ``blocks`` blocks of C and a K of ``k``: no more than chunks of
+    ``shortest`` (MIN_K_CHUNK unless the candidate says) would make, at most ``most``, and 1 for a
+    candidate that does not split (``target`` 0)."""
     if not target:
         return 1
-    return max(1, min(target // max(1, blocks), ceil_div(k, MIN_K_CHUNK), most))
+    return max(1, min(target // max(1, blocks), ceil_div(k, shortest), most))
 
 
 # The share of its waves' workgroup slots (workgroups over waves x wave) a grid must keep busy

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..common import F32_BYTES, ceil_div, wrapped_grid
-from .chunks import MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, TAIL_MIN_K_CHUNK, k_chunks, wave_chunks
+from .chunks import MAX_FLOAT_K_CHUNKS, MAX_K_CHUNKS, MIN_K_CHUNK, TAIL_MIN_K_CHUNK, k_chunks, wave_chunks
 
 __all__ = ["HARD_MAX_INVOCATIONS", "HARD_MAX_STORAGE", "MatmulTile"]
 
@@ -49,6 +49,9 @@ class MatmulTile:
     ``kgrid`` target allows, rather than as many as it allows: for a tile that runs one
     workgroup an SM, the SMs of the device (132 on an H200; elsewhere the same kernel on another
     grid, which the tune weighs as any other).
+    ``chunk`` (kgrid tiles): the shortest K chunk, in place of ``chunks.MIN_K_CHUNK``: a grid of
+    few blocks and a K of a thousand or two gets a few chunks of MIN_K_CHUNK, too few workgroups
+    for a large GPU; shorter chunks give more (the same WGSL: only the grid's z changes).
     ``tail``: the blocks of C that fill whole waves of ``tail`` workgroups each take
     all of K, and only the blocks of the last, partial wave are cut into K chunks (as ``wave``
     cuts them, in chunks of at least ``chunks.TAIL_MIN_K_CHUNK``), so that the launch ends in
@@ -100,6 +103,7 @@ class MatmulTile:
     tail: int = 0
     rolled: int = 0
     strided: bool = False
+    chunk: int = 0
 
     def __post_init__(self) -> None:
         if self.copy not in ("", "a", "b", "ab", "bc", "abc") or (self.copy and (
@@ -129,6 +133,8 @@ class MatmulTile:
             raise ValueError(f"{self}: kgrid must be >= 0 and needs the vector layout")
         if self.wave < 0 or (self.wave and not self.kgrid):
             raise ValueError(f"{self}: wave must be >= 0, and needs kgrid")
+        if self.chunk < 0 or (self.chunk and not self.kgrid):
+            raise ValueError(f"{self}: chunk must be >= 0, and needs kgrid")
         if self.tail < 0 or (self.tail and (self.kgrid or self.partials or self.stagger or self.copy or self.swizzle
                                             or not self.vector)):
             raise ValueError(f"{self}: tail must be >= 0, and needs the vector layout without kgrid (it splits K its "
@@ -214,6 +220,8 @@ class MatmulTile:
             name += "_sc"
         if self.kgrid:
             name += f"_kg{self.kgrid}"
+        if self.chunk:
+            name += f"_kc{self.chunk}"
         if self.wave:
             name += f"_w{self.wave}"
         if self.tail:
@@ -245,7 +253,7 @@ class MatmulTile:
         if self.tail:  # only the last wave's blocks are cut, as many chunks as fill it
             left = blocks % self.tail
             return wave_chunks(left, self.tail, min(most, ceil_div(k, TAIL_MIN_K_CHUNK))) if left else 1
-        chunks = k_chunks(self.kgrid, blocks, k, most)
+        chunks = k_chunks(self.kgrid, blocks, k, most, self.chunk or MIN_K_CHUNK)
         return wave_chunks(blocks, self.wave, chunks) if self.wave else chunks
 
     def zeroed(self, m: int, n: int, k: int) -> int:
