@@ -1,0 +1,102 @@
+"""A tune's own samples, beside the same candidates timed one pass at a time (issue 29).
+
+On an H200 the tuner's median for the fma on 1 GiB arrays was 2.2x what GPU timestamps read around
+a pass of the same launches taken on an idle queue (``bench/results/h200-short-kernels-fma-session32.txt``:
+1,799 against 818 us), which put the winner at 43% of torch's bandwidth in ``bench/kernels.py``.
+This asks where that comes from: each key is tuned by a fresh tuner (no cache) under each setting
+named (``WGTUNE_*`` variables, e.g. ``WGTUNE_CHECKS=0``), and each candidate's samples are printed
+in the order taken (us a launch), then its time by timestamps around one pass of the same repeats
+after a sync (``idle``: median of ``--rounds``), and the ratio of the tune's median to it.
+
+Usage::
+
+    python bench/tune_samples.py --key fma:268435456 --setting default --setting WGTUNE_CHECKS=0
+    python bench/tune_samples.py --key fma:30000 --setting default   # lavapipe
+
+A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from regret import candidates_of, fresh_tune, seconds_of  # bench/regret.py
+from short_kernels import parse_key, workload_of  # bench/short_kernels.py
+
+from wgtune import Measured, run_inline
+from wgtune.backends.native import NativeDevice
+
+
+def setting_env(text: str) -> dict[str, str]:
+    """``default`` (nothing set) or ``NAME=VALUE[,NAME=VALUE...]``."""
+    if text == "default":
+        return {}
+    pairs = dict(part.split("=", 1) for part in text.split(","))
+    if not all(name.startswith("WGTUNE_") for name in pairs):
+        raise SystemExit(f"--setting {text!r}: WGTUNE_NAME=VALUE pairs, or default")
+    return pairs
+
+
+def tune_under(device: NativeDevice, workload, args, pipelines: dict, env: dict[str, str]):
+    """A fresh tune's outcome with ``env`` set for it."""
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        return fresh_tune(device, workload, args, pipelines, "adaptive")[1]
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def idle_pass(device: NativeDevice, pipeline, args, grid, repeats: int, rounds: int) -> float:
+    """Median seconds a launch over ``rounds`` passes of ``repeats``, each after a sync."""
+    times = []
+    for _ in range(rounds):
+        run_inline(device.sync())
+        times.append(seconds_of(device, pipeline, args, grid, repeats))
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--key", action="append", required=True, help="FAMILY:SIZES, as short_kernels.py takes")
+    parser.add_argument("--setting", action="append", help="default, or WGTUNE_NAME=VALUE[,...] (repeatable)")
+    parser.add_argument("--rounds", type=int, default=5, help="idle passes a candidate")
+    parser.add_argument("--shown", type=int, default=12, help="samples printed a candidate")
+    options = parser.parse_args(argv)
+    device = NativeDevice.open()
+    print(f"adapter: {device.adapter_info.get('device', '?')}, timing {device.timing}", flush=True)
+    for text in options.key:
+        family, shape = parse_key(text)
+        workload = workload_of(family, shape)
+        args, _ = workload.make(device)
+        pipelines = candidates_of(device, workload, args)
+        for setting in options.setting or ["default"]:
+            outcome = tune_under(device, workload, args, pipelines, setting_env(setting))
+            if outcome is None:
+                print(f"{text} [{setting}]: no tune (a pin?)")
+                continue
+            print(f"{text} [{setting}]: winner {outcome.winner_name}")
+            for index, result in enumerate(outcome.results):
+                if not isinstance(result, Measured) or result.stats is None or index not in pipelines:
+                    continue
+                samples = result.stats.samples
+                pipeline, grid = pipelines[index]
+                idle = idle_pass(device, pipeline, args, grid, 1, options.rounds)
+                shown = " ".join(f"{s * 1e6:.1f}" for s in samples[: options.shown])
+                more = f" ... ({len(samples)})" if len(samples) > options.shown else ""
+                print(f"  {result.name:<34} median {result.stats.median * 1e6:10.2f} idle {idle * 1e6:10.2f} "
+                      f"x{result.stats.median / idle:5.2f}  samples: {shown}{more}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
