@@ -10,6 +10,7 @@ from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_
 
 from wgtune import MISS, Config, ConfigError, Group, Key, TuneRecord, run_inline
 from wgtune.config import Policy
+from wgtune.gpu.device import Timing
 from wgtune.tune import measure
 from wgtune.tune.adaptive import MIN_SAMPLES, elimination_margin
 from wgtune.tune.measure import calibrate
@@ -169,6 +170,39 @@ def test_calibration_reads_one_dispatch_again_only_where_the_first_launch_was_sh
     assert device.profiles["long"] == [1, 1, 1]  # a short first launch: one long reading is read again
     assert run_inline(calibrate(device, pipeline, args, (1, 1, 1), 1e-3)) == (1, 5e-3)
     assert device.profiles["long"] == [1, 1, 1, 1, 1]  # unknown: read again
+
+
+class LoggedDevice(FakeDevice):
+    """The fake device, logging its launches, waits and timed passes in order."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.events: list[tuple[str, ...]] = []
+        self.on_profile = lambda name, repeats: self.events.append(("profile", name))
+
+    def dispatch(self, pipeline, args, grid, repeats: int = 1) -> None:
+        self.events.append(("dispatch", pipeline.kernel.name))
+        super().dispatch(pipeline, args, grid, repeats)
+
+    async def sync(self) -> None:
+        self.events.append(("sync",))
+        await super().sync()
+
+
+@pytest.mark.parametrize("timing", [Timing.GPU_TIMESTAMP, Timing.WALL_CLOCK])
+def test_timestamps_calibrate_a_candidate_on_an_idle_queue_after_its_launches(timing):
+    # Timestamps around a pass queued behind untimed work (warmups, a check's copies) read more than
+    # the pass (an H200's fma on 1 GiB arrays: 2.2x), and calibration's last reading is the candidate's
+    # first sample. A wall-clock pass waits for the queue itself: no wait is added there.
+    device = LoggedDevice(timing=timing)
+    device.script("a", duration=1e-3)
+    device.script("b", duration=2e-3)
+    tune(device, make_set("a", "b"), warmups=3)
+    for name in ("a", "b"):
+        first = device.events.index(("profile", name))
+        launches = [event for event in device.events[:first] if event == ("dispatch", name)]
+        assert len(launches) >= 2  # its first launch, and a warmup at least
+        assert (device.events[first - 1] == ("sync",)) == (timing == Timing.GPU_TIMESTAMP), device.events[:first]
 
 
 def test_a_stalled_first_sample_rules_out_neither_the_candidate_nor_its_group():

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from ..config import Config
 from ..errors import CandidateError, DeviceLost, InvalidSamples, Launch, Mismatch, Timeout, candidate_failure
-from ..gpu.device import Device, check_grid, check_limits
+from ..gpu.device import Device, Timing, check_grid, check_limits
 from ..sets.args import Args, Grid
 from ..sets.kernel import Kernel
 from ..sets.tunable import TunableSet
@@ -314,9 +314,15 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
                 return mismatch
         for _ in range(warmups_after(first_launch, config.warmups)):
             device.dispatch(compiled, args, grid)
-        # No wait for the warmups: calibration's first timed pass runs after them on the queue (and
-        # a wall-clock pass waits for them first), and it raises what they caused. A wait costs a
-        # round trip, some 100 ms in a browser on a CPU adapter.
+        if device.timing == Timing.GPU_TIMESTAMP:
+            # Timestamps around a pass submitted behind untimed work (the warmups, the check's copies
+            # and comparison) read more than the pass, and calibration's last reading is the
+            # candidate's first sample, which decides much of the median of one sampled twice: on an
+            # H200 the fma on 1 GiB arrays had medians 2.2x its passes on an idle queue
+            # (bench/results/h200-short-kernels-fma-session32.txt), on lavapipe first readings
+            # 1.4-1.8x the next ones (bench/tune_samples.py). A wall-clock pass waits for the
+            # queue itself, and raises what the warmups caused.
+            await device.sync()
         repeats, first = await calibrate(device, compiled, args, grid, bench.floor, first_launch)
     except Exception as error:
         return candidate_failure(name, error, "launch")
