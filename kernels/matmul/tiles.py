@@ -174,6 +174,14 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_flat(T(96, 64, 12, 12, 4, pad=4, double=True, ahead=2, kgrid=1024, partials=True)),
         *_flat(T(64, 64, 12, 8, 4, pad=4, double=True, ahead=2, kgrid=256, float_atomics=True)),
         *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, kgrid=1024, float_atomics=True)),
+        # Its K chunks as short as 128 (``chunk``; MIN_K_CHUNK is 256): on few blocks and a K of one or two
+        # thousand it takes more workgroups, on the same WGSL (no compile of its own). 2026-12-07, H200: in
+        # the probe of 18 such shapes (bench/results/h200-probe-short-chunks.txt) it led 7, a median 0.942 of
+        # each shape's best against 0.894 for chunks of 256; tuned in the set on those and three of a draw
+        # (h200-ab-chunks128-in-set-compared.txt) it won 8, 814x123x1512 1.10x, 547x297x858 1.11x,
+        # 731x106x1156 1.10x, the median where winners changed 1.009x (1.006x where they did not, the
+        # runs' spread), under 80% of torch 13 -> 10 shapes. Its two-pass twin (browsers) won none natively.
+        *_flat(T(64, 64, 8, 8, 4, pad=4, double=True, ahead=2, kgrid=1024, float_atomics=True, chunk=128)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=1024, partials=True)),  # 33x4096x4096 99%
         *_flat(T(64, 40, 8, 8, 4, double=True, kgrid=512, partials=True)),
         *_v4(T(36, 128, 16, 4, 8, double=True, kgrid=256, stagger=8)),  # 33x4096x4096 73%
