@@ -14,7 +14,7 @@ import launch_parts
 
 def test_each_candidate_of_a_small_key_gets_every_part_of_a_launch(capsys):
     # Those of the key's 77 that --match finds (compiling every one took 338 s on a loaded machine).
-    match = "^(naive|rows4_c32|cols4|tile64x64_k8_reg8x4_pad_db_a2(_sc)?(_kg1024|$))"
+    match = "^(naive|rows4_c32|cols4|tile64x64_k8_reg8x4_pad_db_a2(_sc)?(_kg1024_(fa|2p))?$)"
     assert launch_parts.main(["--key", "24x20x300", "--launches", "3", "--rounds", "1", "--match", match]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("matmul 24x20x300: us a launch")
