@@ -36,10 +36,10 @@ def setting_env(text: str) -> dict[str, str]:
     """``default`` (nothing set) or ``NAME=VALUE[,NAME=VALUE...]``."""
     if text == "default":
         return {}
-    pairs = dict(part.split("=", 1) for part in text.split(","))
-    if not all(name.startswith("WGTUNE_") for name in pairs):
+    parts = text.split(",")
+    if not all("=" in part and part.startswith("WGTUNE_") for part in parts):
         raise SystemExit(f"--setting {text!r}: WGTUNE_NAME=VALUE pairs, or default")
-    return pairs
+    return dict(part.split("=", 1) for part in parts)
 
 
 def tune_under(device: NativeDevice, workload, args, pipelines: dict, env: dict[str, str]):
