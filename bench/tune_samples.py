@@ -5,8 +5,10 @@ a pass of the same launches taken on an idle queue (``bench/results/h200-short-k
 1,799 against 818 us), which put the winner at 43% of torch's bandwidth in ``bench/kernels.py``.
 This asks where that comes from: each key is tuned by a fresh tuner (no cache) under each setting
 named (``WGTUNE_*`` variables, e.g. ``WGTUNE_CHECKS=0``), and each candidate's samples are printed
-in the order taken (us a launch), then its time by timestamps around one pass of the same repeats
-after a sync (``idle``: median of ``--rounds``), and the ratio of the tune's median to it.
+in the order taken (us a launch), then its time by timestamps around one pass of one launch after a
+sync (``idle``: median of ``--rounds``), the ratio of the tune's median to it, and the median of
+``--burst`` such passes submitted together, then resolved (``burst``: as ``Arm.sample`` takes a
+count of samples, the fixed policy's and ``bench/kernels.py``'s way).
 
 Usage::
 
@@ -65,12 +67,21 @@ def idle_pass(device: NativeDevice, pipeline, args, grid, repeats: int, rounds: 
     return statistics.median(times)
 
 
+def burst_passes(device: NativeDevice, pipeline, args, grid, count: int) -> float:
+    """Median seconds a launch over ``count`` passes of one launch submitted back to back, then
+    resolved (after a sync)."""
+    run_inline(device.sync())
+    profiles = [run_inline(device.profile(pipeline, args, grid, 1)) for _ in range(count)]
+    return statistics.median(run_inline(device.resolve(profile)) for profile in profiles)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--key", action="append", required=True, help="FAMILY:SIZES, as short_kernels.py takes")
     parser.add_argument("--setting", action="append", help="default, or WGTUNE_NAME=VALUE[,...] (repeatable)")
     parser.add_argument("--rounds", type=int, default=5, help="idle passes a candidate")
     parser.add_argument("--shown", type=int, default=12, help="samples printed a candidate")
+    parser.add_argument("--burst", type=int, default=10, help="passes submitted together for the burst figure")
     options = parser.parse_args(argv)
     device = NativeDevice.open()
     print(f"adapter: {device.adapter_info.get('device', '?')}, timing {device.timing}", flush=True)
@@ -91,10 +102,12 @@ def main(argv: list[str] | None = None) -> int:
                 samples = result.stats.samples
                 pipeline, grid = pipelines[index]
                 idle = idle_pass(device, pipeline, args, grid, 1, options.rounds)
+                burst = burst_passes(device, pipeline, args, grid, options.burst)
                 shown = " ".join(f"{s * 1e6:.1f}" for s in samples[: options.shown])
                 more = f" ... ({len(samples)})" if len(samples) > options.shown else ""
                 print(f"  {result.name:<34} median {result.stats.median * 1e6:10.2f} idle {idle * 1e6:10.2f} "
-                      f"x{result.stats.median / idle:5.2f}  samples: {shown}{more}", flush=True)
+                      f"x{result.stats.median / idle:5.2f} burst {burst * 1e6:10.2f}  samples: {shown}{more}",
+                      flush=True)
     return 0
 
 

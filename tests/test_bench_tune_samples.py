@@ -1,5 +1,5 @@
 """bench/tune_samples.py on the adapter present: a fresh tune per setting, each measured candidate's
-samples beside its time on an idle queue, the settings' variables restored after (no figure is
+samples beside its time on an idle queue and in a burst of passes, the settings' variables restored after (no figure is
 compared: the machine's load moves them)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tune_samples
 def test_each_setting_tunes_afresh_and_each_candidate_gets_its_samples_and_idle_time(capsys, monkeypatch):
     monkeypatch.delenv("WGTUNE_CHECKS", raising=False)
     assert tune_samples.main(["--key", "fma:3000", "--setting", "default", "--setting", "WGTUNE_CHECKS=0",
-                              "--rounds", "1", "--shown", "2"]) == 0
+                              "--rounds", "1", "--shown", "2", "--burst", "3"]) == 0
     assert "WGTUNE_CHECKS" not in os.environ  # the setting held for its tune only
     lines = capsys.readouterr().out.splitlines()
     heads = [i for i, line in enumerate(lines) if line.startswith("fma:3000 [")]
@@ -28,8 +28,8 @@ def test_each_setting_tunes_afresh_and_each_candidate_gets_its_samples_and_idle_
         assert rows, lines[start]
         for row in rows:
             cells = row.split()
-            median, idle = float(cells[cells.index("median") + 1]), float(cells[cells.index("idle") + 1])
-            assert math.isfinite(median) and median > 0 and math.isfinite(idle) and idle > 0, row
+            figures = [float(cells[cells.index(word) + 1]) for word in ("median", "idle", "burst")]
+            assert all(math.isfinite(value) and value > 0 for value in figures), row
             samples = row.split("samples:")[1].split("...")[0].split()
             assert 1 <= len(samples) <= 2, row  # --shown 2
 
