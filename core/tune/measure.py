@@ -140,10 +140,13 @@ class Arm:
     rounds: list[int] = field(default_factory=list)  # each sample's round (``Stats.rounds``)
 
     async def sample(self, device: Device, args: Args, count: int = 1, round_: int | None = None) -> None:
-        """Take ``count`` timed samples (submitted together, then resolved), in round ``round_``
-        of the policy's rounds if given (else each a round of its own)."""
-        profiles = [await device.profile(self.compiled, args, self.grid, self.repeats) for _ in range(count)]
-        for handle in profiles:
+        """Take ``count`` timed samples, in round ``round_`` of the policy's rounds if given (else
+        each a round of its own). Each is resolved before the next is submitted, so that every
+        timed pass starts on an idle queue: on an H200 ten passes of the fma on 1 GiB arrays
+        submitted together read 2.2x what the same passes read one at a time
+        (``bench/results/h200-fma-session32.txt`` against ``h200-short-kernels-fma-session32.txt``)."""
+        for _ in range(count):
+            handle = await device.profile(self.compiled, args, self.grid, self.repeats)
             seconds = await device.resolve(handle) / self.repeats
             if math.isfinite(seconds) and seconds > 0:
                 self.samples.append(seconds)
