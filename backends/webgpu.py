@@ -275,7 +275,8 @@ class WebGPUDevice(BindGroups, CallLaunches, Device):
 
     def _launch_timed(self, kernel: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int) -> TimedPass:
         """Submit the pass with timestamps written around it, and their copy to a fresh readback
-        buffer: one per sample, since samples are resolved after they all ran."""
+        buffer: one per pass, since a caller may submit several before it resolves them (the core
+        resolves each before the next; ``bench/tune_samples.py``'s burst does not)."""
         self.flush()
         shim = self.shim
         started = shim.now()

@@ -7,8 +7,11 @@ This asks where that comes from: each key is tuned by a fresh tuner (no cache) u
 named (``WGTUNE_*`` variables, e.g. ``WGTUNE_CHECKS=0``), and each candidate's samples are printed
 in the order taken (us a launch), then its time by timestamps around one pass of one launch after a
 sync (``idle``: median of ``--rounds``), the ratio of the tune's median to it, and the median of
-``--burst`` such passes submitted together, then resolved (``burst``: as ``Arm.sample`` takes a
-count of samples, the fixed policy's and ``bench/kernels.py``'s way).
+``--burst`` such passes submitted together, then resolved (``burst``: as ``Arm.sample`` took a
+count of samples before c7b2b5c, the fixed policy's and ``bench/kernels.py``'s way then). ``idle``
+and ``burst`` time one launch a pass, the tune's samples its calibrated repeats: for a kernel
+shorter than the sample floor the ratio also holds a pass's own cost. Readings whose end is not
+after their begin are left out, as the core leaves them out.
 
 Usage::
 
@@ -21,6 +24,7 @@ A benchmark, not a test.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -64,7 +68,7 @@ def idle_pass(device: NativeDevice, pipeline, args, grid, repeats: int, rounds: 
     for _ in range(rounds):
         run_inline(device.sync())
         times.append(seconds_of(device, pipeline, args, grid, repeats))
-    return statistics.median(times)
+    return _median_of_valid(times)
 
 
 def burst_passes(device: NativeDevice, pipeline, args, grid, count: int) -> float:
@@ -72,7 +76,13 @@ def burst_passes(device: NativeDevice, pipeline, args, grid, count: int) -> floa
     resolved (after a sync)."""
     run_inline(device.sync())
     profiles = [run_inline(device.profile(pipeline, args, grid, 1)) for _ in range(count)]
-    return statistics.median(run_inline(device.resolve(profile)) for profile in profiles)
+    return _median_of_valid([run_inline(device.resolve(profile)) for profile in profiles])
+
+
+def _median_of_valid(times: list[float]) -> float:
+    """The median of the finite, positive readings (NaN where there is none)."""
+    valid = [seconds for seconds in times if math.isfinite(seconds) and seconds > 0]
+    return statistics.median(valid) if valid else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -141,8 +141,9 @@ class Arm:
 
     async def sample(self, device: Device, args: Args, count: int = 1, round_: int | None = None) -> None:
         """Take ``count`` timed samples, in round ``round_`` of the policy's rounds if given (else
-        each a round of its own). Each is resolved before the next is submitted, so that every
-        timed pass starts on an idle queue: on an H200 ten passes of the fma on 1 GiB arrays
+        each a round of its own). Each is resolved before the next is submitted, so that no timed
+        pass waits behind the tune's own earlier ones (other work on the GPU, an app's launches in
+        a page, may still run beside it): on an H200 ten passes of the fma on 1 GiB arrays
         submitted together read 2.2x what the same passes read one at a time
         (``bench/results/h200-fma-session32.txt`` against ``h200-short-kernels-fma-session32.txt``)."""
         for _ in range(count):
@@ -315,16 +316,16 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
             mismatch = await check.mismatch(index, checked)
             if mismatch is not None:
                 return mismatch
-        for _ in range(warmups_after(first_launch, config.warmups)):
+        warmups = warmups_after(first_launch, config.warmups)
+        for _ in range(warmups):
             device.dispatch(compiled, args, grid)
-        if device.timing == Timing.GPU_TIMESTAMP:
-            # Timestamps around a pass submitted behind untimed work (the warmups, the check's copies
-            # and comparison) read more than the pass, and calibration's last reading is the
-            # candidate's first sample, which decides much of the median of one sampled twice: on an
-            # H200 the fma on 1 GiB arrays had medians 2.2x its passes on an idle queue
-            # (bench/results/h200-short-kernels-fma-session32.txt), on lavapipe first readings
-            # 1.4-1.8x the next ones (bench/tune_samples.py). A wall-clock pass waits for the
-            # queue itself, and raises what the warmups caused.
+        if warmups and device.timing == Timing.GPU_TIMESTAMP:
+            # Timestamps around a pass submitted behind the warmups, still queued, read more than the
+            # pass, and calibration's last reading is the candidate's first sample, which decides much
+            # of the median of one sampled twice (on lavapipe first readings 1.4-1.8x the next ones,
+            # bench/tune_samples.py). The first launch and the check were waited for already; a
+            # wall-clock pass waits for the queue itself. A wait is a round trip, some 100 ms in a
+            # browser on a CPU adapter: none where no warmup was queued.
             await device.sync()
         repeats, first = await calibrate(device, compiled, args, grid, bench.floor, first_launch)
     except Exception as error:

@@ -15,8 +15,8 @@ __all__ = [
 ]
 
 # The shortest K chunk a candidate that splits K over workgroups (kgrid tiles, split skinny
-# kernels) gives one workgroup: shorter, zeroing C and the atomic adds would cost more than the
-# K loop they split.
+# kernels) gives one workgroup, unless it sets its own (``MatmulTile.chunk``): shorter, zeroing C
+# and the atomic adds would cost more than the K loop they split.
 MIN_K_CHUNK = 256
 # The shortest K chunk of a tail tile's cut blocks (``MatmulTile.tail``): only the last wave's
 # blocks are cut and only their rows of C zeroed, so shorter chunks cost less than they do to a

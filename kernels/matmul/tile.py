@@ -51,7 +51,9 @@ class MatmulTile:
     grid, which the tune weighs as any other).
     ``chunk`` (kgrid tiles): the shortest K chunk, in place of ``chunks.MIN_K_CHUNK``: a grid of
     few blocks and a K of a thousand or two gets a few chunks of MIN_K_CHUNK, too few workgroups
-    for a large GPU; shorter chunks give more (the same WGSL: only the grid's z changes).
+    for a large GPU; shorter chunks give more (the same WGSL: the grid's z changes, and with
+    ``partials`` the scratch and the reduce stage follow it). The WGSL rounds each chunk up to
+    whole K steps, so a ``chunk`` under ``bk * slices`` leaves the last chunks empty.
     ``tail``: the blocks of C that fill whole waves of ``tail`` workgroups each take
     all of K, and only the blocks of the last, partial wave are cut into K chunks (as ``wave``
     cuts them, in chunks of at least ``chunks.TAIL_MIN_K_CHUNK``), so that the launch ends in
