@@ -62,12 +62,12 @@ def tune_under(device: NativeDevice, workload, args, pipelines: dict, env: dict[
                 os.environ[name] = value
 
 
-def idle_pass(device: NativeDevice, pipeline, args, grid, repeats: int, rounds: int) -> float:
-    """Median seconds a launch over ``rounds`` passes of ``repeats``, each after a sync."""
+def idle_pass(device: NativeDevice, pipeline, args, grid, rounds: int) -> float:
+    """Median seconds of ``rounds`` passes of one launch, each after a sync."""
     times = []
     for _ in range(rounds):
         run_inline(device.sync())
-        times.append(seconds_of(device, pipeline, args, grid, repeats))
+        times.append(seconds_of(device, pipeline, args, grid, 1))
     return _median_of_valid(times)
 
 
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 samples = result.stats.samples
                 pipeline, grid = pipelines[index]
-                idle = idle_pass(device, pipeline, args, grid, 1, options.rounds)
+                idle = idle_pass(device, pipeline, args, grid, options.rounds)
                 burst = burst_passes(device, pipeline, args, grid, options.burst)
                 shown = " ".join(f"{s * 1e6:.1f}" for s in samples[: options.shown])
                 more = f" ... ({len(samples)})" if len(samples) > options.shown else ""

@@ -196,7 +196,7 @@ class LoggedDevice(FakeDevice):
 @pytest.mark.parametrize("timing", [Timing.GPU_TIMESTAMP, Timing.WALL_CLOCK])
 def test_timestamps_calibrate_a_candidate_on_an_idle_queue_after_its_launches(timing, monkeypatch):
     # Timestamps around a pass queued behind the warmups read more than the pass (lavapipe's first
-    # readings 1.4-1.8x the next ones), and calibration's last reading is the candidate's first
+    # readings 1.5-1.9x the next ones), and calibration's last reading is the candidate's first
     # sample. A wall-clock pass waits for the queue itself: no wait is added there (nor where no
     # warmup was queued: a wait is a round trip, some 100 ms in a browser on a CPU adapter).
     monkeypatch.setattr(measure, "WARMUP_SECONDS", 1e6)  # every warmup queued, however long the first launch

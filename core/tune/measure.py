@@ -322,7 +322,7 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
         if warmups and device.timing == Timing.GPU_TIMESTAMP:
             # Timestamps around a pass submitted behind the warmups, still queued, read more than the
             # pass, and calibration's last reading is the candidate's first sample, which decides much
-            # of the median of one sampled twice (on lavapipe first readings 1.4-1.8x the next ones,
+            # of the median of one sampled twice (on lavapipe first readings 1.5-1.9x the next ones,
             # bench/tune_samples.py). The first launch and the check were waited for already; a
             # wall-clock pass waits for the queue itself. A wait is a round trip, some 100 ms in a
             # browser on a CPU adapter: none where no warmup was queued.
