@@ -27,7 +27,10 @@ which costs the same for every candidate.
 Printed per key: the fastest candidates by ``batch`` (``--all``: every one) with their figures,
 the winners by ``alone``, ``batch`` and ``pass``, the tuner's pick and its regret against each
 way (its figure over the way's best, minus one), and the rank correlation (Spearman) of each
-way with ``alone`` and ``batch``. The summary has one row per key and the share of keys whose
+way with ``alone`` and ``batch``; where torch has a CUDA GPU, torch's time for the key as a
+plain loop and as a CUDA graph, beside the best candidate's and the pick's ``tsR`` (issue 29's
+short-kernel target: the GPU's time within 1.5x of the graph's). The summary has one row per key
+(``pick/graph``: the pick's ``tsR`` over torch's graph) and the share of keys whose
 pick is within 2% of the best by each way.
 
 Usage::
@@ -58,6 +61,7 @@ from checked_oracle import checked_candidates  # bench/checked_oracle.py
 from held_out import FAMILIES, draw, fresh_seed  # bench/held_out.py
 from regret import fresh_tune, seconds_of  # bench/regret.py
 from run_info import Report, report_to  # bench/run_info.py
+from torch_timing import CUDA  # bench/torch_timing.py
 
 from kernels import Workload, fma_workload, matmul_workload, reduction_workload  # bench/kernels.py
 from wgtune import Config, Measured, run_inline
@@ -263,11 +267,35 @@ def run_key(device: NativeDevice, family: str, shape: tuple[int, ...], options: 
     report.line("  rank correlation with alone / batch: " + ", ".join(
         f"{way} {fmt(correlations.get((way, 'alone')))} / {fmt(correlations.get((way, 'batch')))}"
         for way in WAYS if way not in ("alone", "batch")) + f", alone~batch {fmt(correlations[('alone', 'batch')])}")
+    against_graph = torch_beside(report, workload, inputs, figures["tsR"], pick)
     for buffer in args.buffers:
         buffer.destroy()
     return {"key": f"{family} {workload.label}", "pick": picked, "ok": f"{len(correct)}/{len(pipelines)}",
             "winners": {way: names[index] for way, index in winners.items()}, "regrets": regrets,
+            "vs graph": against_graph,
             "ts~batch": correlations.get(("ts", "batch")), "tuner~batch": correlations.get(("tuner", "batch"))}
+
+
+def torch_beside(report: Report, workload: Workload, inputs: dict, gpu: dict[int, float], pick: int) -> float | None:
+    """torch's time for the key, as a Python loop and as a CUDA graph (the GPU's own time), beside the
+    GPU's time of the best candidate and of the pick (``tsR``: timestamps around a pass of R launches);
+    printed, and the pick's time over the graph's returned (None without torch on a CUDA GPU)."""
+    if not CUDA or workload.torch_figure is None or not gpu:
+        return None
+    what, seconds = workload.torch_figure(inputs)
+    best = min(gpu.values())
+    pick_seconds = gpu.get(pick)
+    graph = f"graph {seconds.graph * 1e6:.2f} us" if seconds.graph else "no graph"
+    line = (f"  torch ({what}): plain {seconds.plain * 1e6:.2f} us, {graph} a launch; "
+            f"by tsR the best {best * 1e6:.2f} us")
+    if seconds.graph:
+        line += f" ({best / seconds.graph:.2f}x the graph)"
+    if pick_seconds is not None:
+        line += f", the pick {pick_seconds * 1e6:.2f} us"
+        if seconds.graph:
+            line += f" ({pick_seconds / seconds.graph:.2f}x)"
+    report.line(line)
+    return pick_seconds / seconds.graph if pick_seconds is not None and seconds.graph else None
 
 
 def print_candidates(report: Report, figures: dict[str, dict[int, float]], names: list[str], pick: int,
@@ -298,11 +326,11 @@ def fmt(value: float | None) -> str:
 def summary(report: Report, rows: list[dict], failed: list[str]) -> None:
     report.line("")
     report.line(f"{'key':26} {'ok/fit':>7} {'tuner pick':32} {'winner by batch':32} "
-                + " ".join(f"{'vs ' + way:>9}" for way in ("ts", *ORACLES)) + "  ts~batch tuner~batch")
+                + " ".join(f"{'vs ' + way:>9}" for way in ("ts", *ORACLES)) + "  ts~batch tuner~batch  pick/graph")
     for row in rows:
         report.line(f"{row['key']:26} {row['ok']:>7} {row['pick']:32} {row['winners'].get('batch', '-'):32} "
                     + " ".join(f"{percent(row['regrets'].get(way, math.inf)):>9}" for way in ("ts", *ORACLES))
-                    + f"  {fmt(row['ts~batch']):>8} {fmt(row['tuner~batch']):>11}")
+                    + f"  {fmt(row['ts~batch']):>8} {fmt(row['tuner~batch']):>11}  {fmt(row.get('vs graph')):>10}")
     for way in ("ts", *ORACLES):
         values = [row["regrets"].get(way, math.inf) for row in rows]
         if values:

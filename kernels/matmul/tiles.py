@@ -300,6 +300,11 @@ MATMUL_GROUPS: dict[str, tuple[Tile, ...]] = {
         *_v4(T(256, 128, 8, 16, 8, pad=4, double=True)),  # 2000x2000x500 89%
         *_v4(T(144, 128, 8, 8, 8, double=True, ahead=2)),  # 1536^3 88% (84% without; 11x12 blocks: one per SM)
         *_copies(T(128, 256, 8, 8, 16, pad=4, double=True)),  # 4690x737x1684 75-79% (flat 74-77%)
+        # The deep group's 128x128 wave tile (its WGSL; a kgrid target of 1024, so a name of its own): large keys
+        # plan no split, and 3802x587x5151 (N and K odd, a long K) ran 1.11x with it: on an H200 with the whole
+        # deep group, which doubled tuning (h200-ab-deep-on-large-compared.txt), on an H100 with this tile alone,
+        # tuning as long, the other 11 large shapes unchanged (h100-ab-wave-on-large-compared.txt).
+        *_flat(T(128, 128, 16, 8, 8, double=True, kgrid=1024, wave=132, partials=True)),
     ),
     # A short K (at most FLAT_MAX_K) and many outputs: no staging, rows x cols sums an invocation
     # (kernels/matmul/flat.py says why: the tiles reached 43-78% of torch on such shapes). Last in
