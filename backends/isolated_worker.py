@@ -66,6 +66,7 @@ class DeviceInfo:
     timing: str
     background_compiles: int
     compile_width: int
+    idle_clocks: bool = False
 
 
 @dataclass(frozen=True)
@@ -282,7 +283,8 @@ def main() -> int:
         return 0
     try:
         device = open_device(spec)
-        info = DeviceInfo(device.identity.as_dict(), device.timing, device.background_compiles, device.compile_width)
+        info = DeviceInfo(device.identity.as_dict(), device.timing, device.background_compiles, device.compile_width,
+                          device.idle_clocks)
     except Exception as error:
         _answer(out, error_answer(error))
         return 1

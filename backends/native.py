@@ -57,6 +57,7 @@ class NativeDevice(WebGPUDevice):
         self.compile_width = wgpu_shim.COMPILE_THREADS
         # A GPU leaves the host's cores free while it measures: the coming candidates compile meanwhile.
         self.background_compiles = 0 if info.get("adapter_type") == "CPU" else 4 * wgpu_shim.COMPILE_THREADS
+        self.idle_clocks = info.get("adapter_type") != "CPU"
         # WebGPU's names: wgpu-native says "subgroup" where the spec (and browsers) say "subgroups".
         self.features = frozenset(FEATURE_NAMES.get(f, f) for f in device.features)
         super().__init__(WgpuShim(device), timestamps=use_timestamps and "timestamp-query" in device.features)

@@ -131,6 +131,7 @@ class RemoteDevice(Device):
         self.clock_grain = home.clock_grain
         self.background_compiles = info.background_compiles
         self.compile_width = info.compile_width
+        self.idle_clocks = info.idle_clocks
 
     @property
     def pid(self) -> int:

@@ -94,6 +94,9 @@ DEFAULT_SAMPLES = 10
 DEFAULT_MIN_SAMPLE = 1e-3
 DEFAULT_BUDGET = 1.0
 DEFAULT_SCREEN_BUDGET = 5.0
+# Seconds to bring an idle GPU's clock up before a tune samples: a cold H100 took 0.4-0.6 s of load
+# (gpu/wake.py), a device's first wake about RAMP_SECONDS, a warm GPU's a millisecond.
+DEFAULT_WAKE = 1.0
 DEFAULT_MAX_SAMPLES = 30
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_TOLERANCE = 0.01
@@ -183,6 +186,9 @@ class Config:
     screened (compiled and launched) but each group's first two (its probes: every kind of
     candidate is still tried once); the first batch always is. What bounds a tune on a slow
     device (a CPU adapter in a browser compiles a large kernel in about a second)."""
+    wake: float = DEFAULT_WAKE
+    """Seconds a tune may spend bringing an idle GPU's clock up before it samples (``gpu/wake.py``);
+    0 samples at whatever clock the GPU is at."""
     max_samples: int = DEFAULT_MAX_SAMPLES
     confidence: float = DEFAULT_CONFIDENCE
     tolerance: float = DEFAULT_TOLERANCE
@@ -213,6 +219,8 @@ class Config:
             raise ConfigError(f"budget must be a finite number of seconds >= 0, got {self.budget}")
         if not (math.isfinite(self.screen_budget) and self.screen_budget >= 0):
             raise ConfigError(f"screen_budget must be a finite number of seconds >= 0, got {self.screen_budget}")
+        if not (math.isfinite(self.wake) and self.wake >= 0):
+            raise ConfigError(f"wake must be a finite number of seconds >= 0, got {self.wake}")
         if self.max_samples < 1:
             raise ConfigError(f"max_samples must be >= 1, got {self.max_samples}")
         if not 0 < self.confidence < 1:
@@ -239,6 +247,7 @@ class Config:
             policy=Policy(policy),
             budget=_number(env, "WGTUNE_BUDGET", DEFAULT_BUDGET, float, 0.0),
             screen_budget=_number(env, "WGTUNE_SCREEN_BUDGET", DEFAULT_SCREEN_BUDGET, float, 0.0),
+            wake=_number(env, "WGTUNE_WAKE", DEFAULT_WAKE, float, 0.0),
             max_samples=_number(env, "WGTUNE_MAX_SAMPLES", DEFAULT_MAX_SAMPLES, int, 1),
             confidence=_number(env, "WGTUNE_CONFIDENCE", DEFAULT_CONFIDENCE, float, 0.5),
             tolerance=_number(env, "WGTUNE_TOLERANCE", DEFAULT_TOLERANCE, float, 0.0),

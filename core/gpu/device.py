@@ -148,6 +148,10 @@ class Device(ABC):
     """How many of the coming candidates the adaptive policy may compile in the background while
     it measures (:meth:`start_compiles`), once the first batch is compiled: none where compiling
     would slow the measuring (a CPU adapter runs kernels on the cores that compile)."""
+    idle_clocks: bool = False
+    """Whether the device lowers its clock when idle and raises it only under load (a GPU; not a
+    CPU adapter, whose clock is the host's): a tune then brings the clock up before it samples
+    (``wake.py``). Off unless the backend knows it is a GPU."""
     compile_width: int = 1
     """How many compiles :meth:`compile_many` overlaps. Where it is 1 a compile costs its full
     time whenever it is made, so the adaptive policy compiles only what it is sure to screen

@@ -1,16 +1,16 @@
 """One tune of one key, from the call to its :class:`~wgtune.tune.outcome.TuneOutcome`.
 
-What a tune does, in order: plan the key's candidates (``plan.py``) and begin compiling the
-first ones where the device compiles in the background, wait for work submitted before it (its
-errors are not the candidates'), learn the clock's grain (``clock.py``), make the benchmark's
-inputs (the call's own buffers, with copies of those a candidate may write; the tune's copies of
-them all where the tuner made them at the miss; or the set's ``input_gen``), set up the output checks
-(``checks.py``, on unless turned off: the WGSL of the candidates the plan may run is reflected
-first, a slice at a time between ``Device.pause``), sample with the configured policy
-(``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``, over the adaptive
-sampling), give the checks' verdicts, and rank what was measured (``ranking.py``). What the
-tune's answer then changes (the tune cache, the store, the record, the events) is the tuner's
-business.
+What a tune does, in order: plan the key's candidates (``plan.py``) and begin compiling the first
+ones where the device compiles in the background, wait for work submitted before it (its errors are
+not the candidates'), bring an idle GPU's clock up (``gpu/wake.py``), learn the clock's grain
+(``clock.py``), make the benchmark's inputs (the call's own buffers, with copies of those a
+candidate may write; the tune's copies of them all where the tuner made them at the miss; or the
+set's ``input_gen``), set up the output checks (``checks.py``, on unless turned off: the WGSL of the
+candidates the plan may run is reflected first, a slice at a time between ``Device.pause``), sample
+with the configured policy (``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``,
+over the adaptive sampling), give the checks' verdicts, and rank what was measured (``ranking.py``).
+What the tune's answer then changes (the tune cache, the store, the record, the events) is the
+tuner's business.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import replace
 from ..config import Policy
 from ..errors import Mismatch, NoValidKernelFound
 from ..gpu.clock import clock_grain
+from ..gpu.wake import wake
 from ..sets.shaders import shader_of
 from ..store.results import Measured, Result
 from .adaptive import sample_adaptively
@@ -56,6 +57,9 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     default = 0 if 0 in plan.planned and 0 not in request.ruled_out else None
     _begin_first_compiles(request, plan, default)
     await device.sync()
+    woke = await wake(device, config.wake)  # while the first compiles run
+    if woke is not None:
+        request.step(f"the GPU's clock brought up: {woke.describe()}")
     floor = sample_floor(await clock_grain(device), config)
     among = None if tunables.search is not None else plan.planned - set(request.ruled_out)
     checking = config.checks and not config.dry_run and bool(tunables.outputs)

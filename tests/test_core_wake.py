@@ -1,0 +1,142 @@
+"""Bringing an idle GPU's clock up before a tune samples (``wgtune.gpu.wake``)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+from fakes import FakeDevice, call, make_set, make_tuner, quiet
+
+from wgtune import Config, ConfigError, run_inline
+from wgtune.gpu import wake as wake_module
+from wgtune.gpu.device import Timing
+from wgtune.gpu.wake import RAMP_SECONDS, STEADY_SECONDS, WARM_WITHIN, clock_is_up, wake
+
+pytestmark = pytest.mark.core
+
+SPIN = wake_module.SPIN_KERNEL.name
+WARM = 50e-6  # seconds a dispatch of the spin kernel at the full clock
+COLD = 5.7 * WARM  # at the idle clock (an H100: 345 against 1980 MHz)
+
+
+class Clock:
+    """The wake's time: it moves only as the fake GPU's passes take theirs (and a little for the host)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(wake_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    return clock
+
+
+def gpu(clock: Clock, per_dispatch, **fields) -> FakeDevice:
+    """A fake GPU whose clock idles, the spin kernel's dispatch taking ``per_dispatch(now)`` seconds."""
+    device = FakeDevice(**fields)
+    device.idle_clocks = True
+
+    device.script(SPIN, duration=lambda _call: per_dispatch(clock.now))
+    profile = device.profile
+
+    async def profiled(pipeline, args, grid, repeats):
+        answer = await profile(pipeline, args, grid, repeats)
+        clock.now += answer.seconds + 1e-5  # the pass, and the host's part
+        return answer
+
+    device.profile = profiled
+    return device
+
+
+def ramping(ramp_at: float):
+    """Cold until ``ramp_at`` seconds of load, then warm."""
+    return lambda now: COLD if now < ramp_at else WARM
+
+
+def test_a_reading_as_fast_as_the_fastest_before_is_up_at_once():
+    assert clock_is_up([(0.001, 1.0e-3)], fastest_before=1.0e-3)
+    assert clock_is_up([(0.001, 1.0e-3 * (1 + WARM_WITHIN / 2))], fastest_before=1.0e-3)
+    assert not clock_is_up([(0.001, 1.2e-3)], fastest_before=1.0e-3)
+
+
+def test_without_a_fastest_before_the_clock_is_up_only_after_the_ramp_and_steady():
+    steady = [(t / 1000, 1e-3) for t in range(1, 1000)]
+    # Steady readings from the start say nothing before RAMP_SECONDS: a cold GPU reads steady too
+    # until its ramp begins.
+    assert not any(clock_is_up(steady[:i], None) for i in range(1, int(RAMP_SECONDS * 1000) - 1))
+    assert clock_is_up([r for r in steady if r[0] <= RAMP_SECONDS + 0.001], None)
+    # A reading that beats the earlier ones within the last STEADY_SECONDS: still rising.
+    falling = [(t / 1000, 1e-3 if t < RAMP_SECONDS * 1000 else 0.5e-3) for t in range(1, 700)]
+    assert not clock_is_up(falling, None)
+    assert clock_is_up(falling + [(0.7 + STEADY_SECONDS + t / 1000, 0.5e-3) for t in range(1, 5)], None)
+    assert not clock_is_up([], None)
+
+
+def test_a_cold_gpu_is_woken_until_its_clock_is_up_and_a_warm_one_costs_one_pass(clock):
+    device = gpu(clock, ramping(0.4))
+    first = run_inline(wake(device, 2.0))
+    readings = [seconds for _, seconds in first.readings]
+    assert readings[0] > 5 * readings[-1]  # it ran until the clock came up
+    assert first.seconds >= RAMP_SECONDS and first.seconds < RAMP_SECONDS + 3 * STEADY_SECONDS
+    assert first.fastest_before is None
+    again = run_inline(wake(device, 2.0))
+    assert len(again.readings) == 1 and again.fastest_before == pytest.approx(readings[-1])
+    assert device.compiles[SPIN] == 1  # compiled once a device
+    assert "the first" in first.describe() and "fastest before" in again.describe()
+
+
+def test_a_gpu_that_went_idle_again_is_woken_to_its_fastest_before(clock):
+    device = gpu(clock, ramping(0.0))
+    run_inline(wake(device, 2.0))
+    cooled_at = clock.now
+    device.script(SPIN, duration=lambda _call: COLD if clock.now < cooled_at + 0.3 else WARM)
+    woke = run_inline(wake(device, 2.0))
+    assert woke.readings[0][1] > 5 * woke.readings[-1][1]
+    assert woke.seconds < RAMP_SECONDS  # it knew the fastest reading, so it stopped on reaching it
+
+
+def test_the_limit_bounds_a_wake_whatever_the_readings(clock):
+    device = gpu(clock, lambda now: COLD / (1 + now))  # rising forever
+    woke = run_inline(wake(device, 0.3))
+    assert 0.3 <= woke.seconds < 0.3 + 0.01
+
+
+@pytest.mark.parametrize("change", ["not idle_clocks", "wall clock", "limit 0"])
+def test_nothing_is_woken_where_there_is_nothing_to_wake(clock, change):
+    device = gpu(clock, ramping(0.4), timing=Timing.WALL_CLOCK if change == "wall clock" else Timing.GPU_TIMESTAMP)
+    device.idle_clocks = change != "not idle_clocks"
+    assert run_inline(wake(device, 0.0 if change == "limit 0" else 2.0)) is None
+    assert device.compiles[SPIN] == 0 and device.profile_count == 0
+
+
+def test_a_tune_wakes_an_idle_gpu_before_it_samples_and_says_so(clock):
+    device = gpu(clock, ramping(0.4))
+    order: list[str] = []
+    device.on_profile = lambda name, repeats: order.append(name)
+    tuner = make_tuner(device, config=quiet(wake=2.0))
+    winner = tuner.execute(make_set("a", "b"), call(device, [1.0]))
+    assert winner.name in ("a", "b")
+    first_candidate = min(order.index(name) for name in ("a", "b"))
+    assert order[:first_candidate] and set(order[:first_candidate]) == {SPIN}
+    assert len(order[:first_candidate]) > 5  # it ran until the clock came up
+
+
+def test_a_tune_with_wake_off_launches_no_spin(clock):
+    device = gpu(clock, ramping(0.4))
+    tuner = make_tuner(device, config=quiet(wake=0.0))
+    tuner.execute(make_set("a", "b"), call(device, [1.0]))
+    assert device.compiles[SPIN] == 0
+
+
+def test_the_wake_setting_is_read_and_checked():
+    assert Config.from_env({"WGTUNE_WAKE": "0.25"}).wake == 0.25
+    assert Config.from_env({}).wake == 1.0
+    with pytest.raises(ConfigError, match="WGTUNE_WAKE"):
+        Config.from_env({"WGTUNE_WAKE": "-1"})
+    with pytest.raises(ConfigError, match="wake"):
+        Config(wake=float("inf"))
