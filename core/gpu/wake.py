@@ -88,8 +88,8 @@ class Wake:
         if not self.readings:
             return f"no reading in {self.seconds:.2f} s"
         first, last = self.readings[0][1], self.readings[-1][1]
-        count = len(self.readings)
-        return (f"{count} pass{'' if count == 1 else 'es'} in {self.seconds:.2f} s, the first {first / last:.2f}x the last"
+        passes = f"{len(self.readings)} pass{'' if len(self.readings) == 1 else 'es'}"
+        return (f"{passes} in {self.seconds:.2f} s, the first {first / last:.2f}x the last"
                 + (f", the last {last / self.fastest_before:.2f}x the device's fastest before"
                    if self.fastest_before else ""))
 
