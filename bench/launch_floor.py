@@ -54,10 +54,13 @@ from run_info import Report, report_to  # bench/run_info.py
 
 from wgtune.backends.native import NativeDevice
 
-try:  # wgtune's recording of pass commands (wgpu-native's C functions), where this wgtune has it
-    from wgtune.backends.native import _pass_commands
-except ImportError:  # pragma: no cover - an older wheel
-    _pass_commands = None
+try:  # wgtune's recording of pass commands (wgpu-native's C functions): the shim's since session 16
+    from wgtune.backends.wgpu_shim import _pass_commands
+except ImportError:  # a wheel from before
+    try:
+        from wgtune.backends.native import _pass_commands
+    except ImportError:
+        _pass_commands = None
 
 WORKGROUP = 64
 HEAD = "@compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) id: vec3<u32>) {"
@@ -97,7 +100,7 @@ class Floor:
         compute.end()
         kind = type(compute)
         if commands == "c" and _pass_commands is None:
-            raise SystemExit("--commands c: this wgtune has no backends.native._pass_commands; use --commands py")
+            raise SystemExit("--commands c: this wgtune has no _pass_commands (wgpu_shim or native); use --commands py")
         self.commands = (_pass_commands(kind) if commands == "c"
                          else (kind.set_pipeline, kind.set_bind_group, kind.dispatch_workgroups))
 
