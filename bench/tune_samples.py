@@ -3,6 +3,9 @@
 On an H200 the tuner's median for the fma on 1 GiB arrays was 2.2x what GPU timestamps read around
 a pass of the same launches taken on an idle queue (``bench/results/h200-short-kernels-fma-session32.txt``:
 1,799 against 818 us), which put the winner at 43% of torch's bandwidth in ``bench/kernels.py``.
+It came from the GPU's idle clock (session 33, ``bench/results/h100-clocks-session33.txt``: the
+tune's first candidates ran at 345 MHz where the clock reaches 1980), which the tune now brings
+up first (``wgtune.gpu.wake``; ``WGTUNE_WAKE=0`` leaves it down, for comparison).
 This asks where that comes from: each key is tuned by a fresh tuner (no cache) under each setting
 named (``WGTUNE_*`` variables, e.g. ``WGTUNE_CHECKS=0``), and each candidate's samples are printed
 in the order taken (us a launch), then its time by timestamps around one pass of one launch after a

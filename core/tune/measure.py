@@ -143,9 +143,10 @@ class Arm:
         """Take ``count`` timed samples, in round ``round_`` of the policy's rounds if given (else
         each a round of its own). Each is resolved before the next is submitted, so that no timed
         pass waits behind the tune's own earlier ones (other work on the GPU, an app's launches in
-        a page, may still run beside it): on an H200 ten passes of the fma on 1 GiB arrays
-        submitted together read 2.2x what the same passes read one at a time
-        (``bench/results/h200-fma-session32.txt`` against ``h200-short-kernels-fma-session32.txt``)."""
+        a page, may still run beside it). Session 32 took this for the cause of the fma on 1 GiB
+        arrays reading 2.2x on an H200; it was the GPU's idle clock (``gpu/wake.py``): on an H100
+        ten passes submitted together read 0.97-0.99x one at a time
+        (``bench/results/h100-fma-wake-ab-session33.txt``)."""
         for _ in range(count):
             handle = await device.profile(self.compiled, args, self.grid, self.repeats)
             seconds = await device.resolve(handle) / self.repeats
