@@ -7,7 +7,8 @@ import types
 import pytest
 from fakes import FakeDevice, call, make_set, make_tuner, quiet
 
-from wgtune import Config, ConfigError, run_inline
+from wgtune import Config, ConfigError, DeviceLost, run_inline
+from wgtune.errors import KernelError
 from wgtune.gpu import wake as wake_module
 from wgtune.gpu.device import Timing
 from wgtune.gpu.wake import RAMP_SECONDS, STEADY_SECONDS, WARM_WITHIN, clock_is_up, wake
@@ -140,3 +141,37 @@ def test_the_wake_setting_is_read_and_checked():
         Config.from_env({"WGTUNE_WAKE": "-1"})
     with pytest.raises(ConfigError, match="wake"):
         Config(wake=float("inf"))
+
+
+def test_a_spin_kernel_the_device_refuses_leaves_the_clock_as_it_is_and_the_tune_goes_on(clock):
+    device = gpu(clock, ramping(0.4))
+    device.script(SPIN, compile_error="no such builtin: fma")
+    woke = run_inline(wake(device, 2.0))
+    assert woke.failed and "no such builtin" in woke.describe() and not woke.readings
+    again = run_inline(wake(device, 2.0))
+    assert again.failed and device.compiles[SPIN] == 1  # not tried again on this device
+    tuner = make_tuner(device, config=quiet(wake=2.0))
+    assert tuner.execute(make_set("a", "b"), call(device, [1.0])).name in ("a", "b")
+
+
+def test_a_launch_of_the_spin_kernel_refused_mid_wake_ends_it(clock):
+    device = gpu(clock, ramping(0.4))
+    run_inline(wake(device, 0.05))  # compiled and calibrated
+    device.script(SPIN, profile_error=KernelError("the launch was refused"))
+    woke = run_inline(wake(device, 2.0))
+    assert woke.failed == "the launch was refused"
+    assert run_inline(wake(device, 2.0)).failed  # and not run again
+
+
+def test_a_device_lost_during_the_wake_is_the_tune_s_failure(clock):
+    device = gpu(clock, ramping(0.4))
+    device.script(SPIN, profile_error=DeviceLost("unknown: the GPU watchdog reset it"))
+    with pytest.raises(DeviceLost):
+        run_inline(wake(device, 2.0))
+
+
+def test_a_dry_run_wakes_nothing(clock):
+    device = gpu(clock, ramping(0.4))
+    tuner = make_tuner(device, config=quiet(wake=2.0, dry_run=True))
+    tuner.execute(make_set("a", "b"), call(device, [1.0]))
+    assert device.compiles[SPIN] == 0

@@ -35,6 +35,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import KernelError
 from ..sets.args import Args
 from ..sets.kernel import Kernel
 from .device import Device, Timing
@@ -78,18 +79,23 @@ SPIN_KERNEL = Kernel("wgtune_wake_spin", _SPIN_WGSL, grid=lambda _args: SPIN_GRI
 
 @dataclass(frozen=True)
 class Wake:
-    """What a wake did: its readings (seconds after its start, seconds a pass) and its time."""
+    """What a wake did: its readings (seconds after its start, seconds a pass) and its time; or, in
+    ``failed``, why the device could not run the spin kernel (the tune goes on at whatever clock)."""
 
     readings: tuple[tuple[float, float], ...]
     seconds: float
     fastest_before: float | None
+    failed: str = ""
 
     def describe(self) -> str:
+        if self.failed:
+            return (f"the GPU's clock not brought up: the spin kernel failed ({self.failed}); "
+                    "sampling at whatever clock the GPU is at")
         if not self.readings:
-            return f"no reading in {self.seconds:.2f} s"
+            return f"the GPU's clock not read: no valid reading in {self.seconds:.2f} s"
         first, last = self.readings[0][1], self.readings[-1][1]
         passes = f"{len(self.readings)} pass{'' if len(self.readings) == 1 else 'es'}"
-        return (f"{passes} in {self.seconds:.2f} s, the first {first / last:.2f}x the last"
+        return (f"the GPU's clock brought up: {passes} in {self.seconds:.2f} s, the first {first / last:.2f}x the last"
                 + (f", the last {last / self.fastest_before:.2f}x the device's fastest before"
                    if self.fastest_before else ""))
 
@@ -116,6 +122,7 @@ class _Spinner:
     args: Args
     repeats: int
     fastest: float | None = None
+    failed: str = ""  # why the device cannot run it: then it is never tried again on this device
 
 
 # Each device object's spin kernel, its repeats a pass, and its fastest reading so far.
@@ -125,17 +132,28 @@ _SPINNERS: weakref.WeakKeyDictionary[Device, _Spinner] = weakref.WeakKeyDictiona
 async def wake(device: Device, limit: float) -> Wake | None:
     """Bring ``device``'s clock up (see the module doc), spending at most ``limit`` seconds; what it
     did, or None where there is nothing to wake (a CPU adapter, no GPU timestamps, a limit of 0).
-    A device that fails raises, as in any launch of the tune."""
+    A spin kernel the device refuses (a KernelError: its compiler, a launch) is a Wake that says
+    so, and the device is not woken again; a device lost raises, as in any launch of the tune."""
     if limit <= 0 or not device.idle_clocks or device.timing != Timing.GPU_TIMESTAMP:
         return None
     started = time.perf_counter()
     spinner = _SPINNERS.get(device)
     if spinner is None:
-        spinner = _SPINNERS[device] = await _spinner(device)
+        try:
+            spinner = _SPINNERS[device] = await _spinner(device)
+        except KernelError as error:
+            spinner = _SPINNERS[device] = _Spinner(None, Args(()), 0, failed=str(error) or type(error).__name__)
+    if spinner.failed:
+        return Wake((), time.perf_counter() - started, spinner.fastest, failed=spinner.failed)
     fastest_before = spinner.fastest
     readings: list[tuple[float, float]] = []
     while time.perf_counter() - started < limit:
-        seconds = await device.resolve(await device.profile(spinner.compiled, spinner.args, SPIN_GRID, spinner.repeats))
+        try:
+            seconds = await device.resolve(await device.profile(spinner.compiled, spinner.args, SPIN_GRID,
+                                                                spinner.repeats))
+        except KernelError as error:
+            spinner.failed = str(error) or type(error).__name__
+            return Wake(tuple(readings), time.perf_counter() - started, fastest_before, failed=spinner.failed)
         if math.isfinite(seconds) and seconds > 0:
             readings.append((time.perf_counter() - started, seconds))
             spinner.fastest = seconds if spinner.fastest is None else min(spinner.fastest, seconds)

@@ -57,9 +57,9 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     default = 0 if 0 in plan.planned and 0 not in request.ruled_out else None
     _begin_first_compiles(request, plan, default)
     await device.sync()
-    woke = await wake(device, config.wake)  # while the first compiles run
+    woke = await wake(device, 0.0 if config.dry_run else config.wake)  # while the first compiles run
     if woke is not None:
-        request.step(f"the GPU's clock brought up: {woke.describe()}")
+        request.step(woke.describe())
     floor = sample_floor(await clock_grain(device), config)
     among = None if tunables.search is not None else plan.planned - set(request.ruled_out)
     checking = config.checks and not config.dry_run and bool(tunables.outputs)
