@@ -44,6 +44,9 @@ class _Candidate:
     """Its launches waited for so far."""
     per_launch: float | None = None
     """Seconds a launch took when its first launches were waited for (round trip included)."""
+    observed: bool = True
+    """Whether its first launch is one the tune's limit learns from (a candidate's); the wake's
+    spin kernel (``wgtune.gpu.wake``) is timed like one but says nothing of the candidates."""
 
 
 @dataclass
@@ -73,12 +76,13 @@ class LaunchLedger:
         """Whether launches of another candidate than ``kernel`` are in hand: wait for them first."""
         return any(pending.candidate is not self._candidates.get(id(kernel)) for pending in self._pending)
 
-    def submit(self, kernel: object, name: str, count: int, now: float) -> int:
+    def submit(self, kernel: object, name: str, count: int, now: float, *, observed: bool = True) -> int:
         """``count`` launches of candidate ``kernel`` (named ``name``) were submitted at ``now``;
-        answers their sequence number (what :meth:`done_until` takes)."""
+        answers their sequence number (what :meth:`done_until` takes). ``observed`` False: its
+        first launch does not teach the tune's limit (the wake's spin kernel)."""
         candidate = self._candidates.get(id(kernel))
         if candidate is None or candidate.name != name:
-            candidate = self._candidates[id(kernel)] = _Candidate(name)
+            candidate = self._candidates[id(kernel)] = _Candidate(name, observed=observed)
         self._sequence += 1
         self._pending.append(_Pending(candidate, count, self._sequence, now))
         return self._sequence
@@ -118,7 +122,7 @@ class LaunchLedger:
             count = sum(pending.count for pending in finished)
             if candidate.per_launch is None and count > 0:
                 candidate.per_launch = max(0.0, now - finished[0].since) / count
-                if candidate.launched == 0 and count == 1:  # a first launch, alone: what the core's limit observes
+                if candidate.launched == 0 and count == 1 and candidate.observed:  # a first launch, alone
                     self.limit.observe(candidate.per_launch)
         for pending in finished:
             pending.candidate.launched += pending.count

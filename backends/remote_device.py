@@ -26,6 +26,7 @@ from typing import Any
 from wgtune import errors
 from wgtune.gpu.comparison import Comparison, element_size
 from wgtune.gpu.device import Device, DeviceLimits
+from wgtune.gpu.wake import SPIN_KERNEL
 from wgtune.runner import run_inline
 from wgtune.sets.args import Args, Grid
 from wgtune.sets.kernel import Kernel
@@ -296,7 +297,8 @@ class RemoteDevice(Device):
         that a runaway is always one candidate's); answers their sequence in the ledger."""
         if self.ledger.other_candidates(kernel):
             run_inline(self.sync())
-        sequence = self.ledger.submit(kernel, kernel.name, count, time.perf_counter())
+        sequence = self.ledger.submit(kernel, kernel.name, count, time.perf_counter(),
+                                      observed=kernel is not SPIN_KERNEL)
         self._post(op, payload)
         return sequence
 

@@ -37,20 +37,31 @@ def clock(monkeypatch) -> Clock:
     return clock
 
 
-def gpu(clock: Clock, per_dispatch, **fields) -> FakeDevice:
-    """A fake GPU whose clock idles, the spin kernel's dispatch taking ``per_dispatch(now)`` seconds."""
+def gpu(clock: Clock, per_dispatch, compile_seconds: float = 0.0, **fields) -> FakeDevice:
+    """A fake GPU whose clock idles, the spin kernel's dispatch taking ``per_dispatch(now)`` seconds
+    and its compile ``compile_seconds``; ``device.order`` logs its profiles and resolves."""
     device = FakeDevice(**fields)
     device.idle_clocks = True
-
+    device.order = []
     device.script(SPIN, duration=lambda _call: per_dispatch(clock.now))
-    profile = device.profile
+    profile, resolve, compile_ = device.profile, device.resolve, device.compile
 
     async def profiled(pipeline, args, grid, repeats):
         answer = await profile(pipeline, args, grid, repeats)
         clock.now += answer.seconds + 1e-5  # the pass, and the host's part
+        device.order.append("profile")
         return answer
 
-    device.profile = profiled
+    async def resolved(handle):
+        device.order.append("resolve")
+        return await resolve(handle)
+
+    async def compiled(kernel):
+        if kernel.name == SPIN:
+            clock.now += compile_seconds
+        return await compile_(kernel)
+
+    device.profile, device.resolve, device.compile = profiled, resolved, compiled
     return device
 
 
@@ -101,10 +112,49 @@ def test_a_gpu_that_went_idle_again_is_woken_to_its_fastest_before(clock):
     assert woke.seconds < RAMP_SECONDS  # it knew the fastest reading, so it stopped on reaching it
 
 
-def test_the_limit_bounds_a_wake_whatever_the_readings(clock):
-    device = gpu(clock, lambda now: COLD / (1 + now))  # rising forever
+def test_the_limit_bounds_a_wake_whatever_the_readings_and_says_it_was_cut_short(clock):
+    device = gpu(clock, lambda now: COLD / (1 + 10 * now))  # rising forever
     woke = run_inline(wake(device, 0.3))
     assert 0.3 <= woke.seconds < 0.3 + 0.01
+    assert woke.cut_short and "still rising" in woke.describe()
+    assert wake_module._SPINNERS[device].fastest is None  # a clock still rising is no figure
+
+
+def test_the_ramp_is_counted_from_the_first_timed_pass_not_from_the_compile(clock):
+    # The spin's compile competes with the tune's first compiles: 0.5 s of it must not count as load.
+    device = gpu(clock, ramping(0.5 + 0.4), compile_seconds=0.5)
+    woke = run_inline(wake(device, 3.0))
+    assert woke.readings[0][1] > 5 * woke.readings[-1][1]  # it waited for the clock to come up
+    assert not woke.cut_short
+
+
+def test_a_warm_gpu_a_little_slower_than_its_figure_is_up_once_steady(clock):
+    device = gpu(clock, ramping(0.0))
+    run_inline(wake(device, 2.0))
+    device.script(SPIN, duration=lambda _call: 1.1 * WARM)  # held 10% lower (heat, power)
+    woke = run_inline(wake(device, 2.0))
+    assert STEADY_SECONDS <= woke.readings[-1][0] < RAMP_SECONDS  # steady near its figure: no full ramp
+    cold = gpu(clock, lambda now: COLD)  # a device far below any figure it had: the full ramp
+    run_inline(wake(cold, 2.0))
+    assert run_inline(wake(cold, 2.0)).readings[-1][0] < 0.01  # its figure is the cold one: one pass
+
+
+def test_a_pass_is_always_queued_behind_the_one_being_read(clock):
+    device = gpu(clock, ramping(0.2))
+    run_inline(wake(device, 2.0))
+    order = device.order[2:]  # after the calibration's profile and resolve
+    assert order[:3] == ["profile", "profile", "resolve"]
+    assert order[-2:] == ["resolve", "resolve"] and order.count("profile") == order.count("resolve")
+
+
+def test_an_unexpected_error_of_the_spin_kernel_leaves_the_clock_as_it_is(clock, monkeypatch):
+    device = gpu(clock, ramping(0.4))
+    monkeypatch.setattr(device, "create_buffer", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no memory")))
+    woke = run_inline(wake(device, 2.0))
+    assert woke.failed == "RuntimeError: no memory"
+    monkeypatch.undo()
+    tuner = make_tuner(device, config=quiet(wake=2.0))
+    assert tuner.execute(make_set("a", "b"), call(device, [1.0])).name in ("a", "b")
 
 
 @pytest.mark.parametrize("change", ["not idle_clocks", "wall clock", "limit 0"])

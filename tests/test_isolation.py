@@ -41,6 +41,8 @@ from wgtune.backends.isolation import WorkerGuard, begin_tuning_process
 from wgtune.backends.local import open_tuner
 from wgtune.backends.native import NativeDevice
 from wgtune.backends.remote_device import RemoteDevice
+from wgtune.gpu import wake as wake_module
+from wgtune.gpu.wake import wake
 from wgtune.tune.pipelines import PipelineCache
 
 HANG_GUARD = 300
@@ -297,6 +299,23 @@ def test_a_launch_the_process_refuses_is_an_error_there_and_the_process_goes_on(
         out = np.frombuffer(run_inline(remote.read_buffer(args.buffer("y"))), dtype=np.float32)
         np.testing.assert_array_equal(out, 2 * np.arange(4096, dtype=np.float32))
         assert remote.broken is None
+    finally:
+        remote.close()
+
+
+def test_the_wake_in_the_tuning_process_leaves_the_tune_s_time_limit_to_the_candidates(device, monkeypatch):
+    # The spin kernel's first launch is timed there like a candidate's; the limit must not learn from it.
+    remote = RemoteDevice(device, OpenSpec(None, None))
+    try:
+        assert remote.idle_clocks == device.idle_clocks  # carried over from the tuning process's device
+        monkeypatch.setattr(wake_module, "SPIN_GRID", (1, 1, 1))
+        monkeypatch.setattr(wake_module, "CALIBRATION_DISPATCHES", 1)  # a first launch alone, as a candidate's
+        remote.idle_clocks = True  # lavapipe's clock is the host's: forced on here
+        remote.begin_tune(None)
+        first = remote.ledger.limit.seconds()
+        woke = run_inline(wake(remote, 1.0))
+        assert woke.readings and not woke.failed
+        assert remote.ledger.limit.seconds() == first
     finally:
         remote.close()
 

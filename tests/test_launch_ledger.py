@@ -81,3 +81,17 @@ def test_a_deadline_adds_the_slack_and_time_to_move_the_bytes():
     assert deadline(3.0) == 3.0 + LAUNCH_SLACK
     assert deadline(0.0, 40_000_000, base=60.0) == pytest.approx(62.0)
     assert deadline(math.inf) == math.inf
+
+
+def test_a_launch_that_is_not_a_candidate_s_teaches_the_limit_nothing():
+    # The wake's spin kernel is timed in the tuning process like a candidate (``gpu/wake.py``): its
+    # first launch of a few ms must not become the relative limit of the set's first candidate.
+    ledger, spin, a = LaunchLedger(), Candidate("wgtune_wake_spin"), Candidate("a")
+    ledger.begin_tune(None)
+    ledger.submit(spin, "wgtune_wake_spin", 1, now=0.0, observed=False)
+    ledger.done(now=0.003)
+    ledger.submit(a, "a", 1, now=1.0)
+    assert ledger.budget() == FIRST_LIMIT  # still the first candidate's limit
+    ledger.done(now=1.5)
+    ledger.submit(a, "a", 1, now=2.0)
+    assert ledger.budget() == pytest.approx(RELATIVE_FACTOR * 0.5)  # learnt from a, not from the spin

@@ -149,9 +149,10 @@ class Device(ABC):
     it measures (:meth:`start_compiles`), once the first batch is compiled: none where compiling
     would slow the measuring (a CPU adapter runs kernels on the cores that compile)."""
     idle_clocks: bool = False
-    """Whether the device lowers its clock when idle and raises it only under load (a GPU; not a
+    """Whether the device may lower its clock when idle and raise it only under load (a GPU; not a
     CPU adapter, whose clock is the host's): a tune then brings the clock up before it samples
-    (``wake.py``). Off unless the backend knows it is a GPU."""
+    (``wake.py``). Off by default; the native backend turns it on for every adapter that does not
+    say it is a CPU."""
     compile_width: int = 1
     """How many compiles :meth:`compile_many` overlaps. Where it is 1 a compile costs its full
     time whenever it is made, so the adaptive policy compiles only what it is sure to screen

@@ -10,37 +10,45 @@ candidate's median read 1.7-2.5x what it read a second later, the second tune 1.
 winner's stored figure kept the slow reading; a clock that rises halfway through also favours
 the candidates sampled after it.
 
-So before a tune samples, a device whose clock idles (:attr:`Device.idle_clocks`: a GPU timed by
-its timestamps, not a CPU adapter, whose clock is the host's) runs a kernel of fixed work (chains
-of dependent multiply-adds: its time follows the shader clock and nothing else), one timed pass
-after another, until the clock is up:
+So before a tune samples, a device whose clock idles (:attr:`Device.idle_clocks`: natively, an
+adapter that is not a CPU, whose clock would be the host's) and that has GPU timestamps runs a
+kernel of fixed work (chains of dependent multiply-adds: its time follows the shader clock and
+nothing else), in timed passes of about ``PASS_SECONDS`` with one always queued behind the one
+being read, so that the GPU stays loaded, until the clock is up:
 
-- a reading within ``WARM_WITHIN`` of the fastest this device object has given: up (on a GPU
-  already warm, a tune pays one pass of about ``PASS_SECONDS``);
-- otherwise, once ``RAMP_SECONDS`` have passed (the ramp begins and ends within them) and no
-  reading of the last ``STEADY_SECONDS`` has beaten the earlier ones by more than ``WARM_WITHIN``:
-  as far up as it will go now (a device's first wake has no fastest reading to go by, so it pays
-  this; a GPU held down by heat or power pays it too);
-- and never past ``limit`` seconds (``Config.wake``), whatever the readings.
+- a reading within ``WARM_WITHIN`` of the device's figure (the median of the steady readings that
+  ended its earlier wakes, the lowest so far): up. A GPU already warm pays one pass and the one
+  queued behind it, a few milliseconds;
+- readings steady for ``STEADY_SECONDS`` (none beats the earlier ones by more than
+  ``WARM_WITHIN``) within ``WARM_ENOUGH`` of the device's figure: up as far as it goes now (a
+  clock held a little lower by heat or power never gets within ``WARM_WITHIN`` again);
+- readings steady once ``RAMP_SECONDS`` of load have passed (the ramp begins and ends within
+  them), counted from the first timed pass, not from the spin kernel's compile: a device's first
+  wake has no figure to go by, so it pays this, and so does a GPU far below its figure;
+- and never past ``limit`` seconds (``Config.wake``) in all, the compile counted: the tune goes on
+  at whatever clock the GPU reached, and the wake says it was cut short.
 
-The tune begins its first compiles before it wakes the GPU (``tuning.py``), so on a host that
-compiles in the background the wake overlaps them.
+The figure is kept per device object: a tuning process pays a first wake of its own. The tune
+begins its first compiles before it wakes the GPU (``tuning.py``), so on a host that compiles in
+the background the wake overlaps them.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import KernelError
+from ..errors import KernelError, WgtuneError
 from ..sets.args import Args
 from ..sets.kernel import Kernel
 from .device import Device, Timing
 
-__all__ = ["PASS_SECONDS", "RAMP_SECONDS", "SPIN_GRID", "SPIN_KERNEL", "STEADY_SECONDS", "WARM_WITHIN", "Wake",
+__all__ = ["PASS_SECONDS", "RAMP_SECONDS", "SPIN_GRID", "SPIN_KERNEL", "STEADY_SECONDS", "WARM_ENOUGH", "WARM_WITHIN",
+           "Wake",
            "clock_is_up", "wake"]
 
 # A reading this close to the fastest one counts as the same clock.
@@ -49,9 +57,15 @@ WARM_WITHIN = 0.05
 RAMP_SECONDS = 0.6
 # Seconds of readings with no new fastest one that say the clock has stopped rising.
 STEADY_SECONDS = 0.15
+# Steady readings this close to the device's figure count as up: a clock held a little lower than
+# it once was (heat, power) never gets within WARM_WITHIN again, and a cold H100 read 1.7x.
+WARM_ENOUGH = 1.3
 # Seconds a timed pass of the spin kernel lasts on a warm GPU, about: long enough for a reading to
 # be exact on any clock's grain, short enough that a warm GPU's wake costs little.
 PASS_SECONDS = 1e-3
+# Dispatches of the pass that sizes the others, and the most a pass has.
+CALIBRATION_DISPATCHES = 8
+MAX_DISPATCHES = 64
 
 # Dependent multiply-adds an invocation chains: on a GPU of 2 GHz, with a latency of 4 cycles,
 # one dispatch lasts about 50 us; at its idle clock several times that.
@@ -79,12 +93,15 @@ SPIN_KERNEL = Kernel("wgtune_wake_spin", _SPIN_WGSL, grid=lambda _args: SPIN_GRI
 
 @dataclass(frozen=True)
 class Wake:
-    """What a wake did: its readings (seconds after its start, seconds a pass) and its time; or, in
-    ``failed``, why the device could not run the spin kernel (the tune goes on at whatever clock)."""
+    """What a wake did: its readings (seconds since its first timed pass was submitted, seconds a
+    pass), its time, and the device's fastest figure before it; ``cut_short`` where its ``limit``
+    ended it first; ``failed``: why the device could not run the spin kernel (the tune then goes
+    on at whatever clock the GPU is at)."""
 
     readings: tuple[tuple[float, float], ...]
     seconds: float
     fastest_before: float | None
+    cut_short: bool = False
     failed: str = ""
 
     def describe(self) -> str:
@@ -94,79 +111,105 @@ class Wake:
         if not self.readings:
             return f"the GPU's clock not read: no valid reading in {self.seconds:.2f} s"
         first, last = self.readings[0][1], self.readings[-1][1]
-        passes = f"{len(self.readings)} pass{'' if len(self.readings) == 1 else 'es'}"
-        return (f"the GPU's clock brought up: {passes} in {self.seconds:.2f} s, the first {first / last:.2f}x the last"
+        passes = f"{len(self.readings)} pass{'' if len(self.readings) == 1 else 'es'} in {self.seconds:.2f} s"
+        what = "still rising when the wake's time ran out" if self.cut_short else "brought up"
+        return (f"the GPU's clock {what}: {passes}, the first {first / last:.2f}x the last"
                 + (f", the last {last / self.fastest_before:.2f}x the device's fastest before"
                    if self.fastest_before else ""))
 
 
 def clock_is_up(readings: Sequence[tuple[float, float]], fastest_before: float | None) -> bool:
-    """Whether ``readings`` ((seconds since the wake began, seconds the pass took), in order) say the
-    clock is up, as the module doc says; ``fastest_before``: the device's fastest reading from
-    earlier wakes, if any."""
+    """Whether ``readings`` ((seconds under load, seconds the pass took), in order) say the clock is
+    up, as the module doc says; ``fastest_before``: the device's figure from earlier wakes, if any."""
     if not readings:
         return False
     elapsed, last = readings[-1]
     if fastest_before is not None and last <= fastest_before * (1 + WARM_WITHIN):
         return True
-    if elapsed < RAMP_SECONDS:
-        return False
     earlier = [seconds for at, seconds in readings if at < elapsed - STEADY_SECONDS]
     recent = [seconds for at, seconds in readings if at >= elapsed - STEADY_SECONDS]
-    return bool(earlier) and min(recent) >= min(earlier) * (1 - WARM_WITHIN)
+    steady = bool(earlier) and min(recent) >= min(earlier) * (1 - WARM_WITHIN)
+    if fastest_before is not None and steady and last <= fastest_before * WARM_ENOUGH:
+        return True  # a clock held a little lower (heat, power) than it once was: as up as it goes
+    return steady and elapsed >= RAMP_SECONDS
 
 
 @dataclass
 class _Spinner:
-    compiled: object
-    args: Args
-    repeats: int
+    """The spin kernel on one device: compiled, its dispatches a pass, the device's figure (the
+    median of the steady readings that ended a wake, the lowest so far); or why it cannot run."""
+
+    compiled: object = None
+    args: Args | None = None
+    repeats: int = 0
     fastest: float | None = None
-    failed: str = ""  # why the device cannot run it: then it is never tried again on this device
+    failed: str = ""  # then it is never tried again on this device
 
 
-# Each device object's spin kernel, its repeats a pass, and its fastest reading so far.
+# Each device object's spin kernel and figure.
 _SPINNERS: weakref.WeakKeyDictionary[Device, _Spinner] = weakref.WeakKeyDictionary()
 
 
 async def wake(device: Device, limit: float) -> Wake | None:
     """Bring ``device``'s clock up (see the module doc), spending at most ``limit`` seconds; what it
-    did, or None where there is nothing to wake (a CPU adapter, no GPU timestamps, a limit of 0).
-    A spin kernel the device refuses (a KernelError: its compiler, a launch) is a Wake that says
-    so, and the device is not woken again; a device lost raises, as in any launch of the tune."""
+    did, or None where there is nothing to wake (no idle clock, no GPU timestamps, a limit of 0).
+    A failure of the spin kernel (its compile, a launch) is a Wake that says so, and the device is
+    not woken again; a device lost, or another of wgtune's errors about the device, raises, as it
+    would in any launch of the tune."""
     if limit <= 0 or not device.idle_clocks or device.timing != Timing.GPU_TIMESTAMP:
         return None
     started = time.perf_counter()
-    spinner = _SPINNERS.get(device)
-    if spinner is None:
-        try:
-            spinner = _SPINNERS[device] = await _spinner(device)
-        except KernelError as error:
-            spinner = _SPINNERS[device] = _Spinner(None, Args(()), 0, failed=str(error) or type(error).__name__)
-    if spinner.failed:
-        return Wake((), time.perf_counter() - started, spinner.fastest, failed=spinner.failed)
+    spinner = _SPINNERS.setdefault(device, _Spinner())
     fastest_before = spinner.fastest
     readings: list[tuple[float, float]] = []
-    while time.perf_counter() - started < limit:
-        try:
-            seconds = await device.resolve(await device.profile(spinner.compiled, spinner.args, SPIN_GRID,
-                                                                spinner.repeats))
-        except KernelError as error:
-            spinner.failed = str(error) or type(error).__name__
-            return Wake(tuple(readings), time.perf_counter() - started, fastest_before, failed=spinner.failed)
+    cut_short = False
+    try:
+        if spinner.args is None and not spinner.failed:
+            await _prepare(device, spinner)
+        if not spinner.failed:
+            readings, cut_short = await _spin(device, spinner, fastest_before, started + limit)
+    except Exception as error:
+        if isinstance(error, WgtuneError) and not isinstance(error, KernelError):
+            raise
+        said = str(error) or type(error).__name__
+        spinner.failed = said if isinstance(error, KernelError) else f"{type(error).__name__}: {said}"
+    if readings and not cut_short:
+        ending = [seconds for at, seconds in readings if at >= readings[-1][0] - STEADY_SECONDS]
+        figure = statistics.median(ending)
+        spinner.fastest = figure if spinner.fastest is None else min(spinner.fastest, figure)
+    return Wake(tuple(readings), time.perf_counter() - started, fastest_before, cut_short, spinner.failed)
+
+
+async def _spin(device: Device, spinner: _Spinner, fastest_before: float | None,
+                deadline: float) -> tuple[list[tuple[float, float]], bool]:
+    """Timed passes of the spin kernel, one always queued behind the one being read so that the GPU
+    stays loaded, until :func:`clock_is_up` or ``deadline``; the readings (their times counted
+    from the first pass's submission: the ramp is the load's) and whether the deadline ended it."""
+    readings: list[tuple[float, float]] = []
+    loaded = time.perf_counter()
+    pending = await device.profile(spinner.compiled, spinner.args, SPIN_GRID, spinner.repeats)
+    while True:
+        ahead = await device.profile(spinner.compiled, spinner.args, SPIN_GRID, spinner.repeats)
+        seconds = await device.resolve(pending)
+        pending = ahead
         if math.isfinite(seconds) and seconds > 0:
-            readings.append((time.perf_counter() - started, seconds))
-            spinner.fastest = seconds if spinner.fastest is None else min(spinner.fastest, seconds)
+            readings.append((time.perf_counter() - loaded, seconds))
             if clock_is_up(readings, fastest_before):
                 break
-    return Wake(tuple(readings), time.perf_counter() - started, fastest_before)
+        if time.perf_counter() >= deadline:
+            await device.resolve(pending)
+            return readings, True
+    await device.resolve(pending)  # the pass queued ahead: nothing of the wake is left on the GPU
+    return readings, False
 
 
-async def _spinner(device: Device) -> _Spinner:
-    """The spin kernel compiled for ``device``, with as many dispatches a pass as make it last about
-    PASS_SECONDS at the clock of now (a cold GPU's passes then last longer, which is the point)."""
-    compiled = await device.compile(SPIN_KERNEL)
+async def _prepare(device: Device, spinner: _Spinner) -> None:
+    """Compile the spin kernel for ``device`` and size its passes: as many dispatches as make one
+    last about PASS_SECONDS at the clock of now, read off a pass of CALIBRATION_DISPATCHES (a cold
+    GPU's passes then last longer, which is the point)."""
+    spinner.compiled = await device.compile(SPIN_KERNEL)
     args = Args((device.create_buffer(size=4),), ())
-    seconds = await device.resolve(await device.profile(compiled, args, SPIN_GRID, 1))
-    repeats = max(1, min(64, round(PASS_SECONDS / seconds))) if math.isfinite(seconds) and seconds > 0 else 1
-    return _Spinner(compiled, args, repeats)
+    seconds = await device.resolve(await device.profile(spinner.compiled, args, SPIN_GRID, CALIBRATION_DISPATCHES))
+    each = seconds / CALIBRATION_DISPATCHES if math.isfinite(seconds) and seconds > 0 else PASS_SECONDS
+    spinner.repeats = max(1, min(MAX_DISPATCHES, round(PASS_SECONDS / each)))
+    spinner.args = args

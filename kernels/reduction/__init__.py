@@ -100,6 +100,7 @@ from .wgsl import (
     row_wgsl,
     split_final_wgsl,
     split_wgsl,
+    subgroup_wgsl,
 )
 
 __all__ = [
@@ -137,6 +138,9 @@ TWO_PASS_MAX_ROWS = 256
 TWO_PASS_MIN_COLS = 8192
 # Packs of at least this many invocations a row are screened first on rows past MULTI_ROW_MAX_COLS.
 WIDE_PACK = 16
+# The subgroup size a ``subgroup`` candidate's grid is sized for (NVIDIA's and Apple's; AMD's 64
+# takes two rounds, Intel's 8-16 leaves subgroups idle): its rows a workgroup are workgroup / this.
+SUBGROUP_GRID = 32
 
 # The row_sum tolerance: |got - want| <= SUM_ATOL + SUM_RTOL * |want|, want from candidate 0.
 # Reordering an f32 sum of n terms changes it by rounding errors that, for data without a
@@ -201,6 +205,12 @@ REDUCTION_VARIANTS: tuple[ReductionVariant, ...] = (
     ReductionVariant("pack", 256, width=4, g=1, combine="none", masked=True),
     ReductionVariant("pack", 256, width=4, g=4, masked=True),
     ReductionVariant("pack", 256, width=4, g=4, combine="shuffle", masked=True),
+    # A subgroup a row (issue 29: rows of a thousand or so, where the best one-pass candidate ran at
+    # 1.4-1.7x torch's CUDA graph on an H100), last so that the others keep their indices.
+    ReductionVariant("subgroup", 256, width=4, combine="sg"),
+    ReductionVariant("subgroup", 256, width=4, unroll=2, combine="sg"),
+    ReductionVariant("subgroup", 128, width=4, unroll=4, combine="sg"),
+    ReductionVariant("subgroup", 256, unroll=4, combine="sg"),
 )
 
 
@@ -232,6 +242,7 @@ GROUPS: dict[str, Group] = {
     "split": Group("two_pass", _two_pass_priority),
     "pack": Group("multi_row", _multi_row_priority),
 }
+GROUPS["subgroup"] = GROUPS["row"]  # a subgroup a row: one pass, beside a workgroup a row
 
 
 def _vec4_priority(key: Key) -> int:
@@ -277,6 +288,13 @@ def reduction_kernel(op: str, variant: ReductionVariant, *, group: Group | None 
             grid=lambda args: wrapped_grid(args.params[0]),
             workgroup_size=size, workgroup_storage=variant.workgroup_storage, priority=priority, group=group,
             features=features, then=tail,
+        )
+    if variant.layout == "subgroup":
+        rows_per_group = max(1, variant.workgroup // SUBGROUP_GRID)
+        return Kernel(
+            variant.name, subgroup_wgsl(spec, variant),
+            grid=lambda args: wrapped_grid(ceil_div(args.params[0], rows_per_group)),
+            workgroup_size=size, workgroup_storage=0, priority=priority, group=group, features=features,
         )
     if variant.layout == "pack":
         rows_per_group = variant.workgroup // variant.g

@@ -43,6 +43,7 @@ __all__ = [
     "row_wgsl",
     "split_final_wgsl",
     "split_wgsl",
+    "subgroup_wgsl",
 ]
 
 # WebGPU guarantees subgroups of at least 4 invocations: the per-subgroup slots a workgroup needs.
@@ -82,7 +83,7 @@ def reduction_op(op: str) -> Op:
 
 # -- variants ----------------------------------------------------------------------------------
 
-LAYOUTS = ("row", "split", "pack")
+LAYOUTS = ("row", "split", "pack", "subgroup")
 COMBINES = ("tree", "sg", "shuffle", "none")
 
 
@@ -90,8 +91,9 @@ COMBINES = ("tree", "sg", "shuffle", "none")
 class ReductionVariant:
     """One candidate's shape.
 
-    ``layout``: ``row`` (a workgroup per row), ``split`` (two passes through scratch) or ``pack``
-    (``g`` invocations per row, ``workgroup / g`` rows per workgroup). ``width`` 1 (f32 loads)
+    ``layout``: ``row`` (a workgroup per row), ``split`` (two passes through scratch), ``pack``
+    (``g`` invocations per row, ``workgroup / g`` rows per workgroup) or ``subgroup`` (a subgroup
+    per row, whatever its size: combine ``sg``, no workgroup memory and no barrier). ``width`` 1 (f32 loads)
     or 4 (vec4 loads: ``masked`` ones serve any ``cols``, plain ones need ``cols % 4 == 0``, see
     :mod:`wgtune.kernels.reduction.masked`); ``unroll`` independent accumulators per invocation; ``combine`` how the
     invocations of a row (or chunk) meet: ``tree`` (workgroup memory), ``sg`` (subgroup
@@ -126,6 +128,9 @@ class ReductionVariant:
             allowed = ("none",) if self.g == 1 else ("tree", "shuffle") if self.g <= MIN_SUBGROUP else ("tree",)
             if self.combine not in allowed:
                 raise bad(f"g = {self.g} combines with {' or '.join(map(repr, allowed))}")
+        elif self.layout == "subgroup":
+            if self.combine != "sg" or self.masked:
+                raise bad("layout 'subgroup' combines with 'sg' and has no masked loads")
         elif self.combine not in ("tree", "sg"):
             raise bad(f"layout {self.layout!r} combines with 'tree' or 'sg'")
         if self.layout == "split":
@@ -147,6 +152,8 @@ class ReductionVariant:
             return f"row_{loads}_wg{self.workgroup}_{self.combine}"
         if self.layout == "split":
             return f"split_{loads}_wg{self.workgroup}_c{self.chunk}_{self.combine}"
+        if self.layout == "subgroup":
+            return f"subgroup_{loads}_wg{self.workgroup}"
         combine = "" if self.combine == "none" else f"_{self.combine}"
         return f"pack_{loads}_g{self.g}_wg{self.workgroup}{combine}"
 
@@ -155,7 +162,7 @@ class ReductionVariant:
         """Bytes of ``var<workgroup>``: one f32 per invocation for a tree, per subgroup for ``sg``."""
         if self.combine == "tree":
             return F32_BYTES * self.workgroup
-        if self.combine == "sg":
+        if self.combine == "sg" and self.layout != "subgroup":
             return F32_BYTES * (self.workgroup // MIN_SUBGROUP)
         return 0
 
@@ -381,4 +388,51 @@ def pack_wgsl(op: Op, v: ReductionVariant) -> str:
         lines.append(_tree(op, "t", v.g))
         lines.append(f"  if (t == 0u && row < p.rows) {{\n    let result = partial[lid];\n    {store}\n  }}\n")
     lines.append("}\n")
+    return "".join(lines)
+
+
+def subgroup_wgsl(op: Op, v: ReductionVariant) -> str:
+    """Layout ``subgroup``: each subgroup reduces a row with subgroup operations alone (no workgroup
+    memory, no barrier), the rows dealt out round by round: the host sizes the grid for subgroups
+    of 32 (``SUBGROUP_GRID``), and subgroups of any other size take more rounds or leave some idle.
+    The rounds are as many for every invocation, so the subgroup operation runs in uniform control
+    flow; a row past the end reads ``x[0]`` (never out of bounds: candidates run without runtime
+    checks) and stores nothing."""
+    element = "f32" if v.width == 1 else "vec4<f32>"
+    count = "p.cols" if v.width == 1 else "(p.cols / 4u)"
+    init = op.zero if op.zero is not None else "x[start]"
+    if v.width == 4 and op.zero is not None:
+        init = f"vec4<f32>({op.zero})"
+    lines = [
+        _header(element, True),
+        "\n",
+        _signature(v.workgroup, True),
+        f"  let per_group = max(1u, {v.workgroup}u / sg_size);\n",
+        "  let total = groups.x * groups.y * per_group;\n",
+        "  let first = group * per_group + lid / max(sg_size, 1u);\n",
+        f"  let count = {count};\n",
+        "  let rounds = (p.rows + total - 1u) / total;\n",
+        "  for (var r = 0u; r < rounds; r++) {\n",
+        "    let row = first + r * total;\n",
+        "    let length = select(0u, count, row < p.rows);\n",
+        "    let start = select(0u, row * count, row < p.rows);\n",
+    ]
+    lines += [f"    var a{u}: {element} = {init};\n" for u in range(v.unroll)]
+    lines.append("    var i = lane;\n")
+    if v.unroll > 1:
+        lines.append(f"    for (; i + {v.unroll - 1}u * sg_size < length; i += {v.unroll}u * sg_size) {{\n")
+        for u in range(v.unroll):
+            index = f"i + {u}u * sg_size" if u else "i"
+            lines.append(f"      a{u} = {_combine(op, f'a{u}', f'x[start + {index}]')};\n")
+        lines.append("    }\n")
+    lines.append(f"    for (; i < length; i += sg_size) {{ a0 = {_combine(op, 'a0', 'x[start + i]')}; }}\n")
+    total = "a0"
+    for u in range(1, v.unroll):
+        total = _combine(op, total, f"a{u}")
+    if v.width == 4:
+        lines.append(f"    let v = {total};\n")
+        total = op.fold4.format(v="v")
+    lines.append(f"    let result = {op.subgroup}({total});\n")
+    lines.append(f"    if (lane == 0u && row < p.rows) {{ out[row] = {_finish(op, 'result')}; }}\n")
+    lines.append("  }\n}\n")
     return "".join(lines)
