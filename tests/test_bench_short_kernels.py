@@ -60,3 +60,24 @@ def test_keys_parse_by_family_and_bad_ones_are_refused():
     for bad in ("matmul:256x256", "fma:0", "row_max:3x3", "row_sum:axb", "fma"):
         with pytest.raises(argparse.ArgumentTypeError, match="--key"):
             short_kernels.parse_key(bad)
+
+
+def test_torch_is_printed_beside_the_best_and_the_picks_gpu_time(monkeypatch, capsys):
+    from torch_timing import TorchSeconds
+
+    class Workload:  # what torch_beside reads of bench/kernels.py's Workload
+        torch_figure = staticmethod(lambda inputs: ("torch.sum(dim=-1)", TorchSeconds(12e-6, 4e-6)))
+
+    report = short_kernels.Report(None)
+    gpu = {0: 6e-6, 1: 5e-6}  # tsR a launch, by candidate
+    monkeypatch.setattr(short_kernels, "CUDA", False)
+    assert short_kernels.torch_beside(report, Workload(), {}, gpu, pick=0) is None  # no torch: nothing
+    assert capsys.readouterr().out == ""
+    monkeypatch.setattr(short_kernels, "CUDA", True)
+    assert short_kernels.torch_beside(report, Workload(), {}, gpu, pick=0) == pytest.approx(1.5)
+    line = capsys.readouterr().out
+    assert "plain 12.00 us, graph 4.00 us a launch" in line
+    assert "the best 5.00 us (1.25x the graph), the pick 6.00 us (1.50x)" in line
+    no_graph = type("NoGraph", (), {"torch_figure": staticmethod(lambda inputs: ("op", TorchSeconds(9e-6, None)))})
+    assert short_kernels.torch_beside(report, no_graph(), {}, gpu, pick=1) is None
+    assert "no graph" in capsys.readouterr().out
