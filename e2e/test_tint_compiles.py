@@ -8,8 +8,6 @@ float atomics, the subgroup matrices) is not Tint's to take, and is counted, not
 
 from __future__ import annotations
 
-from harness import open_page
-
 from wgtune.gpu.wake import SPIN_KERNEL
 from wgtune.kernels.families import FAMILIES
 
