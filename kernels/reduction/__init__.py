@@ -26,6 +26,13 @@ are combined:
 - ``pack_*`` (group ``multi_row``): for many short rows. A workgroup handles ``workgroup / g``
   rows, ``g`` invocations a row: ``g = 1`` sums a row in one invocation; larger ``g`` combine in
   workgroup memory (``tree``) or, for ``g = 4``, with ``subgroupShuffleXor`` (``shuffle``).
+- ``subgroup_*`` (group ``one_pass`` too): a subgroup per row, whatever the device's subgroup
+  size: its invocations stride over the row and combine with ``subgroupAdd`` / ``subgroupMax``
+  alone, no workgroup memory and no barrier. The grid is sized for subgroups of
+  :data:`SUBGROUP_GRID` and the rows dealt out round by round, so subgroups of another size take
+  more rounds or leave some idle (rows of about a thousand: on an H100 they brought row_sum at
+  1-4M elements from 1.42-1.71x torch's CUDA graph to 1.26-1.49x,
+  ``bench/results/h100-short-reductions-subgroup-session33.txt``).
 
 Loads are f32, vec4 (``vec4``: ``x`` bound as ``array<vec4<f32>>``, so ``cols % 4 == 0`` is
 needed, every row then starting on a vec4) or masked vec4 (``vec4m``: any ``cols``; the aligned
