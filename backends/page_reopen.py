@@ -3,8 +3,9 @@ adapter and calls :meth:`~wgtune.backends.page.PageSession.reopen`): :func:`reop
 
 The tunes the loss interrupted end first; then a new tuner over the same store and records, on the
 new device, with every registered key's call made again on it; each interrupted tune starts again
-without the candidate whose first launch was running when the device was lost (ruled out: it would
-lose this device too).
+without the candidate whose launches were running when the device was lost (its first launch, its
+warmups and calibration, or a timed sample of it: ``DeviceLost.during``), ruled out: it would lose
+this device too.
 
 Importable only in Pyodide (it makes the browser device).
 """
@@ -52,7 +53,7 @@ async def reopen_session(session: Any, gpu_device: Any, adapter_info: Any, wait:
             continue
         if lost is not None and lost.candidate is not None:
             session.tuner.rule_out(problem.tunables, problem.key, lost.candidate,
-                                   f"the GPU device was lost during its first launch ({lost.reason})")
+                                   f"the GPU device was lost during {lost.its_launches} ({lost.reason})")
         session.check(set_name, label)
         again.append(f"{set_name} {label}")
     return again

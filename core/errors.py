@@ -165,13 +165,21 @@ class TuneFailed(WgtuneError):
 class DeviceLost(WgtuneError):
     """The GPU device was lost (a driver reset, a browser's GPU watchdog, ``destroy()``): nothing
     more runs on it. ``reason`` is the device's own word on why; ``candidate`` names the candidate
-    whose first launch was running when it was found lost, the likely cause, or is None."""
+    whose launches were running when it was found lost, the likely cause, or is None; ``during``
+    says which of its launches (its first launch, alone: the likeliest; its warmups and
+    calibration; its timed samples)."""
 
-    def __init__(self, reason: str, candidate: str | None = None) -> None:
-        during = "" if candidate is None else f" (during the first launch of {candidate})"
-        super().__init__(f"the GPU device was lost: {reason}{during}")
+    def __init__(self, reason: str, candidate: str | None = None, during: str = "the first launch") -> None:
+        said = "" if candidate is None else f" (during {during} of {candidate})"
+        super().__init__(f"the GPU device was lost: {reason}{said}")
         self.reason = reason
         self.candidate = candidate
+        self.during = during
+
+    @property
+    def its_launches(self) -> str:
+        """Which of the candidate's launches, said of it: what a rule-out after the loss says."""
+        return "its first launch" if self.during == "the first launch" else f"{self.during} of it"
 
 
 class NoValidKernelFound(WgtuneError):

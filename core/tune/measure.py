@@ -148,8 +148,13 @@ class Arm:
         ten passes submitted together read 0.97-0.99x one at a time
         (``bench/results/h100-fma-wake-ab-session33.txt``)."""
         for _ in range(count):
-            handle = await device.profile(self.compiled, args, self.grid, self.repeats)
-            seconds = await device.resolve(handle) / self.repeats
+            try:
+                handle = await device.profile(self.compiled, args, self.grid, self.repeats)
+                seconds = await device.resolve(handle) / self.repeats
+            except DeviceLost as lost:  # its own pass was the one in hand: the likely cause
+                if lost.candidate is not None:
+                    raise
+                raise DeviceLost(lost.reason, candidate=self.name, during="a timed sample") from None
             if math.isfinite(seconds) and seconds > 0:
                 self.samples.append(seconds)
                 self.rounds.append(round_ if round_ is not None else next(_NO_ROUND))
@@ -329,6 +334,10 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
             # browser on a CPU adapter: none where no warmup was queued.
             await device.sync()
         repeats, first = await calibrate(device, compiled, args, grid, bench.floor, first_launch)
+    except DeviceLost as lost:
+        if lost.candidate is not None:  # found in its first launch, which names it already
+            raise
+        raise DeviceLost(lost.reason, candidate=name, during="the warmups and calibration") from None
     except Exception as error:
         return candidate_failure(name, error, "launch")
     arm = Arm(index, name, compiled, grid, repeats)
