@@ -41,8 +41,8 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
     assert parts - {"*"} == {"tail", "staircase", "staircase:*", "k-sweep", "hundreds", "short-k", "narrow", "draw",
-                             "short", "placement", "checks", "dawn", "probe:*", "probe-dawn:*", "sweep:*",
-                             "sweep-ab:*", "stages-ab:*", "ab:*"}
+                             "wake", "reductions", "short", "placement", "checks", "dawn", "probe:*", "probe-dawn:*",
+                             "sweep:*", "sweep-ab:*", "stages-ab:*", "ab:*"}
 
 
 def script_env(tmp_path: Path, **more: str) -> dict[str, str]:
@@ -117,3 +117,18 @@ def test_the_device_script_refuses_a_stdout_that_is_a_parts_own_table(tmp_path):
         subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "short"], env=env, stdout=other,
                        stderr=subprocess.PIPE, text=True, timeout=60)
     assert (out / "short.txt").exists()
+
+
+def test_the_wake_and_reductions_parts_run_what_the_next_gpu_session_needs(tmp_path):
+    env = script_env(tmp_path, FLAGS="", WAKE_IDLE="0")
+    ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "wake", "reductions"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    calls = [line.split(" ", 2)[1:] for line in (tmp_path / "calls").read_text().splitlines()]
+    scripts = [Path(call[0]).name for call in calls]
+    assert scripts == ["wake_probe.py", "tune_samples.py", "tune_samples.py", "first_tune.py", "first_tune.py",
+                       "short_kernels.py"]
+    assert "--setting default" in calls[1][1] and "--setting WGTUNE_WAKE=0" in calls[2][1]
+    assert all("--isolate" in call[1] for call in calls[3:5])
+    assert "--key row_sum:1024x1024" in calls[5][1] and "--key fma:3000000" in calls[5][1]
+    assert {path.name for path in (tmp_path / "out").iterdir()} >= {"wake.txt", "reductions.txt"}

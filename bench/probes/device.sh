@@ -21,6 +21,10 @@
 #   narrow     session 11's narrow kgrid tiles in a tune: bench/shapes.py on their shapes with
 #              this wheel and with .whl/pre-narrow's (8997445^, the set without them), side by side
 #   draw       a fresh held-out draw of 30 matmul shapes (seed printed), the tune against torch
+#   wake       the wake before a tune (core/gpu/wake.py): its readings after the GPU idled, the fma on 1 GiB
+#              arrays' first tune with and without it (fresh processes, 6 s idle before each), and the first
+#              tune's cost through the tuning process with and without it
+#   reductions bench/short_kernels.py --all on REDUCTION_KEYS: every candidate's GPU time beside torch's CUDA graph
 #   short      bench/short_kernels.py on SHORT_KEYS (default: the picks the H100's duels found over 2% more than
 #              once, sessions 18-24): each candidate by the tuner's own figure, the GPU's timestamps, one pass, a
 #              batch and alone, so whether such a miss is the tune's spread or its timing shows
@@ -68,6 +72,9 @@ SWEEP_AB=${SWEEP_AB:-"1984x907x688 2231x2153x197 397x2597x2132 1147x406x1007"}
 # Picks the duels found over 2% on two or more draws: a vec4 flat kernel undervalued against a tile at K of 12-21,
 # one column group of 512 invocations against two of 256, a two-pass 128x16 tile against a float-atomic 64x64.
 SHORT_KEYS=${SHORT_KEYS:-"693x5648x12 1410x2720x21 2861x916x21 6270x1x2178 1260x2x1883 1673x2x2408 1410x46x1361"}
+# Reductions and fma of 1-4M elements and a few beside them, against torch's CUDA graph (issue 29, session 33).
+REDUCTION_KEYS=${REDUCTION_KEYS:-"row_sum:1024x1024 row_sum:4096x1023 row_sum:2048x2048 row_sum:1000x1000
+  row_sum:3000x1000 row_sum:8192x512 row_sum:700x1500 fma:1000000 fma:3000000"}
 # Keys whose candidates' times moved most between sets of copies of their buffers (session 25).
 PLACEMENT_KEYS=${PLACEMENT_KEYS:-"1410x2720x21 752x20x3093 1x811x5126 893x1424x20"}
 # Few-block shapes and their two-pass leaders (sessions 27-28), for stages-ab.
@@ -144,6 +151,17 @@ for part in "$@"; do
         PYTHONPATH=$(wheel_path pre-narrow) python3 "$R"/bench/shapes.py --full --only matmul $(shapes $NARROW)
       done ;;
     draw) python3 "$R"/bench/shapes.py --full --only matmul --draw 30 --shapes 0:0 ;;
+    wake)
+      python3 "$R"/bench/wake_probe.py --idle "${WAKE_IDLE:-6}" --wakes 3
+      for setting in default WGTUNE_WAKE=0; do  # each in a fresh process on a GPU left idle
+        sleep "${WAKE_IDLE:-6}"
+        python3 "$R"/bench/tune_samples.py --key fma:268435456 --setting "$setting"
+      done
+      for wake in 1 0; do
+        echo "-- WGTUNE_WAKE=$wake"
+        WGTUNE_WAKE=$wake python3 "$R"/bench/first_tune.py --full --tunes-only --isolate --rounds 2
+      done ;;
+    reductions) python3 "$R"/bench/short_kernels.py --all --rounds 5 $(for k in $REDUCTION_KEYS; do echo --key "$k"; done) ;;
     short) python3 "$R"/bench/short_kernels.py --all $(for k in $SHORT_KEYS; do echo --key matmul:"$k"; done) ;;
     placement) for copy in all out in; do
         python3 "$R"/bench/placement.py --copy $copy --copies 5 --tunes 2 $(for k in $PLACEMENT_KEYS; do echo --key "$k"; done)
@@ -206,7 +224,7 @@ for part in "$@"; do
       echo "-- with bench/probes/$name.patch, seed $seed${FLAGS:+, $FLAGS}"
       PYTHONPATH=$(wheel_path "$name") timeout "${LIMIT:-0}" python3 "$R"/bench/shapes.py --full --only matmul \
         $given ${FLAGS:-} ;;
-    *) echo "unknown part $part (tail, staircase, staircase:NAME, k-sweep, hundreds, short-k, narrow, draw, short, placement, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, stages-ab:NAME, ab:NAME)"; exit 2 ;;
+    *) echo "unknown part $part (tail, staircase, staircase:NAME, k-sweep, hundreds, short-k, narrow, draw, wake, reductions, short, placement, checks, dawn, probe:NAME, probe-dawn:NAME, sweep:NAME, sweep-ab:NAME, stages-ab:NAME, ab:NAME)"; exit 2 ;;
   esac > "$OUT/${part/:/-}.txt" 2>&1
   case $part in  # the pairs of tables side by side, shape by shape
     narrow | ab:* | dawn) python3 "$R"/bench/ab_tables.py "$OUT/${part/:/-}.txt" > "$OUT/${part/:/-}-compared.txt" 2>&1
