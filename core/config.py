@@ -95,7 +95,8 @@ DEFAULT_MIN_SAMPLE = 1e-3
 DEFAULT_BUDGET = 1.0
 DEFAULT_SCREEN_BUDGET = 5.0
 # Seconds to bring an idle GPU's clock up before a tune samples: a cold H100 took 0.4-0.6 s of load
-# (gpu/wake.py), a device's first wake about RAMP_SECONDS, a warm GPU's a millisecond.
+# (gpu/wake.py), a device's first wake about RAMP_SECONDS, a warm GPU's one pass (3 ms on the H100:
+# bench/results/h100-wake-probe-session33.txt).
 DEFAULT_WAKE = 1.0
 DEFAULT_MAX_SAMPLES = 30
 DEFAULT_CONFIDENCE = 0.95

@@ -176,6 +176,11 @@ class DeviceLost(WgtuneError):
         self.candidate = candidate
         self.during = during
 
+    def naming(self, candidate: str, during: str) -> DeviceLost:
+        """This loss, naming ``candidate``, whose launches (``during``) were in hand when it was
+        found, where it names none yet (an inner step that found it may have named one)."""
+        return self if self.candidate is not None else DeviceLost(self.reason, candidate, during)
+
     @property
     def its_launches(self) -> str:
         """Which of the candidate's launches, said of it: what a rule-out after the loss says."""

@@ -17,6 +17,6 @@ def test_the_spin_kernel_runs_on_the_adapter_present(monkeypatch):
     assert not device.idle_clocks  # a CPU adapter's clock is the host's
     monkeypatch.setattr(wake_module, "SPIN_GRID", (1, 1, 1))
     device.idle_clocks = True
-    woke = run_inline(wake(device, 2.0))
-    assert woke.readings and all(seconds > 0 for _, seconds in woke.readings)
-    assert 0 < woke.seconds < 2.0 + 0.5  # the limit (the compile counted), and at most the pass under way
+    woke = run_inline(wake(device, 30.0))  # a limit no busy machine reaches: readings steady well before
+    assert not woke.failed and woke.readings and all(seconds > 0 for _, seconds in woke.readings)
+    assert run_inline(wake(device, 30.0)).fastest_before is not None  # the device's figure is kept

@@ -48,8 +48,7 @@ from ..sets.kernel import Kernel
 from .device import Device, Timing
 
 __all__ = ["PASS_SECONDS", "RAMP_SECONDS", "SPIN_GRID", "SPIN_KERNEL", "STEADY_SECONDS", "WARM_ENOUGH", "WARM_WITHIN",
-           "Wake",
-           "clock_is_up", "wake"]
+           "Wake", "clock_is_up", "wake"]
 
 # A reading this close to the fastest one counts as the same clock.
 WARM_WITHIN = 0.05
@@ -188,19 +187,16 @@ async def _spin(device: Device, spinner: _Spinner, fastest_before: float | None,
     readings: list[tuple[float, float]] = []
     loaded = time.perf_counter()
     pending = await device.profile(spinner.compiled, spinner.args, SPIN_GRID, spinner.repeats)
-    while True:
+    up = False
+    while not up and time.perf_counter() < deadline:
         ahead = await device.profile(spinner.compiled, spinner.args, SPIN_GRID, spinner.repeats)
         seconds = await device.resolve(pending)
         pending = ahead
         if math.isfinite(seconds) and seconds > 0:
             readings.append((time.perf_counter() - loaded, seconds))
-            if clock_is_up(readings, fastest_before):
-                break
-        if time.perf_counter() >= deadline:
-            await device.resolve(pending)
-            return readings, True
+            up = clock_is_up(readings, fastest_before)
     await device.resolve(pending)  # the pass queued ahead: nothing of the wake is left on the GPU
-    return readings, False
+    return readings, not up
 
 
 async def _prepare(device: Device, spinner: _Spinner) -> None:

@@ -152,9 +152,7 @@ class Arm:
                 handle = await device.profile(self.compiled, args, self.grid, self.repeats)
                 seconds = await device.resolve(handle) / self.repeats
             except DeviceLost as lost:  # its own pass was the one in hand: the likely cause
-                if lost.candidate is not None:
-                    raise
-                raise DeviceLost(lost.reason, candidate=self.name, during="a timed sample") from None
+                raise lost.naming(self.name, "a timed sample") from None
             if math.isfinite(seconds) and seconds > 0:
                 self.samples.append(seconds)
                 self.rounds.append(round_ if round_ is not None else next(_NO_ROUND))
@@ -262,7 +260,7 @@ async def _timed_launch(bench: Bench, kernel: Kernel, compiled: Any, grid: Grid,
         bench.device.dispatch(compiled, args if args is not None else bench.args, grid)
         await bench.device.sync()
     except DeviceLost as lost:  # while this candidate ran alone: the likely cause
-        raise DeviceLost(lost.reason, candidate=kernel.name) from None
+        raise lost.naming(kernel.name, "the first launch") from None
     return time.perf_counter() - started
 
 
@@ -334,10 +332,8 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
             # browser on a CPU adapter: none where no warmup was queued.
             await device.sync()
         repeats, first = await calibrate(device, compiled, args, grid, bench.floor, first_launch)
-    except DeviceLost as lost:
-        if lost.candidate is not None:  # found in its first launch, which names it already
-            raise
-        raise DeviceLost(lost.reason, candidate=name, during="the warmups and calibration") from None
+    except DeviceLost as lost:  # its first launch names it already; its warmups and calibration here
+        raise lost.naming(name, "the warmups and calibration") from None
     except Exception as error:
         return candidate_failure(name, error, "launch")
     arm = Arm(index, name, compiled, grid, repeats)

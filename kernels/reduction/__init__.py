@@ -244,12 +244,13 @@ def _two_pass_priority(key: Key) -> int:
     return FIRST if rows <= TWO_PASS_MAX_ROWS and cols >= TWO_PASS_MIN_COLS else 0
 
 
+ONE_PASS = Group("one_pass", ONE_PASS_PRIORITY)
 GROUPS: dict[str, Group] = {
-    "row": Group("one_pass", ONE_PASS_PRIORITY),
+    "row": ONE_PASS,
+    "subgroup": ONE_PASS,  # a subgroup a row, beside a workgroup a row
     "split": Group("two_pass", _two_pass_priority),
     "pack": Group("multi_row", _multi_row_priority),
 }
-GROUPS["subgroup"] = GROUPS["row"]  # a subgroup a row: one pass, beside a workgroup a row
 
 
 def _vec4_priority(key: Key) -> int:

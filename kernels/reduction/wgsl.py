@@ -204,23 +204,31 @@ def _combine(op: Op, a: str, b: str) -> str:
     return op.combine.format(a=a, b=b)
 
 
-def _strided_fold(op: Op, unroll: int, stride: int, bound: str, take: Callable[[str], str], lines: list[str]) -> str:
+def _strides(count: int, stride: int | str) -> str:
+    """``count`` strides in WGSL: a constant where ``stride`` is a number, else a product with the
+    run-time value ``stride`` names (a subgroup's size)."""
+    return f"{count * stride}u" if isinstance(stride, int) else stride if count == 1 else f"{count}u * {stride}"
+
+
+def _strided_fold(op: Op, unroll: int, stride: int | str, bound: str, take: Callable[[str], str],
+                  lines: list[str]) -> str:
     """Append to ``lines`` the loop that folds ``take(i)``, ``take(i + stride)``, ... below
     ``bound`` into the accumulators ``a0`` .. ``a{unroll-1}`` (``unroll`` independent loads a step,
-    then one at a time), from the ``i`` already declared; answer the accumulators' fold."""
+    then one at a time), from the ``i`` already declared; answer the accumulators' fold. ``stride``
+    is a number of elements, or the WGSL name of one known at run time."""
     if unroll > 1:
-        lines.append(f"  for (; i + {(unroll - 1) * stride}u < {bound}; i += {unroll * stride}u) {{\n")
+        lines.append(f"  for (; i + {_strides(unroll - 1, stride)} < {bound}; i += {_strides(unroll, stride)}) {{\n")
         for u in range(unroll):
-            lines.append(f"    a{u} = {_combine(op, f'a{u}', take(f'i + {u * stride}u' if u else 'i'))};\n")
+            lines.append(f"    a{u} = {_combine(op, f'a{u}', take(f'i + {_strides(u, stride)}' if u else 'i'))};\n")
         lines.append("  }\n")
-    lines.append(f"  for (; i < {bound}; i += {stride}u) {{ a0 = {_combine(op, 'a0', take('i'))}; }}\n")
+    lines.append(f"  for (; i < {bound}; i += {_strides(1, stride)}) {{ a0 = {_combine(op, 'a0', take('i'))}; }}\n")
     total = "a0"
     for u in range(1, unroll):
         total = _combine(op, total, f"a{u}")
     return total
 
 
-def _accumulate(op: Op, width: int, unroll: int, start: str, count: str, thread: str, stride: int,
+def _accumulate(op: Op, width: int, unroll: int, start: str, count: str, thread: str, stride: int | str,
                 source: str = "x") -> str:
     """Code leaving in ``acc`` (f32) this invocation's part: elements ``start + thread + k * stride``
     below ``start + count`` of ``source``, ``unroll`` loads a step. Elements are in units of the
@@ -400,39 +408,21 @@ def subgroup_wgsl(op: Op, v: ReductionVariant) -> str:
     checks) and stores nothing."""
     element = "f32" if v.width == 1 else "vec4<f32>"
     count = "p.cols" if v.width == 1 else "(p.cols / 4u)"
-    init = op.zero if op.zero is not None else "x[start]"
-    if v.width == 4 and op.zero is not None:
-        init = f"vec4<f32>({op.zero})"
-    lines = [
-        _header(element, True),
-        "\n",
-        _signature(v.workgroup, True),
-        f"  let per_group = max(1u, {v.workgroup}u / sg_size);\n",
-        "  let total = groups.x * groups.y * per_group;\n",
-        "  let first = group * per_group + lid / max(sg_size, 1u);\n",
-        f"  let count = {count};\n",
-        "  let rounds = (p.rows + total - 1u) / total;\n",
-        "  for (var r = 0u; r < rounds; r++) {\n",
-        "    let row = first + r * total;\n",
-        "    let length = select(0u, count, row < p.rows);\n",
-        "    let start = select(0u, row * count, row < p.rows);\n",
-    ]
-    lines += [f"    var a{u}: {element} = {init};\n" for u in range(v.unroll)]
-    lines.append("    var i = lane;\n")
-    if v.unroll > 1:
-        lines.append(f"    for (; i + {v.unroll - 1}u * sg_size < length; i += {v.unroll}u * sg_size) {{\n")
-        for u in range(v.unroll):
-            index = f"i + {u}u * sg_size" if u else "i"
-            lines.append(f"      a{u} = {_combine(op, f'a{u}', f'x[start + {index}]')};\n")
-        lines.append("    }\n")
-    lines.append(f"    for (; i < length; i += sg_size) {{ a0 = {_combine(op, 'a0', 'x[start + i]')}; }}\n")
-    total = "a0"
-    for u in range(1, v.unroll):
-        total = _combine(op, total, f"a{u}")
-    if v.width == 4:
-        lines.append(f"    let v = {total};\n")
-        total = op.fold4.format(v="v")
-    lines.append(f"    let result = {op.subgroup}({total});\n")
-    lines.append(f"    if (lane == 0u && row < p.rows) {{ out[row] = {_finish(op, 'result')}; }}\n")
-    lines.append("  }\n}\n")
-    return "".join(lines)
+    return (
+        _header(element, True)
+        + "\n"
+        + _signature(v.workgroup, True)
+        + f"  let per_group = max(1u, {v.workgroup}u / sg_size);\n"  # a subgroup wider than the workgroup: one
+        "  let total = groups.x * groups.y * per_group;\n"
+        "  let first = group * per_group + lid / sg_size;\n"
+        f"  let count = {count};\n"
+        "  let rounds = (p.rows + total - 1u) / total;\n"
+        "  for (var r = 0u; r < rounds; r++) {\n"
+        "  let row = first + r * total;\n"
+        "  let length = select(0u, count, row < p.rows);\n"
+        "  let start = select(0u, row * count, row < p.rows);\n"
+        + _accumulate(op, v.width, v.unroll, "start", "length", "lane", "sg_size")
+        + f"  let result = {op.subgroup}(acc);\n"
+        f"  if (lane == 0u && row < p.rows) {{ out[row] = {_finish(op, 'result')}; }}\n"
+        "  }\n}\n"
+    )
