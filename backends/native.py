@@ -16,7 +16,6 @@ import wgpu
 
 from wgtune.gpu.device import DeviceIdentity
 
-from . import wgpu_shim
 from .native_adapters import adapter_at, device_identity, device_limits, indexed_adapters
 from .webgpu import WebGPUDevice
 from .wgpu_shim import WgpuShim
@@ -54,13 +53,16 @@ class NativeDevice(WebGPUDevice):
         self.identity = self.identity_of(info)
         self.adapter_info = info
         self.limits = device_limits(dict(device.limits))
-        self.compile_width = wgpu_shim.COMPILE_THREADS
-        # A GPU leaves the host's cores free while it measures: the coming candidates compile meanwhile.
-        self.background_compiles = 0 if info.get("adapter_type") == "CPU" else 4 * wgpu_shim.COMPILE_THREADS
+        shim = WgpuShim(device)
+        self.compile_width = shim.compile_threads
+        # A GPU leaves the host's cores free while it measures: the coming candidates compile meanwhile
+        # (on the shim's threads: none where it has one, the calling thread).
+        on_threads = info.get("adapter_type") != "CPU" and shim.compile_threads > 1
+        self.background_compiles = 4 * shim.compile_threads if on_threads else 0
         self.idle_clocks = info.get("adapter_type") != "CPU"
         # WebGPU's names: wgpu-native says "subgroup" where the spec (and browsers) say "subgroups".
         self.features = frozenset(FEATURE_NAMES.get(f, f) for f in device.features)
-        super().__init__(WgpuShim(device), timestamps=use_timestamps and "timestamp-query" in device.features)
+        super().__init__(shim, timestamps=use_timestamps and "timestamp-query" in device.features)
 
     @classmethod
     def open(

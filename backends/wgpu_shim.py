@@ -4,7 +4,8 @@ The WebGPU calls the device makes (buffers, compiles, bind groups, passes, submi
 scopes), each on a wgpu-py ``GPUDevice``. wgpu-py raises errors at the call: each becomes a
 :class:`~wgtune.errors.KernelError` with the driver's message (:func:`_clean`). None of the shim's
 coroutines ever suspends: the core drives them inline. Pipelines are compiled on up to
-:data:`COMPILE_THREADS` threads at once (``compile_modules``, ``start_compiles``).
+:data:`COMPILE_THREADS` threads at once (``compile_modules``, ``start_compiles``) on wgpu-native,
+on the calling thread alone on any other implementation (:attr:`WgpuShim.compile_threads`).
 
 Seen with wgpu-py 0.32: ``queue.on_submitted_work_done_*`` raise a cffi TypeError, so the shim
 waits for submitted work by reading a small buffer back, which waits for all prior work.
@@ -79,6 +80,15 @@ class WgpuShim:
         self._layouts_lock = threading.Lock()
         # Read back to wait for the queue (see the module's docstring).
         self._sync_buffer = device.create_buffer(size=16, usage=self.STORAGE | self.COPY_SRC | self.COPY_DST)
+
+    @property
+    def compile_threads(self) -> int:
+        """Threads that compile at once: :data:`COMPILE_THREADS` on wgpu-native, which captures each
+        call's errors on the thread that made it; 1 (the calling thread) elsewhere. wgpudawn keeps
+        errors in one process-wide list that the next call to look raises, on whichever thread, and
+        Dawn's objects are not thread-safe: one compile's error failed another's, or the tune's wait
+        for the queue."""
+        return COMPILE_THREADS if self.wgpu_native else 1
 
     # -- buffers ----------------------------------------------------------------------------
 
@@ -164,7 +174,7 @@ class WgpuShim:
         """Compiled from worker threads: the driver's compiler is most of a pipeline's cost and runs
         outside the GIL, so they overlap (51 matmul pipelines on an H200: 7.4 s one by one, 0.86 s
         from 16 threads). wgpu-py captures each call's errors per thread."""
-        if len(kernels) < 2:
+        if len(kernels) < 2 or self.compile_threads == 1:
             return [await as_value(self.compile_module(kernel)) for kernel in kernels]
         pool = self._pool()
         futures = [self._take_started(kernel) or pool.submit(self._compile_on_worker, kernel) for kernel in kernels]
@@ -173,7 +183,10 @@ class WgpuShim:
     def start_compiles(self, kernels: Sequence[Kernel]) -> None:
         """Begin compiling on the worker threads and return: the GPU goes on measuring the
         candidates before them meanwhile. :meth:`compile_module` and :meth:`compile_modules`
-        take a begun compile's answer, waiting for it if it is not done."""
+        take a begun compile's answer, waiting for it if it is not done. Nothing where compiles stay
+        on the calling thread (:attr:`compile_threads` 1): they are made when taken."""
+        if self.compile_threads == 1:
+            return
         pool = self._pool()
         for kernel in kernels:
             if id(kernel) not in self._started:
@@ -196,7 +209,7 @@ class WgpuShim:
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._compilers is None:
-            self._compilers = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="wgtune-compile")
+            self._compilers = ThreadPoolExecutor(self.compile_threads, thread_name_prefix="wgtune-compile")
         return self._compilers
 
     def bind_group_layout(self, pipeline: Any, index: int) -> Any:
