@@ -196,7 +196,8 @@ def test_default_outputs_catch_a_wrong_candidate_with_buffers_given_by_name():
     named = {"x": device.buffer([1.0, 2.0]), "y": device.buffer([0.0, 0.0]), "weight": device.buffer([1.0, 1.0]),
              "bias": device.buffer([0.0, 0.0])}
     # The fake device's wrong candidate corrupts the last buffer: bias here, untouched by the checks.
-    kernels = [Kernel(name, LAYER, grid) for name in ("right", "wrong", "right too")]
+    # Each its own WGSL: the fake device scripts them by name, where one code would be twins (``twins.py``).
+    kernels = [Kernel(name, f"// {name}\n{LAYER}", grid) for name in ("right", "wrong", "right too")]
     tunables = TunableSet("layer", kernels, key=lambda args: {"n": args.params[0]})
     tuner = make_tuner(device, config=quiet(checks=True))
     tuner.execute(tunables, Args(named, (2, 2.0)))

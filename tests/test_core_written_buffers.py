@@ -62,7 +62,7 @@ def test_a_checked_tune_reflects_the_candidates_it_may_run_a_slice_at_a_time(mon
     monkeypatch.setattr(tuning, "REFLECT_SLICE", 0.0)  # a pause after every candidate
     device = PausingDevice()
     skipped = kernel("skipped", wgsl=wgsl("read_write"), priority=-1)  # never run for any key
-    tunables = make_set(kernel("a", wgsl=wgsl("read")), kernel("b", wgsl=wgsl("read")), skipped)
+    tunables = make_set(kernel("a", wgsl=wgsl("read")), kernel("b", wgsl="// b\n" + wgsl("read")), skipped)
     make_tuner(device, config=quiet(checks=True)).execute(tunables, call(device, [1.0], [0.0]))
     assert device.pauses == 2
     reflected = {kernel.name for kernel in shaders._SHADERS}

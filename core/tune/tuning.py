@@ -1,16 +1,16 @@
 """One tune of one key, from the call to its :class:`~wgtune.tune.outcome.TuneOutcome`.
 
-What a tune does, in order: plan the key's candidates (``plan.py``) and begin compiling the first
-ones where the device compiles in the background, wait for work submitted before it (its errors are
-not the candidates'), bring an idle GPU's clock up (``gpu/wake.py``), learn the clock's grain
-(``clock.py``), make the benchmark's inputs (the call's own buffers, with copies of those a
-candidate may write; the tune's copies of them all where the tuner made them at the miss; or the
-set's ``input_gen``), set up the output checks (``checks.py``, on unless turned off: the WGSL of the
-candidates the plan may run is reflected first, a slice at a time between ``Device.pause``), sample
-with the configured policy (``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``,
-over the adaptive sampling), give the checks' verdicts, and rank what was measured (``ranking.py``).
-What the tune's answer then changes (the tune cache, the store, the record, the events) is the
-tuner's business.
+What a tune does, in order: plan the key's candidates (``plan.py``), set aside those that launch
+exactly as one screened before them (``twins.py``), begin compiling the first ones where the device
+compiles in the background, wait for work submitted before it (its errors are not the candidates'),
+bring an idle GPU's clock up (``gpu/wake.py``), learn the clock's grain (``clock.py``), make the
+benchmark's inputs (the call's own buffers, with copies of those a candidate may write; the tune's
+copies of them all where the tuner made them at the miss; or the set's ``input_gen``), set up the
+output checks (``checks.py``, on unless turned off: the WGSL of the candidates the plan may run is
+reflected first, a slice at a time between ``Device.pause``), sample with the configured policy
+(``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``, over the adaptive sampling),
+give the checks' verdicts, and rank what was measured (``ranking.py``). What the tune's answer then
+changes (the tune cache, the store, the record, the events) is the tuner's business.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from .request import TuneRequest
 from .sampling import Sampled, SamplingPolicy, short_circuit_limit
 from .search_driver import search_adaptively
 from .time_limit import TimeLimit
+from .twins import twins
 
 __all__ = ["POLICIES", "measure_key"]
 
@@ -55,6 +56,9 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     plan = Plan(tunables.candidates, key)
     # The set's default (its first candidate) is screened first where the plan has it: it sets the bar.
     default = 0 if 0 in plan.planned and 0 not in request.ruled_out else None
+    if tunables.search is None:  # a search proposes candidates by their place in its space: each stays
+        order = ([] if default is None else [default]) + [i for i in plan.screening_order() if i != default]
+        plan.set_aside(twins(tunables.candidates, [i for i in order if i not in request.ruled_out], request.args))
     _begin_first_compiles(request, plan, default)
     await device.sync()
     woke = await wake(device, 0.0 if config.dry_run else config.wake)  # while the first compiles run
