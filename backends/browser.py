@@ -368,6 +368,9 @@ class BrowserDevice(WebGPUDevice):
         self.limits = limits_of(gpu_device)
         self.features = frozenset(str(name) for name in gpu_device.features)
         self.clock_grain = max(float(clock_grain), 1e-6)
+        # A GPU's clock idles; a fallback adapter (Chrome's SwiftShader) runs on the host's cores. A
+        # browser tells no more (an adapter's type is one of Chrome's developer features).
+        self.idle_clocks = not self.adapter_info.get("isFallbackAdapter", False)
         timestamps = bool(use_timestamps and gpu_device.features.has("timestamp-query"))
         super().__init__(BrowserShim(gpu_device), timestamps=timestamps)
 

@@ -20,7 +20,7 @@ __all__ = ["PAGE_SETTINGS", "page_config", "settle_timeout"]
 # touches files or logs.
 PAGE_SETTINGS = (
     "policy", "budget", "screen_budget", "max_samples", "tolerance", "confidence", "warmups", "samples", "min_sample",
-    "time_limit", "checks",
+    "time_limit", "checks", "wake",
 )
 
 

@@ -11,7 +11,15 @@ from wgtune import Config, ConfigError, DeviceLost, run_inline
 from wgtune.errors import KernelError
 from wgtune.gpu import wake as wake_module
 from wgtune.gpu.device import Timing
-from wgtune.gpu.wake import RAMP_SECONDS, STEADY_SECONDS, WARM_WITHIN, clock_is_up, wake
+from wgtune.gpu.wake import (
+    CALIBRATION_DISPATCHES,
+    PASS_GRAINS,
+    RAMP_SECONDS,
+    STEADY_SECONDS,
+    WARM_WITHIN,
+    clock_is_up,
+    wake,
+)
 
 pytestmark = pytest.mark.core
 
@@ -145,6 +153,25 @@ def test_a_pass_is_always_queued_behind_the_one_being_read(clock):
     order = device.order[2:]  # after the calibration's profile and resolve
     assert order[:3] == ["profile", "profile", "resolve"]
     assert order[-2:] == ["resolve", "resolve"] and order.count("profile") == order.count("resolve")
+
+
+def test_on_a_coarse_clock_a_pass_lasts_pass_grains_of_it(clock):
+    # Chrome's timestamps on a GPU step by about 100 us: a 1 ms pass would read off by 10%.
+    device = gpu(clock, ramping(0.0), clock_quantum=100e-6, empty_pass=5e-6)
+    repeats = []
+    profile = device.profile
+
+    async def counted(pipeline, args, grid, count):
+        repeats.append(count)
+        return await profile(pipeline, args, grid, count)
+
+    device.profile = counted
+    woke = run_inline(wake(device, 5.0))
+    assert not woke.failed and not woke.cut_short
+    assert repeats[:2] == [CALIBRATION_DISPATCHES, 4 * CALIBRATION_DISPATCHES]  # the first read under 10 grains
+    assert min(seconds for _, seconds in woke.readings) >= 0.9 * PASS_GRAINS * 100e-6
+    fine = gpu(clock, ramping(0.0))  # a clock of nanoseconds: passes of PASS_SECONDS
+    assert max(seconds for _, seconds in run_inline(wake(fine, 5.0)).readings) < 2 * wake_module.PASS_SECONDS
 
 
 def test_an_unexpected_error_of_the_spin_kernel_leaves_the_clock_as_it_is(clock, monkeypatch):

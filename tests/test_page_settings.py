@@ -14,6 +14,12 @@ pytestmark = pytest.mark.core
 def test_a_pages_settings_are_read_as_the_variables_are():
     config = page_config({"policy": "fixed", "budget": "0.5", "max_samples": 20})
     assert config.policy is Policy.FIXED and config.budget == 0.5 and config.max_samples == 20
+    assert page_config({"wake": "0"}).wake == 0.0 and page_config({}).wake == 1.0  # ?wake=0: no wake
+
+
+def test_a_wake_that_is_no_number_of_seconds_is_named_as_the_page_setting():
+    with pytest.raises(ConfigError, match="the page setting wake="):
+        page_config({"wake": "-1"})
 
 
 @pytest.mark.parametrize(("settings", "problem"), [

@@ -80,6 +80,11 @@ export interface TuneSettings {
    * never wins. 0 (or false) turns them off: then a fast wrong candidate can win.
    */
   checks?: 0 | 1 | boolean;
+  /**
+   * Seconds a tune may spend bringing an idle GPU's clock up before it samples (default 1; 0: sample
+   * at whatever clock it is at). Not on a fallback adapter (SwiftShader), whose clock is the host's.
+   */
+  wake?: number;
 }
 export interface LoadOptions {
   /** The GPUDevice to tune on (default: wgtune opens the high-performance adapter's). */

@@ -152,7 +152,7 @@ class Device(ABC):
     """Whether the device may lower its clock when idle and raise it only under load (a GPU; not a
     CPU adapter, whose clock is the host's): a tune then brings the clock up before it samples
     (``wake.py``). Off by default; the native backend turns it on for every adapter that does not
-    say it is a CPU."""
+    say it is a CPU, the browser's for every adapter that is not a fallback adapter (SwiftShader)."""
     compile_width: int = 1
     """How many compiles :meth:`compile_many` overlaps. Where it is 1 a compile costs its full
     time whenever it is made, so the adaptive policy compiles only what it is sure to screen

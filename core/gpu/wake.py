@@ -13,8 +13,9 @@ the candidates sampled after it.
 So before a tune samples, a device whose clock idles (:attr:`Device.idle_clocks`: natively, an
 adapter that is not a CPU, whose clock would be the host's) and that has GPU timestamps runs a
 kernel of fixed work (chains of dependent multiply-adds: its time follows the shader clock and
-nothing else), in timed passes of about ``PASS_SECONDS`` with one always queued behind the one
-being read, so that the GPU stays loaded, until the clock is up:
+nothing else), in timed passes of about ``PASS_SECONDS`` (or ``PASS_GRAINS`` of a coarse clock's
+grain, ``clock.py``) with one always queued behind the one being read, so that the GPU stays loaded,
+until the clock is up:
 
 - a reading within ``WARM_WITHIN`` of the device's figure (the median of the steady readings that
   ended its earlier wakes, the lowest so far): up. A GPU already warm pays one pass and the one
@@ -45,10 +46,11 @@ from dataclasses import dataclass
 from ..errors import KernelError, WgtuneError
 from ..sets.args import Args
 from ..sets.kernel import Kernel
+from .clock import clock_grain
 from .device import Device, Timing
 
-__all__ = ["PASS_SECONDS", "RAMP_SECONDS", "SPIN_GRID", "SPIN_KERNEL", "STEADY_SECONDS", "WARM_ENOUGH", "WARM_WITHIN",
-           "Wake", "clock_is_up", "wake"]
+__all__ = ["PASS_GRAINS", "PASS_SECONDS", "RAMP_SECONDS", "SPIN_GRID", "SPIN_KERNEL", "STEADY_SECONDS", "WARM_ENOUGH",
+           "WARM_WITHIN", "Wake", "clock_is_up", "wake"]
 
 # A reading this close to the fastest one counts as the same clock.
 WARM_WITHIN = 0.05
@@ -59,12 +61,15 @@ STEADY_SECONDS = 0.15
 # Steady readings this close to the device's figure count as up: a clock held a little lower than
 # it once was (heat, power) never gets within WARM_WITHIN again, and a cold H100 read 1.7x.
 WARM_ENOUGH = 1.3
-# Seconds a timed pass of the spin kernel lasts on a warm GPU, about: long enough for a reading to
-# be exact on any clock's grain, short enough that a warm GPU's wake costs little.
+# Seconds a timed pass of the spin kernel lasts on a warm GPU, about, where the clock is fine:
+# short enough that a warm GPU's wake costs little.
 PASS_SECONDS = 1e-3
+# Grains of the device's clock (``clock.py``) a pass lasts at least: a reading is then off by 2% at
+# most, within WARM_WITHIN. Chrome quantizes timestamps to about 100 us: there a pass lasts 5 ms.
+PASS_GRAINS = 50
 # Dispatches of the pass that sizes the others, and the most a pass has.
 CALIBRATION_DISPATCHES = 8
-MAX_DISPATCHES = 64
+MAX_DISPATCHES = 512
 
 # Dependent multiply-adds an invocation chains: on a GPU of 2 GHz, with a latency of 4 cycles,
 # one dispatch lasts about 50 us; at its idle clock several times that.
@@ -201,11 +206,20 @@ async def _spin(device: Device, spinner: _Spinner, fastest_before: float | None,
 
 async def _prepare(device: Device, spinner: _Spinner) -> None:
     """Compile the spin kernel for ``device`` and size its passes: as many dispatches as make one
-    last about PASS_SECONDS at the clock of now, read off a pass of CALIBRATION_DISPATCHES (a cold
-    GPU's passes then last longer, which is the point)."""
+    last about the longer of PASS_SECONDS and PASS_GRAINS of the device's clock at the clock of now
+    (a cold GPU's passes then last longer, which is the point), read off a pass of
+    CALIBRATION_DISPATCHES, or of more where that pass lasted under PASS_GRAINS / 5 grains (a coarse
+    clock can read a short pass as 0)."""
     spinner.compiled = await device.compile(SPIN_KERNEL)
     args = Args((device.create_buffer(size=4),), ())
-    seconds = await device.resolve(await device.profile(spinner.compiled, args, SPIN_GRID, CALIBRATION_DISPATCHES))
-    each = seconds / CALIBRATION_DISPATCHES if math.isfinite(seconds) and seconds > 0 else PASS_SECONDS
-    spinner.repeats = max(1, min(MAX_DISPATCHES, round(PASS_SECONDS / each)))
+    grain = await clock_grain(device)
+    pass_seconds = max(PASS_SECONDS, PASS_GRAINS * grain)
+    dispatches = CALIBRATION_DISPATCHES
+    while True:
+        seconds = await device.resolve(await device.profile(spinner.compiled, args, SPIN_GRID, dispatches))
+        if not math.isfinite(seconds) or seconds >= PASS_GRAINS / 5 * grain or dispatches * 4 > MAX_DISPATCHES:
+            break
+        dispatches *= 4
+    each = seconds / dispatches if math.isfinite(seconds) and seconds > 0 else pass_seconds / dispatches
+    spinner.repeats = max(1, min(MAX_DISPATCHES, round(pass_seconds / each)))
     spinner.args = args
