@@ -85,3 +85,14 @@ def test_a_candidate_whose_grid_fails_is_left_to_the_tune_which_reports_it():
     tuner.execute(tunables, call(device, [1.0], n=4))
     results = stored_results(tuner, tunables)
     assert "ZeroDivisionError" in results["broken"]["reason"]
+
+
+def test_a_twin_stays_measured_as_its_twin_when_a_candidate_meets_the_short_circuit_limit():
+    device = FakeDevice()
+    device.script("narrow", duration=1e-4)
+    tunables = make_set(chunked("narrow", 8), chunked("wide", 16), kernel("other"), short_circuit=lambda key: 1e-3)
+    tuner = make_tuner(device, config=quiet())
+    tuner.execute(tunables, call(device, [1.0], n=4))
+    results = stored_results(tuner, tunables)
+    assert "measured as narrow" in results["wide"]["reason"]
+    assert "short-circuit" in results["other"]["reason"]
