@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(f"wake {number + 1}: {woke.describe()}")
         shown = woke.readings if len(woke.readings) <= 24 else woke.readings[::max(1, len(woke.readings) // 24)]
-        print("  " + " ".join(f"{at * 1e3:.0f}ms:{seconds * 1e6:.0f}us" for at, seconds in shown))
+        print("  " + " ".join(f"{at * 1e3:.0f}ms:{seconds * 1e6:.1f}us" for at, seconds in shown) + "  (us a dispatch)")
     return 0
 
 

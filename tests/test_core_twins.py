@@ -1,13 +1,16 @@
-"""Twins (``tune/twins.py``): a candidate that launches exactly as one screened before it, for the
-key, is measured once, as that one."""
+"""Twins (``tune/twins.py``): a candidate that launches exactly as one prepared before it, for the
+call, is measured once, as that one, and shares its fate."""
 
 from __future__ import annotations
 
 import pytest
-from fakes import FakeDevice, call, kernel, make_set, make_tuner, quiet, stored_results
+from fakes import FakeDevice, call, double_into, floats, kernel, make_set, make_tuner, quiet, stored_results
 
-from wgtune import Args, Group, Measured, Skip
-from wgtune.tune.twins import launch_of, twins
+from wgtune import Args, Group, Measured, Search, Skip, run_inline
+from wgtune.errors import Timeout
+from wgtune.tune.measure import Bench, prepare_candidate
+from wgtune.tune.request import TuneRequest
+from wgtune.tune.twins import Twins, launch_of
 
 pytestmark = pytest.mark.core
 
@@ -18,6 +21,10 @@ def chunked(name: str, cap: int, **fields) -> object:
     """A candidate of CODE whose grid's z is the call's n capped at ``cap``: the same launch as
     another cap's wherever n is under both."""
     return kernel(name, wgsl=CODE, grid=lambda args: (1, 1, min(args.params[0], cap)), **fields)
+
+
+def doubled(inputs, params):
+    return [[2 * x for x in floats(inputs[0])]]
 
 
 def test_a_launch_is_everything_the_device_is_handed_and_nothing_else():
@@ -31,13 +38,11 @@ def test_a_launch_is_everything_the_device_is_handed_and_nothing_else():
     assert launch_of(kernel("x", wgsl=CODE + " ", grid=lambda a: (1, 1, 4)), args) != base
     assert launch_of(kernel("x", wgsl=CODE, grid=lambda a: (1, 1, 4), then=(kernel("s"),)), args) != base
     assert launch_of(kernel("bad", grid=lambda a: 1 // 0), args) is None
-
-
-def test_twins_map_each_later_one_to_the_first_given():
-    candidates = [chunked("a", 8), chunked("b", 16), chunked("c", 2), chunked("d", 32)]
-    assert twins(candidates, [0, 1, 2, 3], Args((), (4,))) == {1: 0, 3: 0}
-    assert twins(candidates, [3, 2, 1, 0], Args((), (4,))) == {1: 3, 0: 3}
-    assert twins(candidates, [0, 1, 2, 3], Args((), (12,))) == {3: 1}  # 8, 12, 2, 12
+    # A uniform's int and float are other bytes (u32, f32), and so are 0.0 and -0.0.
+    as_int, as_float = (kernel(n, wgsl=CODE, params=lambda a, v=v: (v,)) for n, v in (("i", 1), ("f", 1.0)))
+    assert launch_of(as_int, args) != launch_of(as_float, args)
+    zero, negative = (kernel(n, wgsl=CODE, params=lambda a, v=v: (v,)) for n, v in (("z", 0.0), ("m", -0.0)))
+    assert launch_of(zero, args) != launch_of(negative, args)
 
 
 def test_a_twin_is_not_compiled_nor_run_and_its_result_names_the_one_measured_for_it():
@@ -48,51 +53,116 @@ def test_a_twin_is_not_compiled_nor_run_and_its_result_names_the_one_measured_fo
     tuner.execute(tunables, call(device, [1.0], n=4))
     results = {result.name: result for result in tuner.results(tunables, tuner.key(tunables, call(device, [1.0])))}
     assert isinstance(results["narrow"], Measured) and isinstance(results["other"], Measured)
-    assert isinstance(results["wide"], Skip)
-    assert "measured as narrow" in results["wide"].reason
-    assert device.compiles["wide"] == 0 and device.dispatches["wide"] == 0
+    assert isinstance(results["wide"], Skip) and "measured as narrow" in results["wide"].reason
+    assert device.compiles["wide"] == 0 and device.dispatches["wide"] == 0  # nor compiled with its batch
     assert "measured as narrow" in stored_results(tuner, tunables)["wide"]["reason"]
     # Where the call makes their grids differ, both are measured: wide, slower, loses.
-    kernel_ = tuner.execute(tunables, call(device, [1.0], n=12))
-    assert device.compiles["wide"] == 1 and kernel_.name != "wide"
+    winner = tuner.execute(tunables, call(device, [1.0], n=12))
+    assert device.compiles["wide"] == 1 and winner.name != "wide"
 
 
-def test_the_default_stays_where_a_twin_of_it_is_screened_first():
+def test_the_candidate_screened_first_is_measured_for_its_twins():
     device = FakeDevice()
-    tunables = make_set(chunked("default", 8), chunked("first", 16, group=Group("early", priority=5)))
+    tunables = make_set(chunked("default", 8), chunked("grouped", 16, group=Group("early", priority=5)),
+                        chunked("later", 32))
     tuner = make_tuner(device, config=quiet())
-    assert tuner.execute(tunables, call(device, [1.0], n=4)).name == "default"
-    results = stored_results(tuner, tunables, tuner.key(tunables, call(device, [1.0])))
-    assert "measured as default" in results["first"]["reason"]
-
-
-def test_of_twins_the_one_the_plan_screens_first_is_measured():
-    device = FakeDevice()
-    tunables = make_set(kernel("default"), chunked("late", 8, group=Group("low", priority=1)),
-                        chunked("early", 16, group=Group("high", priority=5)), chunked("later", 32))
-    tuner = make_tuner(device, config=quiet())
-    tuner.execute(tunables, call(device, [1.0], n=4))
-    results = stored_results(tuner, tunables, tuner.key(tunables, call(device, [1.0])))
-    # Ungrouped candidates join the first batch, the group "high"'s: "later" is screened before "late".
-    assert "measured as later" in results["late"]["reason"] and "measured as later" in results["early"]["reason"]
-    assert device.compiles["late"] == device.compiles["early"] == 0 and device.compiles["later"] == 1
-
-
-def test_a_candidate_whose_grid_fails_is_left_to_the_tune_which_reports_it():
-    device = FakeDevice()
-    tunables = make_set(chunked("a", 8), kernel("broken", wgsl=CODE, grid=lambda args: 1 // 0))
-    tuner = make_tuner(device, config=quiet())
-    tuner.execute(tunables, call(device, [1.0], n=4))
+    assert tuner.execute(tunables, call(device, [1.0], n=4)).name == "default"  # the bar, screened first
     results = stored_results(tuner, tunables)
-    assert "ZeroDivisionError" in results["broken"]["reason"]
+    assert "measured as default" in results["grouped"]["reason"] and "measured as default" in results["later"]["reason"]
 
 
-def test_a_twin_stays_measured_as_its_twin_when_a_candidate_meets_the_short_circuit_limit():
+def test_a_twin_of_a_candidate_in_a_pruned_group_is_run_and_can_win():
+    # The group "slow" is pruned after two slow probes, its third (sx) never run: its twin fx must run.
+    device = FakeDevice()
+    for name, seconds in {"d": 2e-3, "s0": 9e-3, "s1": 8e-3, "sx": 0.5e-3, "fx": 0.5e-3}.items():
+        device.script(name, duration=seconds)
+    slow, fast = Group("slow", 5), Group("fast", 1)
+    tunables = make_set(kernel("d"), kernel("s0", group=slow), kernel("s1", group=slow),
+                        chunked("sx", 8, group=slow), chunked("fx", 16, group=fast))
+    tuner = make_tuner(device, config=quiet())
+    assert tuner.execute(tunables, call(device, [1.0], n=4)).name == "fx"
+    assert "over twice the leader's time" in stored_results(tuner, tunables)["sx"]["reason"]
+
+
+def test_under_the_fixed_policy_the_first_of_a_launch_run_is_measured_and_serves():
+    device = FakeDevice()
+    for name, seconds in {"d": 0.5e-3, "x": 0.5e-3, "y": 9e-3}.items():
+        device.script(name, duration=seconds)
+    tunables = make_set(chunked("d", 8, group=Group("low", 1)), chunked("x", 16, group=Group("high", 5)),
+                        kernel("y", group=Group("mid", 3)))
+    tuner = make_tuner(device, config=quiet(policy="fixed"))
+    assert tuner.execute(tunables, call(device, [1.0], n=4)).name == "x"  # the batch of "high" first, alone
+
+
+def test_a_twin_of_a_wrong_candidate_is_found_wrong_too_and_never_the_fallback():
+    device = FakeDevice()
+    device.script("a", kernel=double_into, wrong=True)
+    device.script("a2", kernel=double_into, wrong=True)
+    device.script("b", kernel=double_into, duration=2e-3)
+    tunables = make_set(chunked("a", 8), chunked("a2", 16), kernel("b"), outputs=(1,), reference=doubled)
+    tuner = make_tuner(device, config=quiet(checks=True))
+    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "b"
+    # "a" failed its check before it was sampled, so it measures nothing for its twin: a2 runs, and fails it.
+    assert device.dispatches["a2"] > 0 and stored_results(tuner, tunables)["a2"]["error"] == "Mismatch"
+    assert tuner.fallback(tunables) == 2
+
+
+def test_without_a_reference_a_twin_votes_with_the_one_measured_for_it_and_shares_its_verdict():
+    # a and its twin a2 agree, b disagrees: two against one, as when every candidate ran.
+    device = FakeDevice()
+    device.script("a", kernel=double_into)
+    device.script("b", kernel=double_into, wrong=True)
+    tunables = make_set(chunked("a", 8), chunked("a2", 16), kernel("b"), outputs=(1,))
+    tuner = make_tuner(device, config=quiet(checks=True))
+    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "a"
+    results = stored_results(tuner, tunables)
+    assert "measured as a" in results["a2"]["reason"]
+    assert results["b"]["error"] == "Mismatch" and "the 2 candidates that agree (a, a2)" in results["b"]["reason"]
+    # The other way round: the twin of the outvoted is outvoted too, and never serves as the fallback.
+    device = FakeDevice()
+    device.script("a", kernel=double_into, wrong=True)
+    device.script("b", kernel=double_into)
+    device.script("c", kernel=double_into)
+    device.script("d", kernel=double_into)
+    tunables = make_set(kernel("b"), chunked("a", 8), chunked("a2", 16), kernel("c"), kernel("d"), outputs=(1,),
+                        name="other")
+    tuner = make_tuner(device, config=quiet(checks=True))
+    tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0]))
+    results = stored_results(tuner, tunables)
+    assert results["a2"]["error"] == "Mismatch" and results["a"]["error"] == "Mismatch"
+    assert tuner.fallback(tunables) == 0
+
+
+def test_a_twin_of_a_candidate_ruled_out_before_the_tune_is_ruled_out_with_it():
+    device = FakeDevice()
+    tunables = make_set(kernel("d"), chunked("runaway", 8), chunked("twin", 16))
+    tuner = make_tuner(device, config=quiet())
+    args = call(device, [1.0], n=4)
+    request = TuneRequest(device, tuner.pipelines, tuner.config, tunables, tuner.key(tunables, args), args,
+                          ruled_out={1: Timeout("runaway", "ran past 5 s")})
+    bench = Bench(request, args, 0.0, twins=Twins(tunables.candidates, [args]))
+    result = run_inline(prepare_candidate(bench, 2))
+    assert isinstance(result, Timeout) and result.name == "twin"
+    assert result.reason == "launches exactly as runaway, ruled out: ran past 5 s"
+    assert device.compiles["twin"] == 0
+
+
+def test_a_short_circuit_before_a_twins_turn_leaves_it_not_run():
     device = FakeDevice()
     device.script("narrow", duration=1e-4)
-    tunables = make_set(chunked("narrow", 8), chunked("wide", 16), kernel("other"), short_circuit=lambda key: 1e-3)
+    tunables = make_set(kernel("first"), chunked("narrow", 8), chunked("wide", 16), kernel("other"),
+                        short_circuit=lambda key: 2e-4)
     tuner = make_tuner(device, config=quiet())
     tuner.execute(tunables, call(device, [1.0], n=4))
     results = stored_results(tuner, tunables)
-    assert "measured as narrow" in results["wide"]["reason"]
-    assert "short-circuit" in results["other"]["reason"]
+    assert "short-circuit" in results["wide"]["reason"]  # the tune ended before its turn
+    assert "samples" in results["narrow"]
+
+
+def test_a_searched_set_measures_every_candidate_it_proposes():
+    device = FakeDevice()
+    candidates = [chunked(f"cap{cap}", cap, configuration={"cap": cap}) for cap in (8, 16, 32)]
+    tunables = make_set(*candidates, search=Search("random", candidates=3, seed=1))
+    tuner = make_tuner(device, config=quiet())
+    tuner.execute(tunables, call(device, [1.0], n=4))
+    assert all(isinstance(r, Measured) for r in tuner.results(tunables, tuner.key(tunables, call(device, [1.0]))))

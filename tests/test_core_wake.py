@@ -155,23 +155,36 @@ def test_a_pass_is_always_queued_behind_the_one_being_read(clock):
     assert order[-2:] == ["resolve", "resolve"] and order.count("profile") == order.count("resolve")
 
 
-def test_on_a_coarse_clock_a_pass_lasts_pass_grains_of_it(clock):
+def test_on_a_coarse_clock_a_pass_lasts_pass_grains_of_it_once_the_clock_is_up(clock):
     # Chrome's timestamps on a GPU step by about 100 us: a 1 ms pass would read off by 10%.
-    device = gpu(clock, ramping(0.0), clock_quantum=100e-6, empty_pass=5e-6)
     repeats = []
-    profile = device.profile
 
-    async def counted(pipeline, args, grid, count):
-        repeats.append(count)
-        return await profile(pipeline, args, grid, count)
+    def counting(device):
+        profile = device.profile
 
-    device.profile = counted
-    woke = run_inline(wake(device, 5.0))
-    assert not woke.failed and not woke.cut_short
-    assert repeats[:2] == [CALIBRATION_DISPATCHES, 4 * CALIBRATION_DISPATCHES]  # the first read under 10 grains
-    assert min(seconds for _, seconds in woke.readings) >= 0.9 * PASS_GRAINS * 100e-6
+        async def counted(pipeline, args, grid, count):
+            repeats.append(count)
+            return await profile(pipeline, args, grid, count)
+
+        device.profile = counted
+        return device
+
+    device = counting(gpu(clock, ramping(0.4), clock_quantum=100e-6, empty_pass=5e-6))  # cold at first
+    first = run_inline(wake(device, 5.0))
+    assert not first.failed and not first.cut_short
+    assert repeats[0] == CALIBRATION_DISPATCHES
+    assert repeats[1] * COLD >= 0.95 * PASS_GRAINS * 100e-6  # sized on the cold clock at first
+    repeats.clear()
+    again = run_inline(wake(device, 5.0))  # warm now: sized again at the end of the first wake
+    assert len(again.readings) == 1  # within WARM_WITHIN of the figure at once, read to 2%
+    assert min(repeats) * WARM >= 0.95 * PASS_GRAINS * 100e-6
+    assert again.readings[0][1] == pytest.approx(WARM, rel=0.03)  # a dispatch's seconds, whatever the pass
+    repeats.clear()
+    run_inline(wake(counting(gpu(clock, ramping(0.0), clock_quantum=100e-6, empty_pass=5e-6)), 5.0))
+    assert repeats[:2] == [CALIBRATION_DISPATCHES, 4 * CALIBRATION_DISPATCHES]  # 8 warm ones read under 10 grains
     fine = gpu(clock, ramping(0.0))  # a clock of nanoseconds: passes of PASS_SECONDS
-    assert max(seconds for _, seconds in run_inline(wake(fine, 5.0)).readings) < 2 * wake_module.PASS_SECONDS
+    run_inline(wake(fine, 5.0))
+    assert wake_module._SPINNERS[fine].repeats * WARM == pytest.approx(wake_module.PASS_SECONDS, rel=0.05)
 
 
 def test_an_unexpected_error_of_the_spin_kernel_leaves_the_clock_as_it_is(clock, monkeypatch):

@@ -11,11 +11,11 @@ winner's stored figure kept the slow reading; a clock that rises halfway through
 the candidates sampled after it.
 
 So before a tune samples, a device whose clock idles (:attr:`Device.idle_clocks`: natively, an
-adapter that is not a CPU, whose clock would be the host's) and that has GPU timestamps runs a
-kernel of fixed work (chains of dependent multiply-adds: its time follows the shader clock and
-nothing else), in timed passes of about ``PASS_SECONDS`` (or ``PASS_GRAINS`` of a coarse clock's
-grain, ``clock.py``) with one always queued behind the one being read, so that the GPU stays loaded,
-until the clock is up:
+adapter that is not a CPU, whose clock would be the host's; in a browser, one that is not a fallback
+adapter) and that has GPU timestamps runs a kernel of fixed work (chains of dependent multiply-adds:
+its time follows the shader clock and nothing else), in timed passes of about ``PASS_SECONDS`` (or
+``PASS_GRAINS`` of a coarse clock's grain, ``clock.py``) with one always queued behind the one being
+read, so that the GPU stays loaded, until the clock is up:
 
 - a reading within ``WARM_WITHIN`` of the device's figure (the median of the steady readings that
   ended its earlier wakes, the lowest so far): up. A GPU already warm pays one pass and the one
@@ -29,7 +29,8 @@ until the clock is up:
 - and never past ``limit`` seconds (``Config.wake``) in all, the compile counted: the tune goes on
   at whatever clock the GPU reached, and the wake says it was cut short.
 
-The figure is kept per device object: a tuning process pays a first wake of its own. The tune
+Readings and the figure are seconds a dispatch, so that passes sized again compare. The figure is
+kept per device object: a tuning process pays a first wake of its own. The tune
 begins its first compiles before it wakes the GPU (``tuning.py``), so on a host that compiles in
 the background the wake overlaps them.
 """
@@ -64,7 +65,8 @@ WARM_ENOUGH = 1.3
 # Seconds a timed pass of the spin kernel lasts on a warm GPU, about, where the clock is fine:
 # short enough that a warm GPU's wake costs little.
 PASS_SECONDS = 1e-3
-# Grains of the device's clock (``clock.py``) a pass lasts at least: a reading is then off by 2% at
+# Grains of the device's clock (``clock.py``) a pass lasts at least, once the clock is up (passes are
+# sized on a device's first pass and again at the end of each wake): a reading is then off by 2% at
 # most, within WARM_WITHIN. Chrome quantizes timestamps to about 100 us: there a pass lasts 5 ms.
 PASS_GRAINS = 50
 # Dispatches of the pass that sizes the others, and the most a pass has.
@@ -98,9 +100,9 @@ SPIN_KERNEL = Kernel("wgtune_wake_spin", _SPIN_WGSL, grid=lambda _args: SPIN_GRI
 @dataclass(frozen=True)
 class Wake:
     """What a wake did: its readings (seconds since its first timed pass was submitted, seconds a
-    pass), its time, and the device's fastest figure before it; ``cut_short`` where its ``limit``
-    ended it first; ``failed``: why the device could not run the spin kernel (the tune then goes
-    on at whatever clock the GPU is at)."""
+    dispatch of the spin kernel in that pass), its time, and the device's fastest figure before it;
+    ``cut_short`` where its ``limit`` ended it first; ``failed``: why the device could not run the
+    spin kernel (the tune then goes on at whatever clock the GPU is at)."""
 
     readings: tuple[tuple[float, float], ...]
     seconds: float
@@ -140,12 +142,14 @@ def clock_is_up(readings: Sequence[tuple[float, float]], fastest_before: float |
 
 @dataclass
 class _Spinner:
-    """The spin kernel on one device: compiled, its dispatches a pass, the device's figure (the
-    median of the steady readings that ended a wake, the lowest so far); or why it cannot run."""
+    """The spin kernel on one device: compiled, its dispatches a pass and how long a pass should
+    last, the device's figure (seconds a dispatch: the median of the steady readings that ended a
+    wake, the lowest so far); or why it cannot run."""
 
     compiled: object = None
     args: Args | None = None
     repeats: int = 0
+    pass_seconds: float = PASS_SECONDS
     fastest: float | None = None
     failed: str = ""  # then it is never tried again on this device
 
@@ -162,14 +166,17 @@ async def wake(device: Device, limit: float) -> Wake | None:
     would in any launch of the tune."""
     if limit <= 0 or not device.idle_clocks or device.timing != Timing.GPU_TIMESTAMP:
         return None
-    started = time.perf_counter()
     spinner = _SPINNERS.setdefault(device, _Spinner())
+    # The clock's grain sizes the passes: measured once a device, as the tune would next (clock.py),
+    # and outside the wake's time (through a tuning process, 24 round trips).
+    grain = await clock_grain(device) if spinner.args is None and not spinner.failed else 0.0
+    started = time.perf_counter()
     fastest_before = spinner.fastest
     readings: list[tuple[float, float]] = []
     cut_short = False
     try:
         if spinner.args is None and not spinner.failed:
-            await _prepare(device, spinner)
+            await _prepare(device, spinner, grain, started + limit)
         if not spinner.failed:
             readings, cut_short = await _spin(device, spinner, fastest_before, started + limit)
     except Exception as error:
@@ -181,6 +188,9 @@ async def wake(device: Device, limit: float) -> Wake | None:
         ending = [seconds for at, seconds in readings if at >= readings[-1][0] - STEADY_SECONDS]
         figure = statistics.median(ending)
         spinner.fastest = figure if spinner.fastest is None else min(spinner.fastest, figure)
+        # Sized again at the clock it is up to: passes sized on a cold clock are short on a warm one
+        # (5.7x on an H100), too few of a coarse clock's grains to read within WARM_WITHIN.
+        spinner.repeats = _dispatches(spinner.pass_seconds, figure)
     return Wake(tuple(readings), time.perf_counter() - started, fastest_before, cut_short, spinner.failed)
 
 
@@ -198,28 +208,33 @@ async def _spin(device: Device, spinner: _Spinner, fastest_before: float | None,
         seconds = await device.resolve(pending)
         pending = ahead
         if math.isfinite(seconds) and seconds > 0:
-            readings.append((time.perf_counter() - loaded, seconds))
+            readings.append((time.perf_counter() - loaded, seconds / spinner.repeats))
             up = clock_is_up(readings, fastest_before)
     await device.resolve(pending)  # the pass queued ahead: nothing of the wake is left on the GPU
     return readings, not up
 
 
-async def _prepare(device: Device, spinner: _Spinner) -> None:
+async def _prepare(device: Device, spinner: _Spinner, grain: float, deadline: float) -> None:
     """Compile the spin kernel for ``device`` and size its passes: as many dispatches as make one
-    last about the longer of PASS_SECONDS and PASS_GRAINS of the device's clock at the clock of now
-    (a cold GPU's passes then last longer, which is the point), read off a pass of
-    CALIBRATION_DISPATCHES, or of more where that pass lasted under PASS_GRAINS / 5 grains (a coarse
-    clock can read a short pass as 0)."""
+    last about the longer of PASS_SECONDS and PASS_GRAINS of the clock's ``grain`` at the clock of now
+    (a cold GPU's passes then last longer, which is the point; a wake that brings the clock up sizes
+    them again), read off a pass of CALIBRATION_DISPATCHES, or of more where that pass lasted under
+    PASS_GRAINS / 5 grains (a coarse clock can read a short pass as 0) and the wake has time left."""
     spinner.compiled = await device.compile(SPIN_KERNEL)
     args = Args((device.create_buffer(size=4),), ())
-    grain = await clock_grain(device)
-    pass_seconds = max(PASS_SECONDS, PASS_GRAINS * grain)
+    spinner.pass_seconds = max(PASS_SECONDS, PASS_GRAINS * grain)
     dispatches = CALIBRATION_DISPATCHES
     while True:
         seconds = await device.resolve(await device.profile(spinner.compiled, args, SPIN_GRID, dispatches))
-        if not math.isfinite(seconds) or seconds >= PASS_GRAINS / 5 * grain or dispatches * 4 > MAX_DISPATCHES:
+        if (not math.isfinite(seconds) or seconds >= PASS_GRAINS / 5 * grain or dispatches * 4 > MAX_DISPATCHES
+                or time.perf_counter() >= deadline):
             break
         dispatches *= 4
-    each = seconds / dispatches if math.isfinite(seconds) and seconds > 0 else pass_seconds / dispatches
-    spinner.repeats = max(1, min(MAX_DISPATCHES, round(pass_seconds / each)))
+    each = seconds / dispatches if math.isfinite(seconds) and seconds > 0 else spinner.pass_seconds / dispatches
+    spinner.repeats = _dispatches(spinner.pass_seconds, each)
     spinner.args = args
+
+
+def _dispatches(pass_seconds: float, each: float) -> int:
+    """Dispatches of ``each`` seconds that make a pass of about ``pass_seconds``, within the bounds."""
+    return max(1, min(MAX_DISPATCHES, round(pass_seconds / each)))

@@ -1,13 +1,14 @@
 """Measuring one candidate: limits, compile, grids, first launch, output check, warmups,
 calibration, samples.
 
-:func:`prepare_candidate` turns a candidate into an :class:`Arm` ready to sample, or into its
-result when it cannot be sampled. Its first launch is timed alone, against the tune's time limit
-(``time_limit.py``), before anything else runs it. Every failure of the candidate becomes a value (the rule is
-:func:`~wgtune.errors.candidate_failure`); only failures of the tune as a whole propagate. Each
-timed sample repeats the dispatch inside one pass until the sample is long against the clock's
-grain (:func:`sample_floor`), and reports seconds per dispatch. Which candidates get how many
-samples is a sampling policy's business (``adaptive.py``, ``fixed.py``).
+:func:`prepare_candidate` turns a candidate into an :class:`Arm` ready to sample, or into its result
+when it cannot be sampled; a twin of a candidate prepared before it (the same launch for the call,
+``twins.py``) is set aside, measured as that one. Its first launch is timed alone, against the
+tune's time limit (``time_limit.py``), before anything else runs it. Every failure of the candidate
+becomes a value (the rule is :func:`~wgtune.errors.candidate_failure`); only failures of the tune as
+a whole propagate. Each timed sample repeats the dispatch inside one pass until the sample is long
+against the clock's grain (:func:`sample_floor`), and reports seconds per dispatch. Which candidates
+get how many samples is a sampling policy's business (``adaptive.py``, ``fixed.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..sets.tunable import TunableSet
 from ..store.results import Measured, Result, Stats
 from .request import TuneRequest
 from .time_limit import TimeLimit
+from .twins import Twins
 
 __all__ = [
     "GRAIN_MULTIPLE",
@@ -72,6 +74,8 @@ class OutputChecker(Protocol):
     def judge(self) -> str: ...
 
     async def judge_all(self) -> dict[int, Mismatch]: ...
+
+    def same_as(self, twin: int, measured: int) -> None: ...
 
 
 
@@ -191,6 +195,8 @@ class Bench:
     """The candidate the adaptive policy screens first: the set's default (its first candidate)
     where the plan has it. Its time is the bar the others are measured against from the start,
     so a group slow on this device is pruned after its probes even in the first batch."""
+    twins: Twins | None = None
+    """The tune's twins (``twins.py``): None where every candidate is measured (a search's tune)."""
 
     @property
     def device(self) -> Device:
@@ -217,14 +223,20 @@ class Bench:
 
     async def compile_soon(self, indices: Sequence[int]) -> None:
         """Compile ``indices`` together, ahead of their preparation (``PipelineCache.compile_ahead``)."""
+        indices = self._not_set_aside(indices)
         if indices:
             await self.request.pipelines.compile_ahead(self.tunables, indices)
 
     def compile_later(self, indices: Sequence[int]) -> None:
         """Begin compiling ``indices`` in the background where the device can, and return: the
         candidates after the ones about to be measured, so their compiles overlap the measuring."""
+        indices = self._not_set_aside(indices)
         if indices:
             self.request.pipelines.start_compiles(self.tunables, indices)
+
+    def _not_set_aside(self, indices: Sequence[int]) -> list[int]:
+        """Those of ``indices`` worth compiling ahead: not twins of a candidate before them."""
+        return list(indices) if self.twins is None else self.twins.first_of_each(indices)
 
 
 async def probe_first_launch(bench: Bench, kernel: Kernel, compiled: Any, grids: list[Grid],
@@ -287,6 +299,16 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
     name = kernel.name
     if index in bench.ruled_out:
         return bench.ruled_out[index]
+    twins = bench.twins
+    if twins is not None:
+        ruled_out = twins.ruled_out_with(index, bench.ruled_out)
+        if ruled_out is not None:
+            return ruled_out
+        measured = twins.measured_as(index)
+        if measured is not None:
+            if check is not None:
+                check.same_as(index, measured)
+            return twins.set_aside_for(index, measured)
     problem = check_limits(kernel, device.limits, device.features)
     if problem:
         return Launch(name, problem)
@@ -308,6 +330,8 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
     grid = grids[0]
     if config.dry_run:
         bench.step(f"{name}: compiled; dry run, not launched")
+        if twins is not None:
+            twins.prepared(index)
         return Measured(name, index, None)
     try:
         # With checks, the first launch runs on the check's own copies: it is the check's run too.
@@ -339,4 +363,6 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
     arm = Arm(index, name, compiled, grid, repeats)
     if first is not None:
         arm.record(first)
+    if twins is not None:
+        twins.prepared(index)
     return arm

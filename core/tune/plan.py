@@ -7,8 +7,7 @@ The fixed policy stops after the first batch in which a candidate was measured, 
 decide what it benchmarks at all, not only in which order. (The seed stops after the first batch
 that queued anything; a batch whose launches all failed to measure moves on here too.) The
 adaptive policy screens every batch in this order (:meth:`Plan.order`): the likeliest winners
-first set the bar the rest are dropped against. An exhausted plan yields an empty batch. Twins of
-candidates the plan screens earlier (``twins.py``) can be set aside (:meth:`Plan.set_aside`).
+first set the bar the rest are dropped against. An exhausted plan yields an empty batch.
 """
 
 from __future__ import annotations
@@ -55,20 +54,7 @@ class Plan:
             else:
                 self._batches = [ungrouped]
         self.planned: frozenset[int] = frozenset(index for batch in self._batches for index in batch)
-        """Every candidate some batch holds (the rest are ``skipped`` or ``twins``), however many are taken."""
-        self.twins: dict[int, int] = {}
-        """Candidates set aside as twins of others (``twins.py``): twin -> the candidate measured for it."""
-
-    def set_aside(self, twins: dict[int, int]) -> None:
-        """Take ``twins`` (twin -> the candidate that stays) out of the batches: the candidate that
-        stays is measured for both."""
-        self.twins.update(twins)
-        self._batches = [kept for kept in ([i for i in batch if i not in twins] for batch in self._batches) if kept]
-        self.planned = self.planned - frozenset(twins)
-
-    def screening_order(self) -> list[int]:
-        """Every remaining candidate in the order the plan screens them, without taking them."""
-        return [index for batch in self._batches for index in batch]
+        """Every candidate some batch holds (the rest are ``skipped``), however many are taken."""
 
     def next(self) -> list[int]:
         """The next batch of candidate indices, or ``[]`` once the plan is exhausted."""

@@ -62,8 +62,7 @@ def decide(tunables: TunableSet, key: Key, plan: Plan, sampled: Sampled, config:
         order = [sampled.short_circuit, *(i for i in order if i != sampled.short_circuit)]
         short_circuit = tunables.candidates[sampled.short_circuit].name
         for index, result in enumerate(results):
-            if (isinstance(result, Skip) and index not in sampled.results and index not in plan.skipped
-                    and index not in plan.twins):
+            if isinstance(result, Skip) and index not in sampled.results and index not in plan.skipped:
                 results[index] = Skip(result.name, f"not run: {short_circuit} met the short-circuit limit")
     trials = tuple(Trial(tunables.candidates[i].name, sampled.walls[i], sampled.samples[i]) for i in sampled.order)
     return TuneOutcome(

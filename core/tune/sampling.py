@@ -59,9 +59,6 @@ class Sampled:
         ]
         for index in plan.skipped:
             results[index] = Skip(tunables.candidates[index].name, "skipped by the plan: negative priority")
-        for index, kept in plan.twins.items():
-            results[index] = Skip(tunables.candidates[index].name, f"measured as {tunables.candidates[kept].name}: "
-                                  "for this key it launches exactly as that one does")
         return results
 
 

@@ -1,16 +1,16 @@
 """One tune of one key, from the call to its :class:`~wgtune.tune.outcome.TuneOutcome`.
 
-What a tune does, in order: plan the key's candidates (``plan.py``), set aside those that launch
-exactly as one screened before them (``twins.py``), begin compiling the first ones where the device
-compiles in the background, wait for work submitted before it (its errors are not the candidates'),
-bring an idle GPU's clock up (``gpu/wake.py``), learn the clock's grain (``clock.py``), make the
-benchmark's inputs (the call's own buffers, with copies of those a candidate may write; the tune's
-copies of them all where the tuner made them at the miss; or the set's ``input_gen``), set up the
-output checks (``checks.py``, on unless turned off: the WGSL of the candidates the plan may run is
-reflected first, a slice at a time between ``Device.pause``), sample with the configured policy
-(``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``, over the adaptive sampling),
-give the checks' verdicts, and rank what was measured (``ranking.py``). What the tune's answer then
-changes (the tune cache, the store, the record, the events) is the tuner's business.
+What a tune does, in order: plan the key's candidates (``plan.py``) and begin compiling the first
+ones where the device compiles in the background, wait for work submitted before it (its errors are
+not the candidates'), bring an idle GPU's clock up (``gpu/wake.py``), learn the clock's grain
+(``clock.py``), make the benchmark's inputs (the call's own buffers, with copies of those a
+candidate may write; the tune's copies of them all where the tuner made them at the miss; or the
+set's ``input_gen``), set up the output checks (``checks.py``, on unless turned off: the WGSL of the
+candidates the plan may run is reflected first, a slice at a time between ``Device.pause``), sample
+with the configured policy (``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``,
+over the adaptive sampling), give the checks' verdicts, and rank what was measured (``ranking.py``).
+What the tune's answer then changes (the tune cache, the store, the record, the events) is the
+tuner's business.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .request import TuneRequest
 from .sampling import Sampled, SamplingPolicy, short_circuit_limit
 from .search_driver import search_adaptively
 from .time_limit import TimeLimit
-from .twins import twins
+from .twins import Twins
 
 __all__ = ["POLICIES", "measure_key"]
 
@@ -56,9 +56,6 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     plan = Plan(tunables.candidates, key)
     # The set's default (its first candidate) is screened first where the plan has it: it sets the bar.
     default = 0 if 0 in plan.planned and 0 not in request.ruled_out else None
-    if tunables.search is None:  # a search proposes candidates by their place in its space: each stays
-        order = ([] if default is None else [default]) + [i for i in plan.screening_order() if i != default]
-        plan.set_aside(twins(tunables.candidates, [i for i in order if i not in request.ruled_out], request.args))
     _begin_first_compiles(request, plan, default)
     await device.sync()
     woke = await wake(device, 0.0 if config.dry_run else config.wake)  # while the first compiles run
@@ -93,13 +90,16 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     def on_trial(index: int, result: Result, wall: float) -> None:
         request.emit(TrialFinished(tunables.name, key, index, result, wall))
 
-    bench = Bench(request, bench_args, floor, check, TimeLimit(config.time_limit), bar=default)
+    # Twins (twins.py) on the call's launches, and the benchmark's where the set makes its own inputs.
+    twins = None if tunables.search is not None else Twins(
+        tunables.candidates, [request.args] if tunables.input_gen is None else [request.args, bench_args])
+    bench = Bench(request, bench_args, floor, check, TimeLimit(config.time_limit), bar=default, twins=twins)
     limit = short_circuit_limit(tunables, key)
     if tunables.search is not None:
         sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)
     else:
         sampled = await POLICIES[config.policy](bench, plan, on_trial, limit)
-    warning = await _judge(check, sampled, on_trial) if check is not None else None
+    warning = await _judge(check, sampled, on_trial, twins) if check is not None else None
     if warning is not None:
         request.step(warning)
         await pipelines.distrust(tunables, [index for index, result in sampled.results.items()
@@ -149,12 +149,14 @@ def _say_once(set_name: str, message: str) -> None:
         logger.warning(message, set_name)
 
 
-async def _judge(check: OutputCheck, sampled: Sampled, on_trial: Callable[[int, Result, float], None]) -> str | None:
-    """The check's verdicts given to the candidates that ran (a candidate outvoted once every
-    candidate ran becomes a Mismatch, and said so again); the short circuit dropped if its
-    candidate is among them. Answers the check's warning about candidate 0, if any."""
+async def _judge(check: OutputCheck, sampled: Sampled, on_trial: Callable[[int, Result, float], None],
+                 twins: Twins | None) -> str | None:
+    """The check's verdicts given to the candidates that ran and their twins set aside (a candidate
+    outvoted once every candidate ran becomes a Mismatch, and said so again); the short circuit
+    dropped if its candidate is among them. Answers the check's warning about candidate 0, if any."""
+    set_aside = twins.set_aside if twins is not None else {}
     for index, verdict in (await check.judge_all()).items():
-        if isinstance(sampled.results.get(index), Measured):
+        if isinstance(sampled.results.get(index), Measured) or index in set_aside:
             sampled.results[index] = verdict
             on_trial(index, verdict, sampled.walls.get(index, 0.0))
         if sampled.short_circuit == index:
