@@ -3,14 +3,17 @@ call, is measured once, as that one, and shares its fate."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from fakes import FakeDevice, call, double_into, floats, kernel, make_set, make_tuner, quiet, stored_results
 
-from wgtune import Args, Group, Measured, Search, Skip, run_inline
-from wgtune.errors import Timeout
+from wgtune import Args, Group, Measured, NoValidKernelFound, Search, Skip, run_inline
+from wgtune.errors import KernelError, Timeout
 from wgtune.tune.measure import Bench, prepare_candidate
 from wgtune.tune.request import TuneRequest
 from wgtune.tune.twins import Twins, launch_of
+from wgtune.tune.verify import verify_winner
 
 pytestmark = pytest.mark.core
 
@@ -107,30 +110,95 @@ def test_a_twin_of_a_wrong_candidate_is_found_wrong_too_and_never_the_fallback()
     assert tuner.fallback(tunables) == 2
 
 
-def test_without_a_reference_a_twin_votes_with_the_one_measured_for_it_and_shares_its_verdict():
-    # a and its twin a2 agree, b disagrees: two against one, as when every candidate ran.
+def test_without_a_reference_a_twin_is_no_vote_of_its_own_and_shares_its_candidates_verdict():
+    # d is right, w wrong, w2 w's twin: one computation, which must not outvote d by counting twice.
     device = FakeDevice()
-    device.script("a", kernel=double_into)
-    device.script("b", kernel=double_into, wrong=True)
-    tunables = make_set(chunked("a", 8), chunked("a2", 16), kernel("b"), outputs=(1,))
+    device.script("d", kernel=double_into, duration=2e-3)
+    device.script("w", kernel=double_into, wrong=True, duration=1e-3)
+    tunables = make_set(kernel("d"), chunked("w", 8), chunked("w2", 16), outputs=(1,))
     tuner = make_tuner(device, config=quiet(checks=True))
-    assert tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0])).name == "a"
-    results = stored_results(tuner, tunables)
-    assert "measured as a" in results["a2"]["reason"]
-    assert results["b"]["error"] == "Mismatch" and "the 2 candidates that agree (a, a2)" in results["b"]["reason"]
-    # The other way round: the twin of the outvoted is outvoted too, and never serves as the fallback.
+    with pytest.raises(NoValidKernelFound, match=r"\{d\} against \{w\}, and no group is larger"):
+        tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0]))
+    # Against two right candidates, the wrong one and its twin are both out, and the default serves.
     device = FakeDevice()
-    device.script("a", kernel=double_into, wrong=True)
-    device.script("b", kernel=double_into)
-    device.script("c", kernel=double_into)
-    device.script("d", kernel=double_into)
-    tunables = make_set(kernel("b"), chunked("a", 8), chunked("a2", 16), kernel("c"), kernel("d"), outputs=(1,),
+    device.script("w", kernel=double_into, wrong=True)
+    for name in ("b", "c", "d"):
+        device.script(name, kernel=double_into)
+    tunables = make_set(kernel("b"), chunked("w", 8), chunked("w2", 16), kernel("c"), kernel("d"), outputs=(1,),
                         name="other")
     tuner = make_tuner(device, config=quiet(checks=True))
     tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0]))
     results = stored_results(tuner, tunables)
-    assert results["a2"]["error"] == "Mismatch" and results["a"]["error"] == "Mismatch"
+    assert results["w"]["error"] == "Mismatch" and "the 3 candidates that agree (b, c, d)" in results["w"]["reason"]
+    assert results["w2"]["error"] == "Mismatch" and results["w2"]["reason"].startswith("launches exactly as w: ")
     assert tuner.fallback(tunables) == 0
+
+
+def test_a_default_that_is_the_twin_of_a_wrong_candidate_stops_being_the_fallback():
+    # The fixed policy runs the batch of "high" first: w is prepared before the default, its twin.
+    device = FakeDevice()
+    device.script("w", kernel=double_into, wrong=True)
+    for name in ("b", "c"):
+        device.script(name, kernel=double_into)
+    tunables = make_set(chunked("d", 8, group=Group("low", 1)), chunked("w", 16, group=Group("high", 5)),
+                        kernel("b", group=Group("high", 5)), kernel("c", group=Group("high", 5)), outputs=(1,))
+    tuner = make_tuner(device, config=quiet(checks=True, policy="fixed"))
+    tuner.execute(tunables, call(device, [1.0, 2.0], [0.0, 0.0]))
+    results = stored_results(tuner, tunables)
+    assert results["d"]["error"] == "Mismatch" and results["d"]["reason"].startswith("launches exactly as w: ")
+    assert tuner.fallback(tunables) == 2
+
+
+def test_a_twin_of_a_candidate_that_failed_in_its_samples_fails_with_it():
+    device = FakeDevice()
+    tunables = make_set(chunked("x", 8), chunked("t", 16), kernel("y"))
+    profiles = {"x": 0}
+    profile = device.profile
+
+    async def failing_after_calibration(pipeline, args, grid, repeats):
+        if pipeline.kernel.name == "x":
+            profiles["x"] += 1
+            if profiles["x"] > 1:
+                raise KernelError("timestamps lost")
+        return await profile(pipeline, args, grid, repeats)
+
+    device.profile = failing_after_calibration
+    tuner = make_tuner(device, config=quiet(policy="fixed"))
+    assert tuner.execute(tunables, call(device, [1.0], n=4)).name == "y"
+    results = stored_results(tuner, tunables)
+    assert results["x"]["error"] == "Launch"
+    assert results["t"]["error"] == "Launch" and results["t"]["reason"].startswith("launches exactly as x: ")
+    assert device.dispatches["t"] == 0
+
+
+def test_a_winner_from_elsewhere_is_not_vouched_for_by_its_own_twin():
+    device = FakeDevice()
+    device.script("w", kernel=double_into, wrong=True)
+    for name in ("d", "e"):
+        device.script(name, kernel=double_into)
+    # The panel is the first two candidates that fit, the winner's twin w2 first of them: passed over.
+    tunables = make_set(chunked("w2", 16), kernel("d"), chunked("w", 8), kernel("e"), outputs=(1,))
+    tuner = make_tuner(device, config=quiet(checks=True))
+    args = call(device, [1.0, 2.0], [0.0, 0.0])
+    problem = run_inline(verify_winner(device, tuner.pipelines, tunables, tuner.key(tunables, args), args, 2))
+    assert problem is not None and "disagrees with the 2 candidates that agree (d, e)" in problem
+
+
+def test_the_compiles_begun_ahead_leave_twins_out():
+    started = []
+
+    @dataclass(eq=False)
+    class Background(FakeDevice):
+        background_compiles: int = 4
+
+        def start_compiles(self, kernels):
+            started.append([kernel.name for kernel in kernels])
+
+    device = Background()
+    tunables = make_set(chunked("d", 8), chunked("t", 16), kernel("o"))
+    make_tuner(device, config=quiet()).execute(tunables, call(device, [1.0], n=4))
+    assert started and not any("t" in names for names in started)
+    assert device.compiles["t"] == 0
 
 
 def test_a_twin_of_a_candidate_ruled_out_before_the_tune_is_ruled_out_with_it():

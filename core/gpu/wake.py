@@ -151,6 +151,7 @@ class _Spinner:
     repeats: int = 0
     pass_seconds: float = PASS_SECONDS
     fastest: float | None = None
+    provisional: bool = False  # the first figure, read on passes sized again since: the next wake's replaces it
     failed: str = ""  # then it is never tried again on this device
 
 
@@ -187,10 +188,14 @@ async def wake(device: Device, limit: float) -> Wake | None:
     if readings and not cut_short:
         ending = [seconds for at, seconds in readings if at >= readings[-1][0] - STEADY_SECONDS]
         figure = statistics.median(ending)
-        spinner.fastest = figure if spinner.fastest is None else min(spinner.fastest, figure)
+        # A figure read on passes sized on a cold clock (a coarse clock's few grains then) is replaced by
+        # the next wake's, on passes sized at the clock brought up; after that the lowest stands.
+        first = spinner.fastest is None
+        spinner.fastest = figure if first or spinner.provisional else min(spinner.fastest, figure)
         # Sized again at the clock it is up to: passes sized on a cold clock are short on a warm one
         # (5.7x on an H100), too few of a coarse clock's grains to read within WARM_WITHIN.
-        spinner.repeats = _dispatches(spinner.pass_seconds, figure)
+        repeats = _dispatches(spinner.pass_seconds, figure)
+        spinner.provisional, spinner.repeats = first and repeats != spinner.repeats, repeats
     return Wake(tuple(readings), time.perf_counter() - started, fastest_before, cut_short, spinner.failed)
 
 

@@ -223,7 +223,7 @@ class AdaptiveSampler:
         host's free cores while the GPU measures the ones before them. A group pruned later
         wastes its compiles, but no time: nothing waits for them."""
         rest = [index for index in coming if index not in ahead]
-        self.bench.compile_later(rest[: self.device.background_compiles])
+        self.bench.compile_later(rest, self.device.background_compiles)
 
     def _probe(self, index: int, probed: dict[str, int]) -> bool:
         """Whether candidate ``index`` is one of its group's first GROUP_PROBES screened."""
@@ -273,7 +273,8 @@ class AdaptiveSampler:
                     self._compile_later(order[position:], ahead)
             started = time.perf_counter()
             prepared = await prepare_candidate(self.bench, index)
-            self.sampled.order.append(index)
+            if not self.bench.set_aside(index):  # a twin set aside did not run
+                self.sampled.order.append(index)
             if not isinstance(prepared, Arm):
                 self._record(index, prepared, time.perf_counter() - started, 0)
                 continue

@@ -233,16 +233,6 @@ class OutputCheck:
             disagreements += comparison.mismatches
         return disagreements
 
-    def same_as(self, twin: int, measured: int) -> None:
-        """Candidate ``twin`` launches exactly as ``measured``, which was checked (``twins.py``): its
-        outputs are the same, so it stands in ``measured``'s group and shares its verdict, as it would
-        had it run."""
-        group = self.agreement.of(measured)
-        if group is not None and twin not in group.members:
-            group.members.append(twin)
-        if measured in self.verdicts:
-            self.verdicts[twin] = Mismatch(self.tunables.candidates[twin].name, self.verdicts[measured].reason)
-
     async def judge_all(self) -> dict[int, Mismatch]:
         """The verdicts of a tune judged by agreement, once every candidate has run: a Mismatch
         for every candidate outside the largest group, a group that left float outputs partly

@@ -52,7 +52,8 @@ async def sample_fixed(bench: Bench, plan: Plan, on_trial: OnTrial, limit: float
             started = time.perf_counter()
             result = await run_candidate(bench, index)
             wall = time.perf_counter() - started
-            sampled.order.append(index)
+            if not bench.set_aside(index):  # a twin set aside did not run
+                sampled.order.append(index)
             measured = isinstance(result, Measured) and result.stats is not None
             sampled.record(index, result, wall, len(result.stats.samples) if measured else 0)
             on_trial(index, result, wall)

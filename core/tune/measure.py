@@ -75,8 +75,6 @@ class OutputChecker(Protocol):
 
     async def judge_all(self) -> dict[int, Mismatch]: ...
 
-    def same_as(self, twin: int, measured: int) -> None: ...
-
 
 
 
@@ -227,12 +225,17 @@ class Bench:
         if indices:
             await self.request.pipelines.compile_ahead(self.tunables, indices)
 
-    def compile_later(self, indices: Sequence[int]) -> None:
-        """Begin compiling ``indices`` in the background where the device can, and return: the
-        candidates after the ones about to be measured, so their compiles overlap the measuring."""
-        indices = self._not_set_aside(indices)
+    def compile_later(self, indices: Sequence[int], most: int) -> None:
+        """Begin compiling the first ``most`` of ``indices`` (twins left out) in the background where
+        the device can, and return: the candidates after the ones about to be measured, so their
+        compiles overlap the measuring."""
+        indices = self._not_set_aside(indices)[:most]
         if indices:
             self.request.pipelines.start_compiles(self.tunables, indices)
+
+    def set_aside(self, index: int) -> bool:
+        """Whether candidate ``index`` was set aside as a twin (``twins.py``)."""
+        return self.twins is not None and index in self.twins.set_aside
 
     def _not_set_aside(self, indices: Sequence[int]) -> list[int]:
         """Those of ``indices`` worth compiling ahead: not twins of a candidate before them."""
@@ -306,8 +309,6 @@ async def prepare_candidate(bench: Bench, index: int) -> Arm | Result:
             return ruled_out
         measured = twins.measured_as(index)
         if measured is not None:
-            if check is not None:
-                check.same_as(index, measured)
             return twins.set_aside_for(index, measured)
     problem = check_limits(kernel, device.limits, device.features)
     if problem:

@@ -24,6 +24,7 @@ from ..errors import Mismatch, NoValidKernelFound
 from ..gpu.clock import clock_grain
 from ..gpu.wake import wake
 from ..sets.shaders import shader_of
+from ..sets.tunable import TunableSet
 from ..store.results import Measured, Result
 from .adaptive import sample_adaptively
 from .checks import OutputCheck, written_buffers
@@ -99,7 +100,9 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
         sampled = await search_adaptively(tunables.search, bench, plan, on_trial, limit)
     else:
         sampled = await POLICIES[config.policy](bench, plan, on_trial, limit)
-    warning = await _judge(check, sampled, on_trial, twins) if check is not None else None
+    warning = await _judge(check, sampled, on_trial) if check is not None else None
+    if twins is not None:
+        warning = _share_fates(tunables, twins, sampled, on_trial) or warning
     if warning is not None:
         request.step(warning)
         await pipelines.distrust(tunables, [index for index, result in sampled.results.items()
@@ -111,6 +114,29 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
                    judge=check.judge if check is not None else "", warning=warning)
 
 
+def _share_fates(tunables: TunableSet, twins: Twins, sampled: Sampled,
+                 on_trial: Callable[[int, Result, float], None]) -> str | None:
+    """Each twin set aside for a candidate that failed once prepared (its samples, its checks'
+    verdict) fails as it did: the same launch. So does each candidate never run whose launch is that
+    of a candidate found wrong: it must not serve as the set's fallback. Answers a warning where the
+    set's default is found wrong so (the tuner then stops using it as the fallback), else None."""
+    wrong = [index for index, result in sampled.results.items() if isinstance(result, Mismatch)]
+    warning = None
+    for index, kernel in enumerate(tunables.candidates):
+        measured = twins.set_aside.get(index)
+        if measured is None and index not in sampled.results and wrong:
+            measured = next((other for other in wrong if twins.same_launch(index, other)), None)
+        result = sampled.results.get(measured) if measured is not None else None
+        if result is None or isinstance(result, Measured):
+            continue
+        failure = replace(result, name=kernel.name, reason=f"launches exactly as {result.name}: {result.reason}")
+        sampled.results[index] = failure
+        on_trial(index, failure, 0.0)
+        if index == 0 and isinstance(failure, Mismatch):
+            warning = f"candidate 0 ({kernel.name}), the set's default, is wrong here: {failure.reason}"
+    return warning
+
+
 def _begin_first_compiles(request: TuneRequest, plan: Plan, default: int | None) -> None:
     """Begin compiling the candidates screened first (the set's ``default`` and the plan's first
     batch) where the device compiles in the background: they compile on the host's free cores
@@ -120,6 +146,7 @@ def _begin_first_compiles(request: TuneRequest, plan: Plan, default: int | None)
         return
     batches = plan.remaining()
     first = ([] if default is None else [default]) + (batches[0] if batches else [])
+    first = Twins(request.tunables.candidates, [request.args]).first_of_each(first)  # a twin is compiled if it runs
     request.pipelines.start_compiles(request.tunables, [index for index in first if index not in request.ruled_out])
 
 
@@ -149,14 +176,12 @@ def _say_once(set_name: str, message: str) -> None:
         logger.warning(message, set_name)
 
 
-async def _judge(check: OutputCheck, sampled: Sampled, on_trial: Callable[[int, Result, float], None],
-                 twins: Twins | None) -> str | None:
-    """The check's verdicts given to the candidates that ran and their twins set aside (a candidate
-    outvoted once every candidate ran becomes a Mismatch, and said so again); the short circuit
-    dropped if its candidate is among them. Answers the check's warning about candidate 0, if any."""
-    set_aside = twins.set_aside if twins is not None else {}
+async def _judge(check: OutputCheck, sampled: Sampled, on_trial: Callable[[int, Result, float], None]) -> str | None:
+    """The check's verdicts given to the candidates that ran (a candidate outvoted once every
+    candidate ran becomes a Mismatch, and said so again); the short circuit dropped if its
+    candidate is among them. Answers the check's warning about candidate 0, if any."""
     for index, verdict in (await check.judge_all()).items():
-        if isinstance(sampled.results.get(index), Measured) or index in set_aside:
+        if isinstance(sampled.results.get(index), Measured):
             sampled.results[index] = verdict
             on_trial(index, verdict, sampled.walls.get(index, 0.0))
         if sampled.short_circuit == index:

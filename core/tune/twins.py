@@ -74,6 +74,11 @@ class Twins:
             self._launches[index] = None if None in launches else launches
         return self._launches[index]
 
+    def same_launch(self, index: int, other: int) -> bool:
+        """Whether candidates ``index`` and ``other`` launch exactly alike."""
+        launch = self._launch(index)
+        return launch is not None and launch == self._launch(other)
+
     def measured_as(self, index: int) -> int | None:
         """The candidate prepared before with candidate ``index``'s launch, if any."""
         launch = self._launch(index)

@@ -30,6 +30,7 @@ from .checks import OutputCheck
 from .measure import clone_args
 from .pipelines import PipelineCache
 from .plan import Plan
+from .twins import launch_of
 
 __all__ = ["PANEL", "verify_winner"]
 
@@ -89,10 +90,14 @@ async def verify_winner(
     if tunables.reference is not None:
         return mismatch.reason if mismatch is not None else None
     panel = 0
+    # The winner's twins (the same launch: twins.py) would only agree with it: they are no witnesses.
+    launch = launch_of(tunables.candidates[winner], bench_args)
     for index in range(len(tunables)):
         if panel == PANEL:
             break
         if index == winner or misfit(tunables, key, index, device, bench_args, skipped) is not None:
+            continue
+        if launch is not None and launch_of(tunables.candidates[index], bench_args) == launch:
             continue
         try:
             await pipelines.compile(tunables, index)
