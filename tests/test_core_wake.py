@@ -174,8 +174,10 @@ def test_on_a_coarse_clock_a_pass_lasts_pass_grains_of_it_once_the_clock_is_up(c
     assert not first.failed and not first.cut_short
     assert repeats[0] == CALIBRATION_DISPATCHES
     assert repeats[1] * COLD >= 0.95 * PASS_GRAINS * 100e-6  # sized on the cold clock at first
+    assert wake_module._SPINNERS[device].provisional  # read on passes sized cold: the next wake's figure replaces it
     repeats.clear()
     again = run_inline(wake(device, 5.0))  # warm now: sized again at the end of the first wake
+    assert not wake_module._SPINNERS[device].provisional
     assert len(again.readings) == 1  # within WARM_WITHIN of the figure at once, read to 2%
     assert min(repeats) * WARM >= 0.95 * PASS_GRAINS * 100e-6
     assert again.readings[0][1] == pytest.approx(WARM, rel=0.03)  # a dispatch's seconds, whatever the pass
