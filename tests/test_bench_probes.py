@@ -41,7 +41,8 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
     assert parts - {"*"} == {"tail", "staircase", "staircase:*", "k-sweep", "hundreds", "short-k", "narrow", "draw",
-                             "wake", "reductions", "short", "placement", "checks", "dawn", "probe:*", "probe-dawn:*",
+                             "wake", "reductions", "dawn-tune", "short", "placement", "checks", "dawn", "probe:*",
+                             "probe-dawn:*",
                              "sweep:*", "sweep-ab:*", "stages-ab:*", "ab:*"}
 
 
@@ -58,7 +59,7 @@ def script_env(tmp_path: Path, **more: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("parts", "flags"), [(["ab:example"], "--dawn"), (["draw", "dawn"], ""),
-                                             (["checks"], ""), (["probe-dawn:tail"], "")])
+                                             (["checks"], ""), (["probe-dawn:tail"], ""), (["dawn-tune"], "")])
 def test_the_device_script_refuses_dawn_parts_at_once_without_wgpudawn(tmp_path, parts, flags):
     """A part on Dawn's device without wgpudawn's wheel would fail tune by tune after the call began
     (session 29 lost a call so): the script says what to put in .whl/ before any part runs."""
@@ -132,3 +133,4 @@ def test_the_wake_and_reductions_parts_run_what_the_next_gpu_session_needs(tmp_p
     assert all("--isolate" in call[1] for call in calls[3:5])
     assert "--key row_sum:1024x1024" in calls[5][1] and "--key fma:3000000" in calls[5][1]
     assert {path.name for path in (tmp_path / "out").iterdir()} >= {"wake.txt", "reductions.txt"}
+

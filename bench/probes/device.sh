@@ -25,6 +25,9 @@
 #              arrays' first tune with and without it (fresh processes, 6 s idle before each), and the first
 #              tune's cost through the tuning process with and without it
 #   reductions bench/short_kernels.py --all on REDUCTION_KEYS: every candidate's GPU time beside torch's CUDA graph
+#   dawn-tune  bench/subgroup_matrix_tune.py on its fixed shapes (f16 products, no draw): each tune's seconds on
+#              Dawn, whose pipelines compile on the calling thread since session 34 (16 threads before: set
+#              beside h200-subgroup-matrix-tune-48725-final.txt's 0.4-2.8 s)
 #   short      bench/short_kernels.py on SHORT_KEYS (default: the picks the H100's duels found over 2% more than
 #              once, sessions 18-24): each candidate by the tuner's own figure, the GPU's timestamps, one pass, a
 #              batch and alone, so whether such a miss is the tune's spread or its timing shows
@@ -108,7 +111,7 @@ wheel_path() { if [ "$1" = this ]; then echo "$PYTHONPATH"; else echo "/tmp/ab_$
 needs_dawn() {
   for part in "$@"; do
     case $part in
-      dawn | checks | probe-dawn:*) return 0 ;;
+      dawn | dawn-tune | checks | probe-dawn:*) return 0 ;;
       ab:*) [[ " ${FLAGS:-} " == *" --dawn "* ]] && return 0 ;;
     esac
   done
@@ -162,6 +165,7 @@ for part in "$@"; do
         WGTUNE_WAKE=$wake python3 "$R"/bench/first_tune.py --full --tunes-only --isolate --rounds 2
       done ;;
     reductions) python3 "$R"/bench/short_kernels.py --all --rounds 5 $(for k in $REDUCTION_KEYS; do echo --key "$k"; done) ;;
+    dawn-tune) python3 "$R"/bench/subgroup_matrix_tune.py --draw 0 --sets f16-products ;;
     short) python3 "$R"/bench/short_kernels.py --all $(for k in $SHORT_KEYS; do echo --key matmul:"$k"; done) ;;
     placement) for copy in all out in; do
         python3 "$R"/bench/placement.py --copy $copy --copies 5 --tunes 2 $(for k in $PLACEMENT_KEYS; do echo --key "$k"; done)
