@@ -1,14 +1,14 @@
 """Dawn devices: wgpu-py's API over Google's Dawn (PyPI's ``wgpudawn``), for what wgpu-native lacks.
 
-wgtune's native device runs on wgpu-py over wgpu-native. Dawn, the WebGPU of Chromium, offers
-what a browser will: on an NVIDIA H200 (Vulkan) ``chromium-experimental-subgroup-matrix``, the
-tensor cores from WGSL (f16 products summed in f32), which wgpu-native 29 refuses to turn on
-(``docs/cooperative-matrix.md``). ``wgpudawn`` implements wgpu-py's API, so a
-:class:`DawnDevice` is a :class:`~wgtune.backends.native.NativeDevice` on another ``GPU`` object:
-the same shim, but Dawn's WGSL as the spec writes it (``enable subgroups;`` kept), every shader
-compiled with WebGPU's runtime checks (Dawn has no per-module way out, as browsers have none; a
-whole device can go without them: :meth:`DawnDevice.open_adapter`), and a pass's commands
-through wgpu-py's methods.
+wgtune's native device runs on wgpu-py over wgpu-native. Dawn, the WebGPU of Chromium, offers what a
+browser will: on an NVIDIA H200 (Vulkan) ``chromium-experimental-subgroup-matrix``, the tensor cores
+from WGSL (f16 products summed in f32), which wgpu-native 29 refuses to turn on (``docs/cooperative-
+matrix.md``). ``wgpudawn`` implements wgpu-py's API, so a :class:`DawnDevice` is a
+:class:`~wgtune.backends.native.NativeDevice` on another ``GPU`` object: the same shim but for its
+calls, all on the calling thread with Dawn's own workers compiling the pipelines (``dawn_shim.py``),
+Dawn's WGSL as the spec writes it (``enable subgroups;`` kept), every shader compiled with WebGPU's
+runtime checks (Dawn has no per-module way out, as browsers have none; a whole device can go without
+them: :meth:`DawnDevice.open_adapter`), and a pass's commands through wgpu-py's methods.
 
 Dawn hides its experimental features behind toggles, set when its instance starts:
 ``allow_unsafe_apis`` (the subgroup matrices) and ``vulkan_enable_f16_on_nvidia`` (Dawn turns f16
@@ -29,6 +29,7 @@ from wgtune.errors import ConfigError
 from wgtune.gpu.device import DeviceIdentity
 from wgtune.kernels.matmul.subgroup_matrix import SUBGROUP_MATRIX
 
+from .dawn_shim import DawnShim
 from .native import WANTED_FEATURES, NativeDevice
 from .native_adapters import device_identity
 
@@ -75,6 +76,7 @@ class DawnDevice(NativeDevice):
 
     api = "dawn"
     wanted_features = (*WANTED_FEATURES, SUBGROUP_MATRIX)
+    shim_type = DawnShim
     runtime_checks = True
     """False where the device was opened without Dawn's robustness (:meth:`open_adapter`)."""
 

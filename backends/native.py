@@ -45,6 +45,8 @@ class NativeDevice(WebGPUDevice):
     package) or ``"dawn"`` (:class:`~wgtune.backends.dawn.DawnDevice`); a tuning process opens the same."""
     wanted_features: tuple[str, ...] = WANTED_FEATURES
     """Features asked for wherever the adapter has them."""
+    shim_type: type[WgpuShim] = WgpuShim
+    """The shim over this implementation of wgpu-py's API."""
 
     def __init__(self, device: wgpu.GPUDevice, *, use_timestamps: bool = True) -> None:
         self.gpu = device
@@ -53,12 +55,12 @@ class NativeDevice(WebGPUDevice):
         self.identity = self.identity_of(info)
         self.adapter_info = info
         self.limits = device_limits(dict(device.limits))
-        shim = WgpuShim(device)
-        self.compile_width = shim.compile_threads
+        shim = self.shim_type(device)
+        self.compile_width = shim.compile_width
         # A GPU leaves the host's cores free while it measures: the coming candidates compile meanwhile
-        # (on the shim's threads: none where it has one, the calling thread).
-        on_threads = info.get("adapter_type") != "CPU" and shim.compile_threads > 1
-        self.background_compiles = 4 * shim.compile_threads if on_threads else 0
+        # (where the shim overlaps compiles at all).
+        overlapped = info.get("adapter_type") != "CPU" and shim.compile_width > 1
+        self.background_compiles = 4 * shim.compile_width if overlapped else 0
         self.idle_clocks = info.get("adapter_type") != "CPU"
         # WebGPU's names: wgpu-native says "subgroup" where the spec (and browsers) say "subgroups".
         self.features = frozenset(FEATURE_NAMES.get(f, f) for f in device.features)

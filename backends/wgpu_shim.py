@@ -5,7 +5,8 @@ scopes), each on a wgpu-py ``GPUDevice``. wgpu-py raises errors at the call: eac
 :class:`~wgtune.errors.KernelError` with the driver's message (:func:`_clean`). None of the shim's
 coroutines ever suspends: the core drives them inline. Pipelines are compiled on up to
 :data:`COMPILE_THREADS` threads at once (``compile_modules``, ``start_compiles``) on wgpu-native,
-on the calling thread alone on any other implementation (:attr:`WgpuShim.compile_threads`).
+on the calling thread alone on any other implementation (:attr:`WgpuShim.compile_threads`; Dawn's
+shim, ``dawn_shim.py``, has Dawn compile them in parallel instead).
 
 Seen with wgpu-py 0.32: ``queue.on_submitted_work_done_*`` raise a cffi TypeError, so the shim
 waits for submitted work by reading a small buffer back, which waits for all prior work.
@@ -84,11 +85,14 @@ class WgpuShim:
     @property
     def compile_threads(self) -> int:
         """Threads that compile at once: :data:`COMPILE_THREADS` on wgpu-native, which captures each
-        call's errors on the thread that made it; 1 (the calling thread) elsewhere. wgpudawn keeps
-        errors in one process-wide list that the next call to look raises, on whichever thread, and
-        Dawn's objects are not thread-safe: one compile's error failed another's, or the tune's wait
-        for the queue."""
+        call's errors on the thread that made it; 1 (the calling thread) on any other implementation
+        of wgpu-py's API, whose errors may not be the thread's (Dawn's: ``dawn_shim.py``)."""
         return COMPILE_THREADS if self.wgpu_native else 1
+
+    @property
+    def compile_width(self) -> int:
+        """How many compiles :meth:`compile_modules` overlaps (``Device.compile_width``)."""
+        return self.compile_threads
 
     # -- buffers ----------------------------------------------------------------------------
 
@@ -140,22 +144,28 @@ class WgpuShim:
 
     async def _create_pipeline(self, kernel: Kernel) -> tuple[Any, Any]:
         try:
-            if not self.wgpu_native:  # Dawn takes the spec's WGSL and always checks, as browsers do
-                module = self.device.create_shader_module(code=kernel.wgsl, label=kernel.name)
-            elif kernel.runtime_checks:
-                module = self.device.create_shader_module(code=_for_naga(kernel.wgsl), label=kernel.name)
-            else:
-                module = create_unchecked_module(self.device, _for_naga(kernel.wgsl), kernel.name)
-            compute = {"module": module, "entry_point": kernel.entry_point}
-            if kernel.constants:
-                compute["constants"] = {name: float(value) for name, value in kernel.constants.items()}
-            if kernel.layout == "auto":
-                pipeline = self.device.create_compute_pipeline(layout="auto", compute=compute, label=kernel.name)
-                return pipeline, pipeline.get_bind_group_layout(0)
-            layout, group = self._declared_layout(kernel)
-            return self.device.create_compute_pipeline(layout=layout, compute=compute, label=kernel.name), group
+            layout, compute, group = self._pipeline_parts(kernel)
+            pipeline = self.device.create_compute_pipeline(layout=layout, compute=compute, label=kernel.name)
+            return pipeline, group if group is not None else pipeline.get_bind_group_layout(0)
         except Exception as error:  # wgpu-py raises GPUValidationError and friends synchronously
             raise KernelError(_clean(error)) from None
+
+    def _pipeline_parts(self, kernel: Kernel) -> tuple[Any, dict, Any]:
+        """``kernel``'s pipeline but the pipeline itself: its layout (``"auto"`` or the declared one),
+        its compute stage (the module made) and its declared bind group layout (None for "auto")."""
+        if not self.wgpu_native:  # Dawn takes the spec's WGSL and always checks, as browsers do
+            module = self.device.create_shader_module(code=kernel.wgsl, label=kernel.name)
+        elif kernel.runtime_checks:
+            module = self.device.create_shader_module(code=_for_naga(kernel.wgsl), label=kernel.name)
+        else:
+            module = create_unchecked_module(self.device, _for_naga(kernel.wgsl), kernel.name)
+        compute = {"module": module, "entry_point": kernel.entry_point}
+        if kernel.constants:
+            compute["constants"] = {name: float(value) for name, value in kernel.constants.items()}
+        if kernel.layout == "auto":
+            return "auto", compute, None
+        layout, group = self._declared_layout(kernel)
+        return layout, compute, group
 
     def _declared_layout(self, kernel: Kernel) -> tuple[Any, Any]:
         """The pipeline layout and bind group layout of ``kernel``'s declared bindings

@@ -26,7 +26,7 @@
 #              tune's cost through the tuning process with and without it
 #   reductions bench/short_kernels.py --all on REDUCTION_KEYS: every candidate's GPU time beside torch's CUDA graph
 #   dawn-tune  bench/subgroup_matrix_tune.py on its fixed shapes (f16 products, no draw): each tune's seconds on
-#              Dawn, whose pipelines compile on the calling thread since session 34 (16 threads before: set
+#              Dawn, whose pipelines Dawn's workers compile since session 34 (16 threads of ours before: set
 #              beside h200-subgroup-matrix-tune-48725-final.txt's 0.4-2.8 s)
 #   short      bench/short_kernels.py on SHORT_KEYS (default: the picks the H100's duels found over 2% more than
 #              once, sessions 18-24): each candidate by the tuner's own figure, the GPU's timestamps, one pass, a
