@@ -45,11 +45,6 @@ class DawnShim(WgpuShim):
     """:class:`~wgtune.backends.wgpu_shim.WgpuShim` on a wgpudawn device (see the module doc)."""
 
     @property
-    def compile_threads(self) -> int:
-        """1: no call leaves the calling thread."""
-        return 1
-
-    @property
     def compile_width(self) -> int:
         """The compiles Dawn's workers overlap, as many as wgpu-native's threads would."""
         return wgpu_shim.COMPILE_THREADS

@@ -234,3 +234,15 @@ def test_a_searched_set_measures_every_candidate_it_proposes():
     tuner = make_tuner(device, config=quiet())
     tuner.execute(tunables, call(device, [1.0], n=4))
     assert all(isinstance(r, Measured) for r in tuner.results(tunables, tuner.key(tunables, call(device, [1.0]))))
+
+
+def test_where_the_set_makes_its_inputs_the_launches_must_be_the_same_on_those_too():
+    device = FakeDevice()
+
+    def bigger(device_, key, args):  # the benchmark's inputs: n of 12, where the two grids differ
+        return Args(args.buffers, (12,))
+
+    tunables = make_set(chunked("narrow", 8), chunked("wide", 16), input_gen=bigger)
+    tuner = make_tuner(device, config=quiet())
+    tuner.execute(tunables, call(device, [1.0], n=4))  # on the call's n of 4 they launch alike
+    assert device.dispatches["wide"] > 0 and "samples" in stored_results(tuner, tunables)["wide"]

@@ -57,7 +57,9 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     plan = Plan(tunables.candidates, key)
     # The set's default (its first candidate) is screened first where the plan has it: it sets the bar.
     default = 0 if 0 in plan.planned and 0 not in request.ruled_out else None
-    _begin_first_compiles(request, plan, default)
+    # Twins (twins.py) on the call's launches (and the benchmark's, below, where the set makes its inputs).
+    twins = None if tunables.search is not None else Twins(tunables.candidates, [request.args])
+    _begin_first_compiles(request, plan, default, twins)
     await device.sync()
     woke = await wake(device, 0.0 if config.dry_run else config.wake)  # while the first compiles run
     if woke is not None:
@@ -91,9 +93,8 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     def on_trial(index: int, result: Result, wall: float) -> None:
         request.emit(TrialFinished(tunables.name, key, index, result, wall))
 
-    # Twins (twins.py) on the call's launches, and the benchmark's where the set makes its own inputs.
-    twins = None if tunables.search is not None else Twins(
-        tunables.candidates, [request.args] if tunables.input_gen is None else [request.args, bench_args])
+    if twins is not None and tunables.input_gen is not None:
+        twins.also_on(bench_args)
     bench = Bench(request, bench_args, floor, check, TimeLimit(config.time_limit), bar=default, twins=twins)
     limit = short_circuit_limit(tunables, key)
     if tunables.search is not None:
@@ -137,16 +138,16 @@ def _share_fates(tunables: TunableSet, twins: Twins, sampled: Sampled,
     return warning
 
 
-def _begin_first_compiles(request: TuneRequest, plan: Plan, default: int | None) -> None:
+def _begin_first_compiles(request: TuneRequest, plan: Plan, default: int | None, twins: Twins | None) -> None:
     """Begin compiling the candidates screened first (the set's ``default`` and the plan's first
     batch) where the device compiles in the background: they compile on the host's free cores
     while the tune waits for the queue, reads the clock, copies the inputs and sets up the checks
     (a cold first tune on an H200 waited 0.48 s for them after its setup; begun here, 0.10-0.20 s)."""
-    if not request.device.background_compiles or request.tunables.search is not None:
+    if not request.device.background_compiles or twins is None:  # twins is None in a search's tune
         return
     batches = plan.remaining()
     first = ([] if default is None else [default]) + (batches[0] if batches else [])
-    first = Twins(request.tunables.candidates, [request.args]).first_of_each(first)  # a twin is compiled if it runs
+    first = twins.first_of_each(first)  # a twin is compiled if it runs
     request.pipelines.start_compiles(request.tunables, [index for index in first if index not in request.ruled_out])
 
 

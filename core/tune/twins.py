@@ -68,6 +68,12 @@ class Twins:
         self.set_aside: dict[int, int] = {}
         """Each twin set aside -> the candidate measured for it."""
 
+    def also_on(self, args: Args) -> None:
+        """Launches must be the same on ``args`` too (a set's generated inputs); before any candidate
+        is prepared."""
+        self._args += (args,)
+        self._launches.clear()
+
     def _launch(self, index: int) -> tuple | None:
         if index not in self._launches:
             launches = tuple(launch_of(self._candidates[index], args) for args in self._args)
