@@ -271,6 +271,21 @@ def test_started_event_counts_the_candidates():
     assert all(isinstance(e.result, Measured) for e in events[1:4])
 
 
+def test_the_fixed_policys_samples_each_carry_a_round():
+    # Calibration's reading is dropped with its round: a round left over made Stats.rounds () for every
+    # candidate the fixed way, so nothing could pair its samples by round.
+    device = FakeDevice()
+    events = []
+    tunables = make_set("a", "b")
+    make_tuner(device, observer=events.append, config=quiet(policy="fixed", samples=4)).execute(
+        tunables, call(device, [1.0]))
+    measured = [e.result for e in events if type(e).__name__ == "TrialFinished"]
+    assert len(measured) == 2
+    for result in measured:
+        assert len(result.stats.samples) == 4
+        assert len(result.stats.rounds) == 4
+
+
 def test_adaptive_trial_events_end_with_each_candidates_final_result():
     device = FakeDevice()
     device.script("b", duration=[2e-3, 3e-3])

@@ -30,6 +30,7 @@ async def run_candidate(bench: Bench, index: int) -> Result:
     if not isinstance(arm, Arm):
         return arm
     arm.samples.clear()
+    arm.rounds.clear()
     samples = bench.config.samples
     try:
         await arm.sample(bench.device, bench.args, samples)
