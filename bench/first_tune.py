@@ -12,6 +12,11 @@ Two measurements, each side by side in one run, on the adapter in hand:
    ``--isolate`` adds a tuner made as users make one (``open_tuner``: the default adapter, and the
    tuning process of ``backends/isolation.py``, whose start the first tune includes).
 
+``--dawn`` does both on Dawn's device (``wgtune.backends.dawn``, wgpudawn installed): there
+"all at once" is what the device's shim does with a set of compiles (since session 34, Dawn's own
+workers through ``create_compute_pipeline_async``; before, 16 Python threads), so the pair of
+lines says how much Dawn's compiles overlap.
+
 The driver's own disk cache of compiled shaders is turned off in the children
 (``__GL_SHADER_DISK_CACHE=0`` for NVIDIA, ``MESA_SHADER_CACHE_DISABLE=true`` for Mesa), so every
 compile is cold; ``--warm`` leaves it on (what a user's second run of the day sees).
@@ -52,11 +57,16 @@ if job.get("isolate"):  # as a user opens one: the default adapter, the tuning p
     tuner = open_tuner(config=Config(cache=False, log_level="disabled"), isolate=True)
     device = tuner.device
 else:
-    device = NativeDevice.open()
+    if job.get("dawn"):
+        from wgtune.backends.dawn import DawnDevice
+        device = DawnDevice.open()
+    else:
+        device = NativeDevice.open()
     tuner = Tuner(device, config=Config(cache=False, log_level="disabled"))
 opened = time.perf_counter()
 tunables = matmul_set()
-out = {"open": opened - started, "threads": compiling.COMPILE_THREADS}
+shim = type(getattr(device, "shim", None)).__name__  # Dawn's own since session 34
+out = {"open": opened - started, "threads": compiling.COMPILE_THREADS, "shim": shim}
 if job["what"] == "compile":
     kernels = [k for k in tunables.candidates if check_limits(k, device.limits, device.features) is None]
     begin = time.perf_counter()
@@ -112,23 +122,28 @@ def main() -> None:
     parser.add_argument("--isolate", action="store_true",
                         help="also tune as open_tuner does by default: in the tuning process (isolation.py)")
     parser.add_argument("--tunes-only", action="store_true", help="skip the compile measurements")
+    parser.add_argument("--dawn", action="store_true", help="on Dawn's device (wgpudawn), not wgpu-native's")
     options = parser.parse_args()
+    if options.dawn and options.isolate:
+        parser.error("--isolate runs the tuning process on wgpu-native's device: not with --dawn")
     shapes = [[4096, 4096, 4096], [2048, 2048, 2048]] if options.full else [[256, 256, 256], [128, 128, 128]]
 
-    print(f"# python bench/first_tune.py{' --full' if options.full else ''}{' --warm' if options.warm else ''}: "
-          f"driver shader cache {'on' if options.warm else 'off'}")
+    flags = "".join(f" --{flag}" for flag in ("full", "warm", "dawn") if getattr(options, flag))
+    print(f"# python bench/first_tune.py{flags}: driver shader cache {'on' if options.warm else 'off'}"
+          f"{', on Dawn' if options.dawn else ''}")
     if not options.tunes_only:
         print("compiling every matmul candidate that fits, in a fresh process:")
     for together in (False, True) * (not options.tunes_only):
         for _ in range(options.rounds):
-            r = child({"what": "compile", "together": together, "threads": None}, options.warm)
-            how = f"all at once ({r['threads']} threads)" if together else "one by one"
-            print(f"  {how:<24} {r['pipelines']} pipelines ({r['failed']} failed) in {r['seconds']:.2f} s")
+            r = child({"what": "compile", "together": together, "threads": None, "dawn": options.dawn}, options.warm)
+            how = f"all at once ({r['threads']} threads, {r['shim']})" if together else "one by one"
+            print(f"  {how:<36} {r['pipelines']} pipelines ({r['failed']} failed) in {r['seconds']:.2f} s")
     print(f"first tune in a fresh process (matmul {shapes[0]}), then a second key {shapes[1]} in the same process:")
     ways = [(1, False), (None, False)] + [(None, True)] * options.isolate
     for threads, isolate in ways:
         for _ in range(options.rounds):
-            r = child({"what": "tune", "shapes": shapes, "threads": threads, "isolate": isolate}, options.warm)
+            r = child({"what": "tune", "shapes": shapes, "threads": threads, "isolate": isolate, "dawn": options.dawn},
+                      options.warm)
             first, second = r["tunes"]
             how = f"compile threads {r['threads']:>2}" + (", tuning process" if isolate else "")
             print(f"  {how}: first tune {first['seconds']:.2f} s ({first['winner']}), "

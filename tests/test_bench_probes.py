@@ -41,8 +41,8 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
     assert parts - {"*"} == {"tail", "staircase", "staircase:*", "k-sweep", "hundreds", "short-k", "narrow", "draw",
-                             "wake", "reductions", "dawn-tune", "short", "placement", "checks", "dawn", "probe:*",
-                             "probe-dawn:*",
+                             "wake", "reductions", "dawn-tune", "dawn-compiles", "short", "placement", "checks", "dawn",
+                             "probe:*", "probe-dawn:*",
                              "sweep:*", "sweep-ab:*", "stages-ab:*", "ab:*"}
 
 
@@ -59,7 +59,8 @@ def script_env(tmp_path: Path, **more: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("parts", "flags"), [(["ab:example"], "--dawn"), (["draw", "dawn"], ""),
-                                             (["checks"], ""), (["probe-dawn:tail"], ""), (["dawn-tune"], "")])
+                                             (["checks"], ""), (["probe-dawn:tail"], ""), (["dawn-tune"], ""),
+                                             (["dawn-compiles"], "")])
 def test_the_device_script_refuses_dawn_parts_at_once_without_wgpudawn(tmp_path, parts, flags):
     """A part on Dawn's device without wgpudawn's wheel would fail tune by tune after the call began
     (session 29 lost a call so): the script says what to put in .whl/ before any part runs."""
@@ -134,3 +135,23 @@ def test_the_wake_and_reductions_parts_run_what_the_next_gpu_session_needs(tmp_p
     assert "--key row_sum:1024x1024" in calls[5][1] and "--key fma:3000000" in calls[5][1]
     assert {path.name for path in (tmp_path / "out").iterdir()} >= {"wake.txt", "reductions.txt"}
 
+
+
+def test_the_dawn_compiles_part_times_both_wheels_in_turn(tmp_path):
+    """Dawn's compiles since session 34 (its own workers) against 4304a40's 16 threads, on one GPU."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text('#!/bin/sh\necho "PYTHONPATH=$PYTHONPATH python3 $*" >> "$LOG"\n')  # succeeds
+    (fake / "python3").chmod(0o755)
+    (tmp_path / "out").mkdir()
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "R": str(BENCH.parent), "OUT": str(tmp_path / "out"),
+           "LOG": str(tmp_path / "calls"), "PYTHONPATH": "/tmp/site"}
+    ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "dawn-compiles"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert any("--target /tmp/ab_pre-dawn" in call and "/.whl/pre-dawn/" in call for call in calls)
+    timed = [call for call in calls if "first_tune.py" in call]
+    assert len(timed) == 4 and all("--full --dawn --rounds 1" in call for call in timed)
+    assert [call.split()[0] for call in timed] == ["PYTHONPATH=/tmp/ab_pre-dawn:/tmp/site", "PYTHONPATH=/tmp/site"] * 2
+    assert (tmp_path / "out" / "dawn-compiles.txt").exists()

@@ -111,7 +111,7 @@ wheel_path() { if [ "$1" = this ]; then echo "$PYTHONPATH"; else echo "/tmp/ab_$
 needs_dawn() {
   for part in "$@"; do
     case $part in
-      dawn | dawn-tune | checks | probe-dawn:*) return 0 ;;
+      dawn | dawn-tune | dawn-compiles | checks | probe-dawn:*) return 0 ;;
       ab:*) [[ " ${FLAGS:-} " == *" --dawn "* ]] && return 0 ;;
     esac
   done
@@ -166,6 +166,14 @@ for part in "$@"; do
       done ;;
     reductions) python3 "$R"/bench/short_kernels.py --all --rounds 5 $(for k in $REDUCTION_KEYS; do echo --key "$k"; done) ;;
     dawn-tune) python3 "$R"/bench/subgroup_matrix_tune.py --draw 0 --sets f16-products ;;
+    dawn-compiles)  # Dawn's own workers (this wheel) against 16 threads (.whl/pre-dawn: 4304a40's wheel)
+      install_variant pre-dawn || exit 1
+      for round in 1 2; do
+        for wheel in pre-dawn this; do
+          echo "-- round $round: $wheel wheel"
+          PYTHONPATH=$(wheel_path "$wheel") python3 "$R"/bench/first_tune.py --full --dawn --rounds 1
+        done
+      done ;;
     short) python3 "$R"/bench/short_kernels.py --all $(for k in $SHORT_KEYS; do echo --key matmul:"$k"; done) ;;
     placement) for copy in all out in; do
         python3 "$R"/bench/placement.py --copy $copy --copies 5 --tunes 2 $(for k in $PLACEMENT_KEYS; do echo --key "$k"; done)
