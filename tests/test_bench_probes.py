@@ -41,8 +41,8 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
     assert parts - {"*"} == {"tail", "staircase", "staircase:*", "k-sweep", "hundreds", "short-k", "narrow", "draw",
-                             "wake", "reductions", "dawn-tune", "dawn-compiles", "short", "placement", "checks", "dawn",
-                             "probe:*", "probe-dawn:*",
+                             "wake", "reductions", "dawn-tune", "dawn-compiles", "first-trace", "short", "placement",
+                             "checks", "dawn", "probe:*", "probe-dawn:*",
                              "sweep:*", "sweep-ab:*", "stages-ab:*", "ab:*"}
 
 
@@ -135,6 +135,17 @@ def test_the_wake_and_reductions_parts_run_what_the_next_gpu_session_needs(tmp_p
     assert "--key row_sum:1024x1024" in calls[5][1] and "--key fma:3000000" in calls[5][1]
     assert {path.name for path in (tmp_path / "out").iterdir()} >= {"wake.txt", "reductions.txt"}
 
+
+
+def test_the_first_trace_part_traces_the_first_tune_in_process_and_in_the_tuning_process(tmp_path):
+    env = script_env(tmp_path, FLAGS="")
+    ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "first-trace"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr  # a part's failing python3 does not fail the script
+    calls = [line.split(" ", 2)[1:] for line in (tmp_path / "calls").read_text().splitlines()]
+    assert [Path(call[0]).name for call in calls] == ["tune_trace.py"] * 4
+    assert [call[1].endswith("--isolate") for call in calls] == [False, True] * 2
+    assert all("--shape 4096x4096x4096" in call[1] for call in calls)
 
 
 def test_the_dawn_compiles_part_times_both_wheels_in_turn(tmp_path):

@@ -166,6 +166,13 @@ for part in "$@"; do
       done ;;
     reductions) python3 "$R"/bench/short_kernels.py --all --rounds 5 $(for k in $REDUCTION_KEYS; do echo --key "$k"; done) ;;
     dawn-tune) python3 "$R"/bench/subgroup_matrix_tune.py --draw 0 --sets f16-products ;;
+    first-trace)  # where the tuning process's extra second of the first tune goes (H100: 3.3 s against 2.3 in process)
+      for round in 1 2; do
+        for isolate in "" --isolate; do
+          echo "-- round $round ${isolate:-in process}"
+          python3 "$R"/bench/tune_trace.py --shape 4096x4096x4096 $isolate
+        done
+      done ;;
     dawn-compiles)  # Dawn's own workers (this wheel) against 16 threads (.whl/pre-dawn: 4304a40's wheel)
       install_variant pre-dawn || exit 1
       for round in 1 2; do
