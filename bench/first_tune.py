@@ -136,8 +136,9 @@ def main() -> None:
     for together in (False, True) * (not options.tunes_only):
         for _ in range(options.rounds):
             r = child({"what": "compile", "together": together, "threads": None, "dawn": options.dawn}, options.warm)
-            how = f"all at once ({r['threads']} threads, {r['shim']})" if together else "one by one"
-            print(f"  {how:<36} {r['pipelines']} pipelines ({r['failed']} failed) in {r['seconds']:.2f} s")
+            way = "Dawn's workers" if r["shim"] == "DawnShim" else f"{r['threads']} threads"
+            how = f"all at once ({r['shim']}, {way})" if together else "one by one"
+            print(f"  {how:<40} {r['pipelines']} pipelines ({r['failed']} failed) in {r['seconds']:.2f} s")
     print(f"first tune in a fresh process (matmul {shapes[0]}), then a second key {shapes[1]} in the same process:")
     ways = [(1, False), (None, False)] + [(None, True)] * options.isolate
     for threads, isolate in ways:
