@@ -28,6 +28,10 @@
 #   dawn-tune  bench/subgroup_matrix_tune.py on its fixed shapes (f16 products, no draw): each tune's seconds on
 #              Dawn, whose pipelines Dawn's workers compile since session 34 (16 threads of ours before: set
 #              beside h200-subgroup-matrix-tune-48725-final.txt's 0.4-2.8 s)
+#   first-trace bench/tune_trace.py at 4096^3 in process and through the tuning process, twice: where the
+#              tuning process's extra second of the first tune goes
+#   dawn-compiles bench/first_tune.py --full --dawn with 4304a40's wheel (.whl/pre-dawn: 16 threads of ours) and
+#              this one (Dawn's own workers) in turn, twice: how much each overlaps the compiles
 #   short      bench/short_kernels.py on SHORT_KEYS (default: the picks the H100's duels found over 2% more than
 #              once, sessions 18-24): each candidate by the tuner's own figure, the GPU's timestamps, one pass, a
 #              batch and alone, so whether such a miss is the tune's spread or its timing shows

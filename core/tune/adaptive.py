@@ -273,7 +273,7 @@ class AdaptiveSampler:
                     self._compile_later(order[position:], ahead)
             started = time.perf_counter()
             prepared = await prepare_candidate(self.bench, index)
-            if not self.bench.set_aside(index):  # a twin set aside did not run
+            if not self.bench.was_set_aside(index):  # a twin set aside did not run
                 self.sampled.order.append(index)
             if not isinstance(prepared, Arm):
                 self._record(index, prepared, time.perf_counter() - started, 0)

@@ -53,7 +53,7 @@ async def sample_fixed(bench: Bench, plan: Plan, on_trial: OnTrial, limit: float
             started = time.perf_counter()
             result = await run_candidate(bench, index)
             wall = time.perf_counter() - started
-            if not bench.set_aside(index):  # a twin set aside did not run
+            if not bench.was_set_aside(index):  # a twin set aside did not run
                 sampled.order.append(index)
             measured = isinstance(result, Measured) and result.stats is not None
             sampled.record(index, result, wall, len(result.stats.samples) if measured else 0)

@@ -233,7 +233,7 @@ class Bench:
         if indices:
             self.request.pipelines.start_compiles(self.tunables, indices)
 
-    def set_aside(self, index: int) -> bool:
+    def was_set_aside(self, index: int) -> bool:
         """Whether candidate ``index`` was set aside as a twin (``twins.py``)."""
         return self.twins is not None and index in self.twins.set_aside
 

@@ -97,9 +97,9 @@ class Twins:
         kept = []
         for index in indices:
             launch = self._launch(index)
-            if launch is not None and (launch in self._first or launch in seen):
-                continue
             if launch is not None:
+                if launch in self._first or launch in seen:
+                    continue
                 seen.add(launch)
             kept.append(index)
         return kept
