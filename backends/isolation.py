@@ -10,7 +10,9 @@ first launches, the output checks and every sample included, and each wait there
 (``launch_ledger.py``). Past its deadline the process is killed, the candidate whose launches it
 ran is a Timeout, and the key is tuned again without it in a fresh process; Ctrl-C kills the
 process and reaches the caller at once. The winner then runs in the tuner's own process: it
-returned on every launch the tune made. A winner from elsewhere (a bundle's, a collector's) is
+returned on every launch the tune made. Its compile there is begun as the rounds begin, for the
+fastest few finalists (``TuneRequest.finalists``), so that it overlaps the rounds rather than
+following the tune. A winner from elsewhere (a bundle's, a collector's) is
 checked there too before it serves (``verify.py``): one that runs away is not used.
 
 The process starts at the first tune and serves every later one of the tuner (its compiled
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +52,11 @@ from .remote_device import ProcessStopped, RemoteDevice
 from .worker_link import WorkerLink
 
 __all__ = ["EarlyStart", "ProcessStopped", "WorkerGuard", "begin_tuning_process", "spec_for"]
+
+# How many of the fastest finalists after screening the tuner's own device compiles ahead (the
+# likeliest winners; one past them compiles after the tune, as before): few, since each compile begun
+# is kept until a call takes it.
+FINALISTS_COMPILED_HERE = 4
 
 
 def spec_for(device: Any | None) -> OpenSpec:
@@ -139,7 +147,8 @@ class WorkerGuard:
                     continue
                 try:
                     outcome = await measure_key(replace(request, device=remote, pipelines=pipelines,
-                                                        args=remote.adopt(request.args), ruled_out=ruled_out))
+                                                        args=remote.adopt(request.args), ruled_out=ruled_out,
+                                                        finalists=self._compile_here(request)))
                 except ProcessStopped as stopped:
                     self._lost(stopped.reason)
                     self._rule_out(request, ruled_out, stopped)
@@ -235,6 +244,21 @@ class WorkerGuard:
                                found.get("device"), found.get("backend"), self.device.identity.device)
                 return None
         return self._remote, self._pipelines
+
+    @staticmethod
+    def _compile_here(request: TuneRequest) -> Callable[[list[int]], None]:
+        """What the tune's finalists are handed to: the leaders begin compiling on the tuner's own
+        device, where the winner will serve, while the rounds in the process decide among them.
+        Else the winner's compile here follows the tune, in the caller's wait."""
+        own = request.pipelines
+        if not own.device.background_compiles:  # a CPU adapter: the compiles would slow the rounds
+            return request.finalists
+
+        def begin(indices: list[int]) -> None:
+            own.start_compiles(request.tunables, indices[:FINALISTS_COMPILED_HERE])
+            request.finalists(indices)
+
+        return begin
 
     def _forget_changed(self, tunables: TunableSet, pipelines: PipelineCache) -> None:
         """A set whose name now means other candidates: its pipelines in the process are dropped."""

@@ -148,6 +148,21 @@ def test_the_first_trace_part_traces_the_first_tune_in_process_and_in_the_tuning
     assert all("--shape 4096x4096x4096" in call[1] for call in calls)
 
 
+def test_the_first_trace_part_with_a_wheel_before_traces_both_in_turn(tmp_path):
+    """BEFORE=NAME: a change to the first tune's path against the wheel without it, on one GPU."""
+    env = script_env(tmp_path, FLAGS="", BEFORE="pre-x", PYTHONPATH="/tmp/site")
+    (tmp_path / "bin" / "python3").write_text('#!/bin/sh\necho "PYTHONPATH=$PYTHONPATH python3 $*" >> "$LOG"\n')
+    ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "first-trace"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert any("--target /tmp/ab_pre-x" in call and "/.whl/pre-x/" in call for call in calls)
+    traced = [call for call in calls if "tune_trace.py" in call]
+    assert [call.split()[0] for call in traced] == ["PYTHONPATH=/tmp/ab_pre-x:/tmp/site"] * 2 + [
+        "PYTHONPATH=/tmp/site"] * 2 + ["PYTHONPATH=/tmp/ab_pre-x:/tmp/site"] * 2 + ["PYTHONPATH=/tmp/site"] * 2
+    assert [call.endswith("--isolate") for call in traced] == [False, True] * 4
+
+
 def test_the_dawn_compiles_part_times_both_wheels_in_turn(tmp_path):
     """Dawn's compiles since session 34 (its own workers) against 4304a40's 16 threads, on one GPU."""
     fake = tmp_path / "bin"

@@ -14,6 +14,8 @@ from wgtune.gpu.device import Timing
 from wgtune.tune import measure
 from wgtune.tune.adaptive import MIN_SAMPLES, elimination_margin
 from wgtune.tune.measure import calibrate
+from wgtune.tune.request import TuneRequest
+from wgtune.tune.tuning import measure_key
 
 # Pure core on the fake device: these also run inside Pyodide (e2e/test_core_in_pyodide.py).
 pytestmark = pytest.mark.core
@@ -263,6 +265,26 @@ def test_hopeless_candidates_get_two_samples_and_close_rivals_many():
     [record] = tuner.records.records
     assert {trial.name: trial.samples for trial in record.trials} == counts
     assert [trial.name for trial in record.trials] == ["awful", "slow", "close", "best"]
+
+
+def test_the_finalists_are_told_once_screening_is_over_fastest_first_the_winner_among_them():
+    # What a tuning process's guard compiles ahead on the tuner's own device (backends/isolation.py).
+    device = FakeDevice()
+    machine = Machine(jitter=0.02)
+    for name, seconds in {"awful": 10e-3, "close": 1.01e-3, "best": 1.0e-3, "near": 1.03e-3}.items():
+        device.script(name, duration=machine.duration(seconds))
+    tunables = make_set("awful", "close", "best", "near")
+    tuner = make_tuner(device, config=quiet())
+    args = call(device, [1.0])
+    told: list[list[int]] = []
+    request = TuneRequest(device, tuner.pipelines, tuner.config, tunables, tuner.key(tunables, args), args,
+                          finalists=told.append)
+    outcome = run_inline(measure_key(request))
+    [finalists] = told
+    names = [tunables.candidates[index].name for index in finalists]
+    assert "awful" not in names and set(names) <= {"best", "close", "near"} and len(names) >= 2
+    assert names[0] in ("best", "close")  # within their jitter of each other
+    assert outcome.winner in finalists
 
 
 def test_the_margin_shrinks_with_samples_down_to_the_tolerance():

@@ -185,6 +185,42 @@ def test_one_tuning_process_serves_every_key_and_set_and_checks_outputs_there(de
     assert guard.pid is None  # closed
 
 
+def test_the_finalists_begin_compiling_here_while_the_process_decides_and_the_winner_takes_its_compile(
+        device, monkeypatch):
+    # lavapipe's device compiles nothing in the background (its cores run the kernels): a GPU's would.
+    monkeypatch.setattr(device, "background_compiles", 4)
+    begun: list[list[str]] = []
+    start_compiles, take_started = device.shim.start_compiles, device.shim._take_started
+    taken: list[str] = []
+
+    def spied_start(kernels):
+        begun.append([kernel.name for kernel in kernels])
+        start_compiles(kernels)
+
+    def spied_take(kernel):
+        future = take_started(kernel)
+        if future is not None:
+            taken.append(kernel.name)
+        return future
+
+    monkeypatch.setattr(device.shim, "start_compiles", spied_start)
+    monkeypatch.setattr(device.shim, "_take_started", spied_take)
+    # 64 times the other's workgroups, all but 64 idle: it loses the screening by far more than the
+    # margin, so "fast" is the one finalist whatever the noise. Their code is this test's own: the
+    # device's modules are shared, and one compiled by an earlier test would not be begun again.
+    slow = Kernel("slow", COUNTED + "// slow_finalist\n", grid=lambda args: (64 * 64, 1, 1))
+    tunables = counted_set("finalists_here", slow, steady("fast_finalist"))
+    tuner, guard = tuner_of(device)
+    try:
+        args, x = call(device)
+        winner = tuner.execute(tunables, args).name
+        np.testing.assert_array_equal(doubled(device, args), 2 * x)
+    finally:
+        guard.close()
+    assert begun == [["fast_finalist"]] and winner == "fast_finalist"  # begun once, as the rounds began
+    assert taken == ["fast_finalist"]  # its compile here, begun then, served the call
+
+
 def test_a_winner_from_elsewhere_is_checked_in_the_tuning_process_and_one_that_runs_away_is_not_used(device):
     # What a tuner does before a bundle's or a collector's winner serves here (``verify.py``).
     # Each is run beside two others (``verify.PANEL``): a and b beside each other and c.

@@ -29,7 +29,7 @@
 #              Dawn, whose pipelines Dawn's workers compile since session 34 (16 threads of ours before: set
 #              beside h200-subgroup-matrix-tune-48725-final.txt's 0.4-2.8 s)
 #   first-trace bench/tune_trace.py at 4096^3 in process and through the tuning process, twice: where the
-#              tuning process's extra second of the first tune goes
+#              tuning process's extra second of the first tune goes (BEFORE=NAME: .whl/NAME's wheel too, in turn)
 #   dawn-compiles bench/first_tune.py --full --dawn with 4304a40's wheel (.whl/pre-dawn: 16 threads of ours) and
 #              this one (Dawn's own workers) in turn, twice: how much each overlaps the compiles
 #   short      bench/short_kernels.py on SHORT_KEYS (default: the picks the H100's duels found over 2% more than
@@ -171,10 +171,13 @@ for part in "$@"; do
     reductions) python3 "$R"/bench/short_kernels.py --all --rounds 5 $(for k in $REDUCTION_KEYS; do echo --key "$k"; done) ;;
     dawn-tune) python3 "$R"/bench/subgroup_matrix_tune.py --draw 0 --sets f16-products ;;
     first-trace)  # where the tuning process's extra second of the first tune goes (H100: 3.3 s against 2.3 in process)
+      [ -n "${BEFORE:-}" ] && { install_variant "$BEFORE" || exit 1; }
       for round in 1 2; do
-        for isolate in "" --isolate; do
-          echo "-- round $round ${isolate:-in process}"
-          python3 "$R"/bench/tune_trace.py --shape 4096x4096x4096 $isolate
+        for wheel in ${BEFORE:-} this; do
+          for isolate in "" --isolate; do
+            echo "-- round $round: $wheel wheel, ${isolate:-in process}"
+            PYTHONPATH=$(wheel_path "$wheel") python3 "$R"/bench/tune_trace.py --shape 4096x4096x4096 $isolate
+          done
         done
       done ;;
     dawn-compiles)  # Dawn's own workers (this wheel) against 16 threads (.whl/pre-dawn: 4304a40's wheel)

@@ -49,6 +49,7 @@ In both policies, a candidate whose median is within the set's short-circuit lim
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Collection
 from dataclasses import replace
@@ -134,7 +135,11 @@ class AdaptiveSampler:
         return False
 
     def _leader(self) -> Arm:
-        return min(self.alive, key=lambda arm: (median(arm.samples), arm.index))
+        return min(self.alive, key=self._standing)
+
+    @staticmethod
+    def _standing(arm: Arm) -> tuple[float, int]:
+        return (median(arm.samples) if arm.samples else math.inf, arm.index)
 
     def _margin(self, arm: Arm) -> float:
         return elimination_margin(len(arm.samples), self.config.tolerance)
@@ -316,6 +321,7 @@ class AdaptiveSampler:
 
     async def rounds(self) -> None:
         started = time.perf_counter()
+        self.bench.request.finalists([arm.index for arm in sorted(self.alive, key=self._standing)])
         rounds = 0
         while len(self.alive) > 1:
             if time.perf_counter() - started >= self.config.budget:
