@@ -27,7 +27,7 @@ started = time.perf_counter()
 from wgtune import Args, Config, Tuner
 from wgtune.backends.native import NativeDevice
 from wgtune.kernels.matmul import matmul_set
-from wgtune.tune import adaptive, checks, measure, pipelines
+from wgtune.tune import adaptive, checks, measure, pipelines, tuning
 
 totals, timeline = {}, []
 def timed(owner, name, label, candidate=None):
@@ -68,6 +68,13 @@ timed(pipelines.PipelineCache, "compile_ahead", "compile ahead (together)", lamb
 timed(pipelines.PipelineCache, "compile", "compile (or take compiled)")
 timed(adaptive.AdaptiveSampler, "screen", "screening")
 timed(adaptive.AdaptiveSampler, "rounds", "rounds")
+# What comes before the screening (session 36's H100 trace: 1.2-1.6 s in process), each in the timeline.
+before = lambda args: "(before the screening)"
+timed(tuning, "wake", "wake the GPU", before)
+timed(tuning, "clock_grain", "read the clock's grain", before)
+timed(tuning, "_reflect", "reflect the WGSL", before)
+timed(tuning, "clone_written", "copy the written inputs", before)
+timed(tuning, "OutputCheck", "set up the checks", before)
 
 job = json.loads(sys.argv[1])
 config = Config(cache=False, log_level="disabled")

@@ -180,4 +180,11 @@ def test_the_dawn_compiles_part_times_both_wheels_in_turn(tmp_path):
     timed = [call for call in calls if "first_tune.py" in call]
     assert len(timed) == 4 and all("--full --dawn --rounds 1" in call for call in timed)
     assert [call.split()[0] for call in timed] == ["PYTHONPATH=/tmp/ab_pre-dawn:/tmp/site", "PYTHONPATH=/tmp/site"] * 2
+    env["BEFORE"] = "pre-width"
+    (tmp_path / "calls").unlink()
+    ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "dawn-compiles"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    timed = [call for call in (tmp_path / "calls").read_text().splitlines() if "first_tune.py" in call]
+    assert [call.split()[0] for call in timed] == ["PYTHONPATH=/tmp/ab_pre-width:/tmp/site", "PYTHONPATH=/tmp/site"] * 2
     assert (tmp_path / "out" / "dawn-compiles.txt").exists()

@@ -30,8 +30,8 @@
 #              beside h200-subgroup-matrix-tune-48725-final.txt's 0.4-2.8 s)
 #   first-trace bench/tune_trace.py at 4096^3 in process and through the tuning process, twice: where the
 #              tuning process's extra second of the first tune goes (BEFORE=NAME: .whl/NAME's wheel too, in turn)
-#   dawn-compiles bench/first_tune.py --full --dawn with 4304a40's wheel (.whl/pre-dawn: 16 threads of ours) and
-#              this one (Dawn's own workers) in turn, twice: how much each overlaps the compiles
+#   dawn-compiles bench/first_tune.py --full --dawn with 4304a40's wheel (.whl/pre-dawn: 16 threads of ours; or
+#              BEFORE=NAME's) and this one (Dawn's own workers) in turn, twice: how much each overlaps the compiles
 #   short      bench/short_kernels.py on SHORT_KEYS (default: the picks the H100's duels found over 2% more than
 #              once, sessions 18-24): each candidate by the tuner's own figure, the GPU's timestamps, one pass, a
 #              batch and alone, so whether such a miss is the tune's spread or its timing shows
@@ -180,10 +180,11 @@ for part in "$@"; do
           done
         done
       done ;;
-    dawn-compiles)  # Dawn's own workers (this wheel) against 16 threads (.whl/pre-dawn: 4304a40's wheel)
-      install_variant pre-dawn || exit 1
+    dawn-compiles)  # Dawn's own workers (this wheel) against 16 threads (.whl/pre-dawn: 4304a40's wheel), or BEFORE's
+      before=${BEFORE:-pre-dawn}
+      install_variant "$before" || exit 1
       for round in 1 2; do
-        for wheel in pre-dawn this; do
+        for wheel in "$before" this; do
           echo "-- round $round: $wheel wheel"
           PYTHONPATH=$(wheel_path "$wheel") python3 "$R"/bench/first_tune.py --full --dawn --rounds 1
         done
