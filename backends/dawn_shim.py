@@ -6,8 +6,9 @@ another compile, or the tune's wait for the queue (CI saw it once in three runs)
 stays on the calling thread, and the pipelines compile in parallel the way Dawn offers:
 ``create_compute_pipeline_async``, which Dawn runs on its own workers and whose error comes back
 with its own promise. Each module is still made on the calling thread (Tint's parse and checks,
-the smaller part); the driver's compile of the pipelines, most of the cost, overlaps, two at a
-time (:data:`DAWN_WORKERS`).
+the smaller part); the driver's compile of the pipelines, most of the cost, overlaps, though only
+two at a time: on an H100 92 matmul pipelines took 8.1-8.2 s at once against 15.6-18.1 s one by
+one, and 1.4-1.5 s from wgpu-native's 16 threads (``bench/results/h100-dawn-compiles-session36.txt``).
 """
 
 from __future__ import annotations
@@ -18,17 +19,10 @@ from typing import Any
 from wgtune.errors import KernelError
 from wgtune.sets.kernel import Kernel
 
+from . import wgpu_shim
 from .wgpu_shim import WgpuShim, _clean
 
-__all__ = ["DAWN_WORKERS", "DawnShim"]
-
-DAWN_WORKERS = 2
-"""Pipelines Dawn compiles at once: its default platform's worker pool, which wgpudawn's instance
-gets and cannot change from Python, runs two task threads (``AsyncWorkerThreadPool``'s default).
-So on an H100 92 matmul pipelines took 8.1-8.2 s "all at once" against 15.6-18.1 s one by one, and
-1.4-1.5 s from 16 threads on wgpu-native (``bench/results/h100-dawn-compiles-session36.txt``). The
-tune plans its compiles by this (``Device.compile_width``): two at a time past the first batch,
-eight begun in the background, rather than a queue of 64 in front of the candidate it waits for."""
+__all__ = ["DawnShim"]
 
 
 class _Begun:
@@ -54,8 +48,12 @@ class DawnShim(WgpuShim):
 
     @property
     def compile_width(self) -> int:
-        """The compiles Dawn's workers overlap: :data:`DAWN_WORKERS`, whatever the cores."""
-        return DAWN_WORKERS
+        """As many as wgpu-native's threads, though Dawn compiles two at a time (its default
+        platform's worker pool, which wgpudawn's instance gets, runs two task threads): a queue that
+        deep keeps both fed. On an H200 a width of 2 made the first 4096^3 tune 6.96-7.62 s and the
+        second 1.59-1.64 s, against 6.04-6.70 s and 1.13-1.18 s with 16
+        (``bench/results/h200-dawn-compiles-session36.txt``)."""
+        return wgpu_shim.COMPILE_THREADS
 
     def _begin(self, kernel: Kernel) -> _Begun:
         try:
