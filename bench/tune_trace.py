@@ -10,7 +10,8 @@ what a user's first ``execute`` spends; the wrappers cost microseconds.
 
 Usage: ``python bench/tune_trace.py`` (256^3, for lavapipe) or ``--shape 4096x4096x4096``; ``--warm``
 leaves the driver's shader cache on; ``--isolate`` tunes as ``open_tuner`` does, in the tuning process
-(its start, the inputs' copies and the round trips timed too). A benchmark, not a test.
+(its start, the inputs' copies and the round trips timed too); ``--no-wake`` and ``--no-checks`` leave
+out the wake and the output checks, to see what each costs the first tune. A benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ timed(tuning, "clone_written", "copy the written inputs", before)
 timed(tuning, "OutputCheck", "set up the checks", before)
 
 job = json.loads(sys.argv[1])
-config = Config(cache=False, log_level="disabled")
+config = Config(cache=False, log_level="disabled", **job["settings"])
 if job["isolate"]:  # as open_tuner makes a tuner: its launches in the tuning process
     from wgtune.backends.local import open_tuner
     from wgtune.backends.remote_device import RemoteDevice
@@ -111,19 +112,23 @@ def main() -> None:
     parser.add_argument("--shape", default="256x256x256", help="MxNxK of the matmul key")
     parser.add_argument("--warm", action="store_true", help="leave the driver's shader disk cache on")
     parser.add_argument("--isolate", action="store_true", help="tune as open_tuner does: in the tuning process")
+    parser.add_argument("--no-wake", action="store_true", help="no wake before the tune (Config.wake 0)")
+    parser.add_argument("--no-checks", action="store_true", help="no output checks (Config.checks off)")
     options = parser.parse_args()
     shape = [int(part) for part in options.shape.split("x")]
     env = dict(os.environ)
     if not options.warm:
         env.update(__GL_SHADER_DISK_CACHE="0", MESA_SHADER_CACHE_DISABLE="true")
-    job = json.dumps({"shape": shape, "isolate": options.isolate})
+    settings = {**({"wake": 0.0} if options.no_wake else {}), **({"checks": False} if options.no_checks else {})}
+    job = json.dumps({"shape": shape, "isolate": options.isolate, "settings": settings})
     done = subprocess.run([sys.executable, "-c", CHILD, job], env=env, capture_output=True, text=True, timeout=900)
     line = next((line for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
     if line is None:
         raise SystemExit(f"the child failed ({done.returncode}):\n{done.stderr[-3000:]}")
     r = json.loads(line[len("RESULT "):])
-    print(f"# python bench/tune_trace.py --shape {options.shape}{' --warm' if options.warm else ''}"
-          f"{' --isolate' if options.isolate else ''}")
+    flags = "".join(f" --{name}" for name in ("warm", "isolate", "no-wake", "no-checks")
+                    if getattr(options, name.replace("-", "_")))
+    print(f"# python bench/tune_trace.py --shape {options.shape}{flags}")
     print(f"first tune of matmul {shape}: {r['tune']:.3f} s, {r['compiled']} pipelines compiled, winner "
           f"{r['winner']} ({'open_tuner' if options.isolate else 'device open'} {r['open']:.2f} s before it, "
           "not counted)")

@@ -41,8 +41,8 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
     assert parts - {"*"} == {"tail", "staircase", "staircase:*", "k-sweep", "hundreds", "short-k", "narrow", "draw",
-                             "wake", "reductions", "dawn-tune", "dawn-compiles", "first-trace", "short", "placement",
-                             "checks", "dawn", "probe:*", "probe-dawn:*",
+                             "wake", "reductions", "dawn-tune", "dawn-compiles", "first-trace", "first-costs", "short",
+                             "placement", "checks", "dawn", "probe:*", "probe-dawn:*",
                              "sweep:*", "sweep-ab:*", "stages-ab:*", "ab:*"}
 
 
@@ -161,6 +161,17 @@ def test_the_first_trace_part_with_a_wheel_before_traces_both_in_turn(tmp_path):
     assert [call.split()[0] for call in traced] == ["PYTHONPATH=/tmp/ab_pre-x:/tmp/site"] * 2 + [
         "PYTHONPATH=/tmp/site"] * 2 + ["PYTHONPATH=/tmp/ab_pre-x:/tmp/site"] * 2 + ["PYTHONPATH=/tmp/site"] * 2
     assert [call.endswith("--isolate") for call in traced] == [False, True] * 4
+
+
+def test_the_first_costs_part_traces_the_first_tune_with_and_without_the_wake_and_the_checks(tmp_path):
+    env = script_env(tmp_path, FLAGS="")
+    ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "first-costs"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    calls = [line.split(" ", 2)[2] for line in (tmp_path / "calls").read_text().splitlines()]
+    assert all(call.startswith("--shape 4096x4096x4096 --isolate") for call in calls)
+    assert [call.removeprefix("--shape 4096x4096x4096 --isolate") for call in calls] == [
+        "", " --no-wake", " --no-checks", " --no-wake --no-checks"] * 2
 
 
 def test_the_dawn_compiles_part_times_both_wheels_in_turn(tmp_path):

@@ -30,6 +30,8 @@
 #              beside h200-subgroup-matrix-tune-48725-final.txt's 0.4-2.8 s)
 #   first-trace bench/tune_trace.py at 4096^3 in process and through the tuning process, twice: where the
 #              tuning process's extra second of the first tune goes (BEFORE=NAME: .whl/NAME's wheel too, in turn)
+#   first-costs bench/tune_trace.py at 4096^3 through the tuning process with the wake and the checks, without
+#              each, and without both, twice: what each costs the first tune
 #   dawn-compiles bench/first_tune.py --full --dawn with 4304a40's wheel (.whl/pre-dawn: 16 threads of ours; or
 #              BEFORE=NAME's) and this one (Dawn's own workers) in turn, twice: how much each overlaps the compiles
 #   short      bench/short_kernels.py on SHORT_KEYS (default: the picks the H100's duels found over 2% more than
@@ -178,6 +180,13 @@ for part in "$@"; do
             echo "-- round $round: $wheel wheel, ${isolate:-in process}"
             PYTHONPATH=$(wheel_path "$wheel") python3 "$R"/bench/tune_trace.py --shape 4096x4096x4096 $isolate
           done
+        done
+      done ;;
+    first-costs)  # what the wake and the output checks cost the first tune through the tuning process
+      for round in 1 2; do
+        for flags in "" --no-wake --no-checks "--no-wake --no-checks"; do
+          echo "-- round $round: --isolate $flags"
+          python3 "$R"/bench/tune_trace.py --shape 4096x4096x4096 --isolate $flags
         done
       done ;;
     dawn-compiles)  # Dawn's own workers (this wheel) against 16 threads (.whl/pre-dawn: 4304a40's wheel), or BEFORE's
