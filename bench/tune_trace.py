@@ -71,6 +71,7 @@ timed(adaptive.AdaptiveSampler, "screen", "screening")
 timed(adaptive.AdaptiveSampler, "rounds", "rounds")
 # What comes before the screening (session 36's H100 trace: 1.2-1.6 s in process), each in the timeline.
 before = lambda args: "(before the screening)"
+timed(tuning, "load", "load the GPU ahead", before)
 timed(tuning, "wake", "wake the GPU", before)
 timed(tuning, "clock_grain", "read the clock's grain", before)
 timed(tuning, "_reflect", "reflect the WGSL", before)

@@ -13,11 +13,13 @@ from wgtune.gpu import wake as wake_module
 from wgtune.gpu.device import Timing
 from wgtune.gpu.wake import (
     CALIBRATION_DISPATCHES,
+    LOAD_SECONDS,
     PASS_GRAINS,
     RAMP_SECONDS,
     STEADY_SECONDS,
     WARM_WITHIN,
     clock_is_up,
+    load,
     wake,
 )
 
@@ -136,6 +138,45 @@ def test_the_ramp_is_counted_from_the_first_timed_pass_not_from_the_compile(cloc
     assert not woke.cut_short
 
 
+def loads_of(device) -> list[int]:
+    """The dispatches of each untimed pass ``device`` is given from now on (the wake's load)."""
+    loaded: list[int] = []
+    dispatch = device.dispatch
+
+    def counted(pipeline, args, grid, repeats=1):
+        loaded.append(repeats)
+        dispatch(pipeline, args, grid, repeats)
+
+    device.dispatch = counted
+    return loaded
+
+
+def test_a_first_wake_loaded_ahead_counts_its_ramp_from_the_load_and_spends_less_of_its_own(clock):
+    # The clock comes up at 0.5 s; the tune's setup, 0.3 s of host work, runs between load and wake.
+    alone = run_inline(wake(gpu(clock, ramping(0.5)), 3.0))
+    clock.now = 0.0
+    device = gpu(clock, ramping(0.5))
+    loaded = loads_of(device)
+    since = run_inline(load(device, 3.0))
+    assert since is not None
+    assert sum(loaded) * COLD == pytest.approx(LOAD_SECONDS, rel=0.05)  # sized at the clock it found
+    clock.now += 0.3  # the setup, while the load keeps the GPU busy
+    woke = run_inline(wake(device, 3.0, since))
+    assert not woke.cut_short and woke.readings[0][1] > 5 * woke.readings[-1][1]  # it still waited for the clock
+    assert woke.readings[0][0] >= 0.3 and woke.readings[-1][0] >= RAMP_SECONDS  # the ramp counted from the load
+    assert woke.seconds <= alone.seconds - 0.2  # the setup's 0.3 s were the ramp's too
+
+
+def test_only_a_first_wake_is_loaded_ahead(clock):
+    device = gpu(clock, ramping(0.0))
+    assert run_inline(load(device, 0.0)) is None  # a wake of 0 s: nothing to load
+    run_inline(wake(device, 2.0))
+    loaded = loads_of(device)
+    assert run_inline(load(device, 2.0)) is None and loaded == []  # it has a figure: a warm GPU pays one pass
+    busy = FakeDevice()  # a GPU whose clock does not idle (a CPU adapter's, say)
+    assert run_inline(load(busy, 2.0)) is None and busy.compiles[SPIN] == 0
+
+
 def test_a_warm_gpu_a_little_slower_than_its_figure_is_up_once_steady(clock):
     device = gpu(clock, ramping(0.0))
     run_inline(wake(device, 2.0))
@@ -217,6 +258,25 @@ def test_a_tune_wakes_an_idle_gpu_before_it_samples_and_says_so(clock):
     first_candidate = min(order.index(name) for name in ("a", "b"))
     assert order[:first_candidate] and set(order[:first_candidate]) == {SPIN}
     assert len(order[:first_candidate]) > 5  # it ran until the clock came up
+
+
+def test_a_tunes_first_wake_is_loaded_before_its_setup(clock):
+    device = gpu(clock, ramping(0.4))
+    loaded = loads_of(device)
+    reflected = []
+    tuning = __import__("wgtune.tune.tuning", fromlist=["_reflect"])
+    reflect = tuning._reflect
+
+    async def noted(request, among):
+        reflected.append(list(loaded))
+        await reflect(request, among)
+
+    tuning._reflect = noted
+    try:
+        make_tuner(device, config=quiet(wake=2.0)).execute(make_set("a", "b"), call(device, [1.0]))
+    finally:
+        tuning._reflect = reflect
+    assert reflected and sum(reflected[0]) > 0  # the load was on the GPU when the setup began
 
 
 def test_a_tune_with_wake_off_launches_no_spin(clock):

@@ -32,7 +32,11 @@ read, so that the GPU stays loaded, until the clock is up:
 Readings and the figure are seconds a dispatch, so that passes sized again compare. The figure is
 kept per device object: a tuning process pays a first wake of its own. The tune
 begins its first compiles before it wakes the GPU (``tuning.py``), so on a host that compiles in
-the background the wake overlaps them.
+the background the wake overlaps them. And since a device's first wake pays RAMP_SECONDS of load
+whatever the clock, the tune has it begin (:func:`load`: LOAD_SECONDS of the spin kernel, untimed)
+before its host setup, and wakes after it, the ramp counted from the load: on an H100 the setup
+(reflecting the WGSL, copying the checks' buffers) took 0.3 s of the first tune, and the wake
+0.65-0.89 s after it (``bench/results/h200-tune-trace-before-session36.txt``).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import math
 import statistics
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 from ..errors import KernelError, WgtuneError
@@ -50,8 +54,8 @@ from ..sets.kernel import Kernel
 from .clock import clock_grain
 from .device import Device, Timing
 
-__all__ = ["PASS_GRAINS", "PASS_SECONDS", "RAMP_SECONDS", "SPIN_GRID", "SPIN_KERNEL", "STEADY_SECONDS", "WARM_ENOUGH",
-           "WARM_WITHIN", "Wake", "clock_is_up", "wake"]
+__all__ = ["LOAD_SECONDS", "PASS_GRAINS", "PASS_SECONDS", "RAMP_SECONDS", "SPIN_GRID", "SPIN_KERNEL", "STEADY_SECONDS",
+           "WARM_ENOUGH", "WARM_WITHIN", "Wake", "clock_is_up", "load", "wake"]
 
 # A reading this close to the fastest one counts as the same clock.
 WARM_WITHIN = 0.05
@@ -72,6 +76,10 @@ PASS_GRAINS = 50
 # Dispatches of the pass that sizes the others, and the most a pass has.
 CALIBRATION_DISPATCHES = 8
 MAX_DISPATCHES = 512
+# Seconds of untimed load a device's first wake submits ahead (``load``), at the clock it finds: the
+# tune's host setup runs meanwhile. Under RAMP_SECONDS - STEADY_SECONDS, so that the wake, which
+# pays RAMP_SECONDS of load anyway, is never longer for it.
+LOAD_SECONDS = 0.4
 
 # Dependent multiply-adds an invocation chains: on a GPU of 2 GHz, with a latency of 4 cycles,
 # one dispatch lasts about 50 us; at its idle clock several times that.
@@ -150,6 +158,7 @@ class _Spinner:
     args: Args | None = None
     repeats: int = 0
     pass_seconds: float = PASS_SECONDS
+    dispatch_seconds: float = 0.0  # a dispatch, at the clock _prepare found (what sizes a first wake's load)
     fastest: float | None = None
     provisional: bool = False  # the first figure, read on passes sized again since: the next wake's replaces it
     failed: str = ""  # then it is never tried again on this device
@@ -159,13 +168,57 @@ class _Spinner:
 _SPINNERS: weakref.WeakKeyDictionary[Device, _Spinner] = weakref.WeakKeyDictionary()
 
 
-async def wake(device: Device, limit: float) -> Wake | None:
+def _wakes(device: Device, limit: float) -> bool:
+    return limit > 0 and device.idle_clocks and device.timing == Timing.GPU_TIMESTAMP
+
+
+async def load(device: Device, limit: float) -> float | None:
+    """Where ``device``'s coming wake is its first (no figure yet: it pays RAMP_SECONDS of load
+    whatever the clock), prepare the spin kernel and submit about LOAD_SECONDS of it, untimed, at
+    the clock of now, and answer when the load began: the tune then does its host work (the WGSL's
+    reflection, the checks' copies) while the GPU ramps, and :func:`wake` with ``loaded_since``
+    counts the ramp from then. None where there is nothing to load (a later wake, one that would not
+    run, a spin kernel that failed: :func:`wake` then says so)."""
+    if not _wakes(device, limit):
+        return None
+    spinner = _SPINNERS.setdefault(device, _Spinner())
+    if spinner.args is not None or spinner.failed:
+        return None
+    grain = await clock_grain(device)
+    if not await _guarded(spinner, _prepare(device, spinner, grain, time.perf_counter() + limit)):
+        return None
+    since = time.perf_counter()  # the ramp is the load's, as in a wake: the compile before it is not
+    dispatches = round(min(LOAD_SECONDS, limit / 2) / spinner.dispatch_seconds)
+
+    async def submit() -> None:
+        for left in range(dispatches, 0, -MAX_DISPATCHES):
+            device.dispatch(spinner.compiled, spinner.args, SPIN_GRID, min(left, MAX_DISPATCHES))
+
+    return since if await _guarded(spinner, submit()) else None
+
+
+async def _guarded(spinner: _Spinner, work: Awaitable[None]) -> bool:
+    """Await ``work`` of the spin kernel; False, the spinner marked failed, where it failed (a
+    device lost, or another of wgtune's errors about the device, raises)."""
+    try:
+        await work
+    except Exception as error:
+        if isinstance(error, WgtuneError) and not isinstance(error, KernelError):
+            raise
+        said = str(error) or type(error).__name__
+        spinner.failed = said if isinstance(error, KernelError) else f"{type(error).__name__}: {said}"
+        return False
+    return True
+
+
+async def wake(device: Device, limit: float, loaded_since: float | None = None) -> Wake | None:
     """Bring ``device``'s clock up (see the module doc), spending at most ``limit`` seconds; what it
     did, or None where there is nothing to wake (no idle clock, no GPU timestamps, a limit of 0).
-    A failure of the spin kernel (its compile, a launch) is a Wake that says so, and the device is
-    not woken again; a device lost, or another of wgtune's errors about the device, raises, as it
-    would in any launch of the tune."""
-    if limit <= 0 or not device.idle_clocks or device.timing != Timing.GPU_TIMESTAMP:
+    ``loaded_since``: when :func:`load` began the load ahead of it, from which the ramp is counted
+    (the limit is still the wake's own seconds, from this call). A failure of the spin kernel (its
+    compile, a launch) is a Wake that says so, and the device is not woken again; a device lost, or
+    another of wgtune's errors about the device, raises, as it would in any launch of the tune."""
+    if not _wakes(device, limit):
         return None
     spinner = _SPINNERS.setdefault(device, _Spinner())
     # The clock's grain sizes the passes: measured once a device, as the tune would next (clock.py),
@@ -175,16 +228,15 @@ async def wake(device: Device, limit: float) -> Wake | None:
     fastest_before = spinner.fastest
     readings: list[tuple[float, float]] = []
     cut_short = False
-    try:
-        if spinner.args is None and not spinner.failed:
+
+    async def run() -> None:
+        nonlocal readings, cut_short
+        if spinner.args is None:
             await _prepare(device, spinner, grain, started + limit)
-        if not spinner.failed:
-            readings, cut_short = await _spin(device, spinner, fastest_before, started + limit)
-    except Exception as error:
-        if isinstance(error, WgtuneError) and not isinstance(error, KernelError):
-            raise
-        said = str(error) or type(error).__name__
-        spinner.failed = said if isinstance(error, KernelError) else f"{type(error).__name__}: {said}"
+        readings, cut_short = await _spin(device, spinner, fastest_before, started + limit, loaded_since)
+
+    if not spinner.failed:
+        await _guarded(spinner, run())
     if readings and not cut_short:
         ending = [seconds for at, seconds in readings if at >= readings[-1][0] - STEADY_SECONDS]
         figure = statistics.median(ending)
@@ -200,12 +252,13 @@ async def wake(device: Device, limit: float) -> Wake | None:
 
 
 async def _spin(device: Device, spinner: _Spinner, fastest_before: float | None,
-                deadline: float) -> tuple[list[tuple[float, float]], bool]:
+                deadline: float, loaded_since: float | None = None) -> tuple[list[tuple[float, float]], bool]:
     """Timed passes of the spin kernel, one always queued behind the one being read so that the GPU
     stays loaded, until :func:`clock_is_up` or ``deadline``; the readings (their times counted
-    from the first pass's submission: the ramp is the load's) and whether the deadline ended it."""
+    from the first pass's submission, or from ``loaded_since``, the load's before them: the ramp is
+    the load's) and whether the deadline ended it."""
     readings: list[tuple[float, float]] = []
-    loaded = time.perf_counter()
+    loaded = time.perf_counter() if loaded_since is None else loaded_since
     pending = await device.profile(spinner.compiled, spinner.args, SPIN_GRID, spinner.repeats)
     up = False
     while not up and time.perf_counter() < deadline:
@@ -237,6 +290,7 @@ async def _prepare(device: Device, spinner: _Spinner, grain: float, deadline: fl
         dispatches *= 4
     each = seconds / dispatches if math.isfinite(seconds) and seconds > 0 else spinner.pass_seconds / dispatches
     spinner.repeats = _dispatches(spinner.pass_seconds, each)
+    spinner.dispatch_seconds = each
     spinner.args = args
 
 

@@ -2,13 +2,14 @@
 
 What a tune does, in order: plan the key's candidates (``plan.py``) and begin compiling the first
 ones where the device compiles in the background, wait for work submitted before it (its errors are
-not the candidates'), bring an idle GPU's clock up (``gpu/wake.py``), learn the clock's grain
-(``clock.py``), make the benchmark's inputs (the call's own buffers, with copies of those a
-candidate may write; the tune's copies of them all where the tuner made them at the miss; or the
-set's ``input_gen``), set up the output checks (``checks.py``, on unless turned off: the WGSL of the
-candidates the plan may run is reflected first, a slice at a time between ``Device.pause``), sample
-with the configured policy (``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``,
-over the adaptive sampling), give the checks' verdicts, and rank what was measured (``ranking.py``).
+not the candidates'), load an idle GPU ahead of its first wake (``gpu/wake.py``), make the
+benchmark's inputs (the call's own buffers, with copies of those a candidate may write; the tune's
+copies of them all where the tuner made them at the miss; or the set's ``input_gen``), set up the
+output checks (``checks.py``, on unless turned off: the WGSL of the candidates the plan may run is
+reflected first, a slice at a time between ``Device.pause``), bring the GPU's clock up (the setup
+ran while the load ramped it), learn the clock's grain (``clock.py``), sample with the configured
+policy (``adaptive.py`` or ``fixed.py``) or the set's search (``search.py``, over the adaptive
+sampling), give the checks' verdicts, and rank what was measured (``ranking.py``).
 What the tune's answer then changes (the tune cache, the store, the record, the events) is the
 tuner's business.
 """
@@ -22,7 +23,7 @@ from dataclasses import replace
 from ..config import Policy
 from ..errors import Mismatch, NoValidKernelFound
 from ..gpu.clock import clock_grain
-from ..gpu.wake import wake
+from ..gpu.wake import load, wake
 from ..sets.shaders import shader_of
 from ..sets.tunable import TunableSet
 from ..store.results import Measured, Result
@@ -61,10 +62,8 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     twins = None if tunables.search is not None else Twins(tunables.candidates, [request.args])
     _begin_first_compiles(request, plan, default, twins)
     await device.sync()
-    woke = await wake(device, 0.0 if config.dry_run else config.wake)  # while the first compiles run
-    if woke is not None:
-        request.step(woke.describe())
-    floor = sample_floor(await clock_grain(device), config)
+    wake_limit = 0.0 if config.dry_run else config.wake
+    loaded_since = await load(device, wake_limit)  # a first wake's load: the setup below runs while it ramps
     among = None if tunables.search is not None else plan.planned - set(request.ruled_out)
     checking = config.checks and not config.dry_run and bool(tunables.outputs)
     copies_written = tunables.input_gen is None and not request.snapshot
@@ -89,6 +88,11 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
                       "outputs=() to say there is nothing to check)")
     elif tunables.reference is not None and not config.dry_run:
         _say_once(tunables.name, "tunable set %s has a reference, but output checks are off: it is not called")
+
+    woke = await wake(device, wake_limit, loaded_since)  # while the first compiles run
+    if woke is not None:
+        request.step(woke.describe())
+    floor = sample_floor(await clock_grain(device), config)
 
     def on_trial(index: int, result: Result, wall: float) -> None:
         request.emit(TrialFinished(tunables.name, key, index, result, wall))
