@@ -55,7 +55,8 @@ __all__ = ["EarlyStart", "ProcessStopped", "WorkerGuard", "begin_tuning_process"
 
 # How many of the fastest finalists after screening the tuner's own device compiles ahead (the
 # likeliest winners; one past them compiles after the tune, as before): few, since each compile begun
-# is kept until a call takes it.
+# is kept until a call takes it, and no more than a quarter of its compile threads, so that the
+# rounds' host work in the tuning process keeps its cores (none on a host of under four).
 FINALISTS_COMPILED_HERE = 4
 
 
@@ -251,11 +252,12 @@ class WorkerGuard:
         device, where the winner will serve, while the rounds in the process decide among them.
         Else the winner's compile here follows the tune, in the caller's wait."""
         own = request.pipelines
-        if not own.device.background_compiles:  # a CPU adapter: the compiles would slow the rounds
+        count = min(FINALISTS_COMPILED_HERE, own.device.compile_width // 4)
+        if not own.device.background_compiles or count < 1:  # a CPU adapter, or too few cores to spare
             return request.finalists
 
         def begin(indices: list[int]) -> None:
-            own.start_compiles(request.tunables, indices[:FINALISTS_COMPILED_HERE])
+            own.start_compiles(request.tunables, indices[:count])
             request.finalists(indices)
 
         return begin

@@ -189,7 +189,8 @@ class Config:
     device (a CPU adapter in a browser compiles a large kernel in about a second)."""
     wake: float = DEFAULT_WAKE
     """Seconds a tune may spend bringing an idle GPU's clock up before it samples (``gpu/wake.py``);
-    0 samples at whatever clock the GPU is at."""
+    0 samples at whatever clock the GPU is at. A device's first wake also has up to half of this
+    loaded on the GPU ahead of it, while the tune sets up (``wake.load``)."""
     max_samples: int = DEFAULT_MAX_SAMPLES
     confidence: float = DEFAULT_CONFIDENCE
     tolerance: float = DEFAULT_TOLERANCE

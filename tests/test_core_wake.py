@@ -138,41 +138,44 @@ def test_the_ramp_is_counted_from_the_first_timed_pass_not_from_the_compile(cloc
     assert not woke.cut_short
 
 
-def loads_of(device) -> list[int]:
-    """The dispatches of each untimed pass ``device`` is given from now on (the wake's load)."""
-    loaded: list[int] = []
-    dispatch = device.dispatch
-
-    def counted(pipeline, args, grid, repeats=1):
-        loaded.append(repeats)
-        dispatch(pipeline, args, grid, repeats)
-
-    device.dispatch = counted
-    return loaded
-
-
 def test_a_first_wake_loaded_ahead_counts_its_ramp_from_the_load_and_spends_less_of_its_own(clock):
     # The clock comes up at 0.5 s; the tune's setup, 0.3 s of host work, runs between load and wake.
     alone = run_inline(wake(gpu(clock, ramping(0.5)), 3.0))
     clock.now = 0.0
     device = gpu(clock, ramping(0.5))
-    loaded = loads_of(device)
-    since = run_inline(load(device, 3.0))
-    assert since is not None
-    assert sum(loaded) * COLD == pytest.approx(LOAD_SECONDS, rel=0.05)  # sized at the clock it found
-    clock.now += 0.3  # the setup, while the load keeps the GPU busy
-    woke = run_inline(wake(device, 3.0, since))
+    loaded = run_inline(load(device, 3.0))
+    assert loaded is not None and device.dispatches[SPIN] == 0  # timed passes, not waited for
+    busy = sum(run_inline(device.resolve(handle)) for handle in loaded.passes)
+    assert busy == pytest.approx(LOAD_SECONDS, rel=0.05)  # sized at the clock it found
+    clock.now = loaded.since + 0.3  # the setup's host work, while the load ran (the fake's clock had
+    # moved on as if each pass were waited for)
+    woke = run_inline(wake(device, 3.0, loaded))
     assert not woke.cut_short and woke.readings[0][1] > 5 * woke.readings[-1][1]  # it still waited for the clock
-    assert woke.readings[0][0] >= 0.3 and woke.readings[-1][0] >= RAMP_SECONDS  # the ramp counted from the load
+    assert woke.readings[0][0] >= busy and woke.readings[-1][0] >= RAMP_SECONDS  # the load's seconds are ramp
     assert woke.seconds <= alone.seconds - 0.2  # the setup's 0.3 s were the ramp's too
+
+
+def test_a_load_the_gpu_idled_after_counts_for_nothing(clock):
+    device = gpu(clock, ramping(10.0))  # cold throughout: no reading may say it is up early
+    loaded = run_inline(load(device, 3.0))
+    clock.now = loaded.since + 1.0  # a setup far longer than the load: the GPU idled after it
+    woke = run_inline(wake(device, 3.0, loaded))
+    assert woke.readings[0][0] < 0.01  # the ramp counted from the wake's own first pass
+    assert woke.readings[-1][0] >= RAMP_SECONDS
+
+
+def test_no_load_is_sized_from_a_clock_that_gave_no_reading(clock):
+    device = gpu(clock, lambda now: float("nan"))
+    assert run_inline(load(device, 3.0)) is None
 
 
 def test_only_a_first_wake_is_loaded_ahead(clock):
     device = gpu(clock, ramping(0.0))
     assert run_inline(load(device, 0.0)) is None  # a wake of 0 s: nothing to load
     run_inline(wake(device, 2.0))
-    loaded = loads_of(device)
-    assert run_inline(load(device, 2.0)) is None and loaded == []  # it has a figure: a warm GPU pays one pass
+    profiles = device.order.count("profile")
+    assert run_inline(load(device, 2.0)) is None  # it has a figure: a warm GPU pays one pass
+    assert device.order.count("profile") == profiles
     busy = FakeDevice()  # a GPU whose clock does not idle (a CPU adapter's, say)
     assert run_inline(load(busy, 2.0)) is None and busy.compiles[SPIN] == 0
 
@@ -262,13 +265,12 @@ def test_a_tune_wakes_an_idle_gpu_before_it_samples_and_says_so(clock):
 
 def test_a_tunes_first_wake_is_loaded_before_its_setup(clock):
     device = gpu(clock, ramping(0.4))
-    loaded = loads_of(device)
-    reflected = []
+    in_flight = []  # spin passes submitted and not yet read when the setup began
     tuning = __import__("wgtune.tune.tuning", fromlist=["_reflect"])
     reflect = tuning._reflect
 
     async def noted(request, among):
-        reflected.append(list(loaded))
+        in_flight.append(device.order.count("profile") - device.order.count("resolve"))
         await reflect(request, among)
 
     tuning._reflect = noted
@@ -276,7 +278,7 @@ def test_a_tunes_first_wake_is_loaded_before_its_setup(clock):
         make_tuner(device, config=quiet(wake=2.0)).execute(make_set("a", "b"), call(device, [1.0]))
     finally:
         tuning._reflect = reflect
-    assert reflected and sum(reflected[0]) > 0  # the load was on the GPU when the setup began
+    assert in_flight and in_flight[0] > 0  # the load was on the GPU when the setup began
 
 
 def test_a_tune_with_wake_off_launches_no_spin(clock):

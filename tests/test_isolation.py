@@ -189,6 +189,7 @@ def test_the_finalists_begin_compiling_here_while_the_process_decides_and_the_wi
         device, monkeypatch):
     # lavapipe's device compiles nothing in the background (its cores run the kernels): a GPU's would.
     monkeypatch.setattr(device, "background_compiles", 4)
+    monkeypatch.setattr(device, "compile_width", 16)  # a host of 16 cores: a quarter of them for the finalists
     begun: list[list[str]] = []
     start_compiles, take_started = device.shim.start_compiles, device.shim._take_started
     taken: list[str] = []
@@ -206,10 +207,12 @@ def test_the_finalists_begin_compiling_here_while_the_process_decides_and_the_wi
     monkeypatch.setattr(device.shim, "start_compiles", spied_start)
     monkeypatch.setattr(device.shim, "_take_started", spied_take)
     # 64 times the other's workgroups, all but 64 idle: it loses the screening by far more than the
-    # margin, so "fast" is the one finalist whatever the noise. Their code is this test's own: the
-    # device's modules are shared, and one compiled by an earlier test would not be begun again.
-    slow = Kernel("slow", COUNTED + "// slow_finalist\n", grid=lambda args: (64 * 64, 1, 1))
-    tunables = counted_set("finalists_here", slow, steady("fast_finalist"))
+    # margin, so "fast" is the one finalist whatever the noise. Their code is this run's own: the
+    # device's modules are shared, and one compiled before would not be begun again.
+    run = time.perf_counter_ns()
+    slow = Kernel("slow", COUNTED + f"// slow_finalist {run}\n", grid=lambda args: (64 * 64, 1, 1))
+    fast = Kernel("fast_finalist", COUNTED + f"// fast_finalist {run}\n", grid=lambda args: (64, 1, 1))
+    tunables = counted_set("finalists_here", slow, fast)
     tuner, guard = tuner_of(device)
     try:
         args, x = call(device)

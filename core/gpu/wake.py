@@ -24,19 +24,23 @@ read, so that the GPU stays loaded, until the clock is up:
   ``WARM_WITHIN``) within ``WARM_ENOUGH`` of the device's figure: up as far as it goes now (a
   clock held a little lower by heat or power never gets within ``WARM_WITHIN`` again);
 - readings steady once ``RAMP_SECONDS`` of load have passed (the ramp begins and ends within
-  them), counted from the first timed pass, not from the spin kernel's compile: a device's first
-  wake has no figure to go by, so it pays this, and so does a GPU far below its figure;
-- and never past ``limit`` seconds (``Config.wake``) in all, the compile counted: the tune goes on
-  at whatever clock the GPU reached, and the wake says it was cut short.
+  them), counted from the first timed pass (or the load's, below), not from the spin kernel's
+  compile: a device's first wake has no figure to go by, so it pays this, and so does a GPU far
+  below its figure;
+- and never past ``limit`` seconds (``Config.wake``) of its own, the compile counted: the tune goes
+  on at whatever clock the GPU reached, and the wake says it was cut short.
 
 Readings and the figure are seconds a dispatch, so that passes sized again compare. The figure is
 kept per device object: a tuning process pays a first wake of its own. The tune
 begins its first compiles before it wakes the GPU (``tuning.py``), so on a host that compiles in
 the background the wake overlaps them. And since a device's first wake pays RAMP_SECONDS of load
-whatever the clock, the tune has it begin (:func:`load`: LOAD_SECONDS of the spin kernel, untimed)
-before its host setup, and wakes after it, the ramp counted from the load: on an H100 the setup
-(reflecting the WGSL, copying the checks' buffers) took 0.3 s of the first tune, and the wake
-0.65-0.89 s after it (``bench/results/h200-tune-trace-before-session36.txt``).
+whatever the clock, the tune has it begin (:func:`load`: about LOAD_SECONDS of the spin kernel, in
+passes timed but not waited for) before its host setup, and wakes after it: the seconds those
+passes kept the GPU busy count as ramp, unless the GPU then idled for IDLE_GAP_SECONDS or more
+before the wake's own passes (its clock may have begun to fall). On an H200 the setup (reflecting
+the WGSL, copying the checks' buffers) took 0.3 s of the first tune, and the wake 0.65 s after it
+(``bench/results/h200-tune-trace-before-session36.txt``). The load, like any wake, comes before
+the candidates: on a page, GPU work the page submits meanwhile waits behind it.
 """
 
 from __future__ import annotations
@@ -54,8 +58,8 @@ from ..sets.kernel import Kernel
 from .clock import clock_grain
 from .device import Device, Timing
 
-__all__ = ["LOAD_SECONDS", "PASS_GRAINS", "PASS_SECONDS", "RAMP_SECONDS", "SPIN_GRID", "SPIN_KERNEL", "STEADY_SECONDS",
-           "WARM_ENOUGH", "WARM_WITHIN", "Wake", "clock_is_up", "load", "wake"]
+__all__ = ["IDLE_GAP_SECONDS", "LOAD_SECONDS", "PASS_GRAINS", "PASS_SECONDS", "RAMP_SECONDS", "SPIN_GRID",
+           "SPIN_KERNEL", "STEADY_SECONDS", "WARM_ENOUGH", "WARM_WITHIN", "Load", "Wake", "clock_is_up", "load", "wake"]
 
 # A reading this close to the fastest one counts as the same clock.
 WARM_WITHIN = 0.05
@@ -76,10 +80,13 @@ PASS_GRAINS = 50
 # Dispatches of the pass that sizes the others, and the most a pass has.
 CALIBRATION_DISPATCHES = 8
 MAX_DISPATCHES = 512
-# Seconds of untimed load a device's first wake submits ahead (``load``), at the clock it finds: the
-# tune's host setup runs meanwhile. Under RAMP_SECONDS - STEADY_SECONDS, so that the wake, which
-# pays RAMP_SECONDS of load anyway, is never longer for it.
+# Seconds of load a device's first wake submits ahead (``load``), at the clock it finds: the tune's
+# host setup runs meanwhile. Under RAMP_SECONDS - STEADY_SECONDS, so that the wake, which pays
+# RAMP_SECONDS of load anyway, is never longer for it.
 LOAD_SECONDS = 0.4
+# Seconds of idle GPU between the load and the wake's first pass past which the load counts for
+# nothing: an H100 held its clock for a second or more once work stopped (h100-clocks-session33.txt).
+IDLE_GAP_SECONDS = 0.25
 
 # Dependent multiply-adds an invocation chains: on a GPU of 2 GHz, with a latency of 4 cycles,
 # one dispatch lasts about 50 us; at its idle clock several times that.
@@ -107,8 +114,9 @@ SPIN_KERNEL = Kernel("wgtune_wake_spin", _SPIN_WGSL, grid=lambda _args: SPIN_GRI
 
 @dataclass(frozen=True)
 class Wake:
-    """What a wake did: its readings (seconds since its first timed pass was submitted, seconds a
-    dispatch of the spin kernel in that pass), its time, and the device's fastest figure before it;
+    """What a wake did: its readings (seconds of load since its first timed pass was submitted, the
+    load's before it included, and seconds a dispatch of the spin kernel in that pass), its time,
+    and the device's fastest figure before it;
     ``cut_short`` where its ``limit`` ended it first; ``failed``: why the device could not run the
     spin kernel (the tune then goes on at whatever clock the GPU is at)."""
 
@@ -158,7 +166,7 @@ class _Spinner:
     args: Args | None = None
     repeats: int = 0
     pass_seconds: float = PASS_SECONDS
-    dispatch_seconds: float = 0.0  # a dispatch, at the clock _prepare found (what sizes a first wake's load)
+    dispatch_seconds: float = 0.0  # a dispatch as _prepare read it (0: no reading); it sizes a first wake's load
     fastest: float | None = None
     provisional: bool = False  # the first figure, read on passes sized again since: the next wake's replaces it
     failed: str = ""  # then it is never tried again on this device
@@ -172,13 +180,23 @@ def _wakes(device: Device, limit: float) -> bool:
     return limit > 0 and device.idle_clocks and device.timing == Timing.GPU_TIMESTAMP
 
 
-async def load(device: Device, limit: float) -> float | None:
+@dataclass(frozen=True)
+class Load:
+    """The load :func:`load` put on the GPU ahead of a wake: when it was submitted, and the handles
+    of its passes (timed, so that the wake knows how long they kept the GPU busy)."""
+
+    since: float
+    passes: tuple
+
+
+async def load(device: Device, limit: float) -> Load | None:
     """Where ``device``'s coming wake is its first (no figure yet: it pays RAMP_SECONDS of load
-    whatever the clock), prepare the spin kernel and submit about LOAD_SECONDS of it, untimed, at
-    the clock of now, and answer when the load began: the tune then does its host work (the WGSL's
-    reflection, the checks' copies) while the GPU ramps, and :func:`wake` with ``loaded_since``
-    counts the ramp from then. None where there is nothing to load (a later wake, one that would not
-    run, a spin kernel that failed: :func:`wake` then says so)."""
+    whatever the clock), prepare the spin kernel and submit about LOAD_SECONDS of it at the clock
+    of now, in passes timed but not waited for: the tune then does its host work (the WGSL's
+    reflection, the checks' copies) while the GPU ramps, and :func:`wake` given the Load counts
+    the seconds it kept the GPU busy as ramp. None where there is nothing to load (a later wake,
+    one that would not run, a spin kernel that failed or a clock that gave no reading to size the
+    load by: :func:`wake` then goes on as without it)."""
     if not _wakes(device, limit):
         return None
     spinner = _SPINNERS.setdefault(device, _Spinner())
@@ -187,14 +205,19 @@ async def load(device: Device, limit: float) -> float | None:
     grain = await clock_grain(device)
     if not await _guarded(spinner, _prepare(device, spinner, grain, time.perf_counter() + limit)):
         return None
-    since = time.perf_counter()  # the ramp is the load's, as in a wake: the compile before it is not
+    if spinner.dispatch_seconds <= 0:  # no reading sized it: a guess multiplied would be no bound
+        return None
     dispatches = round(min(LOAD_SECONDS, limit / 2) / spinner.dispatch_seconds)
+    since = time.perf_counter()
+    passes: list = []
 
     async def submit() -> None:
         for left in range(dispatches, 0, -MAX_DISPATCHES):
-            device.dispatch(spinner.compiled, spinner.args, SPIN_GRID, min(left, MAX_DISPATCHES))
+            passes.append(await device.profile(spinner.compiled, spinner.args, SPIN_GRID, min(left, MAX_DISPATCHES)))
 
-    return since if await _guarded(spinner, submit()) else None
+    if not await _guarded(spinner, submit()):
+        return None
+    return Load(since, tuple(passes))
 
 
 async def _guarded(spinner: _Spinner, work: Awaitable[None]) -> bool:
@@ -211,10 +234,10 @@ async def _guarded(spinner: _Spinner, work: Awaitable[None]) -> bool:
     return True
 
 
-async def wake(device: Device, limit: float, loaded_since: float | None = None) -> Wake | None:
+async def wake(device: Device, limit: float, loaded: Load | None = None) -> Wake | None:
     """Bring ``device``'s clock up (see the module doc), spending at most ``limit`` seconds; what it
     did, or None where there is nothing to wake (no idle clock, no GPU timestamps, a limit of 0).
-    ``loaded_since``: when :func:`load` began the load ahead of it, from which the ramp is counted
+    ``loaded``: the load :func:`load` put on the GPU ahead of it, whose busy seconds count as ramp
     (the limit is still the wake's own seconds, from this call). A failure of the spin kernel (its
     compile, a launch) is a Wake that says so, and the device is not woken again; a device lost, or
     another of wgtune's errors about the device, raises, as it would in any launch of the tune."""
@@ -233,7 +256,8 @@ async def wake(device: Device, limit: float, loaded_since: float | None = None) 
         nonlocal readings, cut_short
         if spinner.args is None:
             await _prepare(device, spinner, grain, started + limit)
-        readings, cut_short = await _spin(device, spinner, fastest_before, started + limit, loaded_since)
+        credit = await _credit(device, loaded) if loaded is not None else 0.0
+        readings, cut_short = await _spin(device, spinner, fastest_before, started + limit, credit)
 
     if not spinner.failed:
         await _guarded(spinner, run())
@@ -251,14 +275,28 @@ async def wake(device: Device, limit: float, loaded_since: float | None = None) 
     return Wake(tuple(readings), time.perf_counter() - started, fastest_before, cut_short, spinner.failed)
 
 
+async def _credit(device: Device, loaded: Load) -> float:
+    """Seconds ``loaded`` kept the GPU busy, waited for (the wake's passes would queue behind it);
+    0 where the GPU then idled for IDLE_GAP_SECONDS or more before now (the host's setup ran longer
+    than the load), or a pass gave no reading."""
+    busy = 0.0
+    for handle in loaded.passes:
+        seconds = await device.resolve(handle)
+        if not (math.isfinite(seconds) and seconds > 0):
+            return 0.0
+        busy += seconds
+    idle = time.perf_counter() - loaded.since - busy  # the passes ran back to back from about then
+    return busy if idle < IDLE_GAP_SECONDS else 0.0
+
+
 async def _spin(device: Device, spinner: _Spinner, fastest_before: float | None,
-                deadline: float, loaded_since: float | None = None) -> tuple[list[tuple[float, float]], bool]:
+                deadline: float, credit: float = 0.0) -> tuple[list[tuple[float, float]], bool]:
     """Timed passes of the spin kernel, one always queued behind the one being read so that the GPU
     stays loaded, until :func:`clock_is_up` or ``deadline``; the readings (their times counted
-    from the first pass's submission, or from ``loaded_since``, the load's before them: the ramp is
-    the load's) and whether the deadline ended it."""
+    from the first pass's submission, plus ``credit``, the seconds of load the GPU had just before:
+    the ramp is the load's) and whether the deadline ended it."""
     readings: list[tuple[float, float]] = []
-    loaded = time.perf_counter() if loaded_since is None else loaded_since
+    loaded = time.perf_counter() - credit
     pending = await device.profile(spinner.compiled, spinner.args, SPIN_GRID, spinner.repeats)
     up = False
     while not up and time.perf_counter() < deadline:
@@ -290,7 +328,7 @@ async def _prepare(device: Device, spinner: _Spinner, grain: float, deadline: fl
         dispatches *= 4
     each = seconds / dispatches if math.isfinite(seconds) and seconds > 0 else spinner.pass_seconds / dispatches
     spinner.repeats = _dispatches(spinner.pass_seconds, each)
-    spinner.dispatch_seconds = each
+    spinner.dispatch_seconds = seconds / dispatches if math.isfinite(seconds) and seconds > 0 else 0.0
     spinner.args = args
 
 

@@ -54,10 +54,12 @@ class TuneRequest:
     write and reads the call's others as they are (``measure.clone_written``), or the set's
     ``input_gen`` makes its inputs. ``emit`` receives the tune's events (a TrialFinished per candidate), ``step`` the
     log's steps; ``ruled_out`` candidates are not launched, their failures taken as they are
-    (``TuneCache.ruled_out``, and a :class:`LaunchGuard`'s runaways). ``finalists`` is told, once
-    screening is over, the candidates still in the running (fastest so far first): the winner is one
-    of them, so a :class:`LaunchGuard` whose winner serves on another device than the tune's begins
-    compiling them there while the rounds decide (``backends/isolation.py``).
+    (``TuneCache.ruled_out``, and a :class:`LaunchGuard`'s runaways). ``finalists`` is told, as the
+    adaptive policy's rounds begin, the candidates still in the running (fastest so far first): the
+    winner is one of them, so a :class:`LaunchGuard` whose winner serves on another device than the
+    tune's begins compiling them there while the rounds decide (``backends/isolation.py``). It is
+    not told under the fixed policy, which has no rounds, nor where a candidate short-circuits the
+    screening.
     """
 
     device: Device

@@ -63,7 +63,7 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     _begin_first_compiles(request, plan, default, twins)
     await device.sync()
     wake_limit = 0.0 if config.dry_run else config.wake
-    loaded_since = await load(device, wake_limit)  # a first wake's load: the setup below runs while it ramps
+    loaded = await load(device, wake_limit)  # a first wake's load: the setup below runs while it ramps
     among = None if tunables.search is not None else plan.planned - set(request.ruled_out)
     checking = config.checks and not config.dry_run and bool(tunables.outputs)
     copies_written = tunables.input_gen is None and not request.snapshot
@@ -89,7 +89,8 @@ async def measure_key(request: TuneRequest) -> TuneOutcome:
     elif tunables.reference is not None and not config.dry_run:
         _say_once(tunables.name, "tunable set %s has a reference, but output checks are off: it is not called")
 
-    woke = await wake(device, wake_limit, loaded_since)  # while the first compiles run
+    await device.sync()  # the setup's errors are the setup's, not the wake's spin kernel's
+    woke = await wake(device, wake_limit, loaded)  # while the first compiles run
     if woke is not None:
         request.step(woke.describe())
     floor = sample_floor(await clock_grain(device), config)
