@@ -145,7 +145,7 @@ def test_a_first_wake_loaded_ahead_counts_its_ramp_from_the_load_and_spends_less
     device = gpu(clock, ramping(0.5))
     loaded = run_inline(load(device, 3.0))
     assert loaded is not None and device.dispatches[SPIN] == 0  # timed passes, not waited for
-    busy = sum(run_inline(device.resolve(handle)) for handle in loaded.passes)
+    busy = sum(run_inline(device.resolve(handle)) for handle, _count in loaded.passes)
     assert busy == pytest.approx(LOAD_SECONDS, rel=0.05)  # sized at the clock it found
     clock.now = loaded.since + 0.3  # the setup's host work, while the load ran (the fake's clock had
     # moved on as if each pass were waited for)
@@ -167,6 +167,42 @@ def test_a_load_the_gpu_idled_after_counts_for_nothing(clock):
 def test_no_load_is_sized_from_a_clock_that_gave_no_reading(clock):
     device = gpu(clock, lambda now: float("nan"))
     assert run_inline(load(device, 3.0)) is None
+
+
+def test_a_load_whose_clock_fell_before_the_wake_counts_for_nothing(clock):
+    # The load ran warm (its last pass at the full clock); the wake's first pass reads cold.
+    device = gpu(clock, lambda now: WARM)
+    loaded = run_inline(load(device, 3.0))
+    device.script(SPIN, duration=lambda _call: COLD)
+    clock.now = loaded.since + 0.05  # a short setup: no idle gap to go by
+    woke = run_inline(wake(device, 3.0, loaded))
+    assert woke.readings[0][0] < 0.1 < LOAD_SECONDS  # no credit: the ramp is the wake's own
+    assert woke.readings[-1][0] >= RAMP_SECONDS
+
+
+def test_a_load_pass_without_a_reading_counts_for_nothing_and_every_pass_is_read(clock):
+    device = gpu(clock, ramping(10.0))
+    loaded = run_inline(load(device, 3.0))
+    assert len(loaded.passes) >= 2
+    resolve, blank = device.resolve, loaded.passes[0][0]
+    read: list = []
+
+    async def first_reads_nothing(handle):
+        seconds = await resolve(handle)
+        read.append(handle)
+        return float("nan") if handle is blank else seconds
+
+    device.resolve = first_reads_nothing
+    clock.now = loaded.since + 0.05
+    woke = run_inline(wake(device, 3.0, loaded))
+    assert woke.readings[0][0] < 0.1 < LOAD_SECONDS  # no credit
+    assert all(handle in read for handle, _count in loaded.passes)  # each pass read all the same
+
+
+def test_a_first_wake_cut_short_leaves_the_next_tune_to_load_again(clock):
+    device = gpu(clock, ramping(10.0))
+    run_inline(wake(device, 0.2))  # cut short: no figure
+    assert run_inline(load(device, 3.0)) is not None
 
 
 def test_only_a_first_wake_is_loaded_ahead(clock):
@@ -266,19 +302,25 @@ def test_a_tune_wakes_an_idle_gpu_before_it_samples_and_says_so(clock):
 def test_a_tunes_first_wake_is_loaded_before_its_setup(clock):
     device = gpu(clock, ramping(0.4))
     in_flight = []  # spin passes submitted and not yet read when the setup began
+    handed = []  # what the wake was given
     tuning = __import__("wgtune.tune.tuning", fromlist=["_reflect"])
-    reflect = tuning._reflect
+    reflect, wake_ = tuning._reflect, tuning.wake
 
     async def noted(request, among):
         in_flight.append(device.order.count("profile") - device.order.count("resolve"))
         await reflect(request, among)
 
-    tuning._reflect = noted
+    async def woken(device_, limit, loaded=None):
+        handed.append(loaded)
+        return await wake_(device_, limit, loaded)
+
+    tuning._reflect, tuning.wake = noted, woken
     try:
         make_tuner(device, config=quiet(wake=2.0)).execute(make_set("a", "b"), call(device, [1.0]))
     finally:
-        tuning._reflect = reflect
+        tuning._reflect, tuning.wake = reflect, wake_
     assert in_flight and in_flight[0] > 0  # the load was on the GPU when the setup began
+    assert handed and handed[0] is not None and len(handed[0].passes) == in_flight[0]  # and the wake counted it
 
 
 def test_a_tune_with_wake_off_launches_no_spin(clock):

@@ -27,8 +27,9 @@ read, so that the GPU stays loaded, until the clock is up:
   them), counted from the first timed pass (or the load's, below), not from the spin kernel's
   compile: a device's first wake has no figure to go by, so it pays this, and so does a GPU far
   below its figure;
-- and never past ``limit`` seconds (``Config.wake``) of its own, the compile counted: the tune goes
-  on at whatever clock the GPU reached, and the wake says it was cut short.
+- and never past ``limit`` seconds (``Config.wake``) of its own, the compile counted (a first wake's
+  compile, in :func:`load`, has a limit of its own): the tune goes on at whatever clock the GPU
+  reached, and the wake says it was cut short.
 
 Readings and the figure are seconds a dispatch, so that passes sized again compare. The figure is
 kept per device object: a tuning process pays a first wake of its own. The tune
@@ -37,7 +38,8 @@ the background the wake overlaps them. And since a device's first wake pays RAMP
 whatever the clock, the tune has it begin (:func:`load`: about LOAD_SECONDS of the spin kernel, in
 passes timed but not waited for) before its host setup, and wakes after it: the seconds those
 passes kept the GPU busy count as ramp, unless the GPU then idled for IDLE_GAP_SECONDS or more
-before the wake's own passes (its clock may have begun to fall). On an H200 the setup (reflecting
+before the wake's own passes, or the wake's first pass reads slower than the load's last (the
+clock fell between them). On an H200 the setup (reflecting
 the WGSL, copying the checks' buffers) took 0.3 s of the first tune, and the wake 0.65 s after it
 (``bench/results/h200-tune-trace-before-session36.txt``). The load, like any wake, comes before
 the candidates: on a page, GPU work the page submits meanwhile waits behind it.
@@ -51,6 +53,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import KernelError, WgtuneError
 from ..sets.args import Args
@@ -182,11 +185,21 @@ def _wakes(device: Device, limit: float) -> bool:
 
 @dataclass(frozen=True)
 class Load:
-    """The load :func:`load` put on the GPU ahead of a wake: when it was submitted, and the handles
-    of its passes (timed, so that the wake knows how long they kept the GPU busy)."""
+    """The load :func:`load` put on the GPU ahead of a wake: when it was submitted, and its passes
+    as (handle, dispatches) (timed, so that the wake knows how long they kept the GPU busy and at
+    what clock they ended)."""
 
     since: float
-    passes: tuple
+    passes: tuple[tuple[Any, int], ...]
+
+
+@dataclass(frozen=True)
+class _Credit:
+    """What a load counts for in the wake after it: seconds of ramp, and a dispatch's seconds in
+    its last pass (the clock it had reached)."""
+
+    seconds: float = 0.0
+    last: float | None = None
 
 
 async def load(device: Device, limit: float) -> Load | None:
@@ -200,11 +213,12 @@ async def load(device: Device, limit: float) -> Load | None:
     if not _wakes(device, limit):
         return None
     spinner = _SPINNERS.setdefault(device, _Spinner())
-    if spinner.args is not None or spinner.failed:
+    if spinner.fastest is not None or spinner.failed:
         return None
-    grain = await clock_grain(device)
-    if not await _guarded(spinner, _prepare(device, spinner, grain, time.perf_counter() + limit)):
-        return None
+    if spinner.args is None:
+        grain = await clock_grain(device)
+        if not await _guarded(spinner, _prepare(device, spinner, grain, time.perf_counter() + limit)):
+            return None
     if spinner.dispatch_seconds <= 0:  # no reading sized it: a guess multiplied would be no bound
         return None
     dispatches = round(min(LOAD_SECONDS, limit / 2) / spinner.dispatch_seconds)
@@ -213,7 +227,8 @@ async def load(device: Device, limit: float) -> Load | None:
 
     async def submit() -> None:
         for left in range(dispatches, 0, -MAX_DISPATCHES):
-            passes.append(await device.profile(spinner.compiled, spinner.args, SPIN_GRID, min(left, MAX_DISPATCHES)))
+            count = min(left, MAX_DISPATCHES)
+            passes.append((await device.profile(spinner.compiled, spinner.args, SPIN_GRID, count), count))
 
     if not await _guarded(spinner, submit()):
         return None
@@ -256,7 +271,7 @@ async def wake(device: Device, limit: float, loaded: Load | None = None) -> Wake
         nonlocal readings, cut_short
         if spinner.args is None:
             await _prepare(device, spinner, grain, started + limit)
-        credit = await _credit(device, loaded) if loaded is not None else 0.0
+        credit = await _credit(device, loaded) if loaded is not None else _Credit()
         readings, cut_short = await _spin(device, spinner, fastest_before, started + limit, credit)
 
     if not spinner.failed:
@@ -275,28 +290,30 @@ async def wake(device: Device, limit: float, loaded: Load | None = None) -> Wake
     return Wake(tuple(readings), time.perf_counter() - started, fastest_before, cut_short, spinner.failed)
 
 
-async def _credit(device: Device, loaded: Load) -> float:
-    """Seconds ``loaded`` kept the GPU busy, waited for (the wake's passes would queue behind it);
-    0 where the GPU then idled for IDLE_GAP_SECONDS or more before now (the host's setup ran longer
-    than the load), or a pass gave no reading."""
-    busy = 0.0
-    for handle in loaded.passes:
+async def _credit(device: Device, loaded: Load) -> _Credit:
+    """What ``loaded`` counts for, its passes waited for (the wake's would queue behind them): the
+    seconds they kept the GPU busy; none where the GPU then idled for IDLE_GAP_SECONDS or more
+    before now (the host's setup ran longer than the load), or a pass gave no reading."""
+    busy, last, valid = 0.0, None, True
+    for handle, dispatches in loaded.passes:  # every one resolved, whatever the others read
         seconds = await device.resolve(handle)
-        if not (math.isfinite(seconds) and seconds > 0):
-            return 0.0
-        busy += seconds
+        valid = valid and math.isfinite(seconds) and seconds > 0
+        if valid:
+            busy, last = busy + seconds, seconds / dispatches
     idle = time.perf_counter() - loaded.since - busy  # the passes ran back to back from about then
-    return busy if idle < IDLE_GAP_SECONDS else 0.0
+    return _Credit(busy, last) if valid and idle < IDLE_GAP_SECONDS else _Credit()
 
 
 async def _spin(device: Device, spinner: _Spinner, fastest_before: float | None,
-                deadline: float, credit: float = 0.0) -> tuple[list[tuple[float, float]], bool]:
+                deadline: float, credit: _Credit) -> tuple[list[tuple[float, float]], bool]:
     """Timed passes of the spin kernel, one always queued behind the one being read so that the GPU
     stays loaded, until :func:`clock_is_up` or ``deadline``; the readings (their times counted
-    from the first pass's submission, plus ``credit``, the seconds of load the GPU had just before:
-    the ramp is the load's) and whether the deadline ended it."""
+    from the first pass's submission, plus the ``credit`` of a load just before: the ramp is the
+    load's) and whether the deadline ended it. The credit stands only if the first reading is as
+    fast as the load's last pass, within WARM_WITHIN: slower, the clock fell between them, and the
+    ramp is counted from the wake's own first pass."""
     readings: list[tuple[float, float]] = []
-    loaded = time.perf_counter() - credit
+    loaded = time.perf_counter() - credit.seconds
     pending = await device.profile(spinner.compiled, spinner.args, SPIN_GRID, spinner.repeats)
     up = False
     while not up and time.perf_counter() < deadline:
@@ -304,7 +321,10 @@ async def _spin(device: Device, spinner: _Spinner, fastest_before: float | None,
         seconds = await device.resolve(pending)
         pending = ahead
         if math.isfinite(seconds) and seconds > 0:
-            readings.append((time.perf_counter() - loaded, seconds / spinner.repeats))
+            each = seconds / spinner.repeats
+            if not readings and credit.last is not None and each > credit.last * (1 + WARM_WITHIN):
+                loaded += credit.seconds
+            readings.append((time.perf_counter() - loaded, each))
             up = clock_is_up(readings, fastest_before)
     await device.resolve(pending)  # the pass queued ahead: nothing of the wake is left on the GPU
     return readings, not up
