@@ -8,7 +8,8 @@ stays on the calling thread, and the pipelines compile in parallel the way Dawn 
 with its own promise. Each module is still made on the calling thread (Tint's parse and checks,
 the smaller part); the driver's compile of the pipelines, most of the cost, overlaps, though only
 two at a time: on an H100 92 matmul pipelines took 8.1-8.2 s at once against 15.6-18.1 s one by
-one, and 1.4-1.5 s from wgpu-native's 16 threads (``bench/results/h100-dawn-compiles-session36.txt``).
+one, and 1.4-1.5 s on the same device from 16 threads of ours, before session 34
+(``bench/results/h100-dawn-compiles-session36.txt``).
 """
 
 from __future__ import annotations

@@ -346,9 +346,8 @@ async def _prepare(device: Device, spinner: _Spinner, grain: float, deadline: fl
                 or time.perf_counter() >= deadline):
             break
         dispatches *= 4
-    each = seconds / dispatches if math.isfinite(seconds) and seconds > 0 else spinner.pass_seconds / dispatches
-    spinner.repeats = _dispatches(spinner.pass_seconds, each)
     spinner.dispatch_seconds = seconds / dispatches if math.isfinite(seconds) and seconds > 0 else 0.0
+    spinner.repeats = _dispatches(spinner.pass_seconds, spinner.dispatch_seconds or spinner.pass_seconds / dispatches)
     spinner.args = args
 
 

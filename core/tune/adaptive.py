@@ -49,7 +49,6 @@ In both policies, a candidate whose median is within the set's short-circuit lim
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Collection
 from dataclasses import replace
@@ -139,7 +138,7 @@ class AdaptiveSampler:
 
     @staticmethod
     def _standing(arm: Arm) -> tuple[float, int]:
-        return (median(arm.samples) if arm.samples else math.inf, arm.index)
+        return (median(arm.samples), arm.index)  # every arm in the running has a sample
 
     def _margin(self, arm: Arm) -> float:
         return elimination_margin(len(arm.samples), self.config.tolerance)
