@@ -8,11 +8,14 @@ only its own files. It writes tests/fakes.py and every test file with a test mar
 into Pyodide's file system, runs pytest there on the tests so marked, and asserts that every
 test natively collected ran and passed, except exactly the ones listed in EXCLUDED (real
 threads, which Pyodide has not; a loop-less caller, which Pyodide cannot be), skipped there by
-their own ``skipif`` with the listed reason. The tests that drive the event loop with
-``asyncio.run`` run too: Pyodide runs it on its WebLoop through JSPI (stack switching), which
-Chromium has and which the page starts Pyodide with only when asked (``?stack-switching``: by
-default wgtune keeps Python off JSPI stacks, on which Chromium's renderer can crash; the first test
-here checks both ways).
+their own ``skipif`` with the listed reason.
+
+Python runs on the page's own stack, as wgtune runs it, never on a JSPI (stack switching) stack:
+Chromium's renderer can crash while Python runs on one (docs/development.md, "The browser tests'
+tab crash"; this test crashed so in CI in session 36, while it still ran there). Pyodide's
+``asyncio.run`` needs JSPI, as it blocks on the page's WebLoop, so during the run the tests that
+drive an event loop with ``asyncio.run`` get a plain asyncio loop of their own (``PlainLoop`` in
+:data:`RUN_PYTEST`), as they do natively. The page's WebLoop is what the browser tests exercise.
 """
 
 from __future__ import annotations
@@ -50,8 +53,41 @@ EXCLUDED = {
 # Runs in the page (runPythonAsync): pytest on the written tests, each test's outcome collected by a
 # plugin; returns JSON. A failure's report is kept whole, so this test can show it.
 RUN_PYTEST = r"""
-import json, sys, time
+import asyncio, json, sys, time
 import pytest
+
+class NoFiles:
+    "A selector with nothing to watch: the plain loop waits on it only for its next timer."
+    def select(self, timeout):
+        if timeout:
+            time.sleep(timeout)
+        return []
+
+class PlainLoop(asyncio.BaseEventLoop):
+    "asyncio's own loop, run on this stack: timers and callbacks, no files, no threads."
+    def __init__(self):
+        super().__init__()
+        self._selector = NoFiles()
+
+    def _process_events(self, event_list):
+        pass
+
+    def _write_to_self(self):
+        pass
+
+web_loop = asyncio.get_running_loop()  # Pyodide's WebLoop, always set as running
+pyodide_run = asyncio.run
+
+plain_runs = []
+
+def run_on_a_plain_loop(main, *, debug=None, loop_factory=None):
+    plain_runs.append(getattr(main, "__qualname__", repr(main)))
+    asyncio._set_running_loop(None)  # as natively: no loop runs when a test calls asyncio.run
+    try:
+        with asyncio.Runner(debug=debug, loop_factory=loop_factory or PlainLoop) as runner:
+            return runner.run(main)
+    finally:
+        asyncio._set_running_loop(web_loop)
 
 class Outcomes:
     def __init__(self):
@@ -93,8 +129,12 @@ class Outcomes:
 
 outcomes = Outcomes()
 started = time.perf_counter()
-code = pytest.main([WORKDIR, "-p", "no:cacheprovider", "-q", "-o", "addopts=", "--rootdir", WORKDIR,
-                    "-m", "core", "-W", "ignore::pytest.PytestUnknownMarkWarning"], plugins=[outcomes])
+asyncio.run = run_on_a_plain_loop
+try:
+    code = pytest.main([WORKDIR, "-p", "no:cacheprovider", "-q", "-o", "addopts=", "--rootdir", WORKDIR,
+                        "-m", "core", "-W", "ignore::pytest.PytestUnknownMarkWarning"], plugins=[outcomes])
+finally:
+    asyncio.run = pyodide_run
 seconds = time.perf_counter() - started
 
 import importlib.metadata
@@ -109,6 +149,7 @@ json.dumps({
     "seconds": seconds,
     "platform": sys.platform,
     "can_run_sync": pyodide.ffi.can_run_sync(),
+    "plain_loop_runs": len(plain_runs),
     "tests": outcomes.tests,
     "reasons": outcomes.reasons,
     "reports": outcomes.reports,
@@ -137,9 +178,9 @@ WRITE_FILES = """async ({ dir, files }) => {
     for (const [name, text] of Object.entries(files)) api.pyodide.FS.writeFile(`${dir}/${name}`, text);
 }"""
 
-# Runs RUN_PYTEST. A run that hangs must still end (page.evaluate has no timeout): after `seconds` a
-# worker interrupts Python (KeyboardInterrupt: pytest stops and reports) even while Python blocks
-# this thread; a run suspended on a promise that never settles is given up a minute later.
+# Runs RUN_PYTEST, on this thread's own stack (runPython: never on a JSPI stack). A run that hangs
+# must still end (page.evaluate has no timeout): after `seconds` a worker interrupts Python
+# (KeyboardInterrupt: pytest stops and reports), though Python blocks this thread.
 RUN = """async ({ code, dir, seconds }) => {
     const api = await window.wgtune.ready;
     const py = api.pyodide;
@@ -156,15 +197,9 @@ RUN = """async ({ code, dir, seconds }) => {
         watchdog.onmessage = armed;
         watchdog.postMessage({ interrupt, ms: seconds * 1000 });
     });
-    let timer;
-    const limit = seconds + 60;
-    const giveUp = new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`the core's tests ran past ${limit} s`)), limit * 1000);
-    });
     try {
-        return await Promise.race([py.runPythonAsync(code, { globals: py.toPy({ WORKDIR: dir }) }), giveUp]);
+        return py.runPython(code, { globals: py.toPy({ WORKDIR: dir }) });
     } finally {
-        clearTimeout(timer);
         watchdog.terminate();
         interrupt[0] = 0;  // not left for the page's next Python call
     }
@@ -256,7 +291,7 @@ def test_the_core_unit_tests_pass_in_pyodide(browser, artifacts, capsys):
     wheels = pinned_wheels()
     expected = native_core_test_ids()
     files = core_test_files(expected)
-    page, log = browser.open("?stack-switching")
+    page, log = browser.open()
     try:
         started = time.perf_counter()
         load_pytest(page, wheels)
@@ -276,7 +311,8 @@ def test_the_core_unit_tests_pass_in_pyodide(browser, artifacts, capsys):
     failed = by_outcome.get("failed", set()) | by_outcome.get("error", set())
     with capsys.disabled():
         print(f"\ncore tests in Pyodide: {len(passed)} passed, {len(skipped)} excluded, {len(failed)} failed "
-              f"of {len(expected)}; pytest {result['seconds']:.1f}s, {elapsed:.1f}s with installing pytest")
+              f"of {len(expected)}; {result['plain_loop_runs']} asyncio.run on the plain loop; "
+              f"pytest {result['seconds']:.1f}s, {elapsed:.1f}s with installing pytest")
 
     # It ran in Pyodide, against the wgtune of the wheel the page installed: every wgtune module that
     # fakes.py and the test modules imported is a file of that wheel.
@@ -291,7 +327,9 @@ def test_the_core_unit_tests_pass_in_pyodide(browser, artifacts, capsys):
     assert result["not_from_wheel"] == [], result["not_from_wheel"]
 
     assert result["collect_errors"] == {}, "\n".join(f"{k}:\n{v}" for k, v in result["collect_errors"].items())
-    assert result["can_run_sync"], "the page's Python has no JSPI with ?stack-switching: asyncio.run cannot run"
+    assert not result["can_run_sync"], "the core's tests ran on a JSPI stack, where Chromium's renderer can crash"
+    # Without it their asyncio.run would fail (a loop, the WebLoop, is already running), so they all took it.
+    assert result["plain_loop_runs"] > 0, "no test's asyncio.run took the plain loop"
     assert failed == set(), "core tests failing in Pyodide:\n" + "\n".join(
         f"--- {nodeid}\n{result['reports'].get(nodeid, '')}" for nodeid in sorted(failed))
     assert result["exit_code"] == 0, (f"pytest in Pyodide exited with {result['exit_code']} (2: interrupted, "
