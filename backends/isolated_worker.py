@@ -14,7 +14,8 @@ was started with; whatever a driver prints goes to standard error):
   :class:`KernelSpec`, a call's buffers and params, the values a candidate's functions gave on
   a call) and frees what the parent dropped; ``op`` is one :class:`~wgtune.gpu.device.Device`
   call on objects named by numbers the parent chose. Each answers ``("ok", value)`` or
-  ``("error", kind, message, reason)``.
+  ``("error", kind, message, reason)``. A buffer's data may come as a ``Shared``: a memory file
+  passed over the socket beside the pipe (``worker_link.py``), mapped here and written to the GPU.
 
 A candidate's grid, params and scratch sizes are functions of the call, which cannot cross a
 process: the parent evaluates them per call and sends the values; the kernels rebuilt here read
@@ -27,12 +28,15 @@ import builtins
 import os
 import pickle
 import signal
+import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import astuple, dataclass
 from typing import Any, BinaryIO
+
+from .worker_link import SOCKET_VARIABLE, Shared, receive_shared
 
 __all__ = ["DeviceInfo", "KernelSpec", "OpenSpec", "RaisedBy", "error_answer", "main", "rebuilt", "relayed",
            "values_key"]
@@ -151,8 +155,10 @@ def error_answer(error: BaseException) -> tuple:
 class Worker:
     """This process's device and the objects the parent named (see the module doc)."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, shared: socket.socket | None = None) -> None:
+        """``shared``: the socket the parent passes memory files over (``worker_link.Shared``)."""
         self.device = device
+        self.shared = shared
         self.kernels: dict[int, Any] = {}
         self.buffers: dict[int, Any] = {}
         self.args: dict[int, Any] = {}
@@ -181,7 +187,13 @@ class Worker:
         device = self.device
         if op == "create":
             number, data, size, usage = payload
-            buffer = self.buffers[number] = self._create(data, size, usage)
+            if isinstance(data, Shared):
+                if self.shared is None:
+                    raise ValueError("the parent sent shared memory, but this process has no socket to receive it")
+                with receive_shared(self.shared, data) as mapped, memoryview(mapped) as view:
+                    buffer = self.buffers[number] = self._create(view, size, usage)
+            else:
+                buffer = self.buffers[number] = self._create(data, size, usage)
             return buffer.size, int(buffer.usage)
         if op == "clone":
             number, source = payload
@@ -226,13 +238,13 @@ class Worker:
             raise ValueError(f"the tuning process has no operation {op!r}")
         return None
 
-    def _create(self, data: bytes | None, size: int, usage: int | None) -> Any:
+    def _create(self, data: bytes | memoryview | None, size: int, usage: int | None) -> Any:
         if usage is None:
             return self.device.create_buffer(data, size=size)
         shim = self.device.shim  # the call's own usage, as the parent's clone_buffer keeps it
         buffer = shim.create_buffer(max(4, (size + 3) // 4 * 4), usage | shim.COPY_SRC | shim.COPY_DST)
         if data:
-            shim.write_buffer(buffer, 0, data + bytes(-len(data) % 4))
+            shim.write_buffer(buffer, 0, data if len(data) % 4 == 0 else bytes(data) + bytes(-len(data) % 4))
         return buffer
 
 
@@ -289,7 +301,8 @@ def main() -> int:
         _answer(out, error_answer(error))
         return 1
     _answer(out, ("ready", info))
-    worker = Worker(device)
+    descriptor = os.environ.pop(SOCKET_VARIABLE, None)
+    worker = Worker(device, socket.socket(fileno=int(descriptor)) if descriptor else None)
     while True:
         try:
             prelude, op, payload = pickle.load(requests)

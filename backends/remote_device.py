@@ -34,7 +34,7 @@ from wgtune.tune.log import logger
 
 from .isolated_worker import DeviceInfo, KernelSpec, OpenSpec, RaisedBy, relayed
 from .launch_ledger import LaunchLedger, deadline
-from .worker_link import DIED, WorkerLink
+from .worker_link import DIED, Shared, WorkerLink
 
 __all__ = ["ProcessStopped", "RemoteBuffer", "RemoteCompiled", "RemoteDevice", "RemoteProfile"]
 
@@ -175,7 +175,7 @@ class RemoteDevice(Device):
         raw = bytes(memoryview(data).cast("B")) if data is not None else None
         nbytes = len(raw) if raw is not None else size
         # As WebGPUDevice.create_buffer makes it there: whole words, at least one; storage, copyable.
-        return self._posted_buffer("create", (raw, nbytes, None), _whole_words(nbytes), STORAGE_USAGE)
+        return self._posted_buffer("create", (self._shared(raw), nbytes, None), _whole_words(nbytes), STORAGE_USAGE)
 
     def clone_buffer(self, buffer: Any) -> RemoteBuffer:
         source = self._import(buffer)
@@ -228,9 +228,16 @@ class RemoteDevice(Device):
         # buffer from its own (a call's inputs at 4096^3 are 192 MB). The size and usage are what
         # the process makes (whole words; the call's usage, copyable).
         self._posted_bytes += nbytes  # the next call's wait covers moving them
-        remote = self._posted_buffer("create", (data, nbytes, usage), _whole_words(nbytes), usage | COPY_BOTH_WAYS)
+        remote = self._posted_buffer("create", (self._shared(data), nbytes, usage), _whole_words(nbytes),
+                                     usage | COPY_BOTH_WAYS)
         self._imported[id(buffer)] = (buffer, remote)
         return remote
+
+    def _shared(self, data: bytes | None) -> bytes | Shared | None:
+        """``data`` as the next request carries it: large data through shared memory where it can."""
+        if data is None or self.broken is not None:  # broken: the request is not sent (_message raises)
+            return data
+        return self.link.share(data)
 
     # -- kernels ----------------------------------------------------------------------------
 

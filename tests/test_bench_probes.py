@@ -41,8 +41,8 @@ def test_the_device_script_names_existing_probe_files_and_parts():
     assert named and named <= {path.name for path in PROBES}
     parts = set(re.findall(r"^    ([\w:*-]+)\)", script, re.MULTILINE))
     assert parts - {"*"} == {"tail", "staircase", "staircase:*", "k-sweep", "hundreds", "short-k", "narrow", "draw",
-                             "wake", "reductions", "dawn-tune", "dawn-compiles", "first-trace", "first-costs", "short",
-                             "placement", "checks", "dawn", "probe:*", "probe-dawn:*",
+                             "wake", "reductions", "dawn-tune", "dawn-compiles", "first-trace", "first-costs",
+                             "input-copies", "short", "placement", "checks", "dawn", "probe:*", "probe-dawn:*",
                              "sweep:*", "sweep-ab:*", "stages-ab:*", "ab:*"}
 
 

@@ -1,0 +1,144 @@
+"""A call's buffers reach the tuning process through shared memory, whole, or through the pipe
+where none is to be had (backends/worker_link.py, on lavapipe)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+
+import pytest
+
+from wgtune import Args
+from wgtune.backends import worker_link
+from wgtune.backends.isolated_worker import OpenSpec
+from wgtune.backends.native import NativeDevice
+from wgtune.backends.remote_device import RemoteDevice
+from wgtune.backends.worker_link import SHARED_BYTES, Shared, WorkerLink
+from wgtune.runner import run_inline
+
+pytestmark = pytest.mark.skipif(not worker_link.CAN_SHARE, reason="no memfd_create here: the pipe is the only way")
+
+# Larger than the threshold and not whole words: the process pads it, as it pads what the pipe brings.
+NBYTES = SHARED_BYTES + 6
+
+
+@pytest.fixture(scope="module")
+def home() -> NativeDevice:
+    return NativeDevice.open()
+
+
+def pattern(nbytes: int, seed: int) -> bytes:
+    return bytes((index * 7 + seed) % 251 for index in range(256)) * (nbytes // 256) + bytes(nbytes % 256)
+
+
+def remote_on(home: NativeDevice, link: WorkerLink) -> tuple[RemoteDevice, list[tuple]]:
+    """A tuning process on ``link``, and the requests sent to it, recorded as they go."""
+    sent: list[tuple] = []
+    send = link.send
+
+    def recording(message: tuple) -> bool:
+        sent.append(message)
+        return send(message)
+
+    link.send = recording
+    return RemoteDevice(home, OpenSpec(None, None), link), sent
+
+
+def carried(sent: list[tuple]) -> list:
+    """What each ``create`` request carried as its data."""
+    return [message[2][1] for message in sent if message[1] == "create"]
+
+
+def read_there(remote: RemoteDevice, buffer) -> bytes:
+    return run_inline(remote.read_buffer(buffer))
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_calls_buffers_arrive_whole_through_shared_memory_or_the_pipe(home, shared):
+    small, large = pattern(4096, 1), pattern(NBYTES, 2)
+    args = Args((home.create_buffer(small), home.create_buffer(large)))
+    remote, sent = remote_on(home, WorkerLink(shared=shared))
+    try:
+        remote.begin_tune(None)
+        adopted = remote.adopt(args)
+        assert read_there(remote, adopted.buffers[0]) == small
+        assert read_there(remote, adopted.buffers[1]) == large + bytes(2)  # whole words, the padding zero
+        made = remote.create_buffer(large)  # a buffer the tune makes there from data
+        assert read_there(remote, made) == large + bytes(2)
+        remote.end_tune()
+    finally:
+        remote.close()
+    # Small data always rides in the request; large data only where nothing is shared.
+    assert [type(data) for data in carried(sent)] == ([bytes, Shared, Shared] if shared else [bytes, bytes, bytes])
+    if shared:
+        # The call's buffer as read back from the tuner's GPU (whole words), and the data as given.
+        assert [data.nbytes for data in carried(sent)[1:]] == [NBYTES + 2, NBYTES]
+
+
+def test_with_memory_short_the_data_goes_through_the_pipe_and_nothing_is_lost(home, monkeypatch):
+    def short(*_):
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    data = pattern(NBYTES, 3)
+    remote, sent = remote_on(home, WorkerLink())
+    try:
+        assert remote.link.shares
+        remote.begin_tune(None)
+        monkeypatch.setattr(os, "memfd_create", short)
+        adopted = remote.adopt(Args((home.create_buffer(data),)))
+        assert read_there(remote, adopted.buffers[0]) == data + bytes(2)
+        monkeypatch.undo()  # memory back: the next buffer is shared again, and the process still takes it
+        later = pattern(NBYTES, 4)
+        assert read_there(remote, remote.create_buffer(later)) == later + bytes(2)
+        remote.end_tune()
+    finally:
+        remote.close()
+    assert [type(data) for data in carried(sent)] == [bytes, Shared]
+
+
+def test_a_file_that_fills_the_memory_half_way_is_the_pipe_s_too(home, monkeypatch):
+    """A write cut short (the memory ran out part way) leaves the file, and the data goes by pipe."""
+    real_write = os.write
+    writes = []
+
+    def failing_second_write(descriptor, data):
+        writes.append(len(data))
+        if len(writes) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(descriptor, data[: len(data) // 2])
+
+    data = pattern(NBYTES, 5)
+    remote, sent = remote_on(home, WorkerLink())
+    try:
+        remote.begin_tune(None)
+        monkeypatch.setattr(os, "write", failing_second_write)
+        made = remote.create_buffer(data)
+        monkeypatch.undo()
+        assert read_there(remote, made) == data + bytes(2)
+        remote.end_tune()
+    finally:
+        remote.close()
+    assert len(writes) == 2 and [type(data) for data in carried(sent)] == [bytes]
+
+
+def test_a_closed_link_leaves_no_descriptor_open_here(home):
+    """The socket and every memory file are closed with the link: a tuner that restarts its tuning
+    process again and again does not run out of descriptors."""
+    if not os.path.isdir(f"/proc/{os.getpid()}/fd"):
+        pytest.skip("no /proc here to count descriptors")  # CAN_SHARE is Linux: /proc is there
+
+    def open_descriptors() -> int:
+        return len(os.listdir(f"/proc/{os.getpid()}/fd"))
+
+    data = pattern(NBYTES, 6)
+    remote, _ = remote_on(home, WorkerLink())
+    remote.close()  # a first one: whatever opens once per process (the adapter's files) is open now
+    before = open_descriptors()
+    for _ in range(3):
+        remote, _ = remote_on(home, WorkerLink())
+        remote.begin_tune(None)
+        assert read_there(remote, remote.create_buffer(data)) == data + bytes(2)
+        remote.end_tune()
+        remote.close()
+    assert open_descriptors() == before, sys.platform
