@@ -74,6 +74,10 @@ class GPUShim(Protocol):
         """Begin compiling ``kernels`` in the background and return, where the platform can (worker
         threads natively); :meth:`compile_module` then takes each answer. Nothing by default."""
 
+    def drop_started(self, kernels: Sequence[Kernel]) -> None:
+        """Forget the compiles :meth:`start_compiles` began for ``kernels`` that nothing took
+        (cancelled where not yet running). Nothing by default."""
+
     def bind_group_layout(self, pipeline: Any, index: int) -> Any:
         """The pipeline's bind group layout ``index`` (asked for groups other than 0 only)."""
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,9 +53,9 @@ from .worker_link import WorkerLink
 __all__ = ["EarlyStart", "ProcessStopped", "WorkerGuard", "begin_tuning_process", "spec_for"]
 
 # How many of the fastest finalists after screening the tuner's own device compiles ahead (the
-# likeliest winners; one past them compiles after the tune, as before): few, since each compile begun
-# is kept until a call takes it, and no more than a quarter of its compile threads, so that the
-# rounds' host work in the tuning process keeps its cores (none on a host of under four).
+# likeliest winners; one past them compiles after the tune, as before): few, and no more than a
+# quarter of its compile threads, so that the rounds' host work in the tuning process keeps its
+# cores (none on a host of under four). Those that lose are let go when the tune is over.
 FINALISTS_COMPILED_HERE = 4
 
 
@@ -92,6 +91,34 @@ def begin_tuning_process(spec: OpenSpec, python: str = sys.executable) -> EarlyS
         link.close()
         return None
     return EarlyStart(spec, link)
+
+
+class _CompiledHere:
+    """What a tune's finalists are handed to: the leaders begin compiling on the tuner's own
+    device, where the winner will serve, while the rounds in the process decide among them (else
+    the winner's compile here follows the tune, in the caller's wait). Those that lose are let go
+    (:meth:`drop_losers`): a set whose kernels differ by key would keep them for good."""
+
+    def __init__(self, request: TuneRequest) -> None:
+        self.request = request
+        device = request.pipelines.device
+        # None on a CPU adapter, or with too few cores to spare.
+        self.count = min(FINALISTS_COMPILED_HERE, device.compile_width // 4) if device.background_compiles else 0
+        self.begun: list[int] = []
+
+    def __call__(self, indices: list[int]) -> None:
+        request = self.request
+        if self.count > 0:
+            leaders = indices[:self.count]
+            request.pipelines.start_compiles(request.tunables, leaders)
+            self.begun += [index for index in leaders if index not in self.begun]
+        request.finalists(indices)
+
+    def drop_losers(self, winner: int | None) -> None:
+        """The begun compiles of every finalist but ``winner`` (None: all of them) let go."""
+        if self.begun:
+            self.request.pipelines.drop_started(self.request.tunables, self.begun, keep=winner)
+            self.begun = []
 
 
 class WorkerGuard:
@@ -132,6 +159,19 @@ class WorkerGuard:
         if request.config.dry_run:
             return await measure_key(request)
         ruled_out = dict(request.ruled_out)
+        here = _CompiledHere(request)
+        try:
+            outcome = await self._measure(request, ruled_out, here)
+        except BaseException:
+            here.drop_losers(None)
+            raise
+        here.drop_losers(outcome.winner)
+        wrong = [index for index, result in enumerate(outcome.results) if isinstance(result, Mismatch)]
+        if wrong:  # the tuner's own fallback must not be a candidate the checks found wrong
+            await request.pipelines.distrust(request.tunables, wrong)
+        return outcome
+
+    async def _measure(self, request: TuneRequest, ruled_out: dict, here: _CompiledHere) -> TuneOutcome:
         with self._lock:
             while True:
                 if len(ruled_out) >= len(request.tunables):  # nothing left to launch: no process needed
@@ -149,7 +189,7 @@ class WorkerGuard:
                 try:
                     outcome = await measure_key(replace(request, device=remote, pipelines=pipelines,
                                                         args=remote.adopt(request.args), ruled_out=ruled_out,
-                                                        finalists=self._compile_here(request)))
+                                                        finalists=here))
                 except ProcessStopped as stopped:
                     self._lost(stopped.reason)
                     self._rule_out(request, ruled_out, stopped)
@@ -170,9 +210,6 @@ class WorkerGuard:
                 remote.end_tune()
             except ProcessStopped as stopped:  # the winner is decided: the next tune starts another process
                 self._lost(stopped.reason)
-        wrong = [index for index, result in enumerate(outcome.results) if isinstance(result, Mismatch)]
-        if wrong:  # the tuner's own fallback must not be a candidate the checks found wrong
-            await request.pipelines.distrust(request.tunables, wrong)
         return outcome
 
     async def verify(self, device: Any, pipelines: PipelineCache, tunables: TunableSet, key: Key, args: Args,
@@ -245,22 +282,6 @@ class WorkerGuard:
                                found.get("device"), found.get("backend"), self.device.identity.device)
                 return None
         return self._remote, self._pipelines
-
-    @staticmethod
-    def _compile_here(request: TuneRequest) -> Callable[[list[int]], None]:
-        """What the tune's finalists are handed to: the leaders begin compiling on the tuner's own
-        device, where the winner will serve, while the rounds in the process decide among them.
-        Else the winner's compile here follows the tune, in the caller's wait."""
-        own = request.pipelines
-        count = min(FINALISTS_COMPILED_HERE, own.device.compile_width // 4)
-        if not own.device.background_compiles or count < 1:  # a CPU adapter, or too few cores to spare
-            return request.finalists
-
-        def begin(indices: list[int]) -> None:
-            own.start_compiles(request.tunables, indices[:count])
-            request.finalists(indices)
-
-        return begin
 
     def _forget_changed(self, tunables: TunableSet, pipelines: PipelineCache) -> None:
         """A set whose name now means other candidates: its pipelines in the process are dropped."""

@@ -110,3 +110,13 @@ class SharedModules:
         begun = self._not_compiled(stages)
         if begun:
             self._shim.start_compiles(list(begun.values()))
+
+    def drop_started(self, stages: Sequence[Kernel], keep: Sequence[Kernel] = ()) -> None:
+        """Let go of the begun, untaken compiles of ``stages``' codes (``GPUShim.drop_started``),
+        and of their representatives: a later compile of such a code begins afresh. A code that
+        a stage of ``keep`` has, or that is compiled, is left as it is."""
+        kept = {module_key(stage) for stage in keep}
+        dropped = [self._representatives.pop(key) for key in dict.fromkeys(map(module_key, stages))
+                   if key not in kept and key not in self._compiled and key in self._representatives]
+        if dropped:
+            self._shim.drop_started(dropped)

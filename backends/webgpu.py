@@ -181,6 +181,12 @@ class WebGPUDevice(BindGroups, CallLaunches, Device):
         (:meth:`GPUShim.start_compiles`); a later compile takes the answers."""
         self._modules.start([stage for kernel in kernels for stage in kernel.stages])
 
+    def drop_started(self, kernels: Sequence[Kernel], keep: Sequence[Kernel] = ()) -> None:
+        """The begun compiles of ``kernels``' stages let go, those of a code ``keep`` has kept
+        (:meth:`SharedModules.drop_started`)."""
+        self._modules.drop_started([stage for kernel in kernels for stage in kernel.stages],
+                                   keep=[stage for kernel in keep for stage in kernel.stages])
+
     def _encode(
         self, kernel: CompiledKernel | None, args: Args | None, grid: Grid, repeats: int, timestamp_writes: Any
     ) -> Any:

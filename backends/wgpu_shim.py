@@ -202,6 +202,14 @@ class WgpuShim:
             if id(kernel) not in self._started:
                 self._started[id(kernel)] = (kernel, pool.submit(self._compile_on_worker, kernel))
 
+    def drop_started(self, kernels: Sequence[Kernel]) -> None:
+        """Forget the compiles begun for ``kernels`` and not taken; those still queued are
+        cancelled, and one running ends with nobody to take its pipeline."""
+        for kernel in kernels:
+            begun = self._take_started(kernel)
+            if isinstance(begun, Future):
+                begun.cancel()
+
     def _take_started(self, kernel: Kernel) -> Future | None:
         begun = self._started.pop(id(kernel), None)
         return begun[1] if begun is not None and begun[0] is kernel else None

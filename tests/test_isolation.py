@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -37,7 +38,7 @@ from wgtune import (
 )
 from wgtune.backends.cache_transfer import SqliteDatabase
 from wgtune.backends.isolated_worker import OpenSpec
-from wgtune.backends.isolation import WorkerGuard, begin_tuning_process
+from wgtune.backends.isolation import WorkerGuard, _CompiledHere, begin_tuning_process
 from wgtune.backends.local import open_tuner
 from wgtune.backends.native import NativeDevice
 from wgtune.backends.remote_device import RemoteDevice
@@ -222,6 +223,31 @@ def test_the_finalists_begin_compiling_here_while_the_process_decides_and_the_wi
         guard.close()
     assert begun == [["fast_finalist"]] and winner == "fast_finalist"  # begun once, as the rounds began
     assert taken == ["fast_finalist"]  # its compile here, begun then, served the call
+
+
+def test_the_finalists_that_lose_are_let_go_here_and_the_winner_keeps_its_begun_compile(device, monkeypatch):
+    """A set whose kernels differ by key would otherwise keep every losing finalist's pipeline for good."""
+    monkeypatch.setattr(device, "background_compiles", 4)
+    monkeypatch.setattr(device, "compile_width", 16)  # four finalists begun here at most
+    run = time.perf_counter_ns()  # code of this run's own: none compiled before
+    kernels = [Kernel(f"finalist{index}", COUNTED + f"// finalist {index} {run}\n", grid=lambda args: (64, 1, 1))
+               for index in range(3)]
+    tunables = counted_set("finalists_let_go", *kernels)
+    told: list[list[int]] = []
+    here = _CompiledHere(SimpleNamespace(pipelines=PipelineCache(device), tunables=tunables, finalists=told.append))
+
+    def begun() -> set[str]:
+        return {kernel.name for kernel, _ in device.shim._started.values()} & {kernel.name for kernel in kernels}
+
+    here([2, 0, 1])  # as the rounds begin, fastest first
+    assert told == [[2, 0, 1]] and begun() == {"finalist0", "finalist1", "finalist2"}
+    here.drop_losers(2)
+    assert begun() == {"finalist2"}
+    taken = device.shim._take_started
+    monkeypatch.setattr(device.shim, "_take_started", lambda kernel: taken(kernel) or pytest.fail("compiled again"))
+    assert run_inline(device.compile(kernels[2])) is not None  # the winner's begun compile serves it
+    here.drop_losers(None)  # nothing begun is left to let go: a second call is harmless
+    assert begun() == set()
 
 
 def test_a_winner_from_elsewhere_is_checked_in_the_tuning_process_and_one_that_runs_away_is_not_used(device):

@@ -23,6 +23,7 @@ class NamingShim:
     def __init__(self) -> None:
         self.sent: list[str] = []
         self.begun: dict[int, tuple[Any, Any] | KernelError] = {}
+        self.dropped: list[str] = []
 
     def _compile(self, kernel: Kernel) -> tuple[Any, Any] | KernelError:
         self.sent.append(kernel.name)
@@ -48,6 +49,11 @@ class NamingShim:
     def start_compiles(self, kernels: list[Kernel]) -> None:
         for kernel in kernels:
             self.begun[id(kernel)] = self._compile(kernel)
+
+    def drop_started(self, kernels: list[Kernel]) -> None:
+        for kernel in kernels:
+            if self.begun.pop(id(kernel), None) is not None:
+                self.dropped.append(kernel.name)
 
 
 SOURCE = "override WG: u32 = 64;\n@compute @workgroup_size(WG) fn main() {}"
@@ -105,3 +111,24 @@ def test_stages_of_one_failing_code_in_one_compile_get_its_one_error():
     first, second = run_inline(modules.compile_many([stage("beta[WG=0]", 0), stage("beta_too[WG=0]", 0)]))
     assert isinstance(first, KernelError) and second is first
     assert shim.sent == ["beta[WG=0]"]
+
+
+@pytest.mark.core
+def test_begun_compiles_no_longer_wanted_are_let_go_but_not_a_code_that_a_kept_stage_has():
+    shim = NamingShim()
+    modules = SharedModules(shim)  # type: ignore[arg-type]
+    # Two finalists with a first stage of one code (zeroing the output, say) and a stage of their own each.
+    loser_zero, loser, winner_zero, winner = stage("loser-zero", 8), stage("loser", 16), stage("winner-zero", 8), \
+        stage("winner", 32)
+    modules.start([loser_zero, loser, winner_zero, winner])
+    assert shim.sent == ["loser-zero", "loser", "winner"]  # the shared code begun once
+    modules.drop_started([loser_zero, loser], keep=[winner_zero, winner])
+    assert shim.dropped == ["loser"]  # the shared code is the winner's too: still begun
+    assert run_inline(modules.compile_many([winner_zero, winner])) == [
+        ("pipeline:loser-zero", "layout:loser-zero"), ("pipeline:winner", "layout:winner")]
+    assert shim.sent == ["loser-zero", "loser", "winner"]  # both taken, nothing compiled again
+    # The dropped code compiles afresh, in the name of the stage that asks now.
+    assert run_inline(modules.compile(stage("later", 16))) == ("pipeline:later", "layout:later")
+    # A compiled code is no begun compile: nothing to let go.
+    modules.drop_started([winner_zero, winner])
+    assert shim.dropped == ["loser"] and shim.sent == ["loser-zero", "loser", "winner", "later"]

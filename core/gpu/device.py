@@ -181,6 +181,12 @@ class Device(ABC):
         overlap the measuring of the candidates before them. A later :meth:`compile` or
         :meth:`compile_many` of the same kernel takes the answer. This one does nothing."""
 
+    def drop_started(self, kernels: Sequence[Kernel], keep: Sequence[Kernel] = ()) -> None:  # noqa: B027 (a hint)
+        """Let go of the compiles :meth:`start_compiles` began for ``kernels`` and nothing took:
+        they are no longer wanted, and a kernel made per key would otherwise hold its pipeline
+        for good. What ``keep`` has in common with them (a stage of the same code) stays begun.
+        This one does nothing."""
+
     @abstractmethod
     def dispatch(self, pipeline: Any, args: Args, grid: Grid, repeats: int = 1) -> None:
         """Encode ``repeats`` dispatches of ``pipeline`` on ``args`` in one pass and submit them;

@@ -96,6 +96,14 @@ class PipelineCache:
         if todo:
             self.device.start_compiles([tunables.candidates[index] for index in todo])
 
+    def drop_started(self, tunables: TunableSet, indices: Iterable[int], keep: int | None = None) -> None:
+        """Let go of the compiles :meth:`start_compiles` began for candidates ``indices`` that
+        nothing took (``Device.drop_started``), but not what candidate ``keep`` has of them."""
+        dropped = [tunables.candidates[index] for index in dict.fromkeys(indices)
+                   if index != keep and (tunables.name, index) not in self.compiled]
+        if dropped:
+            self.device.drop_started(dropped, keep=[tunables.candidates[keep]] if keep is not None else [])
+
     def _to_compile(self, tunables: TunableSet, indices: Iterable[int]) -> list[int]:
         device = self.device
         return [
