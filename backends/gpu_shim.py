@@ -76,7 +76,8 @@ class GPUShim(Protocol):
 
     def drop_started(self, kernels: Sequence[Kernel]) -> None:
         """Forget the compiles :meth:`start_compiles` began for ``kernels`` that nothing took
-        (cancelled where not yet running). Nothing by default."""
+        (natively those still queued for a thread are cancelled; one running, or one begun on
+        Dawn's workers, ends with nobody to take it). Nothing by default."""
 
     def bind_group_layout(self, pipeline: Any, index: int) -> Any:
         """The pipeline's bind group layout ``index`` (asked for groups other than 0 only)."""

@@ -25,6 +25,8 @@ them back from the call's ``cache`` (:func:`rebuilt`).
 from __future__ import annotations
 
 import builtins
+import contextlib
+import mmap
 import os
 import pickle
 import signal
@@ -186,14 +188,8 @@ class Worker:
 
         device = self.device
         if op == "create":
-            number, data, size, usage = payload
-            if isinstance(data, Shared):
-                if self.shared is None:
-                    raise ValueError("the parent sent shared memory, but this process has no socket to receive it")
-                with receive_shared(self.shared, data) as mapped, memoryview(mapped) as view:
-                    buffer = self.buffers[number] = self._create(view, size, usage)
-            else:
-                buffer = self.buffers[number] = self._create(data, size, usage)
+            number, data, size, usage = payload  # data: bytes, None, or a mapped memory file (take_shared)
+            buffer = self.buffers[number] = self._create(data, size, usage)
             return buffer.size, int(buffer.usage)
         if op == "clone":
             number, source = payload
@@ -238,7 +234,19 @@ class Worker:
             raise ValueError(f"the tuning process has no operation {op!r}")
         return None
 
-    def _create(self, data: bytes | memoryview | None, size: int, usage: int | None) -> Any:
+    def take_shared(self, op: str, payload: tuple) -> tuple[tuple, mmap.mmap | None]:
+        """``payload`` with its :class:`Shared` replaced by the memory file sent beside it, mapped,
+        and that mapping (None: there was none). Called on every request as it arrives, before
+        anything of it can fail: each Shared takes the next file off the socket, so one left
+        there would hand every later Shared the file before its own."""
+        if op != "create" or not isinstance(payload[1], Shared):
+            return payload, None
+        if self.shared is None:
+            raise ValueError("the parent sent shared memory, but this process has no socket to receive it")
+        mapped = receive_shared(self.shared, payload[1])
+        return (payload[0], mapped, *payload[2:]), mapped
+
+    def _create(self, data: bytes | mmap.mmap | None, size: int, usage: int | None) -> Any:
         if usage is None:
             return self.device.create_buffer(data, size=size)
         shim = self.device.shim  # the call's own usage, as the parent's clone_buffer keeps it
@@ -246,6 +254,14 @@ class Worker:
         if data:
             shim.write_buffer(buffer, 0, data if len(data) % 4 == 0 else bytes(data) + bytes(-len(data) % 4))
         return buffer
+
+
+def close_mapped(mapped: mmap.mmap | None) -> None:
+    """Unmap a memory file a request brought, unless a failed write's traceback still holds views
+    of it (BufferError, which would hide that failure): then it is unmapped when they go."""
+    if mapped is not None:
+        with contextlib.suppress(BufferError):
+            mapped.close()
 
 
 def open_device(spec: OpenSpec) -> Any:
@@ -285,6 +301,11 @@ def main() -> int:
     # Ctrl-C at a terminal reaches the whole process group: the parent decides, and kills this one.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, daemon=True).start()
+    # The socket memory files come over (worker_link.py), kept from what a driver may start.
+    descriptor = os.environ.pop(SOCKET_VARIABLE, None)
+    shared = socket.socket(fileno=int(descriptor)) if descriptor else None
+    if shared is not None:
+        shared.set_inheritable(False)
     # The answers get a descriptor of their own: whatever a driver prints goes to standard error.
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -301,17 +322,20 @@ def main() -> int:
         _answer(out, error_answer(error))
         return 1
     _answer(out, ("ready", info))
-    descriptor = os.environ.pop(SOCKET_VARIABLE, None)
-    worker = Worker(device, socket.socket(fileno=int(descriptor)) if descriptor else None)
+    worker = Worker(device, shared)
     while True:
         try:
             prelude, op, payload = pickle.load(requests)
         except EOFError:
             return 0
+        mapped = None
         try:
+            payload, mapped = worker.take_shared(op, payload)
             for item in prelude:
                 worker.declare(item)
             _answer(out, ("ok", worker.run(op, payload)))
         except Exception as error:  # the parent raises it again, where the core decides whose failure it is
             _answer(out, error_answer(error))
+        finally:
+            close_mapped(mapped)
 

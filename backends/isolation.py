@@ -38,6 +38,7 @@ from typing import Any
 from wgtune.errors import DeviceLost, Launch, Mismatch, Timeout, TuneFailed
 from wgtune.key import Key
 from wgtune.sets.args import Args
+from wgtune.sets.kernel import Kernel
 from wgtune.sets.tunable import TunableSet
 from wgtune.tune.log import logger
 from wgtune.tune.outcome import TuneOutcome
@@ -97,10 +98,13 @@ class _CompiledHere:
     """What a tune's finalists are handed to: the leaders begin compiling on the tuner's own
     device, where the winner will serve, while the rounds in the process decide among them (else
     the winner's compile here follows the tune, in the caller's wait). Those that lose are let go
-    (:meth:`drop_losers`): a set whose kernels differ by key would keep them for good."""
+    when it is over (:meth:`settle`): a set whose kernels differ by key would keep them for good.
+    A winner begun here is kept until a call takes it, though a later tune's finalists it loses
+    among (``winners``: such winners by ``(set name, index)``, shared by a tuner's tunes)."""
 
-    def __init__(self, request: TuneRequest) -> None:
+    def __init__(self, request: TuneRequest, winners: dict[tuple[str, int], Kernel]) -> None:
         self.request = request
+        self.winners = winners
         device = request.pipelines.device
         # None on a CPU adapter, or with too few cores to spare.
         self.count = min(FINALISTS_COMPILED_HERE, device.compile_width // 4) if device.background_compiles else 0
@@ -114,10 +118,17 @@ class _CompiledHere:
             self.begun += [index for index in leaders if index not in self.begun]
         request.finalists(indices)
 
-    def drop_losers(self, winner: int | None) -> None:
-        """The begun compiles of every finalist but ``winner`` (None: all of them) let go."""
+    def settle(self, winner: int | None) -> None:
+        """The tune is over, won by ``winner`` (None: it failed): the finalists' begun compiles
+        are let go, but what the winners whose compiles no call took yet have of them."""
+        request = self.request
+        tunables, compiled = request.tunables, request.pipelines.compiled
+        if winner is not None and winner in self.begun:
+            self.winners[(tunables.name, winner)] = tunables.candidates[winner]
+        for slot in [slot for slot in self.winners if slot in compiled]:  # taken: nothing to keep
+            del self.winners[slot]
         if self.begun:
-            self.request.pipelines.drop_started(self.request.tunables, self.begun, keep=winner)
+            request.pipelines.drop_started(tunables, self.begun, keep=list(self.winners.values()))
             self.begun = []
 
 
@@ -143,6 +154,7 @@ class WorkerGuard:
         self._remote: RemoteDevice | None = None
         self._pipelines: PipelineCache | None = None
         self._checksums: dict[str, str] = {}
+        self._winners_begun: dict[tuple[str, int], Kernel] = {}  # see _CompiledHere
         self._lock = threading.RLock()  # one tune at a time in the process: they would time each other
 
     @property
@@ -158,17 +170,14 @@ class WorkerGuard:
         again without it in a fresh process."""
         if request.config.dry_run:
             return await measure_key(request)
-        ruled_out = dict(request.ruled_out)
-        here = _CompiledHere(request)
-        try:
-            outcome = await self._measure(request, ruled_out, here)
-        except BaseException:
-            here.drop_losers(None)
-            raise
-        here.drop_losers(outcome.winner)
-        wrong = [index for index, result in enumerate(outcome.results) if isinstance(result, Mismatch)]
-        if wrong:  # the tuner's own fallback must not be a candidate the checks found wrong
-            await request.pipelines.distrust(request.tunables, wrong)
+        here = _CompiledHere(request, self._winners_begun)
+        with self._lock:  # the losers let go before another tune begins its finalists
+            try:
+                outcome = await self._measure(request, dict(request.ruled_out), here)
+            except BaseException:
+                here.settle(None)
+                raise
+            here.settle(outcome.winner)
         return outcome
 
     async def _measure(self, request: TuneRequest, ruled_out: dict, here: _CompiledHere) -> TuneOutcome:
@@ -210,6 +219,9 @@ class WorkerGuard:
                 remote.end_tune()
             except ProcessStopped as stopped:  # the winner is decided: the next tune starts another process
                 self._lost(stopped.reason)
+        wrong = [index for index, result in enumerate(outcome.results) if isinstance(result, Mismatch)]
+        if wrong:  # the tuner's own fallback must not be a candidate the checks found wrong
+            await request.pipelines.distrust(request.tunables, wrong)
         return outcome
 
     async def verify(self, device: Any, pipelines: PipelineCache, tunables: TunableSet, key: Key, args: Args,

@@ -116,7 +116,8 @@ class SharedModules:
         and of their representatives: a later compile of such a code begins afresh. A code that
         a stage of ``keep`` has, or that is compiled, is left as it is."""
         kept = {module_key(stage) for stage in keep}
-        dropped = [self._representatives.pop(key) for key in dict.fromkeys(map(module_key, stages))
-                   if key not in kept and key not in self._compiled and key in self._representatives]
+        dropped = [self._representatives.pop(key, None) for key in dict.fromkeys(map(module_key, stages))
+                   if key not in kept and key not in self._compiled]
+        dropped = [stage for stage in dropped if stage is not None]
         if dropped:
             self._shim.drop_started(dropped)

@@ -203,8 +203,9 @@ class WgpuShim:
                 self._started[id(kernel)] = (kernel, pool.submit(self._compile_on_worker, kernel))
 
     def drop_started(self, kernels: Sequence[Kernel]) -> None:
-        """Forget the compiles begun for ``kernels`` and not taken; those still queued are
-        cancelled, and one running ends with nobody to take its pipeline."""
+        """Forget the compiles begun for ``kernels`` and not taken; those still queued for a thread
+        are cancelled, and one running ends with nobody to take its pipeline (so does every one
+        :class:`DawnShim` began: Dawn's workers have no cancel)."""
         for kernel in kernels:
             begun = self._take_started(kernel)
             if isinstance(begun, Future):

@@ -76,6 +76,7 @@ class WorkerLink:
         # The same wgtune as this process's, wherever it was imported from (a path added at run time too).
         env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p and os.path.isdir(p)] +
                                             [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env.pop(SOCKET_VARIABLE, None)  # never another link's
         self._socket: socket.socket | None = None
         theirs = None
         if shared and CAN_SHARE:
@@ -141,7 +142,7 @@ class WorkerLink:
             written = 0
             while written < len(view):
                 written += os.write(descriptor, view[written:])
-            socket.send_fds(self._socket, [b"m"], [descriptor])
+            socket.send_fds(self._socket, [b"m"], [descriptor], getattr(socket, "MSG_NOSIGNAL", 0))
         except OSError:  # memory short (the file is freed with its descriptor), or the child gone (the pipe says so)
             return data
         finally:

@@ -50,7 +50,7 @@ EXCLUDED = {
         "Pyodide's event loop is always running",
 }
 
-# Runs in the page (runPythonAsync): pytest on the written tests, each test's outcome collected by a
+# Runs in the page (runPython, on the page's own stack): pytest on the written tests, each test's outcome collected by a
 # plugin; returns JSON. A failure's report is kept whole, so this test can show it.
 RUN_PYTEST = r"""
 import asyncio, json, sys, time
@@ -81,8 +81,10 @@ pyodide_run = asyncio.run
 plain_runs = []
 
 def run_on_a_plain_loop(main, *, debug=None, loop_factory=None):
+    if asyncio._get_running_loop() is not web_loop:  # as natively: no asyncio.run inside a running loop
+        raise RuntimeError("asyncio.run() cannot be called from a running event loop")
     plain_runs.append(getattr(main, "__qualname__", repr(main)))
-    asyncio._set_running_loop(None)  # as natively: no loop runs when a test calls asyncio.run
+    asyncio._set_running_loop(None)
     try:
         with asyncio.Runner(debug=debug, loop_factory=loop_factory or PlainLoop) as runner:
             return runner.run(main)
@@ -180,7 +182,8 @@ WRITE_FILES = """async ({ dir, files }) => {
 
 # Runs RUN_PYTEST, on this thread's own stack (runPython: never on a JSPI stack). A run that hangs
 # must still end (page.evaluate has no timeout): after `seconds` a worker interrupts Python
-# (KeyboardInterrupt: pytest stops and reports), though Python blocks this thread.
+# (KeyboardInterrupt: pytest stops and reports), though Python blocks this thread, and again every
+# second after (asyncio.Runner turns a first one into a cancel, which a busy coroutine never sees).
 RUN = """async ({ code, dir, seconds }) => {
     const api = await window.wgtune.ready;
     const py = api.pyodide;
@@ -188,7 +191,10 @@ RUN = """async ({ code, dir, seconds }) => {
     const interrupt = new Uint8Array(new SharedArrayBuffer(1));
     py.setInterruptBuffer(interrupt);
     const source = `onmessage = ({ data }) => {
-        setTimeout(() => Atomics.store(data.interrupt, 0, 2), data.ms);  // 2: SIGINT
+        setTimeout(() => {
+            Atomics.store(data.interrupt, 0, 2);  // 2: SIGINT
+            setInterval(() => Atomics.store(data.interrupt, 0, 2), 1000);
+        }, data.ms);
         postMessage("armed");
     };`;
     const watchdog = new Worker(URL.createObjectURL(new Blob([source], { type: "text/javascript" })));

@@ -225,7 +225,7 @@ def test_the_finalists_begin_compiling_here_while_the_process_decides_and_the_wi
     assert taken == ["fast_finalist"]  # its compile here, begun then, served the call
 
 
-def test_the_finalists_that_lose_are_let_go_here_and_the_winner_keeps_its_begun_compile(device, monkeypatch):
+def test_the_finalists_that_lose_are_let_go_here_and_each_winner_keeps_its_begun_compile(device, monkeypatch):
     """A set whose kernels differ by key would otherwise keep every losing finalist's pipeline for good."""
     monkeypatch.setattr(device, "background_compiles", 4)
     monkeypatch.setattr(device, "compile_width", 16)  # four finalists begun here at most
@@ -234,20 +234,30 @@ def test_the_finalists_that_lose_are_let_go_here_and_the_winner_keeps_its_begun_
                for index in range(3)]
     tunables = counted_set("finalists_let_go", *kernels)
     told: list[list[int]] = []
-    here = _CompiledHere(SimpleNamespace(pipelines=PipelineCache(device), tunables=tunables, finalists=told.append))
+    request = SimpleNamespace(pipelines=PipelineCache(device), tunables=tunables, finalists=told.append)
+    winners: dict = {}  # a tuner's, across its tunes
 
     def begun() -> set[str]:
         return {kernel.name for kernel, _ in device.shim._started.values()} & {kernel.name for kernel in kernels}
 
-    here([2, 0, 1])  # as the rounds begin, fastest first
+    first = _CompiledHere(request, winners)
+    first([2, 0, 1])  # as the rounds begin, fastest first
     assert told == [[2, 0, 1]] and begun() == {"finalist0", "finalist1", "finalist2"}
-    here.drop_losers(2)
+    first.settle(2)
     assert begun() == {"finalist2"}
+    # Another key's tune, before any call took the first's winner: it loses there, and is kept.
+    second = _CompiledHere(request, winners)
+    second([0, 2, 1])
+    second.settle(0)
+    assert begun() == {"finalist0", "finalist2"}
     taken = device.shim._take_started
     monkeypatch.setattr(device.shim, "_take_started", lambda kernel: taken(kernel) or pytest.fail("compiled again"))
-    assert run_inline(device.compile(kernels[2])) is not None  # the winner's begun compile serves it
-    here.drop_losers(None)  # nothing begun is left to let go: a second call is harmless
-    assert begun() == set()
+    run_inline(request.pipelines.compile(tunables, 2))  # a call of the first key: its winner's begun compile serves it
+    # A failed tune lets all its finalists go but the winners still untaken; the taken one is forgotten.
+    third = _CompiledHere(request, winners)
+    third([1, 2])
+    third.settle(None)
+    assert begun() == {"finalist0"} and list(winners) == [(tunables.name, 0)]
 
 
 def test_a_winner_from_elsewhere_is_checked_in_the_tuning_process_and_one_that_runs_away_is_not_used(device):

@@ -142,3 +142,52 @@ def test_a_closed_link_leaves_no_descriptor_open_here(home):
         remote.end_tune()
         remote.close()
     assert open_descriptors() == before, sys.platform
+
+
+def test_a_request_that_fails_before_its_shared_data_is_used_leaves_the_next_one_its_own(home):
+    """Each Shared takes its own memory file off the socket, whatever fails: a file left there
+    would hand every later buffer the one before it, silently."""
+    first, second = pattern(NBYTES, 7), pattern(NBYTES, 8)
+    remote, sent = remote_on(home, WorkerLink())
+    try:
+        remote.begin_tune(None)
+        remote._prelude.append(("values", 987654, 1, ()))  # refers to a call the process never had: it fails
+        remote.create_buffer(first)
+        made = remote.create_buffer(second)
+        with pytest.raises(Exception, match="987654"):  # the failed request's error, at the next call
+            read_there(remote, made)
+        assert read_there(remote, made) == second + bytes(2)
+        remote.end_tune()
+    finally:
+        remote.close()
+    assert [type(data) for data in carried(sent)] == [Shared, Shared]
+
+
+def test_a_failed_write_of_shared_data_comes_back_as_its_own_error(monkeypatch):
+    """Not as the BufferError of unmapping a file its traceback still holds views of."""
+    import socket
+
+    from wgtune.backends import isolated_worker
+    from wgtune.errors import DeviceLost
+
+    class LostOnWrite:
+        def create_buffer(self, data, size=0):
+            view = memoryview(data).cast("B")  # as WebGPUDevice.create_buffer holds it
+            raise DeviceLost(f"the GPU went away writing {len(view)} bytes")
+
+    ours, theirs = socket.socketpair()
+    link = WorkerLink.__new__(WorkerLink)  # only its socket: no process
+    link._socket = ours
+    shared = link.share(pattern(NBYTES, 9))
+    assert isinstance(shared, Shared)
+    worker = isolated_worker.Worker(LostOnWrite(), theirs)
+    payload, mapped = worker.take_shared("create", (1, shared, NBYTES, None))
+    try:
+        worker.run("create", payload)
+    except Exception as error:
+        answer = isolated_worker.error_answer(error)
+    finally:
+        isolated_worker.close_mapped(mapped)
+    assert answer[:2] == ("error", "DeviceLost") and str(NBYTES) in answer[2], answer
+    ours.close()
+    theirs.close()

@@ -18,7 +18,7 @@ and the next one serves as the fallback from then on.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from ..errors import (
@@ -32,6 +32,7 @@ from ..errors import (
 )
 from ..gpu.device import Device, check_limits
 from ..runner import Spawner, run_inline
+from ..sets.kernel import Kernel
 from ..sets.tunable import TunableSet
 
 __all__ = ["PipelineCache"]
@@ -96,13 +97,14 @@ class PipelineCache:
         if todo:
             self.device.start_compiles([tunables.candidates[index] for index in todo])
 
-    def drop_started(self, tunables: TunableSet, indices: Iterable[int], keep: int | None = None) -> None:
+    def drop_started(self, tunables: TunableSet, indices: Iterable[int], keep: Sequence[Kernel] = ()) -> None:
         """Let go of the compiles :meth:`start_compiles` began for candidates ``indices`` that
-        nothing took (``Device.drop_started``), but not what candidate ``keep`` has of them."""
+        nothing took (``Device.drop_started``), but not what the kernels of ``keep`` have of them."""
+        kept = {id(kernel) for kernel in keep}
         dropped = [tunables.candidates[index] for index in dict.fromkeys(indices)
-                   if index != keep and (tunables.name, index) not in self.compiled]
+                   if id(tunables.candidates[index]) not in kept and (tunables.name, index) not in self.compiled]
         if dropped:
-            self.device.drop_started(dropped, keep=[tunables.candidates[keep]] if keep is not None else [])
+            self.device.drop_started(dropped, keep=keep)
 
     def _to_compile(self, tunables: TunableSet, indices: Iterable[int]) -> list[int]:
         device = self.device
