@@ -9,9 +9,9 @@ goes to a temporary file, whose end is quoted when the child dies.
 A call's buffers (192 MB at matmul 4096^3) go through shared memory where the platform has it
 (Linux): each is written to a memory file (``memfd_create``) whose descriptor is passed over a
 socket beside the pipe, and the request carries a :class:`Shared` in its place, which the child
-maps. Through the pipe they took twice as long (``bench/input_copies.py``). A memory file has no
-name, so nothing is left behind whatever dies: it is freed when the last descriptor closes. Where
-it cannot be made (no ``memfd_create``, memory short), the bytes go through the pipe as before.
+maps. Through the pipe they took nearly twice as long (``bench/input_copies.py``). A memory file
+has no name, so nothing is left behind whatever dies: it is freed when the last descriptor
+closes. Where it cannot be made (no ``memfd_create``, memory short), the pipe takes the bytes.
 """
 
 from __future__ import annotations
