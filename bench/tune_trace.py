@@ -10,7 +10,8 @@ what a user's first ``execute`` spends; the wrappers cost microseconds.
 
 Usage: ``python bench/tune_trace.py`` (256^3, for lavapipe) or ``--shape 4096x4096x4096``; ``--warm``
 leaves the driver's shader cache on; ``--isolate`` tunes as ``open_tuner`` does, in the tuning process
-(its start, the inputs' copies and the round trips timed too); ``--no-wake`` and ``--no-checks`` leave
+(its start, the inputs' copies and the round trips timed too; ``--pipe``: the copies through the pipe,
+not shared memory, as before session 37); ``--no-wake`` and ``--no-checks`` leave
 out the wake and the output checks, to see what each costs the first tune. A benchmark, not a test.
 """
 
@@ -81,8 +82,11 @@ timed(tuning, "OutputCheck", "set up the checks", before)
 job = json.loads(sys.argv[1])
 config = Config(cache=False, log_level="disabled", **job["settings"])
 if job["isolate"]:  # as open_tuner makes a tuner: its launches in the tuning process
+    from wgtune.backends import worker_link
     from wgtune.backends.local import open_tuner
     from wgtune.backends.remote_device import RemoteDevice
+    if job["pipe"]:  # the inputs' copies through the pipe, as before session 37's shared memory
+        worker_link.CAN_SHARE = False
     timed(RemoteDevice, "__init__", "tuning process: start (what is left)")
     timed(RemoteDevice, "adopt", "tuning process: inputs copied")
     timed(RemoteDevice, "_call", "tuning process: round trips")
@@ -115,19 +119,23 @@ def main() -> None:
     parser.add_argument("--isolate", action="store_true", help="tune as open_tuner does: in the tuning process")
     parser.add_argument("--no-wake", action="store_true", help="no wake before the tune (Config.wake 0)")
     parser.add_argument("--no-checks", action="store_true", help="no output checks (Config.checks off)")
+    parser.add_argument("--pipe", action="store_true", help="with --isolate: the inputs' copies through the pipe, "
+                        "not shared memory")
     options = parser.parse_args()
+    if options.pipe and not options.isolate:
+        parser.error("--pipe is the tuning process's: give --isolate too")
     shape = [int(part) for part in options.shape.split("x")]
     env = dict(os.environ)
     if not options.warm:
         env.update(__GL_SHADER_DISK_CACHE="0", MESA_SHADER_CACHE_DISABLE="true")
     settings = {**({"wake": 0.0} if options.no_wake else {}), **({"checks": False} if options.no_checks else {})}
-    job = json.dumps({"shape": shape, "isolate": options.isolate, "settings": settings})
+    job = json.dumps({"shape": shape, "isolate": options.isolate, "pipe": options.pipe, "settings": settings})
     done = subprocess.run([sys.executable, "-c", CHILD, job], env=env, capture_output=True, text=True, timeout=900)
     line = next((line for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
     if line is None:
         raise SystemExit(f"the child failed ({done.returncode}):\n{done.stderr[-3000:]}")
     r = json.loads(line[len("RESULT "):])
-    flags = "".join(f" --{name}" for name in ("warm", "isolate", "no-wake", "no-checks")
+    flags = "".join(f" --{name}" for name in ("warm", "isolate", "no-wake", "no-checks", "pipe")
                     if getattr(options, name.replace("-", "_")))
     print(f"# python bench/tune_trace.py --shape {options.shape}{flags}")
     print(f"first tune of matmul {shape}: {r['tune']:.3f} s, {r['compiled']} pipelines compiled, winner "

@@ -163,7 +163,7 @@ def test_the_first_trace_part_with_a_wheel_before_traces_both_in_turn(tmp_path):
     assert [call.endswith("--isolate") for call in traced] == [False, True] * 4
 
 
-def test_the_first_costs_part_traces_the_first_tune_with_and_without_the_wake_and_the_checks(tmp_path):
+def test_the_first_costs_part_traces_the_first_tune_with_and_without_the_wake_the_checks_and_shared_memory(tmp_path):
     env = script_env(tmp_path, FLAGS="")
     ran = subprocess.run(["bash", str(BENCH / "probes" / "device.sh"), "first-costs"], env=env, capture_output=True,
                          text=True, timeout=60)
@@ -171,7 +171,7 @@ def test_the_first_costs_part_traces_the_first_tune_with_and_without_the_wake_an
     calls = [line.split(" ", 2)[2] for line in (tmp_path / "calls").read_text().splitlines()]
     assert all(call.startswith("--shape 4096x4096x4096 --isolate") for call in calls)
     assert [call.removeprefix("--shape 4096x4096x4096 --isolate") for call in calls] == [
-        "", " --no-wake", " --no-checks", " --no-wake --no-checks"] * 2
+        "", " --no-wake", " --no-checks", " --no-wake --no-checks", " --pipe"] * 2
 
 
 def test_the_dawn_compiles_part_times_both_wheels_in_turn(tmp_path):

@@ -31,7 +31,8 @@
 #   first-trace bench/tune_trace.py at 4096^3 in process and through the tuning process, twice: where the
 #              tuning process's extra second of the first tune goes (BEFORE=NAME: .whl/NAME's wheel too, in turn)
 #   first-costs bench/tune_trace.py at 4096^3 through the tuning process with the wake and the checks, without
-#              each, and without both, twice: what each costs the first tune
+#              each, and without both, and with the inputs' copies through the pipe (--pipe, as before session
+#              37's shared memory), twice: what each costs the first tune
 #   input-copies bench/input_copies.py: a 4096^3 call's three buffers copied to the tuning process, through shared
 #              memory and through the pipe in turn, seven rounds (the copies were 0.54-0.67 s of the first tune)
 #   dawn-compiles bench/first_tune.py --full --dawn with 4304a40's wheel (.whl/pre-dawn: 16 threads of ours; or
@@ -186,7 +187,7 @@ for part in "$@"; do
       done ;;
     first-costs)  # what the wake and the output checks cost the first tune through the tuning process
       for round in 1 2; do
-        for flags in "" --no-wake --no-checks "--no-wake --no-checks"; do
+        for flags in "" --no-wake --no-checks "--no-wake --no-checks" --pipe; do
           echo "-- round $round: --isolate $flags"
           python3 "$R"/bench/tune_trace.py --shape 4096x4096x4096 --isolate $flags
         done
