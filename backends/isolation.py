@@ -106,7 +106,7 @@ class _CompiledHere:
         self.request = request
         self.winners = winners
         device = request.pipelines.device
-        # None on a CPU adapter, or with too few cores to spare.
+        # 0 on a CPU adapter, or with too few cores to spare.
         self.count = min(FINALISTS_COMPILED_HERE, device.compile_width // 4) if device.background_compiles else 0
         self.begun: list[int] = []
 
@@ -181,44 +181,44 @@ class WorkerGuard:
         return outcome
 
     async def _measure(self, request: TuneRequest, ruled_out: dict, here: _CompiledHere) -> TuneOutcome:
-        with self._lock:
-            while True:
-                if len(ruled_out) >= len(request.tunables):  # nothing left to launch: no process needed
-                    return await measure_key(replace(request, ruled_out=ruled_out))
-                started = self._started()
-                if started is None:  # no process to tune in: in process, as with isolate=False
-                    return await measure_key(replace(request, ruled_out=ruled_out))
-                remote, pipelines = started
-                self._forget_changed(request.tunables, pipelines)
-                try:
-                    remote.begin_tune(request.config.time_limit)
-                except ProcessStopped as stopped:  # an earlier tune's launches: a fresh process, nothing lost
-                    self._lost(stopped.reason)
-                    continue
-                try:
-                    outcome = await measure_key(replace(request, device=remote, pipelines=pipelines,
-                                                        args=remote.adopt(request.args), ruled_out=ruled_out,
-                                                        finalists=here))
-                except ProcessStopped as stopped:
-                    self._lost(stopped.reason)
-                    self._rule_out(request, ruled_out, stopped)
-                    continue
-                except DeviceLost as lost:  # the process's device, lost while a candidate ran alone: the likely cause
-                    self._lost(str(lost))
-                    if lost.candidate not in request.tunables.index_of or \
-                            request.tunables.index_of[lost.candidate] in ruled_out:
-                        raise
-                    ruled_out[request.tunables.index_of[lost.candidate]] = Timeout(lost.candidate, str(lost))
-                    continue
-                except BaseException as error:
-                    if not isinstance(error, Exception) or remote.broken is not None:  # Ctrl-C: it goes at once
-                        self._lost(f"the tune ended with {type(error).__name__}")
-                    raise
-                break
+        """The tune, in the tuning process; the caller holds the lock."""
+        while True:
+            if len(ruled_out) >= len(request.tunables):  # nothing left to launch: no process needed
+                return await measure_key(replace(request, ruled_out=ruled_out))
+            started = self._started()
+            if started is None:  # no process to tune in: in process, as with isolate=False
+                return await measure_key(replace(request, ruled_out=ruled_out))
+            remote, pipelines = started
+            self._forget_changed(request.tunables, pipelines)
             try:
-                remote.end_tune()
-            except ProcessStopped as stopped:  # the winner is decided: the next tune starts another process
+                remote.begin_tune(request.config.time_limit)
+            except ProcessStopped as stopped:  # an earlier tune's launches: a fresh process, nothing lost
                 self._lost(stopped.reason)
+                continue
+            try:
+                outcome = await measure_key(replace(request, device=remote, pipelines=pipelines,
+                                                    args=remote.adopt(request.args), ruled_out=ruled_out,
+                                                    finalists=here))
+            except ProcessStopped as stopped:
+                self._lost(stopped.reason)
+                self._rule_out(request, ruled_out, stopped)
+                continue
+            except DeviceLost as lost:  # the process's device, lost while a candidate ran alone: the likely cause
+                self._lost(str(lost))
+                if lost.candidate not in request.tunables.index_of or \
+                        request.tunables.index_of[lost.candidate] in ruled_out:
+                    raise
+                ruled_out[request.tunables.index_of[lost.candidate]] = Timeout(lost.candidate, str(lost))
+                continue
+            except BaseException as error:
+                if not isinstance(error, Exception) or remote.broken is not None:  # Ctrl-C: it goes at once
+                    self._lost(f"the tune ended with {type(error).__name__}")
+                raise
+            break
+        try:
+            remote.end_tune()
+        except ProcessStopped as stopped:  # the winner is decided: the next tune starts another process
+            self._lost(stopped.reason)
         wrong = [index for index, result in enumerate(outcome.results) if isinstance(result, Mismatch)]
         if wrong:  # the tuner's own fallback must not be a candidate the checks found wrong
             await request.pipelines.distrust(request.tunables, wrong)

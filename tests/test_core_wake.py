@@ -299,12 +299,13 @@ def test_a_tune_wakes_an_idle_gpu_before_it_samples_and_says_so(clock):
     assert len(order[:first_candidate]) > 5  # it ran until the clock came up
 
 
-def test_a_tunes_first_wake_is_loaded_before_its_setup(clock):
+def test_a_tunes_first_wake_is_loaded_before_its_setup(clock, monkeypatch):
+    from wgtune.tune import tuning
+
     device = gpu(clock, ramping(0.4))
     in_flight = []  # spin passes submitted and not yet read when the setup began
     handed = []  # what the wake was given
-    tuning = __import__("wgtune.tune.tuning", fromlist=["_reflect"])
-    reflect, wake_ = tuning._reflect, tuning.wake
+    reflect = tuning._reflect
 
     async def noted(request, among):
         in_flight.append(device.order.count("profile") - device.order.count("resolve"))
@@ -312,13 +313,11 @@ def test_a_tunes_first_wake_is_loaded_before_its_setup(clock):
 
     async def woken(device_, limit, loaded=None):
         handed.append(loaded)
-        return await wake_(device_, limit, loaded)
+        return await wake(device_, limit, loaded)
 
-    tuning._reflect, tuning.wake = noted, woken
-    try:
-        make_tuner(device, config=quiet(wake=2.0)).execute(make_set("a", "b"), call(device, [1.0]))
-    finally:
-        tuning._reflect, tuning.wake = reflect, wake_
+    monkeypatch.setattr(tuning, "_reflect", noted)
+    monkeypatch.setattr(tuning, "wake", woken)
+    make_tuner(device, config=quiet(wake=2.0)).execute(make_set("a", "b"), call(device, [1.0]))
     assert in_flight and in_flight[0] > 0  # the load was on the GPU when the setup began
     assert handed and handed[0] is not None and len(handed[0].passes) == in_flight[0]  # and the wake counted it
 

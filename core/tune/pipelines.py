@@ -100,9 +100,8 @@ class PipelineCache:
     def drop_started(self, tunables: TunableSet, indices: Iterable[int], keep: Sequence[Kernel] = ()) -> None:
         """Let go of the compiles :meth:`start_compiles` began for candidates ``indices`` that
         nothing took (``Device.drop_started``), but not what the kernels of ``keep`` have of them."""
-        kept = {id(kernel) for kernel in keep}
         dropped = [tunables.candidates[index] for index in dict.fromkeys(indices)
-                   if id(tunables.candidates[index]) not in kept and (tunables.name, index) not in self.compiled]
+                   if (tunables.name, index) not in self.compiled]
         if dropped:
             self.device.drop_started(dropped, keep=keep)
 
