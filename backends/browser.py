@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import js
@@ -200,7 +200,7 @@ class BrowserShim:
     def destroy_buffer(self, buffer: Any) -> None:
         buffer.destroy()
 
-    async def map_read(self, buffer: Any) -> bytes:
+    async def map_read(self, buffer: Any, take: Callable[[Any], Any] = bytes) -> Any:
         # All submitted work first, not only the work writing this buffer: on a software GPU
         # (SwiftShader) the passes still queued, timed ones included, share the CPU with the page,
         # so the page waits idle rather than run on and slow them.
@@ -211,7 +211,7 @@ class BrowserShim:
             buffer.unmap()
         except JsException as error:
             raise KernelError(_message(error)) from None
-        return bytes(data)
+        return take(data)  # bytes already (to_bytes copied them): bytes() keeps them as they are
 
     def create_query_set(self, count: int) -> Any:
         return self.gpu.createQuerySet(js_object({"type": "timestamp", "count": count}))

@@ -44,10 +44,11 @@ class GPUShim(Protocol):
     def destroy_buffer(self, buffer: Any) -> None:
         """Free ``buffer``'s memory now, without waiting for the garbage collector."""
 
-    async def map_read(self, buffer: Any) -> bytes:
-        """The contents of a MAP_READ buffer, once the work writing it is done (map, copy, unmap).
-        A shim may wait for all submitted work first: the browser's does, natively it would cost a
-        readback per timed sample."""
+    async def map_read(self, buffer: Any, take: Callable[[Any], Any] = bytes) -> Any:
+        """``take`` of the contents of a MAP_READ buffer, once the work writing it is done: given a
+        bytes-like view of the mapped range before the unmap, it keeps what it needs (by default a
+        copy as bytes) and no reference to the view. A shim may wait for all submitted work first:
+        the browser's does, natively it would cost a readback per timed sample."""
 
     def create_query_set(self, count: int) -> Any:
         """A set of ``count`` timestamp queries."""

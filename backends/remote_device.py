@@ -175,7 +175,8 @@ class RemoteDevice(Device):
         raw = bytes(memoryview(data).cast("B")) if data is not None else None
         nbytes = len(raw) if raw is not None else size
         # As WebGPUDevice.create_buffer makes it there: whole words, at least one; storage, copyable.
-        return self._posted_buffer("create", (self._shared(raw), nbytes, None), _whole_words(nbytes), STORAGE_USAGE)
+        carried = self._shared(raw) if raw is not None else None
+        return self._posted_buffer("create", (carried, nbytes, None), _whole_words(nbytes), STORAGE_USAGE)
 
     def clone_buffer(self, buffer: Any) -> RemoteBuffer:
         source = self._import(buffer)
@@ -219,24 +220,26 @@ class RemoteDevice(Device):
         if known is not None and known[0] is buffer:
             return known[1]
         usage = int(buffer.usage)
-        if usage & COPY_SRC:
-            data: bytes | None = run_inline(self.home.read_buffer(buffer))
-            nbytes = len(data)
+        carried: bytes | Shared | None = None
+        if usage & COPY_SRC:  # the staging copy's mapping written to shared memory straight (or copied for the pipe)
+            carried = run_inline(self.home.read_buffer(buffer, take=self._shared))
+            nbytes = carried.nbytes if isinstance(carried, Shared) else len(carried)
         else:  # nobody can copy it (the app made it without COPY_SRC): zero-filled, as clone_buffer's stand-in
-            data, nbytes = None, int(buffer.size)
+            nbytes = int(buffer.size)
         # Posted, not waited for: the process writes it to its GPU while this one reads the next
         # buffer from its own (a call's inputs at 4096^3 are 192 MB). The size and usage are what
         # the process makes (whole words; the call's usage, copyable).
         self._posted_bytes += nbytes  # the next call's wait covers moving them
-        remote = self._posted_buffer("create", (self._shared(data), nbytes, usage), _whole_words(nbytes),
+        remote = self._posted_buffer("create", (carried, nbytes, usage), _whole_words(nbytes),
                                      usage | COPY_BOTH_WAYS)
         self._imported[id(buffer)] = (buffer, remote)
         return remote
 
-    def _shared(self, data: bytes | None) -> bytes | Shared | None:
-        """``data`` as the next request carries it: large data through shared memory where it can."""
-        if data is None or self.broken is not None:  # broken: the request is not sent (_message raises)
-            return data
+    def _shared(self, data: bytes | memoryview) -> bytes | Shared:
+        """``data`` as the next request carries it: large data through shared memory where it can,
+        else bytes (a view copied: ``WorkerLink.share``)."""
+        if self.broken is not None:  # the request is not sent (_message raises)
+            return data if isinstance(data, bytes) else bytes(data)
         return self.link.share(data)
 
     # -- kernels ----------------------------------------------------------------------------

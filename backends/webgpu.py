@@ -122,9 +122,12 @@ class WebGPUDevice(BindGroups, CallLaunches, Device):
         self.shim.copy_buffer_to_buffer(encoder, source, 0, destination, 0, source.size)
         self._submit(encoder)
 
-    async def read_buffer(self, buffer: Any) -> bytes:
+    async def read_buffer(self, buffer: Any, take: Callable[[Any], Any] = bytes) -> Any:
         """The buffer's contents after all submitted work, through a staging copy; raises the
-        first error the GPU reported for earlier work instead, if any."""
+        first error the GPU reported for earlier work instead, if any. ``take``: what is made of
+        the staging copy while it is mapped (``GPUShim.map_read``): by default bytes, the one copy;
+        a tuning process's memory file written from it straight, no second one
+        (``remote_device.py``)."""
         self.flush()
         shim = self.shim
         size = buffer.size
@@ -135,7 +138,7 @@ class WebGPUDevice(BindGroups, CallLaunches, Device):
             self._submit(encoder)
             await self._raise_reported_error()
             try:
-                return await shim.map_read(staging)  # waits for the copy, queued after all earlier work
+                return await shim.map_read(staging, take)  # waits for the copy, queued after all earlier work
             except KernelError as error:
                 self._raise_if_lost()
                 raise KernelError(f"reading a buffer back failed: {error}") from None

@@ -111,11 +111,11 @@ class WgpuShim:
     def destroy_buffer(self, buffer: Any) -> None:
         buffer.destroy()
 
-    async def map_read(self, buffer: Any) -> bytes:
+    async def map_read(self, buffer: Any, take: Callable[[Any], Any] = bytes) -> Any:
         try:
             buffer.map_sync(wgpu.MapMode.READ)
             try:
-                return bytes(buffer.read_mapped(copy=False))  # one copy, made before the unmap
+                return take(buffer.read_mapped(copy=False))  # one copy (take's), made before the unmap
             finally:
                 buffer.unmap()
         except Exception as error:

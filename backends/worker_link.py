@@ -127,24 +127,33 @@ class WorkerLink:
         """Whether large data goes through shared memory (:meth:`share`)."""
         return self._socket is not None
 
-    def share(self, data: bytes) -> bytes | Shared:
+    def share(self, data: bytes | memoryview) -> bytes | Shared:
         """What a request carries for ``data``: a :class:`Shared` once ``data`` is in a memory
         file passed to the child (the request must be the next one sent that carries one), else
-        ``data`` itself (small, no shared memory here, or none to be had: the pipe takes it)."""
+        ``data`` as bytes (small, no shared memory here, or none to be had: the pipe takes it).
+        ``data`` may be a view of memory that goes away after (a mapped staging buffer): nothing
+        returned refers to it."""
         view = memoryview(data).cast("B")
-        if self._socket is None or len(view) < SHARED_BYTES:
-            return data
+        if self._socket is not None and len(view) >= SHARED_BYTES:
+            shared = self._write_shared(view)
+            if shared is not None:
+                return shared
+        return data if isinstance(data, bytes) else bytes(view)  # a view that goes away is copied for the pipe
+
+    def _write_shared(self, view: memoryview) -> Shared | None:
+        """``view`` written to a memory file whose descriptor is sent over the socket; None where
+        none could be made or filled (memory short) or sent (the child gone: the pipe says so)."""
         try:
             descriptor = os.memfd_create("wgtune-buffer", os.MFD_CLOEXEC)
         except OSError:
-            return data
+            return None
         try:
             written = 0
             while written < len(view):
                 written += os.write(descriptor, view[written:])
             socket.send_fds(self._socket, [b"m"], [descriptor], getattr(socket, "MSG_NOSIGNAL", 0))
-        except OSError:  # memory short (the file is freed with its descriptor), or the child gone (the pipe says so)
-            return data
+        except OSError:  # the file is freed with its descriptor
+            return None
         finally:
             os.close(descriptor)
         return Shared(len(view))

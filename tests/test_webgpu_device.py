@@ -78,9 +78,9 @@ class RecordingShim:
         self._call("destroy_buffer", buffer)
         buffer.destroyed = True
 
-    async def map_read(self, buffer: Buffer) -> bytes:
+    async def map_read(self, buffer: Buffer, take=bytes):
         self._call("map_read", buffer)
-        return bytes(buffer.data)
+        return take(memoryview(bytes(buffer.data)))
 
     def create_query_set(self, count: int) -> list[int]:
         self._call("create_query_set", count)
