@@ -34,7 +34,8 @@
 #              each, and without both, and with the inputs' copies through the pipe (--pipe, as before session
 #              37's shared memory), twice: what each costs the first tune
 #   input-copies bench/input_copies.py: a 4096^3 call's three buffers copied to the tuning process, through shared
-#              memory and through the pipe in turn, seven rounds (the copies were 0.54-0.67 s of the first tune)
+#              memory, through the pipe, and through shared memory from bytes made first (before session 38) in
+#              turn, seven rounds (the copies were 0.54-0.67 s of the first tune)
 #   dawn-compiles bench/first_tune.py --full --dawn with 4304a40's wheel (.whl/pre-dawn: 16 threads of ours; or
 #              BEFORE=NAME's) and this one (Dawn's own workers) in turn, twice: how much each overlaps the compiles
 #   short      bench/short_kernels.py on SHORT_KEYS (default: the picks the H100's duels found over 2% more than
@@ -192,7 +193,7 @@ for part in "$@"; do
           python3 "$R"/bench/tune_trace.py --shape 4096x4096x4096 --isolate $flags
         done
       done ;;
-    input-copies) python3 "$R"/bench/input_copies.py --rounds 7 --pipe-too ;;
+    input-copies) python3 "$R"/bench/input_copies.py --rounds 7 --pipe-too --bytes-first-too ;;
     dawn-compiles)  # Dawn's own workers (this wheel) against 16 threads (.whl/pre-dawn: 4304a40's wheel), or BEFORE's
       before=${BEFORE:-pre-dawn}
       install_variant "$before" || exit 1
