@@ -48,7 +48,8 @@ from wgtune.tune.tuning import measure_key
 from wgtune.tune.verify import verify_winner
 
 from .isolated_worker import OpenSpec
-from .remote_device import ProcessStopped, RemoteDevice
+from .remote_device import RemoteDevice
+from .remote_handles import ProcessStopped
 from .worker_link import WorkerLink
 
 __all__ = ["EarlyStart", "ProcessStopped", "WorkerGuard", "begin_tuning_process", "spec_for"]

@@ -5,8 +5,7 @@ the tuning process (``isolated_worker.py``) on a device of its own, opened on th
 the tuner's. The core tunes on it unchanged: compiles, first launches, output checks, warmups,
 calibration and samples all run there, so every candidate is timed the same way, and the
 comparison passes and readbacks of the checks too. Objects stay in that process; here they are
-handles (:class:`RemoteBuffer`, :class:`RemoteCompiled`, :class:`RemoteProfile`), freed there
-once dropped here.
+handles (``remote_handles.py``), freed there once dropped here.
 
 Each call waits for its answer no longer than the launches it has in hand allow
 (``launch_ledger.py``). Past that, or when the process dies, it is killed and the call raises
@@ -34,9 +33,10 @@ from wgtune.tune.log import logger
 
 from .isolated_worker import DeviceInfo, KernelSpec, OpenSpec, RaisedBy, relayed
 from .launch_ledger import LaunchLedger, deadline
+from .remote_handles import ProcessStopped, RemoteBuffer, RemoteCompiled, RemoteProfile
 from .worker_link import DIED, Shared, WorkerLink
 
-__all__ = ["ProcessStopped", "RemoteBuffer", "RemoteCompiled", "RemoteDevice", "RemoteProfile"]
+__all__ = ["RemoteDevice"]
 
 START_SECONDS = 60.0
 """Seconds the tuning process may take to start (import wgpu, open its device)."""
@@ -52,47 +52,6 @@ COPY_BOTH_WAYS = COPY_SRC | 0x8  # COPY_SRC | COPY_DST
 STORAGE_USAGE = 0x80 | COPY_BOTH_WAYS
 
 _SERIALS = itertools.count(1)
-
-
-class ProcessStopped(BaseException):
-    """The tuning process was killed (a wait ran past its deadline) or died. ``candidates`` are
-    those whose launches (or compile) it was running, ``timed_out`` whether it was killed at a
-    deadline. A BaseException, like KeyboardInterrupt: it must unwind the whole tune past the
-    core's per-candidate handlers, since the tune's state died with the process."""
-
-    def __init__(self, reason: str, candidates: Sequence[str] = (), *, timed_out: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.candidates = tuple(candidates)
-        self.timed_out = timed_out
-
-
-class RemoteBuffer:
-    """A buffer of the tuning process: its number there, its size and usage."""
-
-    __slots__ = ("__weakref__", "number", "owner", "size", "usage")
-
-    def __init__(self, owner: int, number: int, size: int, usage: int) -> None:
-        self.owner, self.number, self.size, self.usage = owner, number, size, usage
-
-
-class RemoteCompiled:
-    """A candidate compiled in the tuning process, and the candidate (whose functions give its
-    grids, params and scratch on each call)."""
-
-    __slots__ = ("__weakref__", "kernel", "number")
-
-    def __init__(self, number: int, kernel: Kernel) -> None:
-        self.number, self.kernel = number, kernel
-
-
-class RemoteProfile:
-    """A timed pass submitted in the tuning process; ``sequence`` is its launches' in the ledger."""
-
-    __slots__ = ("__weakref__", "number", "sequence")
-
-    def __init__(self, number: int, sequence: int) -> None:
-        self.number, self.sequence = number, sequence
 
 
 class RemoteDevice(Device):
