@@ -131,10 +131,11 @@ class RemoteDevice(Device):
     # -- buffers ----------------------------------------------------------------------------
 
     def create_buffer(self, data: bytes | bytearray | memoryview | None = None, *, size: int = 0) -> RemoteBuffer:
-        raw = bytes(memoryview(data).cast("B")) if data is not None else None
-        nbytes = len(raw) if raw is not None else size
+        view = memoryview(data).cast("B") if data is not None else None
+        nbytes = len(view) if view is not None else size
         # As WebGPUDevice.create_buffer makes it there: whole words, at least one; storage, copyable.
-        carried = self._shared(raw) if raw is not None else None
+        # Copied once, now: into shared memory, or to bytes for the pipe (a check's poisoned output is 64 MiB at 4096^2).
+        carried = self._shared(view) if view is not None else None
         return self._posted_buffer("create", (carried, nbytes, None), _whole_words(nbytes), STORAGE_USAGE)
 
     def clone_buffer(self, buffer: Any) -> RemoteBuffer:

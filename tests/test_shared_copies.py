@@ -101,6 +101,33 @@ def test_a_calls_buffer_goes_from_the_mapped_staging_copy_to_shared_memory_witho
     assert given == [memoryview] and [type(data) for data in carried(sent)] == [Shared]
 
 
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_buffer_made_from_data_takes_it_in_one_copy_made_at_once(home, shared):
+    """The data of ``create_buffer`` (a check's poisoned output: 64 MiB at 4096^2) goes to shared
+    memory, or to bytes for the pipe, as given: no bytes of it first. What the caller changes
+    after is not the buffer's."""
+    data = bytearray(pattern(NBYTES, 11))
+    link = WorkerLink(shared=shared)
+    given = []
+    share = link.share
+
+    def recording(what):
+        given.append(type(what))
+        return share(what)
+
+    link.share = recording
+    remote, sent = remote_on(home, link)
+    try:
+        remote.begin_tune(None)
+        made = remote.create_buffer(data)
+        data[:4] = b"\0\0\0\0"
+        assert read_there(remote, made) == pattern(NBYTES, 11) + bytes(2)
+        remote.end_tune()
+    finally:
+        remote.close()
+    assert given == [memoryview] and [type(data) for data in carried(sent)] == [Shared if shared else bytes]
+
+
 def test_with_memory_short_the_data_goes_through_the_pipe_and_nothing_is_lost(home, monkeypatch):
     def short(*_):
         raise OSError(errno.ENOMEM, "Cannot allocate memory")
