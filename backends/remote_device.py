@@ -134,7 +134,7 @@ class RemoteDevice(Device):
         view = memoryview(data).cast("B") if data is not None else None
         nbytes = len(view) if view is not None else size
         # As WebGPUDevice.create_buffer makes it there: whole words, at least one; storage, copyable.
-        # Copied once, now: into shared memory, or to bytes for the pipe (a check's poisoned output is 64 MiB at 4096^2).
+        # Copied once, now: to shared memory, or to bytes for the pipe (a check's poisoned output: 64 MiB at 4096^2).
         carried = self._shared(view) if view is not None else None
         return self._posted_buffer("create", (carried, nbytes, None), _whole_words(nbytes), STORAGE_USAGE)
 
