@@ -34,7 +34,7 @@ from wgtune.tune.log import logger
 from .isolated_worker import DeviceInfo, KernelSpec, OpenSpec, RaisedBy, relayed
 from .launch_ledger import LaunchLedger, deadline
 from .remote_handles import ProcessStopped, RemoteBuffer, RemoteCompiled, RemoteProfile
-from .worker_link import DIED, Shared, WorkerLink
+from .worker_link import DIED, Filled, Shared, WorkerLink
 
 __all__ = ["RemoteDevice"]
 
@@ -181,8 +181,10 @@ class RemoteDevice(Device):
             return known[1]
         usage = int(buffer.usage)
         carried: bytes | Shared | None = None
-        if usage & COPY_SRC:  # the staging copy's mapping written to shared memory straight (or copied for the pipe)
-            carried = run_inline(self.home.read_buffer(buffer, take=self._shared))
+        if usage & COPY_SRC:
+            # The staging copy's mapping written to a memory file straight (or copied for the pipe), and the
+            # file sent once the read is over: a read that fails after it was written sends nothing.
+            carried = self._carried(run_inline(self.home.read_buffer(buffer, take=self.link.fill)))
             nbytes = carried.nbytes if isinstance(carried, Shared) else len(carried)
         else:  # nobody can copy it (the app made it without COPY_SRC): zero-filled, as clone_buffer's stand-in
             nbytes = int(buffer.size)
@@ -197,10 +199,15 @@ class RemoteDevice(Device):
 
     def _shared(self, data: bytes | memoryview) -> bytes | Shared:
         """``data`` as the next request carries it: large data through shared memory where it can,
-        else bytes (a view copied: ``WorkerLink.share``)."""
-        if self.broken is not None:  # the request is not sent (_message raises)
-            return data if isinstance(data, bytes) else bytes(data)
-        return self.link.share(data)
+        else bytes (a view copied: ``WorkerLink.fill``)."""
+        return self._carried(self.link.fill(data))
+
+    def _carried(self, filled: bytes | Filled) -> bytes | Shared:
+        """What the next request carries for ``filled`` (``WorkerLink.send_filled``)."""
+        if isinstance(filled, Filled) and self.broken is not None:  # no request goes (_message raises): no file
+            filled.close()
+            return Shared(filled.nbytes)
+        return self.link.send_filled(filled)
 
     # -- kernels ----------------------------------------------------------------------------
 

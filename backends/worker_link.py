@@ -31,7 +31,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SOCKET_VARIABLE", "Shared", "WorkerLink", "receive_shared"]
+__all__ = ["SOCKET_VARIABLE", "Filled", "Shared", "WorkerLink", "receive_shared"]
 
 ENTRY = "import sys; from wgtune.backends.isolated_worker import main; sys.exit(main())"
 """What the child runs."""
@@ -52,6 +52,34 @@ class Shared:
     passed over the link's socket (one per :class:`Shared`, in the order of the requests)."""
 
     nbytes: int
+
+
+class Filled:
+    """A memory file written with ``nbytes`` of data, not yet sent to the child: its descriptor
+    is closed once sent, or when this is dropped unsent (a read that failed after it was filled:
+    nothing went over the socket, so the child's files stay in step with the requests)."""
+
+    def __init__(self, descriptor: int, nbytes: int) -> None:
+        self.descriptor, self.nbytes = descriptor, nbytes
+        self.close = weakref.finalize(self, os.close, descriptor)
+
+
+def _filled(view: memoryview) -> Filled | None:
+    """``view`` written to a new memory file; None where none could be made or filled (memory short)."""
+    try:
+        descriptor = os.memfd_create("wgtune-buffer", os.MFD_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        written = 0
+        while written < len(view):
+            written += os.write(descriptor, view[written:])
+    except BaseException as error:  # the file is freed with its descriptor
+        os.close(descriptor)
+        if isinstance(error, OSError):
+            return None
+        raise
+    return Filled(descriptor, len(view))
 
 
 def receive_shared(sock: socket.socket, shared: Shared) -> mmap.mmap:
@@ -128,35 +156,35 @@ class WorkerLink:
         return self._socket is not None
 
     def share(self, data: bytes | memoryview) -> bytes | Shared:
-        """What a request carries for ``data``: a :class:`Shared` once ``data`` is in a memory
-        file passed to the child (the request must be the next one sent that carries one), else
-        ``data`` as bytes (small, no shared memory here, or none to be had: the pipe takes it).
-        ``data`` may be a view of memory that goes away after (a mapped staging buffer): nothing
-        returned refers to it."""
-        view = memoryview(data).cast("B")
-        if self._socket is not None and len(view) >= SHARED_BYTES:
-            shared = self._write_shared(view)
-            if shared is not None:
-                return shared
-        return data if isinstance(data, bytes) else bytes(view)  # a view that goes away is copied for the pipe
+        """What the next request carries for ``data``: :meth:`fill` then :meth:`send_filled`."""
+        return self.send_filled(self.fill(data))
 
-    def _write_shared(self, view: memoryview) -> Shared | None:
-        """``view`` written to a memory file whose descriptor is sent over the socket; None where
-        none could be made or filled (memory short) or sent (the child gone: the pipe says so)."""
+    def fill(self, data: bytes | memoryview) -> bytes | Filled:
+        """``data`` written to a memory file (a :class:`Filled`, for :meth:`send_filled`), or as
+        bytes where it goes through the pipe (small, no shared memory here, or none to be had).
+        ``data`` may be a view of memory that goes away after (a mapped staging buffer): nothing
+        returned, nor left in a traceback, refers to it."""
+        with memoryview(data) as given, given.cast("B") as view:
+            if self._socket is not None and len(view) >= SHARED_BYTES:
+                filled = _filled(view)
+                if filled is not None:
+                    return filled
+            return data if isinstance(data, bytes) else bytes(view)
+
+    def send_filled(self, filled: bytes | Filled) -> bytes | Shared:
+        """What the next request carries (it must be the next one sent that carries a Shared):
+        bytes as they are; a Filled's descriptor sent to the child, a :class:`Shared` in its place,
+        or its bytes read back from the file where it could not be sent (the child gone: the pipe
+        says so)."""
+        if not isinstance(filled, Filled):
+            return filled
         try:
-            descriptor = os.memfd_create("wgtune-buffer", os.MFD_CLOEXEC)
+            socket.send_fds(self._socket, [b"m"], [filled.descriptor], getattr(socket, "MSG_NOSIGNAL", 0))
+            return Shared(filled.nbytes)
         except OSError:
-            return None
-        try:
-            written = 0
-            while written < len(view):
-                written += os.write(descriptor, view[written:])
-            socket.send_fds(self._socket, [b"m"], [descriptor], getattr(socket, "MSG_NOSIGNAL", 0))
-        except OSError:  # the file is freed with its descriptor
-            return None
+            return os.pread(filled.descriptor, filled.nbytes, 0)
         finally:
-            os.close(descriptor)
-        return Shared(len(view))
+            filled.close()
 
     def receive(self, seconds: float) -> tuple | None:
         """The next answer, or None when none came within ``seconds`` (``math.inf``: no limit).

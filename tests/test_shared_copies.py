@@ -15,7 +15,7 @@ from wgtune.backends.isolated_worker import OpenSpec
 from wgtune.backends.native import NativeDevice
 from wgtune.backends.remote_device import RemoteDevice
 from wgtune.backends.worker_link import SHARED_BYTES, Shared, WorkerLink
-from wgtune.errors import DeviceLost
+from wgtune.errors import DeviceLost, KernelError
 from wgtune.runner import run_inline
 
 pytestmark = pytest.mark.skipif(not worker_link.CAN_SHARE, reason="no memfd_create here: the pipe is the only way")
@@ -79,17 +79,17 @@ def test_a_calls_buffers_arrive_whole_through_shared_memory_or_the_pipe(home, sh
 
 def test_a_calls_buffer_goes_from_the_mapped_staging_copy_to_shared_memory_without_a_copy_between(home):
     """The staging copy's mapping is written to the memory file straight: one host copy, not the
-    bytes of it first (some 30 ms per 64 MiB here)."""
+    bytes of it first (some 30 ms per 64 MiB here); the file is sent once the read is over."""
     data = pattern(NBYTES, 10)
     link = WorkerLink()
     given = []
-    share = link.share
+    fill = link.fill
 
     def recording(what):
         given.append(type(what))
-        return share(what)
+        return fill(what)
 
-    link.share = recording
+    link.fill = recording
     remote, sent = remote_on(home, link)
     try:
         remote.begin_tune(None)
@@ -109,13 +109,13 @@ def test_a_buffer_made_from_data_takes_it_in_one_copy_made_at_once(home, shared)
     data = bytearray(pattern(NBYTES, 11))
     link = WorkerLink(shared=shared)
     given = []
-    share = link.share
+    fill = link.fill
 
     def recording(what):
         given.append(type(what))
-        return share(what)
+        return fill(what)
 
-    link.share = recording
+    link.fill = recording
     remote, sent = remote_on(home, link)
     try:
         remote.begin_tune(None)
@@ -126,6 +126,64 @@ def test_a_buffer_made_from_data_takes_it_in_one_copy_made_at_once(home, shared)
     finally:
         remote.close()
     assert given == [memoryview] and [type(data) for data in carried(sent)] == [Shared if shared else bytes]
+
+
+def test_a_read_that_fails_after_its_file_was_written_sends_nothing_and_the_next_buffer_is_its_own(home, monkeypatch):
+    """The staging buffer's unmap failing after the mapping was written to a memory file: the file
+    never reaches the socket, so the next buffer's request takes its own (a review's repro)."""
+    import wgpu.backends.wgpu_native._api as wgpu_api
+
+    real_unmap = wgpu_api.GPUBuffer.unmap
+    failures = [RuntimeError("unmap failed (simulated)")]
+
+    def failing_once(buffer):
+        real_unmap(buffer)
+        if failures:
+            raise failures.pop()
+
+    first, second = pattern(NBYTES, 12), pattern(NBYTES, 13)
+    remote, sent = remote_on(home, WorkerLink())
+    try:
+        remote.begin_tune(None)
+        monkeypatch.setattr(wgpu_api.GPUBuffer, "unmap", failing_once)
+        with pytest.raises(KernelError, match="unmap failed"):
+            remote.adopt(Args((home.create_buffer(first),)))
+        monkeypatch.undo()
+        assert remote.broken is None
+        assert read_there(remote, remote.create_buffer(second)) == second + bytes(2)
+        remote.end_tune()
+    finally:
+        remote.close()
+    assert [type(data) for data in carried(sent)] == [Shared]
+
+
+def test_an_interrupted_write_to_shared_memory_leaves_no_live_view_of_the_data_in_its_traceback(home, monkeypatch):
+    """Ctrl-C while a mapped staging copy is written to a memory file: by the time anyone reads the
+    traceback the mapping is gone, so every view of it the link's frames hold is released (reading
+    one would read freed memory)."""
+    def interrupted(descriptor, data):
+        raise KeyboardInterrupt
+
+    remote, _ = remote_on(home, WorkerLink())
+    try:
+        remote.begin_tune(None)
+        source = home.create_buffer(pattern(NBYTES, 14))
+        monkeypatch.setattr(os, "write", interrupted)
+        with pytest.raises(KeyboardInterrupt) as raised:
+            remote.adopt(Args((source,)))
+        monkeypatch.undo()
+    finally:
+        remote.close()
+    views = []
+    frame = raised.value.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename.endswith("worker_link.py"):
+            views += [value for value in frame.tb_frame.f_locals.values() if isinstance(value, memoryview)]
+        frame = frame.tb_next
+    assert views  # the link's frames are there, with their views
+    for view in views:
+        with pytest.raises(ValueError, match="released"):
+            len(view)
 
 
 def test_with_memory_short_the_data_goes_through_the_pipe_and_nothing_is_lost(home, monkeypatch):
