@@ -51,6 +51,19 @@ def carried(sent: list[tuple]) -> list:
     return [message[2][1] for message in sent if message[1] == "create"]
 
 
+def filled_types(link: WorkerLink) -> list[type]:
+    """The types of what ``link`` is given to fill, recorded as it goes (a view: no bytes made first)."""
+    given: list[type] = []
+    fill = link.fill
+
+    def recording(data):
+        given.append(type(data))
+        return fill(data)
+
+    link.fill = recording
+    return given
+
+
 def read_there(remote: RemoteDevice, buffer) -> bytes:
     return run_inline(remote.read_buffer(buffer))
 
@@ -82,14 +95,7 @@ def test_a_calls_buffer_goes_from_the_mapped_staging_copy_to_shared_memory_witho
     bytes of it first (some 30 ms per 64 MiB here); the file is sent once the read is over."""
     data = pattern(NBYTES, 10)
     link = WorkerLink()
-    given = []
-    fill = link.fill
-
-    def recording(what):
-        given.append(type(what))
-        return fill(what)
-
-    link.fill = recording
+    given = filled_types(link)
     remote, sent = remote_on(home, link)
     try:
         remote.begin_tune(None)
@@ -108,14 +114,7 @@ def test_a_buffer_made_from_data_takes_it_in_one_copy_made_at_once(home, shared)
     after is not the buffer's."""
     data = bytearray(pattern(NBYTES, 11))
     link = WorkerLink(shared=shared)
-    given = []
-    fill = link.fill
-
-    def recording(what):
-        given.append(type(what))
-        return fill(what)
-
-    link.fill = recording
+    given = filled_types(link)
     remote, sent = remote_on(home, link)
     try:
         remote.begin_tune(None)
