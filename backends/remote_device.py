@@ -204,9 +204,8 @@ class RemoteDevice(Device):
 
     def _carried(self, filled: bytes | Filled) -> bytes | Shared:
         """What the next request carries for ``filled`` (``WorkerLink.send_filled``)."""
-        if isinstance(filled, Filled) and self.broken is not None:  # no request goes (_message raises): no file
-            filled.close()
-            return Shared(filled.nbytes)
+        if self.broken is not None:  # no request goes, nor its file (a Filled dropped closes it)
+            raise self.broken
         return self.link.send_filled(filled)
 
     # -- kernels ----------------------------------------------------------------------------

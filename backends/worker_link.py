@@ -152,12 +152,8 @@ class WorkerLink:
 
     @property
     def shares(self) -> bool:
-        """Whether large data goes through shared memory (:meth:`share`)."""
+        """Whether large data goes through shared memory (:meth:`fill`, :meth:`send_filled`)."""
         return self._socket is not None
-
-    def share(self, data: bytes | memoryview) -> bytes | Shared:
-        """What the next request carries for ``data``: :meth:`fill` then :meth:`send_filled`."""
-        return self.send_filled(self.fill(data))
 
     def fill(self, data: bytes | memoryview) -> bytes | Filled:
         """``data`` written to a memory file (a :class:`Filled`, for :meth:`send_filled`), or as

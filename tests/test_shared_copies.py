@@ -284,7 +284,7 @@ def test_a_failed_write_of_shared_data_comes_back_as_its_own_error():
     link = WorkerLink.__new__(WorkerLink)  # only its socket: no process
     link._socket = ours
     try:
-        shared = link.share(pattern(NBYTES, 9))
+        shared = link.send_filled(link.fill(pattern(NBYTES, 9)))
         assert isinstance(shared, Shared)
         worker = isolated_worker.Worker(LostOnWrite(), theirs)
         payload, mapped = worker.take_shared("create", (1, shared, NBYTES, None))
