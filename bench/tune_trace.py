@@ -31,9 +31,11 @@ from wgtune.backends.native import NativeDevice
 from wgtune.kernels.matmul import matmul_set
 from wgtune.tune import adaptive, checks, measure, pipelines, tuning
 
-totals, timeline = {}, []
+totals, timeline, said = {}, [], []
 def timed(owner, name, label, candidate=None):
-    inner = getattr(owner, name)
+    inner = getattr(owner, name, None)
+    if inner is None:  # a wheel from before the phase (BEFORE= in device.sh): nothing to time
+        return
     def note(begin, args):
         seconds = time.perf_counter() - begin
         calls, spent = totals.get(label, (0, 0.0))
@@ -45,7 +47,10 @@ def timed(owner, name, label, candidate=None):
         async def wrapper(*args, **kwargs):
             begin = time.perf_counter()
             try:
-                return await inner(*args, **kwargs)
+                result = await inner(*args, **kwargs)
+                if label == "wake the GPU" and result is not None:  # what the wake did: its readings' story
+                    said.append(f"{label}: {result.describe()}")
+                return result
             finally:
                 note(begin, args)
     else:
@@ -107,7 +112,7 @@ kernel = tuner.execute(matmul_set(), Args(buffers, (m, n, k)))
 device.read_buffer_sync(buffers[2])
 out = {"open": opened - started, "tune": time.perf_counter() - begin, "winner": kernel.name,
        "compiled": len((tuner.guard._pipelines if tuner.guard else tuner.pipelines).compiled),
-       "totals": totals, "timeline": timeline, "start": begin - started}
+       "totals": totals, "timeline": timeline, "start": begin - started, "said": said}
 print("RESULT " + json.dumps(out))
 """
 
@@ -141,6 +146,8 @@ def main() -> None:
     print(f"first tune of matmul {shape}: {r['tune']:.3f} s, {r['compiled']} pipelines compiled, winner "
           f"{r['winner']} ({'open_tuner' if options.isolate else 'device open'} {r['open']:.2f} s before it, "
           "not counted)")
+    for line in r.get("said", []):
+        print(line)
     print("phase (inclusive; nested phases are inside their parents):")
     for label, (calls, seconds) in sorted(r["totals"].items(), key=lambda item: -item[1][1]):
         print(f"  {label:<28} {calls:>5} calls {seconds:8.3f} s")
