@@ -48,7 +48,7 @@ from wgtune.tune.tuning import measure_key
 from wgtune.tune.verify import verify_winner
 
 from .isolated_worker import OpenSpec
-from .remote_device import RemoteDevice
+from .remote_device import RemoteDevice, read_ahead
 from .remote_handles import ProcessStopped
 from .worker_link import WorkerLink
 
@@ -183,10 +183,12 @@ class WorkerGuard:
 
     async def _measure(self, request: TuneRequest, ruled_out: dict, here: _CompiledHere) -> TuneOutcome:
         """The tune, in the tuning process; the caller holds the lock."""
+        read = self._read_ahead(request.args)
         while True:
             if len(ruled_out) >= len(request.tunables):  # nothing left to launch: no process needed
                 return await measure_key(replace(request, ruled_out=ruled_out))
             started = self._started()
+            ahead, read = read, {}  # for the process begun early only: one started again reads them itself
             if started is None:  # no process to tune in: in process, as with isolate=False
                 return await measure_key(replace(request, ruled_out=ruled_out))
             remote, pipelines = started
@@ -198,7 +200,7 @@ class WorkerGuard:
                 continue
             try:
                 outcome = await measure_key(replace(request, device=remote, pipelines=pipelines,
-                                                    args=remote.adopt(request.args), ruled_out=ruled_out,
+                                                    args=remote.adopt(request.args, ahead), ruled_out=ruled_out,
                                                     finalists=here))
             except ProcessStopped as stopped:
                 self._lost(stopped.reason)
@@ -230,6 +232,7 @@ class WorkerGuard:
         """``verify_winner`` of a winner from elsewhere, its launches in the tuning process: one
         that runs away (or kills the process) is not used, and the tune that follows rules it out."""
         with self._lock:
+            read = self._read_ahead(args)
             started = self._started()
             if started is None:
                 return await verify_winner(device, pipelines, tunables, key, args, winner)
@@ -241,7 +244,7 @@ class WorkerGuard:
                 self._lost(stopped.reason)
                 return await self.verify(device, pipelines, tunables, key, args, winner)
             try:
-                problem = await verify_winner(remote, there, tunables, key, remote.adopt(args), winner)
+                problem = await verify_winner(remote, there, tunables, key, remote.adopt(args, read), winner)
             except ProcessStopped as stopped:  # the winner, or a candidate run beside it: the tune sorts it out
                 self._lost(stopped.reason)
                 name = tunables.candidates[winner].name
@@ -265,6 +268,15 @@ class WorkerGuard:
             self._early.link.close()
         self._remote = self._pipelines = self._early = None
         self._checksums.clear()
+
+    def _read_ahead(self, args: Args) -> dict:
+        """Where the first tune's process was begun early and may still be opening its device, the
+        buffers of ``args`` it will copy, read from the tuner's device now, meanwhile
+        (``remote_device.read_ahead``); else nothing (the tune reads them as it copies them)."""
+        early = self._early
+        if self._remote is not None or early is None or early.spec != self.spec or self.unavailable is not None:
+            return {}
+        return read_ahead(self.device, early.link, args)
 
     def _started(self) -> tuple[RemoteDevice, PipelineCache] | None:
         """The tuning process, started if none runs; None (said once) when it cannot start."""

@@ -38,7 +38,7 @@ from wgtune import (
 )
 from wgtune.backends.cache_transfer import SqliteDatabase
 from wgtune.backends.isolated_worker import OpenSpec
-from wgtune.backends.isolation import WorkerGuard, _CompiledHere, begin_tuning_process
+from wgtune.backends.isolation import WorkerGuard, _CompiledHere, begin_tuning_process, spec_for
 from wgtune.backends.local import open_tuner
 from wgtune.backends.native import NativeDevice
 from wgtune.backends.remote_device import RemoteDevice
@@ -327,6 +327,33 @@ def test_with_nothing_stored_the_tuning_process_begins_with_the_tuner_and_the_fi
     # A winner is stored now: a later tuner may only hit it, and starts its process at its first tune.
     later = open_tuner(tuner.device, config=Config(cache_dir=str(tmp_path), log_level="disabled"))
     assert later.guard.pid is None
+
+
+def test_a_first_tune_reads_its_buffers_while_the_process_begun_early_opens_its_device(device, monkeypatch):
+    """The call's buffers are read from the tuner's GPU before the tune waits for the process's
+    start (what is left of it overlaps the reads), once each (test_shared_copies.py: they arrive)."""
+    order: list[str] = []
+    read_buffer, start = device.read_buffer, RemoteDevice.__init__
+
+    async def reading(buffer, take=bytes):
+        order.append("read")
+        return await read_buffer(buffer, take=take)
+
+    def starting(self, *given, **named):
+        order.append("wait for the start")
+        start(self, *given, **named)
+
+    monkeypatch.setattr(device, "read_buffer", reading)
+    monkeypatch.setattr(RemoteDevice, "__init__", starting)
+    guard = WorkerGuard(device, early=begin_tuning_process(spec_for(device)))
+    tuner = Tuner(device, config=quiet(), guard=guard)
+    try:
+        args, x = call(device)
+        assert tuner.execute(counted_set("read_ahead", steady("a"), steady("b")), args).name in ("a", "b")
+        assert order == ["read"] * len(args.buffers) + ["wait for the start"]
+        np.testing.assert_array_equal(doubled(device, args), 2 * x)
+    finally:
+        guard.close()
 
 
 def test_a_process_begun_for_another_adapter_than_the_tuners_is_stopped_and_another_started(device):

@@ -13,7 +13,7 @@ from wgtune import Args
 from wgtune.backends import isolated_worker, worker_link
 from wgtune.backends.isolated_worker import OpenSpec
 from wgtune.backends.native import NativeDevice
-from wgtune.backends.remote_device import RemoteDevice
+from wgtune.backends.remote_device import RemoteDevice, read_ahead
 from wgtune.backends.worker_link import SHARED_BYTES, Shared, WorkerLink
 from wgtune.errors import DeviceLost, KernelError
 from wgtune.runner import run_inline
@@ -105,6 +105,30 @@ def test_a_calls_buffer_goes_from_the_mapped_staging_copy_to_shared_memory_witho
     finally:
         remote.close()
     assert given == [memoryview] and [type(data) for data in carried(sent)] == [Shared]
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_buffers_read_ahead_of_the_process_s_start_arrive_whole_and_are_not_read_again(home, shared, monkeypatch):
+    """A first tune reads its call's buffers while the process begun early still opens its device
+    (``read_ahead``); adopting them then reads nothing more from the tuner's GPU."""
+    small, large = pattern(4096, 21), pattern(NBYTES, 22)
+    args = Args((home.create_buffer(small), home.create_buffer(large)))
+    link = WorkerLink(shared=shared)
+    read = read_ahead(home, link, args)
+    assert sorted(read) == sorted(id(buffer) for buffer in args.buffers)
+    reads: list = []
+    monkeypatch.setattr(home, "read_buffer", lambda *given, **named: reads.append(given))
+    remote, sent = remote_on(home, link)
+    try:
+        remote.begin_tune(None)
+        adopted = remote.adopt(args, read)
+        assert read_there(remote, adopted.buffers[0]) == small
+        assert read_there(remote, adopted.buffers[1]) == large + bytes(2)
+        remote.end_tune()
+    finally:
+        remote.close()
+    assert reads == [] and read == {}
+    assert [type(data) for data in carried(sent)] == ([bytes, Shared] if shared else [bytes, bytes])
 
 
 @pytest.mark.parametrize("shared", [True, False])
