@@ -47,9 +47,11 @@ def clock(monkeypatch) -> Clock:
     return clock
 
 
-def gpu(clock: Clock, per_dispatch, compile_seconds: float = 0.0, **fields) -> FakeDevice:
-    """A fake GPU whose clock idles, the spin kernel's dispatch taking ``per_dispatch(now)`` seconds
-    and its compile ``compile_seconds``; ``device.order`` logs its profiles and resolves."""
+def gpu(clock: Clock, per_dispatch, compile_seconds: float = 0.0, per_pass: float = 0.0, **fields) -> FakeDevice:
+    """A fake GPU whose clock idles, the spin kernel's dispatch taking ``per_dispatch(now)`` seconds,
+    a pass ``per_pass`` more whatever its dispatches (what a reading carries of the host's recording
+    and the pass's start), and its compile ``compile_seconds``; ``device.order`` logs its profiles
+    and resolves."""
     device = FakeDevice(**fields)
     device.idle_clocks = True
     device.order = []
@@ -64,7 +66,7 @@ def gpu(clock: Clock, per_dispatch, compile_seconds: float = 0.0, **fields) -> F
 
     async def resolved(handle):
         device.order.append("resolve")
-        return await resolve(handle)
+        return await resolve(handle) + per_pass
 
     async def compiled(kernel):
         if kernel.name == SPIN:
@@ -153,6 +155,23 @@ def test_a_first_wake_loaded_ahead_counts_its_ramp_from_the_load_and_spends_less
     assert not woke.cut_short and woke.readings[0][1] > 5 * woke.readings[-1][1]  # it still waited for the clock
     assert woke.readings[0][0] >= busy and woke.readings[-1][0] >= RAMP_SECONDS  # the load's seconds are ramp
     assert woke.seconds <= alone.seconds - 0.2  # the setup's 0.3 s were the ramp's too
+
+
+def test_a_load_counts_though_its_passes_are_longer_than_the_wakes_and_each_pass_has_a_fixed_cost(clock):
+    # As on session 39's H100: a device opened a second before the tune has its clock up still (it
+    # falls some 4 s after the open), so the load is sized at the full clock, 0.72 ms a spin dispatch:
+    # passes of 512 and 43, where the wake's passes have one dispatch. A reading carries some 50 us of
+    # its pass (the host's recording among it), so a pass of one dispatch read 7% slower a dispatch than
+    # the load's last at the same clock: the clock looked fallen, the load counted for nothing, and the
+    # first wake paid its whole ramp (0.60 s in every first tune traced that day).
+    warm, fixed = 0.72e-3, 50e-6
+    device = gpu(clock, lambda now: warm, per_pass=fixed)
+    loaded = run_inline(load(device, 3.0))
+    assert loaded is not None and loaded.passes[-1][1] == wake_module._SPINNERS[device].repeats
+    clock.now = max(clock.now, loaded.since + 0.3)  # the setup's host work, the load done meanwhile
+    woke = run_inline(wake(device, 3.0, loaded))
+    assert not woke.cut_short and woke.readings[0][0] >= LOAD_SECONDS * 0.9  # the load's seconds count as ramp
+    assert woke.seconds <= RAMP_SECONDS - LOAD_SECONDS + 0.05  # what is left of the ramp, not all of it
 
 
 def test_a_load_the_gpu_idled_after_counts_for_nothing(clock):
