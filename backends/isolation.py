@@ -183,13 +183,14 @@ class WorkerGuard:
 
     async def _measure(self, request: TuneRequest, ruled_out: dict, here: _CompiledHere) -> TuneOutcome:
         """The tune, in the tuning process; the caller holds the lock."""
-        read = self._read_ahead(request.args)
+        read = self._read_ahead(request.args) if len(ruled_out) < len(request.tunables) else {}
         while True:
             if len(ruled_out) >= len(request.tunables):  # nothing left to launch: no process needed
                 return await measure_key(replace(request, ruled_out=ruled_out))
             started = self._started()
             ahead, read = read, {}  # for the process begun early only: one started again reads them itself
             if started is None:  # no process to tune in: in process, as with isolate=False
+                ahead.clear()  # what was read for it is let go now (192 MB at 4096^3), not after the tune
                 return await measure_key(replace(request, ruled_out=ruled_out))
             remote, pipelines = started
             self._forget_changed(request.tunables, pipelines)
@@ -235,6 +236,7 @@ class WorkerGuard:
             read = self._read_ahead(args)
             started = self._started()
             if started is None:
+                read.clear()  # let go now, not after the check
                 return await verify_winner(device, pipelines, tunables, key, args, winner)
             remote, there = started
             self._forget_changed(tunables, there)

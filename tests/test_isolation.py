@@ -9,6 +9,7 @@ started again, the right winner), never how long it took: the figures are
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -36,12 +37,14 @@ from wgtune import (
     Tuner,
     run_inline,
 )
+from wgtune.backends import isolation, worker_link
 from wgtune.backends.cache_transfer import SqliteDatabase
 from wgtune.backends.isolated_worker import OpenSpec
-from wgtune.backends.isolation import WorkerGuard, _CompiledHere, begin_tuning_process, spec_for
+from wgtune.backends.isolation import EarlyStart, WorkerGuard, _CompiledHere, begin_tuning_process, spec_for
 from wgtune.backends.local import open_tuner
 from wgtune.backends.native import NativeDevice
 from wgtune.backends.remote_device import RemoteDevice
+from wgtune.backends.worker_link import WorkerLink
 from wgtune.gpu import wake as wake_module
 from wgtune.gpu.wake import wake
 from wgtune.tune.pipelines import PipelineCache
@@ -352,6 +355,38 @@ def test_a_first_tune_reads_its_buffers_while_the_process_begun_early_opens_its_
         assert tuner.execute(counted_set("read_ahead", steady("a"), steady("b")), args).name in ("a", "b")
         assert order == ["read"] * len(args.buffers) + ["wait for the start"]
         np.testing.assert_array_equal(doubled(device, args), 2 * x)
+    finally:
+        guard.close()
+
+
+def memory_files_open() -> int:
+    """This process's open memory files of buffers for a tuning process (``worker_link``)."""
+    count = 0
+    for descriptor in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile (listdir's own descriptor among them)
+            count += "wgtune-buffer" in os.readlink(f"/proc/self/fd/{descriptor}")
+    return count
+
+
+@pytest.mark.skipif(not worker_link.CAN_SHARE, reason="no memory files here")
+def test_buffers_read_for_a_process_begun_early_that_never_starts_are_let_go_before_the_tune_in_process(
+        device, monkeypatch):
+    monkeypatch.setattr(worker_link, "SHARED_BYTES", 1)  # every buffer through a memory file
+    held: list[int] = []
+    measure_key = isolation.measure_key
+
+    async def counting(request):
+        held.append(memory_files_open())
+        return await measure_key(request)
+
+    monkeypatch.setattr(isolation, "measure_key", counting)
+    guard = WorkerGuard(device, early=EarlyStart(spec_for(device), WorkerLink("/bin/false")))  # it never opens
+    tuner = Tuner(device, config=quiet(), guard=guard)
+    try:
+        args, x = call(device)
+        assert tuner.execute(counted_set("never_started", steady("a"), steady("b")), args).name in ("a", "b")
+        np.testing.assert_array_equal(doubled(device, args), 2 * x)
+        assert guard.unavailable is not None and held == [0]  # tuned in process, nothing read for it held
     finally:
         guard.close()
 
