@@ -73,10 +73,6 @@ class DeviceInfo:
     background_compiles: int
     compile_width: int
     idle_clocks: bool = False
-    # The clock's grain, measured as the process started (``clock.measure_clock_grain``): every
-    # tune asks for it first, and asked through the pipe it is 24 round trips of the first tune.
-    # None where it could not be measured (the first tune measures it then).
-    clock_grain: float | None = None
 
 
 @dataclass(frozen=True)
@@ -301,17 +297,6 @@ def _watch_parent() -> None:
             os._exit(3)
 
 
-def _grain(device: Any) -> float | None:
-    """``device``'s clock grain, measured now; None where that failed (the device raised)."""
-    from wgtune.gpu.clock import measure_clock_grain
-    from wgtune.runner import run_inline
-
-    try:
-        return run_inline(measure_clock_grain(device))
-    except Exception:
-        return None
-
-
 def main() -> int:
     # Ctrl-C at a terminal reaches the whole process group: the parent decides, and kills this one.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -332,7 +317,7 @@ def main() -> int:
     try:
         device = open_device(spec)
         info = DeviceInfo(device.identity.as_dict(), device.timing, device.background_compiles, device.compile_width,
-                          device.idle_clocks, _grain(device))
+                          device.idle_clocks)
     except Exception as error:
         _answer(out, error_answer(error))
         return 1

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from wgtune import errors
-from wgtune.gpu.clock import remember_clock_grain
 from wgtune.gpu.comparison import Comparison, element_size
 from wgtune.gpu.device import Device, DeviceLimits
 from wgtune.gpu.wake import SPIN_KERNEL
@@ -106,8 +105,6 @@ class RemoteDevice(Device):
         self.background_compiles = info.background_compiles
         self.compile_width = info.compile_width
         self.idle_clocks = info.idle_clocks
-        if info.clock_grain is not None:  # measured there as it started: no round trips of the first tune
-            remember_clock_grain(self, info.clock_grain)
 
     @property
     def pid(self) -> int:

@@ -23,7 +23,7 @@ from itertools import pairwise
 
 from .device import Device
 
-__all__ = ["EMPTY_PASSES", "clock_grain", "grain_of", "measure_clock_grain", "remember_clock_grain"]
+__all__ = ["EMPTY_PASSES", "clock_grain", "grain_of", "measure_clock_grain"]
 
 # The grain measured of each device object, for as long as the device lives.
 _MEASURED: weakref.WeakKeyDictionary[Device, float] = weakref.WeakKeyDictionary()
@@ -100,13 +100,6 @@ async def measure_clock_grain(device: Device, passes: int = EMPTY_PASSES) -> flo
         return grain_of(readings)
     except ValueError:  # every pass unusable: the stated grain is all we know
         return device.clock_grain
-
-
-def remember_clock_grain(device: Device, grain: float) -> None:
-    """Keep ``grain`` as ``device``'s, measured on the same clock elsewhere: a tuning process
-    measures its device's as it starts, and its proxy (``RemoteDevice``) is then asked for it
-    without 24 round trips in its first tune."""
-    _MEASURED[device] = grain
 
 
 async def clock_grain(device: Device) -> float:
