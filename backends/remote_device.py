@@ -63,8 +63,15 @@ def read_ahead(home: Any, link: WorkerLink, args: Args) -> dict[int, bytes | Fil
     read: dict[int, bytes | Filled] = {}
     for buffer in args.buffers:
         if not isinstance(buffer, RemoteBuffer) and id(buffer) not in read and int(buffer.usage) & COPY_SRC:
-            read[id(buffer)] = run_inline(home.read_buffer(buffer, take=link.fill))
+            read[id(buffer)] = _read(home, link, buffer)
     return read
+
+
+def _read(home: Any, link: WorkerLink, buffer: Any) -> bytes | Filled:
+    """``buffer`` of the tuner's device read for ``link``: the staging copy's mapping written to a
+    memory file straight (or copied for the pipe), sent only once the read is over
+    (``RemoteDevice._carried``), so that a read that fails after it was written sends nothing."""
+    return run_inline(home.read_buffer(buffer, take=link.fill))
 
 
 class RemoteDevice(Device):
@@ -197,11 +204,7 @@ class RemoteDevice(Device):
         usage = int(buffer.usage)
         carried: bytes | Shared | None = None
         if usage & COPY_SRC:
-            # The staging copy's mapping written to a memory file straight (or copied for the pipe), and the
-            # file sent once the read is over: a read that fails after it was written sends nothing.
-            if read is None:
-                read = run_inline(self.home.read_buffer(buffer, take=self.link.fill))
-            carried = self._carried(read)
+            carried = self._carried(read if read is not None else _read(self.home, self.link, buffer))
             nbytes = carried.nbytes if isinstance(carried, Shared) else len(carried)
         else:  # nobody can copy it (the app made it without COPY_SRC): zero-filled, as clone_buffer's stand-in
             nbytes = int(buffer.size)
